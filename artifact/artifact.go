@@ -1,0 +1,134 @@
+// Package artifact is Spillway's domain: the metadata of a stored artifact,
+// the Store interface its backends implement, the Signer that mints and
+// verifies self-authenticating URL tokens, and the HTTP handler that serves
+// artifact bytes to holders of such tokens.
+//
+// The package imports no storage vendor. Backends live in sub-packages
+// (fsstore, s3store) and convert their vendor's errors into the sentinel
+// errors declared here.
+package artifact
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Sentinel errors. Backends wrap them with context; callers test with errors.Is.
+var (
+	// ErrNotFound is returned when no artifact has the requested id.
+	ErrNotFound = errors.New("artifact: not found")
+	// ErrExpired is returned when the artifact exists but its expiry has passed.
+	ErrExpired = errors.New("artifact: expired")
+	// ErrUnavailable is returned when the backing store cannot be reached.
+	ErrUnavailable = errors.New("artifact: store unavailable")
+	// ErrTooLarge is returned when an upload exceeds the configured size cap.
+	ErrTooLarge = errors.New("artifact: too large")
+	// ErrIntegrity is returned when the bytes received do not match the
+	// declared size or SHA-256; nothing is stored.
+	ErrIntegrity = errors.New("artifact: size or checksum mismatch")
+	// ErrInvalid is returned for malformed ids or metadata.
+	ErrInvalid = errors.New("artifact: invalid")
+	// ErrExists is returned by Put when the id is already taken: artifacts
+	// are immutable.
+	ErrExists = errors.New("artifact: already exists")
+)
+
+// Artifact is the metadata stored with every artifact. It is immutable once
+// Put returns.
+type Artifact struct {
+	ID       string    `json:"id"`
+	Name     string    `json:"name,omitempty"`
+	MimeType string    `json:"mimeType"`
+	Size     int64     `json:"size"`
+	SHA256   string    `json:"sha256"` // lower-case hex
+	Created  time.Time `json:"created"`
+	Expires  time.Time `json:"expires"`
+	Tenant   string    `json:"tenant,omitempty"` // owner; "" when inbound auth is off
+	Source   string    `json:"source,omitempty"` // what produced it, e.g. "tool:query" or "put"
+}
+
+// Expired reports whether a is past its expiry at now. A zero Expires never expires.
+func (a Artifact) Expired(now time.Time) bool {
+	return !a.Expires.IsZero() && !now.Before(a.Expires)
+}
+
+// Store keeps artifact bytes with their metadata. Implementations must be safe
+// for concurrent use and have identical semantics (see package storetest).
+type Store interface {
+	// Put reads r to EOF and stores the bytes under meta.ID with meta's
+	// metadata. It computes Size and SHA256 while streaming; if meta.Size is
+	// positive or meta.SHA256 is set and the bytes disagree, it stores nothing
+	// and returns ErrIntegrity. It returns the stored metadata only once the
+	// artifact is durable. An existing id yields ErrExists.
+	Put(ctx context.Context, meta Artifact, r io.Reader) (Artifact, error)
+	// Stat returns the metadata of id, or ErrNotFound. It does not check expiry.
+	Stat(ctx context.Context, id string) (Artifact, error)
+	// Open returns length bytes of id starting at offset; length < 0 reads to
+	// the end. The caller validates the range against Stat's size.
+	Open(ctx context.Context, id string, offset, length int64) (io.ReadCloser, error)
+	// Delete removes id. Deleting an absent id is not an error.
+	Delete(ctx context.Context, id string) error
+	// ListExpired calls fn with the id of every artifact that expired before
+	// now, stopping at the first error fn returns.
+	ListExpired(ctx context.Context, now time.Time, fn func(id string) error) error
+	// Ping reports whether the store is reachable and writable: ErrUnavailable if not.
+	Ping(ctx context.Context) error
+}
+
+// Presigner is implemented by stores that can hand out a short-lived URL of
+// their own for an object (S3). The fetch handler's redirect mode uses it.
+type Presigner interface {
+	// PresignGet returns a URL valid for ttl that serves id with the given
+	// response Content-Type and Content-Disposition.
+	PresignGet(ctx context.Context, id string, ttl time.Duration, contentType, disposition string) (*url.URL, error)
+}
+
+// idEncoding is lower-case base32 without padding: URL- and file-name-safe,
+// case-insensitive file systems cannot confuse two ids.
+var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// idLen is the length of an id: 20 random bytes (160 bits) in base32.
+const idLen = 32
+
+// NewID returns a fresh opaque artifact id with 160 random bits.
+func NewID() string {
+	var b [20]byte
+	rand.Read(b[:]) // never fails (crypto/rand since Go 1.24)
+	return idEncoding.EncodeToString(b[:])
+}
+
+// ValidID reports whether id has the exact shape NewID produces. Stores call it
+// before turning an id into a path or key, so no id can traverse.
+func ValidID(id string) bool {
+	if len(id) != idLen {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
+			return false
+		}
+	}
+	return true
+}
+
+// URIPrefix starts every artifact's MCP resource URI.
+const URIPrefix = "spillway://artifacts/"
+
+// URI returns the MCP resource URI of artifact id.
+func URI(id string) string { return URIPrefix + id }
+
+// IDFromURI returns the artifact id of a Spillway resource URI, and whether uri is one.
+func IDFromURI(uri string) (string, bool) {
+	id, ok := strings.CutPrefix(uri, URIPrefix)
+	if !ok || !ValidID(id) {
+		return "", false
+	}
+	return id, true
+}

@@ -1,0 +1,246 @@
+package artifact
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"net/url"
+	"time"
+
+	"github.com/spillway-dev/spillway/policy"
+)
+
+// MintAuthorizer decides whether a link may be minted (the policy's mint
+// decision). *policy.Engine implements it.
+type MintAuthorizer interface {
+	Mint(ctx context.Context, in policy.MintInput) (policy.MintDecision, error)
+}
+
+// LinkOptions shape a minted link.
+type LinkOptions struct {
+	TTL      time.Duration // 0: Service.DefaultTTL; never beyond the artifact's expiry
+	Method   Method        // zero: MethodGet
+	CIDR     netip.Prefix  // client address binding; zero: none
+	Tenant   string        // who asks; the link is bound to the artifact's tenant
+	Audience string
+	Source   string // for the mint decision: "offload", "api", "cli", "stream"
+}
+
+// Link is a minted httpUrl.
+type Link struct {
+	URL     string
+	Expires time.Time
+	TokenID string
+}
+
+// Service ties a Store to a Signer: it stores artifacts, mints links to them
+// and serves their metadata through a cache. Fields must be set before first
+// use and not changed afterwards; methods are safe for concurrent use.
+type Service struct {
+	Store     Store
+	Signer    *Signer
+	PublicURL *url.URL       // base of every httpUrl, e.g. https://spill.example.com
+	Mint      MintAuthorizer // nil allows every mint (tests and tools only)
+	Cache     *Cache         // nil disables caching
+
+	DefaultTTL time.Duration // 0: 15 minutes
+	MaxTTL     time.Duration // 0: 1 hour
+	Now        func() time.Time
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func (s *Service) ttl(d time.Duration) time.Duration {
+	if d <= 0 {
+		d = s.DefaultTTL
+		if d <= 0 {
+			d = 15 * time.Minute
+		}
+	}
+	maxTTL := s.MaxTTL
+	if maxTTL <= 0 {
+		maxTTL = time.Hour
+	}
+	return min(d, maxTTL)
+}
+
+// Put stores r as a new artifact that lives for ttl (capped by MaxTTL). An
+// empty meta.ID gets a fresh one; Created and Expires are set here. It returns
+// once the artifact is durable.
+func (s *Service) Put(ctx context.Context, meta Artifact, ttl time.Duration, r io.Reader) (Artifact, error) {
+	if meta.ID == "" {
+		meta.ID = NewID()
+	}
+	if meta.MimeType == "" {
+		meta.MimeType = "application/octet-stream"
+	}
+	now := s.now().UTC().Truncate(time.Second)
+	meta.Created = now
+	// One extra second so that a link minted now for the same ttl, whose
+	// expiry is rounded to the second, never outlives the artifact.
+	meta.Expires = now.Add(s.ttl(ttl) + time.Second)
+	a, err := s.Store.Put(ctx, meta, r)
+	if err != nil {
+		return Artifact{}, err
+	}
+	s.Cache.addMeta(a)
+	return a, nil
+}
+
+// Stat returns id's metadata, from the cache when it holds it. An expired
+// artifact yields ErrExpired.
+func (s *Service) Stat(ctx context.Context, id string) (Artifact, error) {
+	if !ValidID(id) {
+		return Artifact{}, fmt.Errorf("stat: %w", ErrNotFound)
+	}
+	a, ok := s.Cache.meta(id)
+	if !ok {
+		var err error
+		if a, err = s.Store.Stat(ctx, id); err != nil {
+			return Artifact{}, err
+		}
+		s.Cache.addMeta(a)
+	}
+	if a.Expired(s.now()) {
+		return a, fmt.Errorf("stat %s: %w", id, ErrExpired)
+	}
+	return a, nil
+}
+
+// Delete removes id from the store and the caches. Links to it stop working
+// at once on this replica and within Cache.MetaTTL on others.
+func (s *Service) Delete(ctx context.Context, id string) error {
+	s.Cache.remove(id)
+	if !ValidID(id) {
+		return fmt.Errorf("delete: %w", ErrNotFound)
+	}
+	return s.Store.Delete(ctx, id)
+}
+
+// Link mints an httpUrl for a, after the mint decision allows it. The link
+// never outlives the artifact.
+func (s *Service) Link(ctx context.Context, a Artifact, o LinkOptions) (Link, error) {
+	now := s.now()
+	ttl := s.ttl(o.TTL)
+	if o.Method == 0 {
+		o.Method = MethodGet
+	}
+	if s.Mint != nil {
+		in := policy.MintInput{
+			Artifact:            Info(a),
+			Tenant:              o.Tenant,
+			Source:              o.Source,
+			RequestedTTLSeconds: int64(ttl / time.Second),
+			Audience:            o.Audience,
+			Now:                 now.Unix(),
+		}
+		if o.CIDR.IsValid() {
+			in.CIDR = o.CIDR.String()
+		}
+		d, err := s.Mint.Mint(ctx, in)
+		if err != nil {
+			return Link{}, fmt.Errorf("mint decision: %w", err)
+		}
+		if !d.Allow {
+			return Link{}, &DeniedError{Reason: d.Reason}
+		}
+		if d.MaxTTLSeconds > 0 {
+			ttl = min(ttl, time.Duration(d.MaxTTLSeconds)*time.Second)
+		}
+		if d.RequireCIDR != "" {
+			p, err := netip.ParsePrefix(d.RequireCIDR)
+			if err != nil {
+				return Link{}, fmt.Errorf("mint decision: bad require_cidr %q: %w", d.RequireCIDR, err)
+			}
+			o.CIDR = p
+		}
+		if d.Audience != "" {
+			o.Audience = d.Audience
+		}
+	}
+	exp := now.Add(ttl).Truncate(time.Second)
+	if !a.Expires.IsZero() && exp.After(a.Expires) {
+		exp = a.Expires
+	}
+	if !exp.After(now) {
+		return Link{}, fmt.Errorf("link %s: %w", a.ID, ErrExpired)
+	}
+	tok, err := s.Signer.Mint(Claims{
+		Artifact:  a.ID,
+		Method:    o.Method,
+		NotBefore: now.Add(-time.Second),
+		Expires:   exp,
+		CIDR:      o.CIDR,
+		Tenant:    a.Tenant,
+		Audience:  o.Audience,
+	})
+	if err != nil {
+		return Link{}, err
+	}
+	c, _, _, _ := parseToken(tok)
+	return Link{URL: s.fetchURL(a.ID, tok), Expires: exp, TokenID: c.ID}, nil
+}
+
+// Publish stores r and mints a link to it: the offloader's one call.
+func (s *Service) Publish(ctx context.Context, meta Artifact, r io.Reader, o LinkOptions) (Artifact, Link, error) {
+	a, err := s.Put(ctx, meta, o.TTL, r)
+	if err != nil {
+		return Artifact{}, Link{}, err
+	}
+	l, err := s.Link(ctx, a, o)
+	if err != nil {
+		// Nobody can ever fetch it: do not leave it for the sweeper.
+		_ = s.Store.Delete(context.WithoutCancel(ctx), a.ID)
+		s.Cache.remove(a.ID)
+		return Artifact{}, Link{}, err
+	}
+	return a, l, nil
+}
+
+// FetchPath is the route of the fetch endpoint; {id} is the artifact id.
+const FetchPath = "/a/{id}"
+
+func (s *Service) fetchURL(id, token string) string {
+	u := *s.PublicURL
+	u.Path = joinPath(u.Path, "/a/"+id)
+	u.RawQuery = "t=" + token // base64url: nothing to escape
+	return u.String()
+}
+
+func joinPath(base, p string) string {
+	for len(base) > 0 && base[len(base)-1] == '/' {
+		base = base[:len(base)-1]
+	}
+	return base + p
+}
+
+// DeniedError is returned when a policy decision denies; Reason is the policy's.
+type DeniedError struct{ Reason string }
+
+func (e *DeniedError) Error() string {
+	if e.Reason == "" {
+		return "artifact: denied by policy"
+	}
+	return "artifact: denied by policy: " + e.Reason
+}
+
+// Info converts metadata to the shape policies see.
+func Info(a Artifact) policy.ArtifactInfo {
+	i := policy.ArtifactInfo{
+		ID: a.ID, Name: a.Name, MimeType: a.MimeType, Size: a.Size, SHA256: a.SHA256,
+		Tenant: a.Tenant, Source: a.Source,
+	}
+	if !a.Created.IsZero() {
+		i.Created = a.Created.Unix()
+	}
+	if !a.Expires.IsZero() {
+		i.Expires = a.Expires.Unix()
+	}
+	return i
+}

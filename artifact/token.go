@@ -1,0 +1,247 @@
+package artifact
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Token errors. The fetch handler maps every one but ErrTokenExpired to the
+// same 403 so that a prober learns nothing about what was wrong.
+var (
+	// ErrTokenInvalid is returned for a malformed, tampered, unknown-key or
+	// wrong-artifact token, or one used outside its bindings.
+	ErrTokenInvalid = errors.New("artifact: invalid token")
+	// ErrTokenExpired is returned for a genuine token whose expiry has passed.
+	ErrTokenExpired = errors.New("artifact: token expired")
+)
+
+// Method is the class of HTTP methods a token allows.
+type Method byte
+
+const (
+	// MethodGet allows GET and HEAD.
+	MethodGet Method = 'G'
+	// MethodHead allows HEAD only (size and checksum, not the bytes).
+	MethodHead Method = 'H'
+)
+
+// Allows reports whether an HTTP method is within m.
+func (m Method) Allows(httpMethod string) bool {
+	switch httpMethod {
+	case "HEAD":
+		return m == MethodGet || m == MethodHead
+	case "GET":
+		return m == MethodGet
+	}
+	return false
+}
+
+// Claims are what a token asserts. Every field is covered by the MAC.
+type Claims struct {
+	KeyID     string       // key that signed it
+	Artifact  string       // artifact id (bound through the MAC, not carried)
+	Method    Method       // MethodGet or MethodHead
+	NotBefore time.Time    // second precision
+	Expires   time.Time    // second precision
+	CIDR      netip.Prefix // client address binding; zero means none
+	Tenant    string       // the artifact's tenant must equal it; "" means none
+	Audience  string       // free-form, for policy; "" means none
+	ID        string       // token id, for logs and revocation by policy
+}
+
+// Key is one HMAC-SHA256 key.
+type Key struct {
+	ID     string
+	Secret []byte // at least 32 bytes
+}
+
+// Signer mints tokens with one key and verifies them with any of several, so
+// keys rotate without downtime: add the new key for verification everywhere,
+// then switch signing, then drop the old key. Safe for concurrent use; the
+// zero value is not usable (use NewSigner).
+type Signer struct {
+	signing Key
+	keys    map[string][]byte
+	// Leeway is the clock skew tolerated on NotBefore and Expires.
+	Leeway time.Duration
+}
+
+// DefaultLeeway is the clock skew tolerated unless Signer.Leeway is changed.
+const DefaultLeeway = 5 * time.Second
+
+// NewSigner returns a Signer that signs with signing and verifies with
+// signing plus every key in verify.
+func NewSigner(signing Key, verify ...Key) (*Signer, error) {
+	s := &Signer{signing: signing, keys: map[string][]byte{}, Leeway: DefaultLeeway}
+	for _, k := range append([]Key{signing}, verify...) {
+		if !validField(k.ID) || k.ID == "" {
+			return nil, fmt.Errorf("artifact: bad key id %q", k.ID)
+		}
+		if len(k.Secret) < 32 {
+			return nil, fmt.Errorf("artifact: key %q: secret shorter than 32 bytes", k.ID)
+		}
+		if old, dup := s.keys[k.ID]; dup && !bytes.Equal(old, k.Secret) {
+			return nil, fmt.Errorf("artifact: key id %q given twice with different secrets", k.ID)
+		}
+		s.keys[k.ID] = k.Secret
+	}
+	return s, nil
+}
+
+// SigningKeyID returns the id of the key new tokens are signed with.
+func (s *Signer) SigningKeyID() string { return s.signing.ID }
+
+const (
+	tokenVersion = "s1"
+	macContext   = "spillway-url-token\n"
+	fieldCount   = 9
+)
+
+// Mint returns a token for c, signed with the signing key. KeyID and, when
+// empty, ID are filled in; Artifact must be a valid id.
+func (s *Signer) Mint(c Claims) (string, error) {
+	if !ValidID(c.Artifact) {
+		return "", fmt.Errorf("mint: %w: artifact id", ErrInvalid)
+	}
+	if c.Method != MethodGet && c.Method != MethodHead {
+		return "", fmt.Errorf("mint: %w: method %q", ErrInvalid, c.Method)
+	}
+	if !validField(c.Tenant) || !validField(c.Audience) {
+		return "", fmt.Errorf("mint: %w: tenant or audience has a control character", ErrInvalid)
+	}
+	if !c.Expires.After(c.NotBefore) {
+		return "", fmt.Errorf("mint: %w: expiry not after not-before", ErrInvalid)
+	}
+	c.KeyID = s.signing.ID
+	if c.ID == "" {
+		var b [9]byte
+		rand.Read(b[:])
+		c.ID = base64.RawURLEncoding.EncodeToString(b[:])
+	}
+	cidr := ""
+	if c.CIDR.IsValid() {
+		cidr = c.CIDR.Masked().String()
+	}
+	payload := strings.Join([]string{
+		tokenVersion, c.KeyID, string(c.Method),
+		strconv.FormatInt(c.NotBefore.Unix(), 10), strconv.FormatInt(c.Expires.Unix(), 10),
+		cidr, c.Tenant, c.Audience, c.ID,
+	}, "\n")
+	mac := sum(s.signing.Secret, c.Artifact, payload)
+	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + base64.RawURLEncoding.EncodeToString(mac), nil
+}
+
+// Verify checks token for artifact id at time now and returns its claims. It
+// returns ErrTokenInvalid for anything but a genuine token for id within its
+// time window, and ErrTokenExpired for a genuine token past its expiry.
+// Bindings other than time (CIDR, tenant, method) are the caller's to check
+// with the returned Claims.
+func (s *Signer) Verify(token, id string, now time.Time) (Claims, error) {
+	c, payload, mac, err := parseToken(token)
+	if err != nil {
+		return Claims{}, err
+	}
+	key, ok := s.keys[c.KeyID]
+	if !ok || !ValidID(id) {
+		return Claims{}, ErrTokenInvalid
+	}
+	if !hmac.Equal(mac, sum(key, id, payload)) {
+		return Claims{}, ErrTokenInvalid
+	}
+	c.Artifact = id
+	if now.Add(s.Leeway).Before(c.NotBefore) {
+		return Claims{}, ErrTokenInvalid
+	}
+	if !now.Add(-s.Leeway).Before(c.Expires) {
+		return c, ErrTokenExpired
+	}
+	return c, nil
+}
+
+func sum(key []byte, id, payload string) []byte {
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte(macContext))
+	h.Write([]byte(id))
+	h.Write([]byte{'\n'})
+	h.Write([]byte(payload))
+	return h.Sum(nil)
+}
+
+var strictB64 = base64.RawURLEncoding.Strict()
+
+// parseToken splits and decodes a token without trusting it: the caller must
+// check the MAC before using any claim. Every field has exactly one
+// encoding, so a token cannot be re-spelled into another valid token.
+func parseToken(token string) (c Claims, payload string, mac []byte, err error) {
+	if len(token) > 1024 {
+		return c, "", nil, ErrTokenInvalid
+	}
+	p64, m64, ok := strings.Cut(token, ".")
+	if !ok {
+		return c, "", nil, ErrTokenInvalid
+	}
+	pb, err1 := strictB64.DecodeString(p64)
+	mac, err2 := strictB64.DecodeString(m64)
+	if err1 != nil || err2 != nil || len(mac) != sha256.Size {
+		return c, "", nil, ErrTokenInvalid
+	}
+	payload = string(pb)
+	f := strings.Split(payload, "\n")
+	if len(f) != fieldCount || f[0] != tokenVersion || f[1] == "" || len(f[2]) != 1 || f[8] == "" {
+		return c, "", nil, ErrTokenInvalid
+	}
+	c.KeyID, c.Method, c.Tenant, c.Audience, c.ID = f[1], Method(f[2][0]), f[6], f[7], f[8]
+	if c.Method != MethodGet && c.Method != MethodHead {
+		return c, "", nil, ErrTokenInvalid
+	}
+	nbf, ok1 := parseUnix(f[3])
+	exp, ok2 := parseUnix(f[4])
+	if !ok1 || !ok2 {
+		return c, "", nil, ErrTokenInvalid
+	}
+	c.NotBefore, c.Expires = time.Unix(nbf, 0), time.Unix(exp, 0)
+	if f[5] != "" {
+		p, err := netip.ParsePrefix(f[5])
+		if err != nil || p != p.Masked() || p.String() != f[5] {
+			return c, "", nil, ErrTokenInvalid
+		}
+		c.CIDR = p
+	}
+	for _, s := range f[1:] {
+		if !validField(s) {
+			return c, "", nil, ErrTokenInvalid
+		}
+	}
+	return c, payload, mac, nil
+}
+
+// parseUnix accepts only canonical non-negative decimal seconds.
+func parseUnix(s string) (int64, bool) {
+	if s == "" || len(s) > 12 || (len(s) > 1 && s[0] == '0') {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil && n >= 0
+}
+
+// validField reports whether s can be a payload field: printable, no separator.
+func validField(s string) bool {
+	if len(s) > 256 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return false
+		}
+	}
+	return true
+}
