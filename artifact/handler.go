@@ -1,0 +1,513 @@
+package artifact
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/spillway-dev/spillway/policy"
+)
+
+// FetchAuthorizer is the policy's fetch decision. *policy.Engine implements it.
+type FetchAuthorizer interface {
+	Fetch(ctx context.Context, in policy.FetchInput) (policy.FetchDecision, error)
+}
+
+// HandlerOptions configure the fetch endpoint. The zero value serves bytes
+// itself and denies every fetch (no policy).
+type HandlerOptions struct {
+	// Policy decides every fetch after the token verified. Nil denies all:
+	// a misconfigured server must not be open.
+	Policy FetchAuthorizer
+	// Logger receives one line per request (never the token). Nil: slog.Default().
+	Logger *slog.Logger
+	// Redirect answers an allowed GET with a 302 to a storage URL presigned
+	// for RedirectTTL, when the store is a Presigner.
+	Redirect    bool
+	RedirectTTL time.Duration // default and maximum 60s
+}
+
+// Handler serves artifact bytes to holders of a valid link: GET and HEAD on
+// FetchPath with the token in the `t` query parameter or an
+// `Authorization: Bearer` header. Safe for concurrent use.
+type Handler struct {
+	svc *Service
+	o   HandlerOptions
+	log *slog.Logger
+}
+
+// NewHandler returns the fetch endpoint for svc.
+func NewHandler(svc *Service, o HandlerOptions) *Handler {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.RedirectTTL <= 0 || o.RedirectTTL > time.Minute {
+		o.RedirectTTL = time.Minute
+	}
+	return &Handler{svc: svc, o: o, log: o.Logger}
+}
+
+// Register mounts the handler's routes on r.
+func (h *Handler) Register(r *mux.Router) {
+	r.Handle(FetchPath, h).Methods(http.MethodGet, http.MethodHead)
+	r.Handle(FetchPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", "GET, HEAD")
+		writeError(w, &httpError{http.StatusMethodNotAllowed, "method_not_allowed", "only GET and HEAD"})
+	}))
+}
+
+// ServeHTTP serves one fetch. The artifact id comes from the mux route
+// variable "id", or else from the last path segment.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	id := mux.Vars(r)["id"]
+	if id == "" {
+		id = r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+	}
+	setSafetyHeaders(w.Header())
+	cw := &countingWriter{ResponseWriter: w}
+	claims, err := h.serve(cw, r, id)
+	if err != nil {
+		writeError(cw, err)
+	}
+	h.logRequest(r, id, claims.ID, cw, time.Since(start), err)
+}
+
+// forbidden is the one answer to every token problem, whatever it was.
+var forbidden = &httpError{http.StatusForbidden, "forbidden", "this link is not valid for this request"}
+
+func (h *Handler) serve(w *countingWriter, r *http.Request, id string) (Claims, error) {
+	token, ok := tokenOf(r)
+	if !ok {
+		return Claims{}, forbidden
+	}
+	now := h.svc.now()
+	c, err := h.svc.Signer.Verify(token, id, now)
+	switch {
+	case errors.Is(err, ErrTokenExpired):
+		return c, &httpError{http.StatusGone, "expired", "this link has expired; ask for a fresh one"}
+	case err != nil:
+		return c, forbidden
+	}
+	src := remoteAddr(r)
+	if !c.Method.Allows(r.Method) || (c.CIDR.IsValid() && !c.CIDR.Contains(src)) {
+		return c, forbidden
+	}
+	a, err := h.svc.Stat(r.Context(), id)
+	if err != nil {
+		return c, err
+	}
+	if c.Tenant != a.Tenant {
+		return c, forbidden
+	}
+	d, err := h.authorize(r, c, a, src, now)
+	if err != nil {
+		return c, err
+	}
+	hdr := w.Header()
+	for k, v := range d.Headers {
+		if !protectedHeader(k) {
+			hdr.Set(k, v)
+		}
+	}
+	if h.o.Redirect && r.Method == http.MethodGet {
+		if p, ok := h.svc.Store.(Presigner); ok {
+			u, err := p.PresignGet(r.Context(), id, h.o.RedirectTTL, contentType(a), disposition(a))
+			if err != nil {
+				return c, err
+			}
+			http.Redirect(w, r, u.String(), http.StatusFound)
+			return c, nil
+		}
+	}
+	h.serveContent(w, r, a)
+	return c, nil
+}
+
+func (h *Handler) authorize(r *http.Request, c Claims, a Artifact, src netip.Addr, now time.Time) (policy.FetchDecision, error) {
+	if h.o.Policy == nil {
+		return policy.FetchDecision{}, &httpError{http.StatusForbidden, "denied", "no fetch policy is configured"}
+	}
+	in := policy.FetchInput{
+		Request: policy.Request{
+			Method:        r.Method,
+			Path:          strings.Split(strings.Trim(r.URL.Path, "/"), "/"),
+			Headers:       policyHeaders(r.Header),
+			SourceAddress: src.String(),
+		},
+		Token:    tokenInfo(c),
+		Artifact: Info(a),
+		Now:      now.Unix(),
+	}
+	d, err := h.o.Policy.Fetch(r.Context(), in)
+	if err != nil {
+		// An evaluation failure denies; the cause is for the log only.
+		h.log.Warn("fetch policy failed; denying", "artifact", a.ID, "err", err)
+		return d, &httpError{http.StatusForbidden, "denied", "the fetch policy could not be evaluated"}
+	}
+	if !d.Allow {
+		msg := "denied by policy"
+		if d.Reason != "" {
+			msg += ": " + d.Reason
+		}
+		return d, &httpError{http.StatusForbidden, "denied", msg}
+	}
+	return d, nil
+}
+
+// serveContent writes a's bytes honouring HEAD, If-None-Match and Range.
+// Memory stays constant: bytes stream from the store unless the cache holds them.
+func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, a Artifact) {
+	hdr := w.Header()
+	etag := `"` + a.SHA256 + `"`
+	hdr.Set("Content-Type", contentType(a))
+	hdr.Set("Content-Disposition", disposition(a))
+	hdr.Set("ETag", etag)
+	hdr.Set("Accept-Ranges", "bytes")
+	if !a.Expires.IsZero() {
+		hdr.Set("Expires", a.Expires.UTC().Format(http.TimeFormat))
+	}
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, etag) {
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	off, n, status := int64(0), a.Size, http.StatusOK
+	if rh := r.Header.Get("Range"); rh != "" && ifRangeOK(r, etag) {
+		rs, err := parseRange(rh, a.Size)
+		switch {
+		case errors.Is(err, errRangeUnsatisfiable):
+			hdr.Set("Content-Range", "bytes */"+strconv.FormatInt(a.Size, 10))
+			writeError(w, &httpError{http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable", "the requested range is outside the artifact"})
+			return
+		case err == nil && len(rs) == 1:
+			// Several ranges would need multipart/byteranges; serving the whole
+			// representation instead is what RFC 9110 allows.
+			off, n, status = rs[0].start, rs[0].length, http.StatusPartialContent
+			hdr.Set("Content-Range", rs[0].contentRange(a.Size))
+		}
+	}
+	hdr.Set("Content-Length", strconv.FormatInt(n, 10))
+	if r.Method == http.MethodHead {
+		w.WriteHeader(status)
+		return
+	}
+	if b, ok := h.svc.Cache.blob(a.ID); ok && int64(len(b)) == a.Size {
+		w.WriteHeader(status)
+		w.Write(b[off : off+n])
+		return
+	}
+	ctx := r.Context()
+	if status == http.StatusOK && h.svc.Cache.wantsBlob(a.Size) {
+		if b, err := h.readSmall(ctx, a); err == nil {
+			h.svc.Cache.addBlob(a.ID, b)
+			w.WriteHeader(status)
+			w.Write(b)
+			return
+		} else {
+			writeError(w, err)
+			return
+		}
+	}
+	rc, err := h.svc.Store.Open(ctx, a.ID, off, n)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer rc.Close()
+	w.WriteHeader(status)
+	// A failure mid-stream leaves the body short of Content-Length, which the
+	// client sees as a broken transfer, as it must.
+	bp := copyBufs.Get().(*[]byte)
+	if _, err := io.CopyBuffer(w, rc, *bp); err != nil && ctx.Err() == nil {
+		h.log.Warn("fetch stream broken", "artifact", a.ID, "err", err)
+	}
+	copyBufs.Put(bp)
+}
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
+
+func (h *Handler) readSmall(ctx context.Context, a Artifact) ([]byte, error) {
+	rc, err := h.svc.Store.Open(ctx, a.ID, 0, a.Size)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	b := make([]byte, a.Size)
+	if _, err := io.ReadFull(rc, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// tokenOf returns the token from exactly one place: a single `t` parameter
+// (and no other parameter at all), or an Authorization: Bearer header.
+func tokenOf(r *http.Request) (string, bool) {
+	var fromQuery string
+	if q := r.URL.RawQuery; q != "" {
+		v, ok := strings.CutPrefix(q, "t=")
+		if !ok || strings.ContainsAny(v, "&;=%+") || v == "" {
+			return "", false // unsigned, duplicated or encoded parameters
+		}
+		fromQuery = v
+	}
+	auth := r.Header.Values("Authorization")
+	switch {
+	case len(auth) == 0:
+		return fromQuery, fromQuery != ""
+	case len(auth) == 1 && fromQuery == "":
+		scheme, tok, ok := strings.Cut(auth[0], " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+			return "", false
+		}
+		return strings.TrimSpace(tok), true
+	}
+	return "", false
+}
+
+// remoteAddr is the connection's peer address. Forwarding headers are not
+// trusted: a CIDR binding must not be spoofable by a header.
+func remoteAddr(r *http.Request) netip.Addr {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	a, _ := netip.ParseAddr(host)
+	return a.Unmap()
+}
+
+func tokenInfo(c Claims) policy.TokenClaims {
+	t := policy.TokenClaims{
+		ID: c.ID, KeyID: c.KeyID, Method: "GET",
+		NotBefore: c.NotBefore.Unix(), Expires: c.Expires.Unix(),
+		Tenant: c.Tenant, Audience: c.Audience,
+	}
+	if c.Method == MethodHead {
+		t.Method = "HEAD"
+	}
+	if c.CIDR.IsValid() {
+		t.CIDR = c.CIDR.String()
+	}
+	return t
+}
+
+// policyHeaders copies request headers with lower-case names, minus credentials.
+func policyHeaders(h http.Header) map[string][]string {
+	out := make(map[string][]string, len(h))
+	for k, v := range h {
+		k = strings.ToLower(k)
+		switch k {
+		case "authorization", "cookie", "proxy-authorization":
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// setSafetyHeaders applies to every response, errors included.
+func setSafetyHeaders(h http.Header) {
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Content-Security-Policy", "sandbox; default-src 'none'")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cache-Control", "private, no-store")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+}
+
+// protectedHeader reports whether a policy may not set header k.
+func protectedHeader(k string) bool {
+	switch http.CanonicalHeaderKey(k) {
+	case "X-Content-Type-Options", "Content-Security-Policy", "Referrer-Policy", "Cache-Control",
+		"Content-Type", "Content-Length", "Content-Range", "Etag", "Accept-Ranges", "Location",
+		"Set-Cookie", "Transfer-Encoding", "Connection", "Cross-Origin-Resource-Policy":
+		return true
+	}
+	return false
+}
+
+// contentType is the stored mime type, re-serialised; anything unparsable
+// becomes application/octet-stream so a browser never guesses.
+func contentType(a Artifact) string {
+	mt, params, err := mime.ParseMediaType(a.MimeType)
+	if err != nil {
+		return "application/octet-stream"
+	}
+	if s := mime.FormatMediaType(mt, params); s != "" {
+		return s
+	}
+	return "application/octet-stream"
+}
+
+// activeType reports whether a browser could execute content of this type.
+func activeType(ct string) bool {
+	mt, _, _ := mime.ParseMediaType(ct)
+	switch {
+	case mt == "text/html", mt == "application/xhtml+xml", mt == "image/svg+xml",
+		mt == "text/xml", mt == "application/xml", strings.HasSuffix(mt, "+xml"),
+		strings.Contains(mt, "javascript"), strings.Contains(mt, "ecmascript"),
+		mt == "application/pdf", mt == "text/xsl", mt == "application/x-shockwave-flash":
+		return true
+	}
+	return false
+}
+
+func disposition(a Artifact) string {
+	kind := "inline"
+	if activeType(contentType(a)) {
+		kind = "attachment"
+	}
+	name := a.Name
+	if name == "" {
+		name = a.ID
+	}
+	if s := mime.FormatMediaType(kind, map[string]string{"filename": name}); s != "" {
+		return s
+	}
+	return kind
+}
+
+func etagMatch(header, etag string) bool {
+	for t := range strings.SplitSeq(header, ",") {
+		t = strings.TrimSpace(t)
+		if t == "*" || strings.TrimPrefix(t, "W/") == etag {
+			return true
+		}
+	}
+	return false
+}
+
+// ifRangeOK: a Range applies unless If-Range names another representation.
+func ifRangeOK(r *http.Request, etag string) bool {
+	ir := r.Header.Get("If-Range")
+	return ir == "" || ir == etag
+}
+
+// httpError is an error with a safe client message; the cause is logged.
+type httpError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *httpError) Error() string { return e.code + ": " + e.message }
+
+// toHTTP maps any error to the response the client gets: the one place where
+// artifact errors become HTTP statuses.
+func toHTTP(err error) *httpError {
+	var he *httpError
+	var de *DeniedError
+	switch {
+	case errors.As(err, &he):
+		return he
+	case errors.As(err, &de):
+		return &httpError{http.StatusForbidden, "denied", de.Error()}
+	case errors.Is(err, ErrNotFound):
+		return &httpError{http.StatusNotFound, "not_found", "no such artifact"}
+	case errors.Is(err, ErrExpired):
+		return &httpError{http.StatusGone, "expired", "this artifact has expired"}
+	case errors.Is(err, ErrTooLarge):
+		return &httpError{http.StatusRequestEntityTooLarge, "too_large", "the artifact exceeds the size limit"}
+	case errors.Is(err, ErrIntegrity):
+		return &httpError{http.StatusBadRequest, "integrity", "size or checksum mismatch"}
+	case errors.Is(err, ErrInvalid):
+		return &httpError{http.StatusBadRequest, "invalid", "invalid request"}
+	case errors.Is(err, ErrExists):
+		return &httpError{http.StatusConflict, "exists", "artifact already exists"}
+	case errors.Is(err, context.Canceled):
+		return &httpError{499, "canceled", "request canceled"}
+	}
+	// ErrUnavailable and anything unexpected: the store is the likely cause.
+	return &httpError{http.StatusServiceUnavailable, "unavailable", "storage is unavailable; retry shortly"}
+}
+
+// WriteError writes err as a small JSON body {"code","message"} with the
+// status toHTTP chooses. Other handlers of the artifact service use it too.
+func WriteError(w http.ResponseWriter, err error) { writeError(w, err) }
+
+func writeError(w http.ResponseWriter, err error) {
+	he := toHTTP(err)
+	h := w.Header()
+	setSafetyHeaders(h)
+	for _, k := range []string{"Content-Disposition", "Etag", "Accept-Ranges", "Expires"} {
+		h.Del(k)
+	}
+	if he.status != http.StatusRequestedRangeNotSatisfiable {
+		h.Del("Content-Range")
+	}
+	if he.status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "5")
+	}
+	h.Set("Content-Type", "application/json")
+	body, _ := json.Marshal(struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}{he.code, he.message})
+	body = append(body, '\n')
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(he.status)
+	w.Write(body)
+}
+
+type countingWriter struct {
+	http.ResponseWriter
+	status int
+	n      int64
+}
+
+func (c *countingWriter) WriteHeader(s int) {
+	if c.status == 0 {
+		c.status = s
+	}
+	c.ResponseWriter.WriteHeader(s)
+}
+
+func (c *countingWriter) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	n, err := c.ResponseWriter.Write(b)
+	c.n += int64(n)
+	return n, err
+}
+
+// ReadFrom keeps the server's sendfile path for file-backed stores.
+func (c *countingWriter) ReadFrom(r io.Reader) (int64, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	n, err := io.Copy(c.ResponseWriter, r)
+	c.n += n
+	return n, err
+}
+
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
+
+// logRequest writes one line; the query string (the token) is never logged.
+func (h *Handler) logRequest(r *http.Request, id, tokenID string, cw *countingWriter, d time.Duration, err error) {
+	attrs := []slog.Attr{
+		slog.String("method", r.Method),
+		slog.String("artifact", id),
+		slog.Int("status", cw.status),
+		slog.Int64("bytes", cw.n),
+		slog.Duration("dur", d),
+		slog.String("remote", r.RemoteAddr),
+	}
+	if tokenID != "" {
+		attrs = append(attrs, slog.String("token_id", tokenID))
+	}
+	if err != nil {
+		attrs = append(attrs, slog.String("err", err.Error()))
+	}
+	h.log.LogAttrs(r.Context(), slog.LevelInfo, "fetch", attrs...)
+}

@@ -1,0 +1,39 @@
+package artifact
+
+import "time"
+
+// MetaSHA256 is the _meta key under which a resource_link carries the
+// artifact's SHA-256 (lower-case hex).
+const MetaSHA256 = "dev.spillway/sha256"
+
+// ResourceLink is an MCP resource_link content item carrying the out-of-band
+// fields httpUrl and httpUrlExpiresAt (draft SEP "Out-of-Band Resource Access
+// via HTTPS URLs").
+type ResourceLink struct {
+	Type             string         `json:"type"` // always "resource_link"
+	URI              string         `json:"uri"`
+	Name             string         `json:"name"`
+	MimeType         string         `json:"mimeType,omitempty"`
+	Size             int64          `json:"size"`
+	HTTPURL          string         `json:"httpUrl"`
+	HTTPURLExpiresAt string         `json:"httpUrlExpiresAt"` // RFC 3339, UTC
+	Meta             map[string]any `json:"_meta,omitempty"`
+}
+
+// NewResourceLink describes a and its link l as a resource_link item.
+func NewResourceLink(a Artifact, l Link) ResourceLink {
+	name := a.Name
+	if name == "" {
+		name = a.ID
+	}
+	return ResourceLink{
+		Type:             "resource_link",
+		URI:              URI(a.ID),
+		Name:             name,
+		MimeType:         a.MimeType,
+		Size:             a.Size,
+		HTTPURL:          l.URL,
+		HTTPURLExpiresAt: l.Expires.UTC().Format(time.RFC3339),
+		Meta:             map[string]any{MetaSHA256: a.SHA256},
+	}
+}

@@ -1,0 +1,43 @@
+package artifact
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Sweep deletes every artifact that expired before now and returns how many
+// it deleted. Expiry is enforced on every read regardless; sweeping only
+// reclaims space.
+func (s *Service) Sweep(ctx context.Context) (int, error) {
+	n := 0
+	err := s.Store.ListExpired(ctx, s.now(), func(id string) error {
+		s.Cache.remove(id)
+		if err := s.Store.Delete(ctx, id); err != nil {
+			return err
+		}
+		n++
+		return nil
+	})
+	return n, err
+}
+
+// RunSweeper sweeps every interval until ctx is done.
+func (s *Service) RunSweeper(ctx context.Context, every time.Duration, log *slog.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := s.Sweep(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			log.Warn("sweep failed", "deleted", n, "err", err)
+		case n > 0:
+			log.Info("swept expired artifacts", "deleted", n)
+		}
+	}
+}

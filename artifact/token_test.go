@@ -1,0 +1,132 @@
+package artifact
+
+import (
+	"bytes"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testSigner(t testing.TB) *Signer {
+	s, err := NewSigner(Key{ID: "k1", Secret: bytes.Repeat([]byte{1}, 32)}, Key{ID: "k0", Secret: bytes.Repeat([]byte{2}, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestTokenRoundTrip(t *testing.T) {
+	s := testSigner(t)
+	id := NewID()
+	now := time.Unix(1_800_000_000, 0)
+	in := Claims{
+		Artifact: id, Method: MethodGet, NotBefore: now.Add(-time.Second), Expires: now.Add(time.Minute),
+		CIDR: netip.MustParsePrefix("10.1.0.0/16"), Tenant: "acme", Audience: "sandbox",
+	}
+	tok, err := s.Mint(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Verify(tok, id, now)
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if got.KeyID != "k1" || got.Tenant != "acme" || got.Audience != "sandbox" || got.CIDR != in.CIDR ||
+		!got.Expires.Equal(in.Expires) || !got.NotBefore.Equal(in.NotBefore) || got.ID == "" || got.Artifact != id {
+		t.Fatalf("claims = %+v", got)
+	}
+}
+
+func TestTokenRejects(t *testing.T) {
+	s := testSigner(t)
+	id := NewID()
+	now := time.Unix(1_800_000_000, 0)
+	tok, err := s.Mint(Claims{Artifact: id, Method: MethodGet, NotBefore: now, Expires: now.Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	flip := func(i int) string {
+		b := []byte(tok)
+		if b[i] == 'A' {
+			b[i] = 'B'
+		} else {
+			b[i] = 'A'
+		}
+		return string(b)
+	}
+	other, _ := NewSigner(Key{ID: "k1", Secret: bytes.Repeat([]byte{9}, 32)})
+	foreign, _ := other.Mint(Claims{Artifact: id, Method: MethodGet, NotBefore: now, Expires: now.Add(time.Minute)})
+	tests := []struct {
+		name  string
+		token string
+		id    string
+		now   time.Time
+		want  error
+	}{
+		{"ok", tok, id, now, nil},
+		{"flipped payload", flip(3), id, now, ErrTokenInvalid},
+		{"flipped mac", flip(len(tok) - 3), id, now, ErrTokenInvalid},
+		{"wrong artifact", tok, NewID(), now, ErrTokenInvalid},
+		{"foreign key same id", foreign, id, now, ErrTokenInvalid},
+		{"expired", tok, id, now.Add(time.Minute + DefaultLeeway), ErrTokenExpired},
+		{"within leeway", tok, id, now.Add(time.Minute + DefaultLeeway - time.Second), nil},
+		{"not yet valid", tok, id, now.Add(-DefaultLeeway - time.Second), ErrTokenInvalid},
+		{"empty", "", id, now, ErrTokenInvalid},
+		{"no dot", strings.ReplaceAll(tok, ".", ""), id, now, ErrTokenInvalid},
+		{"two dots", tok + ".x", id, now, ErrTokenInvalid},
+		{"padded", tok + "=", id, now, ErrTokenInvalid},
+		{"bad id", tok, "../etc/passwd", now, ErrTokenInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := s.Verify(tt.token, tt.id, tt.now)
+			if !errors.Is(err, tt.want) && !(tt.want == nil && err == nil) {
+				t.Fatalf("Verify = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestKeyRotation(t *testing.T) {
+	id := NewID()
+	now := time.Now()
+	old, _ := NewSigner(Key{ID: "k0", Secret: bytes.Repeat([]byte{2}, 32)})
+	tok, _ := old.Mint(Claims{Artifact: id, Method: MethodGet, NotBefore: now, Expires: now.Add(time.Minute)})
+	s := testSigner(t) // signs with k1, still verifies k0
+	if _, err := s.Verify(tok, id, now); err != nil {
+		t.Fatalf("old key no longer verifies: %v", err)
+	}
+	dropped, _ := NewSigner(Key{ID: "k1", Secret: bytes.Repeat([]byte{1}, 32)})
+	if _, err := dropped.Verify(tok, id, now); !errors.Is(err, ErrTokenInvalid) {
+		t.Fatalf("dropped key still verifies: %v", err)
+	}
+}
+
+func TestNewSignerRejectsWeakKeys(t *testing.T) {
+	if _, err := NewSigner(Key{ID: "k", Secret: make([]byte, 16)}); err == nil {
+		t.Fatal("16-byte secret accepted")
+	}
+	if _, err := NewSigner(Key{ID: "", Secret: make([]byte, 32)}); err == nil {
+		t.Fatal("empty key id accepted")
+	}
+}
+
+func FuzzVerify(f *testing.F) {
+	s := testSigner(f)
+	id := NewID()
+	now := time.Unix(1_800_000_000, 0)
+	tok, _ := s.Mint(Claims{Artifact: id, Method: MethodGet, NotBefore: now, Expires: now.Add(time.Minute), CIDR: netip.MustParsePrefix("::1/128"), Tenant: "t"})
+	f.Add(tok)
+	f.Add("")
+	f.Add("a.b")
+	f.Add(tok[:len(tok)/2])
+	f.Fuzz(func(t *testing.T, token string) {
+		c, err := s.Verify(token, id, now)
+		if err == nil && token != tok {
+			// Every field has one spelling: no other string may verify.
+			t.Fatalf("re-spelled token verified: %q (%+v)", token, c)
+		}
+	})
+}
