@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -135,14 +136,14 @@ type fixture struct {
 	now   time.Time
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	f := &fixture{store: &memStore{}, pol: &allowAll{}, now: time.Now()}
 	signer := testSigner(t)
 	f.srv = httptest.NewServer(nil)
 	u, _ := url.Parse(f.srv.URL)
 	f.svc = &Service{Store: f.store, Signer: signer, PublicURL: u, Cache: NewCache(CacheOptions{}), Now: func() time.Time { return f.now }}
 	r := mux.NewRouter()
-	NewHandler(f.svc, HandlerOptions{Policy: f.pol}).Register(r)
+	NewHandler(f.svc, HandlerOptions{Policy: f.pol, Logger: slog.New(slog.DiscardHandler)}).Register(r)
 	f.srv.Config.Handler = r
 	t.Cleanup(f.srv.Close)
 	return f
@@ -362,7 +363,7 @@ func TestNoPolicyDenies(t *testing.T) {
 	f := newFixture(t)
 	_, l := f.publish(t, []byte("x"), "text/plain", "", LinkOptions{})
 	r := mux.NewRouter()
-	NewHandler(f.svc, HandlerOptions{}).Register(r)
+	NewHandler(f.svc, HandlerOptions{Logger: slog.New(slog.DiscardHandler)}).Register(r)
 	f.srv.Config.Handler = r
 	if resp, _ := get(t, "GET", l.URL, nil); resp.StatusCode != 403 {
 		t.Fatalf("no policy = %d, want 403", resp.StatusCode)
