@@ -412,6 +412,8 @@ func toHTTP(err error) *httpError {
 		return he
 	case errors.As(err, &de):
 		return &httpError{http.StatusForbidden, "denied", de.Error()}
+	case errors.Is(err, ErrUnauthenticated):
+		return &httpError{http.StatusUnauthorized, "unauthenticated", "a valid bearer token is required"}
 	case errors.Is(err, ErrNotFound):
 		return &httpError{http.StatusNotFound, "not_found", "no such artifact"}
 	case errors.Is(err, ErrExpired):

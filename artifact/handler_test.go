@@ -43,6 +43,9 @@ func (m *memStore) Put(ctx context.Context, a Artifact, r io.Reader) (Artifact, 
 		return Artifact{}, err
 	}
 	sum := sha256.Sum256(b)
+	if (a.Size > 0 && a.Size != int64(len(b))) || (a.SHA256 != "" && a.SHA256 != hex.EncodeToString(sum[:])) {
+		return Artifact{}, ErrIntegrity
+	}
 	a.Size, a.SHA256 = int64(len(b)), hex.EncodeToString(sum[:])
 	m.mu.Lock()
 	defer m.mu.Unlock()
