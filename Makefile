@@ -64,9 +64,9 @@ $(STAMP)/conformance-$(NODE_VERSION)-$(CONFORMANCE_VERSION):
 .PHONY: test
 test: tools ## install the pinned tools, then run every test (Go with -race, fuzz seeds and short fuzzing, Python, policies, conformance)
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 20m ./...
+	@# Benchmarks run once each in the same binaries, as a smoke test.
+	$(GO) test -race -count=1 -timeout 20m -bench . -benchtime 1x ./...
 	$(MAKE) --no-print-directory fuzz
-	$(MAKE) --no-print-directory bench-smoke
 
 .PHONY: fuzz
 fuzz: ## run every Fuzz target for FUZZTIME each
