@@ -8,7 +8,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"image/png"
+	"io"
 	"math"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
@@ -424,5 +426,82 @@ func TestParseEra(t *testing.T) {
 	}
 	if _, err := bigtool.ParseEra("Both"); err == nil {
 		t.Error("ParseEra accepted Both")
+	}
+}
+
+// cutTransport drops the first SSE response of a slow_report call after a
+// few bytes, as a flaky network would, and records the resuming GETs.
+type cutTransport struct {
+	cut     atomic.Bool
+	resumes atomic.Int32
+}
+
+func (c *cutTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
+		c.resumes.Add(1)
+	}
+	var isReport bool
+	if r.Method == http.MethodPost && r.Body != nil {
+		b, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		isReport = bytes.Contains(b, []byte(`"slow_report"`))
+	}
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err == nil && isReport && c.cut.CompareAndSwap(false, true) {
+		resp.Body = &cutBody{ReadCloser: resp.Body, left: 600}
+	}
+	return resp, err
+}
+
+type cutBody struct {
+	io.ReadCloser
+	left int
+}
+
+func (b *cutBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	n, err := b.ReadCloser.Read(p[:min(len(p), b.left)])
+	b.left -= n
+	return n, err
+}
+
+// In the session era a dropped response stream is resumed with
+// Last-Event-ID from bigtool's event store, and the result arrives whole.
+func TestSessionResume(t *testing.T) {
+	h, err := bigtool.NewHandler(bigtool.NewServer(nil), bigtool.EraSession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	ct := &cutTransport{}
+	var progress atomic.Int32
+	client := mcp.NewClient(&mcp.Implementation{Name: "resume-test", Version: "1"}, &mcp.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *mcp.ProgressNotificationClientRequest) { progress.Add(1) },
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: srv.URL, HTTPClient: &http.Client{Transport: ct}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	params := &mcp.CallToolParams{Name: "slow_report", Arguments: map[string]any{"seconds": 0.6, "interval_ms": 50, "size": 300000, "seed": 6}}
+	params.SetProgressToken("resume")
+	res, err := cs.CallTool(ctx, params)
+	if err != nil {
+		t.Fatalf("call across a dropped stream: %v", err)
+	}
+	if !ct.cut.Load() || ct.resumes.Load() == 0 {
+		t.Fatalf("stream cut %v, resumed %d times: the test did not exercise resumption", ct.cut.Load(), ct.resumes.Load())
+	}
+	want := call(t, cs, "slow_report", map[string]any{"seconds": 0.01, "interval_ms": 10, "size": 300000, "seed": 6})
+	if got := res.Content[0].(*mcp.TextContent).Text; got != want.Content[0].(*mcp.TextContent).Text {
+		t.Errorf("resumed result differs: %d bytes vs %d", len(got), len(want.Content[0].(*mcp.TextContent).Text))
+	}
+	if n := progress.Load(); n < 12 {
+		t.Errorf("%d progress notifications across the drop, want 12", n)
 	}
 }
