@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/fsstore"
+	"github.com/spillway-dev/spillway/artifact/s3store"
+	"github.com/spillway-dev/spillway/policy"
+)
+
+// storeFlags are shared by every command that opens the store.
+type storeFlags struct {
+	config      string
+	data        string
+	store       string
+	keyFile     string
+	signingKeys string
+	publicURL   string
+	policyDir   string
+	decisionLog string
+	defaultTTL  time.Duration
+	maxTTL      time.Duration
+	logLevel    string
+	logFormat   string
+}
+
+func (f *storeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.config, "config", "", "YAML config `file` (keys are flag names)")
+	fs.StringVar(&f.data, "data", defaultDataDir(), "data `dir`: local artifacts and the generated signing key")
+	fs.StringVar(&f.store, "store", "", "artifact store: a `DIR` or s3://BUCKET[/PREFIX]?endpoint=HOST:PORT&secure=false (default DATA/artifacts)")
+	fs.StringVar(&f.keyFile, "key-file", "", "signing key `file`, created with a fresh key if missing (default DATA/signing.keys)")
+	fs.StringVar(&f.signingKeys, "signing-keys", "", "signing `keys` id:base64secret,...: first signs, all verify (overrides --key-file)")
+	fs.StringVar(&f.publicURL, "public-url", "", "base `URL` of links handed out (default http://LISTEN)")
+	fs.StringVar(&f.policyDir, "policy", "", "Rego policy `dir` or bundle .tar.gz (default: the built-in policy)")
+	fs.StringVar(&f.decisionLog, "decision-log", "", "write policy decisions as JSON lines to `file` (- for stdout)")
+	fs.DurationVar(&f.defaultTTL, "default-ttl", 15*time.Minute, "lifetime of links and artifacts when none is asked for")
+	fs.DurationVar(&f.maxTTL, "max-ttl", time.Hour, "longest lifetime any link or artifact gets")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn, error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log `format`: text or json")
+}
+
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "spillway")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "spillway")
+	}
+	return "spillway-data"
+}
+
+func (f *storeFlags) logger(w io.Writer) (*slog.Logger, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	o := &slog.HandlerOptions{Level: lvl}
+	switch f.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, o)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is neither text nor json", f.logFormat)
+}
+
+// deps are what the flags open; close releases them.
+type deps struct {
+	svc    *artifact.Service
+	engine *policy.Engine
+	close  []func() error
+}
+
+func (d *deps) Close() error {
+	var errs []error
+	for i := len(d.close) - 1; i >= 0; i-- {
+		errs = append(errs, d.close[i]())
+	}
+	return errors.Join(errs...)
+}
+
+// open builds the store, signer, policy engine and service. publicURL is the
+// fallback base for links when --public-url is not set.
+func (f *storeFlags) open(ctx context.Context, log *slog.Logger, stdout io.Writer, fallbackURL string) (*deps, error) {
+	d := &deps{}
+	ok := false
+	defer func() {
+		if !ok {
+			d.Close()
+		}
+	}()
+	store, err := f.openStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := f.keys()
+	if err != nil {
+		return nil, err
+	}
+	signer, err := artifact.NewSigner(keys[0], keys[1:]...)
+	if err != nil {
+		return nil, err
+	}
+	pub := f.publicURL
+	if pub == "" {
+		pub = fallbackURL
+	}
+	u, err := url.Parse(pub)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+		return nil, fmt.Errorf("--public-url %q: want an absolute http(s) URL without query", pub)
+	}
+	po := policy.Options{Logger: log}
+	if strings.HasSuffix(f.policyDir, ".tar.gz") {
+		po.Bundle = f.policyDir
+	} else {
+		po.Dir = f.policyDir
+	}
+	switch f.decisionLog {
+	case "":
+	case "-":
+		po.DecisionLog = stdout
+	default:
+		lf, err := os.OpenFile(f.decisionLog, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("--decision-log: %w", err)
+		}
+		d.close = append(d.close, lf.Close)
+		po.DecisionLog = lf
+	}
+	engine, err := policy.New(ctx, po)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	d.close = append(d.close, engine.Close)
+	d.engine = engine
+	d.svc = &artifact.Service{
+		Store:      store,
+		Signer:     signer,
+		PublicURL:  u,
+		Mint:       engine,
+		Cache:      artifact.NewCache(artifact.CacheOptions{}),
+		DefaultTTL: f.defaultTTL,
+		MaxTTL:     f.maxTTL,
+	}
+	ok = true
+	return d, nil
+}
+
+func (f *storeFlags) openStore(ctx context.Context) (artifact.Store, error) {
+	if strings.HasPrefix(f.store, "s3://") {
+		o, err := s3store.ParseURL(f.store)
+		if err != nil {
+			return nil, fmt.Errorf("--store: %w", err)
+		}
+		return s3store.New(ctx, o)
+	}
+	dir := f.store
+	if dir == "" {
+		dir = filepath.Join(f.data, "artifacts")
+	}
+	return fsstore.New(dir)
+}
+
+func (f *storeFlags) keys() ([]artifact.Key, error) {
+	if f.signingKeys != "" {
+		return artifact.ParseKeys(f.signingKeys)
+	}
+	path := f.keyFile
+	if path == "" {
+		path = filepath.Join(f.data, "signing.keys")
+	}
+	return artifact.LoadOrCreateKeyFile(path)
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// parseLayered parses args into fs, then fills every flag not given on the
+// command line from the environment (SPILLWAY_<FLAG_NAME>) and then from the
+// YAML file named by the "config" flag, whose keys are the flag names.
+// Precedence: command line, environment, config file, default.
+func parseLayered(fs *flag.FlagSet, args []string, getenv func(string) string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	var file map[string]any
+	if cf := fs.Lookup("config"); cf != nil && cf.Value.String() == "" {
+		if v := getenv(envName("config")); v != "" {
+			cf.Value.Set(v)
+		}
+	}
+	if cf := fs.Lookup("config"); cf != nil && cf.Value.String() != "" {
+		b, err := os.ReadFile(cf.Value.String())
+		if err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+		if err := yaml.Unmarshal(b, &file); err != nil {
+			return fmt.Errorf("config %s: %w", cf.Value.String(), err)
+		}
+		for k := range file {
+			if fs.Lookup(k) == nil {
+				return fmt.Errorf("config %s: unknown setting %q", cf.Value.String(), k)
+			}
+		}
+	}
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if err != nil || set[f.Name] || f.Name == "config" {
+			return
+		}
+		if v := getenv(envName(f.Name)); v != "" {
+			if e := f.Value.Set(v); e != nil {
+				err = fmt.Errorf("%s: %w", envName(f.Name), e)
+			}
+			return
+		}
+		if v, ok := file[f.Name]; ok {
+			s, e := yamlScalar(v)
+			if e == nil {
+				e = f.Value.Set(s)
+			}
+			if e != nil {
+				err = fmt.Errorf("config %s: %w", f.Name, e)
+			}
+		}
+	})
+	return err
+}
+
+func envName(flagName string) string {
+	return "SPILLWAY_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// yamlScalar turns a config value into the flag's string form: maps become
+// "k=v,k=v" (sorted), lists "a,b".
+func yamlScalar(v any) (string, error) {
+	switch v := v.(type) {
+	case nil:
+		return "", nil
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, 0, len(keys))
+		for _, k := range keys {
+			s, err := yamlScalar(v[k])
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, k+"="+s)
+		}
+		return strings.Join(parts, ","), nil
+	case []any:
+		parts := make([]string, 0, len(v))
+		for _, e := range v {
+			s, err := yamlScalar(e)
+			if err != nil {
+				return "", err
+			}
+			parts = append(parts, s)
+		}
+		return strings.Join(parts, ","), nil
+	default:
+		return fmt.Sprint(v), nil
+	}
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}

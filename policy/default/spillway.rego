@@ -1,0 +1,36 @@
+# Spillway's built-in policy. Replace it wholesale with --policy DIR.
+package spillway
+
+# Bytes above which content is offloaded, by content kind.
+thresholds := {"text": 16384, "image": 4096, "audio": 4096, "resource": 16384}
+
+# Longest link lifetime, in seconds.
+max_ttl := 3600
+
+default offload := {"offload": false}
+
+offload := {"offload": true, "threshold": t, "ttl_seconds": 900} if {
+	t := thresholds[input.kind]
+	input.size > t
+}
+
+default mint := {"allow": true, "max_ttl_seconds": 3600}
+
+# The handler asks only after the token verified; this checks what it asserts.
+default fetch := {"allow": false, "reason": "the link does not allow this request"}
+
+fetch := {"allow": true} if {
+	method_allowed
+	tenant_matches
+}
+
+method_allowed if input.token.method == "GET"
+
+method_allowed if {
+	input.token.method == "HEAD"
+	input.request.method == "HEAD"
+}
+
+tenant_matches if not input.token.tenant
+
+tenant_matches if input.token.tenant == input.artifact.tenant

@@ -1,0 +1,15 @@
+package spillway_test
+
+import data.spillway
+
+test_offload_large_text if spillway.offload.offload with input as {"kind": "text", "size": 20000}
+
+test_keep_small_text if not spillway.offload.offload with input as {"kind": "text", "size": 100}
+
+test_fetch_get if spillway.fetch.allow with input as {"token": {"method": "GET"}, "request": {"method": "GET"}, "artifact": {}}
+
+test_fetch_head_token_no_get if not spillway.fetch.allow with input as {"token": {"method": "HEAD"}, "request": {"method": "GET"}, "artifact": {}}
+
+test_fetch_other_tenant if not spillway.fetch.allow with input as {"token": {"method": "GET", "tenant": "a"}, "request": {"method": "GET"}, "artifact": {"tenant": "b"}}
+
+test_mint_capped if spillway.mint.max_ttl_seconds == 3600
