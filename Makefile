@@ -30,8 +30,9 @@ help: ## list targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 .PHONY: build
-build: ## build bin/spillway
+build: ## build bin/spillway and the demo tool server bin/bigtool
 	$(GO) build -o bin/spillway ./cmd/spillway
+	$(GO) build -o bin/bigtool ./examples/bigtool/cmd/bigtool
 
 .PHONY: run
 run: build ## run Spillway on the embedded defaults (local store in .data, built-in policy)
@@ -66,6 +67,7 @@ test: tools ## install the pinned tools, then run every test (Go with -race, fuz
 	$(GO) vet ./...
 	@# Benchmarks run once each in the same binaries, as a smoke test.
 	$(GO) test -race -count=1 -timeout 20m -bench . -benchtime 1x ./...
+	python3 -m unittest discover -s examples/sandbox
 	$(MAKE) --no-print-directory fuzz
 
 .PHONY: fuzz
