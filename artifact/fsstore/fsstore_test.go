@@ -66,10 +66,10 @@ func TestTraversal(t *testing.T) {
 		t.Fatal(err)
 	}
 	plant := map[string]string{
-		"x":          "outside",
-		"b":          "outside b",
-		"etc/passwd": "root:x:0:0",
-		"store/a/b":  "inside, not an artifact",
+		"x":                                    "outside",
+		"b":                                    "outside b",
+		"etc/passwd":                           "root:x:0:0",
+		"store/a/b":                            "inside, not an artifact",
 		"store/tmp/" + strings.Repeat("a", 32): "temp",
 	}
 	for p, c := range plant {
