@@ -17,9 +17,15 @@ import (
 // are comments.
 func ParseKeys(s string) ([]Key, error) {
 	var keys []Key
-	for line := range strings.FieldsFuncSeq(s, func(r rune) bool { return r == ',' || r == '\n' }) {
+	var items []string
+	for line := range strings.Lines(s) {
+		if line = strings.TrimSpace(line); !strings.HasPrefix(line, "#") {
+			items = append(items, strings.Split(line, ",")...)
+		}
+	}
+	for _, line := range items {
 		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
+		if line == "" {
 			continue
 		}
 		id, secret, ok := strings.Cut(line, ":")
