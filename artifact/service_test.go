@@ -50,7 +50,9 @@ type mintPolicy struct {
 	err error
 }
 
-func (m mintPolicy) Mint(context.Context, policy.MintInput) (policy.MintDecision, error) { return m.d, m.err }
+func (m mintPolicy) Mint(context.Context, policy.MintInput) (policy.MintDecision, error) {
+	return m.d, m.err
+}
 
 func TestMintDecision(t *testing.T) {
 	f := newFixture(t)
