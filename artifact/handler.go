@@ -82,6 +82,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(cw, err)
 	}
+	h.svc.Metrics.fetched(cw.status, cw.n)
 	h.logRequest(r, id, claims.ID, cw, time.Since(start), err)
 }
 

@@ -43,6 +43,7 @@ type Service struct {
 	PublicURL *url.URL       // base of every httpUrl, e.g. https://spill.example.com
 	Mint      MintAuthorizer // nil allows every mint (tests and tools only)
 	Cache     *Cache         // nil disables caching
+	Metrics   *Metrics       // nil counts nothing
 
 	DefaultTTL time.Duration // 0: 15 minutes
 	MaxTTL     time.Duration // 0: 1 hour
@@ -86,6 +87,7 @@ func (s *Service) Put(ctx context.Context, meta Artifact, ttl time.Duration, r i
 	// expiry is rounded to the second, never outlives the artifact.
 	meta.Expires = now.Add(s.ttl(ttl) + time.Second)
 	a, err := s.Store.Put(ctx, meta, r)
+	s.Metrics.put(a.Size, err)
 	if err != nil {
 		return Artifact{}, err
 	}

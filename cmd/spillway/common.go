@@ -150,6 +150,7 @@ func (f *storeFlags) open(ctx context.Context, log *slog.Logger, stdout io.Write
 		PublicURL:  u,
 		Mint:       engine,
 		Cache:      artifact.NewCache(artifact.CacheOptions{}),
+		Metrics:    &artifact.Metrics{},
 		DefaultTTL: f.defaultTTL,
 		MaxTTL:     f.maxTTL,
 	}

@@ -112,6 +112,7 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.
 		io.WriteString(w, "ok\n")
 	}).Methods(http.MethodGet, http.MethodHead)
 	r.HandleFunc("/readyz", s.readyz).Methods(http.MethodGet, http.MethodHead)
+	r.HandleFunc("/metrics", s.metrics).Methods(http.MethodGet)
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		artifact.WriteError(w, fmt.Errorf("no route %s: %w", r.URL.Path, artifact.ErrNotFound))
 	})
@@ -170,6 +171,11 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(map[string]any{"ready": status == http.StatusOK, "checks": checks, "policy_revision": s.deps.engine.Revision()})
+}
+
+func (s *server) metrics(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+	s.deps.svc.Metrics.WritePrometheus(w)
 }
 
 // checkExposure refuses to listen beyond loopback without inbound auth.
