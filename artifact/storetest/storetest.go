@@ -628,6 +628,13 @@ func testLarge(t *testing.T, s artifact.Store) {
 	if a.Size != size || a.SHA256 != sum {
 		t.Fatalf("Put returned size %d sha256 %s, want %d %s", a.Size, a.SHA256, size, sum)
 	}
+	st, err := s.Stat(t.Context(), a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := meta
+	want.Size, want.SHA256 = size, sum
+	sameMeta(t, "Stat of large artifact", st, want)
 	rc, err := s.Open(t.Context(), a.ID, 0, -1)
 	if err != nil {
 		t.Fatal(err)

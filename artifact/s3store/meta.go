@@ -1,0 +1,183 @@
+package s3store
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/spillway-dev/spillway/artifact"
+)
+
+// Limits on metadata, the same as fsstore's (this file mirrors its meta.go;
+// storetest holds both to them), so an artifact one store accepts the other
+// accepts too. S3 allows 2 KB of user metadata in all; these fit even when
+// every byte of name, tenant and source needs percent-encoding.
+const (
+	maxName     = 255
+	maxTenant   = 128
+	maxSource   = 128
+	maxMimeType = 255
+)
+
+// defaultMimeType is stored when meta.MimeType is empty.
+const defaultMimeType = "application/octet-stream"
+
+// normalize checks meta before anything is written and returns it in the
+// form the store keeps: default MIME type, lower-case SHA-256, UTC times.
+func normalize(meta artifact.Artifact) (artifact.Artifact, error) {
+	bad := func(format string, args ...any) (artifact.Artifact, error) {
+		return artifact.Artifact{}, fmt.Errorf("put: "+format+": %w", append(args, artifact.ErrInvalid)...)
+	}
+	if !artifact.ValidID(meta.ID) {
+		return bad("malformed id %q", meta.ID)
+	}
+	if meta.Size < 0 {
+		return bad("negative size %d", meta.Size)
+	}
+	if meta.SHA256 != "" {
+		if _, err := hex.DecodeString(meta.SHA256); err != nil || len(meta.SHA256) != 64 {
+			return bad("sha256 %q is not 64 hex digits", meta.SHA256)
+		}
+		meta.SHA256 = strings.ToLower(meta.SHA256)
+	}
+	if meta.MimeType == "" {
+		meta.MimeType = defaultMimeType
+	}
+	if !validMimeType(meta.MimeType) {
+		return bad("mime type %q", meta.MimeType)
+	}
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{{"name", meta.Name, maxName}, {"tenant", meta.Tenant, maxTenant}, {"source", meta.Source, maxSource}} {
+		if len(f.v) > f.max {
+			return bad("%s longer than %d bytes", f.name, f.max)
+		}
+		if !utf8.ValidString(f.v) {
+			return bad("%s is not UTF-8", f.name)
+		}
+	}
+	meta.Created, meta.Expires = meta.Created.UTC(), meta.Expires.UTC()
+	for _, t := range []int{meta.Created.Year(), meta.Expires.Year()} {
+		if t < 1 || t > 9999 {
+			return bad("time outside years 1-9999")
+		}
+	}
+	return meta, nil
+}
+
+// validMimeType accepts what can travel unchanged in a Content-Type header:
+// printable ASCII, no surrounding spaces.
+func validMimeType(s string) bool {
+	if s == "" || len(s) > maxMimeType || s[0] == ' ' || s[len(s)-1] == ' ' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// User metadata keys (sent as x-amz-meta-<key>). Size is the object's own,
+// MimeType its Content-Type.
+const (
+	keyName    = "Spillway-Name"
+	keySHA256  = "Spillway-Sha256"
+	keyCreated = "Spillway-Created"
+	keyExpires = "Spillway-Expires"
+	keyTenant  = "Spillway-Tenant"
+	keySource  = "Spillway-Source"
+	// keyPending marks an object whose upload completed but whose metadata
+	// is not final yet (see Put); it is not an artifact.
+	keyPending = "Spillway-Pending"
+)
+
+// encodeMeta returns a's metadata as user metadata. Free text is
+// percent-encoded: header values must be ASCII, and S3 services differ in
+// how they treat anything else.
+func encodeMeta(a artifact.Artifact, pending bool) map[string]string {
+	m := map[string]string{}
+	set := func(k, v string) {
+		if v != "" {
+			m[k] = v
+		}
+	}
+	set(keyName, url.QueryEscape(a.Name))
+	set(keyTenant, url.QueryEscape(a.Tenant))
+	set(keySource, url.QueryEscape(a.Source))
+	if !a.Created.IsZero() {
+		m[keyCreated] = a.Created.UTC().Format(time.RFC3339Nano)
+	}
+	if !a.Expires.IsZero() {
+		m[keyExpires] = a.Expires.UTC().Format(time.RFC3339Nano)
+	}
+	if pending {
+		m[keyPending] = "1"
+	} else {
+		m[keySHA256] = a.SHA256
+	}
+	return m
+}
+
+// errIncomplete marks an object that is not (yet) an artifact.
+var errIncomplete = errors.New("object has no final artifact metadata")
+
+// decodeMeta rebuilds id's metadata from an object's response headers.
+func decodeMeta(id string, info minio.ObjectInfo) (artifact.Artifact, error) {
+	return decode(id, info.Size, info.ContentType, headerGetter(info.Metadata))
+}
+
+func headerGetter(h http.Header) func(string) string {
+	return func(k string) string { return h.Get("X-Amz-Meta-" + k) }
+}
+
+// mapGetter looks keys up case-insensitively, with or without the
+// x-amz-meta- prefix, as listings return them in either form.
+func mapGetter(m map[string]string) func(string) string {
+	return func(k string) string {
+		for mk, v := range m {
+			mk = strings.TrimPrefix(strings.ToLower(mk), "x-amz-meta-")
+			if strings.EqualFold(mk, k) {
+				return v
+			}
+		}
+		return ""
+	}
+}
+
+func decode(id string, size int64, contentType string, get func(string) string) (artifact.Artifact, error) {
+	if get(keyPending) != "" || get(keySHA256) == "" {
+		return artifact.Artifact{}, errIncomplete
+	}
+	a := artifact.Artifact{ID: id, Size: size, MimeType: contentType, SHA256: get(keySHA256)}
+	var errs []error
+	unescape := func(k string) string {
+		v, err := url.QueryUnescape(get(k))
+		errs = append(errs, err)
+		return v
+	}
+	parseTime := func(k string) time.Time {
+		v := get(k)
+		if v == "" {
+			return time.Time{}
+		}
+		t, err := time.Parse(time.RFC3339Nano, v)
+		errs = append(errs, err)
+		return t.UTC()
+	}
+	a.Name, a.Tenant, a.Source = unescape(keyName), unescape(keyTenant), unescape(keySource)
+	a.Created, a.Expires = parseTime(keyCreated), parseTime(keyExpires)
+	if err := errors.Join(errs...); err != nil {
+		return artifact.Artifact{}, fmt.Errorf("damaged metadata: %w", err)
+	}
+	return a, nil
+}
