@@ -17,18 +17,18 @@
 //
 //   - An artifact that fits in one part is checked against the declared size
 //     and SHA-256 before a single byte is sent, and uploaded with one PUT
-//     that carries the SHA-256 twice: as the SigV4 payload hash and as
-//     x-amz-checksum-sha256, which the server verifies and keeps.
-//   - A larger one goes up as a multipart upload, each part signed with its
-//     own SHA-256 (verified by the server). The upload is completed only once
-//     size and SHA-256 of the whole stream check out; otherwise it is
-//     aborted and nothing was ever visible. Because user metadata is fixed
-//     when a multipart upload starts, before the stream's SHA-256 is known,
-//     the object is created marked pending and its metadata then replaced
-//     by a copy onto itself conditional on its ETag (metadata-only on
-//     MinIO). Stat, Open and ListExpired treat a pending object as absent;
-//     ListExpired hands out pending objects older than a day, left by a
-//     crash, for deletion.
+//     carrying x-amz-checksum-sha256, which the server verifies and keeps.
+//   - A larger one goes up as a multipart upload with a full-object
+//     CRC-64/NVME checksum (each part and the assembled object verified by
+//     the server). The upload is completed only once size and SHA-256 of the
+//     whole stream check out; otherwise it is aborted and nothing was ever
+//     visible. Because user metadata is fixed when a multipart upload
+//     starts, before the stream's SHA-256 is known, the object is created
+//     marked pending and its metadata then replaced by a copy onto itself,
+//     conditional on its ETag (metadata-only on MinIO: about 7 ms, where a
+//     data copy of 100 MiB took 400 ms). Stat, Open and ListExpired treat a
+//     pending object as absent; ListExpired hands out pending objects older
+//     than a day, left by a crash, for deletion.
 //
 // Artifacts are immutable: every write carries If-None-Match: *, which the
 // server checks on PUT and on initiating and completing a multipart upload
@@ -47,6 +47,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -74,7 +75,11 @@ const (
 
 	// pendingMaxAge is how old a pending object (see the package doc) must
 	// be before ListExpired takes it for the leftover of a crash.
-	pendingMaxAge = 24 * time.Hour
+	pendingMaxAge     = 24 * time.Hour
+	checksumAlgorithm = "x-amz-checksum-algorithm"
+	checksumType      = "x-amz-checksum-type"
+	fullObject        = "FULL_OBJECT"
+
 	// pingKey is written and removed by Ping. It is not a valid id, so
 	// nothing else ever sees it.
 	pingKey = ".spillway-ping"
@@ -291,10 +296,12 @@ func (s *Store) putSmall(ctx context.Context, a artifact.Artifact, b []byte, sum
 	}
 	a.Size, a.SHA256 = int64(len(b)), sum
 	raw, _ := hex.DecodeString(sum)
-	opts := minio.PutObjectOptions{ContentType: a.MimeType, UserMetadata: encodeMeta(a, false)}
-	opts.UserMetadata["x-amz-checksum-sha256"] = base64.StdEncoding.EncodeToString(raw)
+	// The server verifies x-amz-checksum-sha256 and keeps it; signing the
+	// payload too would only make it hash the bytes twice.
+	opts := minio.PutObjectOptions{ContentType: a.MimeType, UserMetadata: encodeMeta(a, false), DisableContentSha256: true}
+	opts.UserMetadata[minio.ChecksumSHA256.Key()] = base64.StdEncoding.EncodeToString(raw)
 	opts.SetMatchETagExcept("*")
-	if _, err := s.core.PutObject(ctx, s.bucket, s.key(a.ID), bytes.NewReader(b), a.Size, "", sum, opts); err != nil {
+	if _, err := s.core.PutObject(ctx, s.bucket, s.key(a.ID), bytes.NewReader(b), a.Size, "", "", opts); err != nil {
 		return artifact.Artifact{}, convert("put", a.ID, err)
 	}
 	return a, nil
@@ -302,7 +309,14 @@ func (s *Store) putSmall(ctx context.Context, a artifact.Artifact, b []byte, sum
 
 func (s *Store) putMultipart(ctx context.Context, a artifact.Artifact, buf []byte, src *source) (artifact.Artifact, error) {
 	key := s.key(a.ID)
+	// A full-object CRC-64/NVME checksum: each part and, at completion, the
+	// whole object are verified by the server. It also lets MinIO replace
+	// the metadata below without copying the data (it recomputes a checksum,
+	// copying, for an object that has none).
+	crc := minio.ChecksumCRC64NVME
 	opts := minio.PutObjectOptions{ContentType: a.MimeType, UserMetadata: encodeMeta(a, true)}
+	opts.UserMetadata[checksumAlgorithm] = crc.String()
+	opts.UserMetadata[checksumType] = fullObject
 	opts.SetMatchETagExcept("*")
 	uploadID, err := s.core.NewMultipartUpload(ctx, s.bucket, key, opts)
 	if err != nil {
@@ -318,18 +332,25 @@ func (s *Store) putMultipart(ctx context.Context, a artifact.Artifact, buf []byt
 		}
 	}()
 
+	whole, part := crc.Hasher(), crc.Hasher()
 	var parts []minio.CompletePart
 	for eof := false; len(buf) > 0; {
 		if len(parts) == maxParts {
 			return artifact.Artifact{}, fmt.Errorf("put %s: more than %d parts of %d bytes: %w", a.ID, maxParts, s.partSize, artifact.ErrTooLarge)
 		}
-		ps := sha256.Sum256(buf)
+		whole.Write(buf)
+		part.Reset()
+		part.Write(buf)
+		hdr := http.Header{}
+		hdr.Set(crc.Key(), base64.StdEncoding.EncodeToString(part.Sum(nil)))
+		hdr.Set(checksumAlgorithm, crc.String())
+		hdr.Set(checksumType, fullObject)
 		p, err := s.core.PutObjectPart(ctx, s.bucket, key, uploadID, len(parts)+1, bytes.NewReader(buf), int64(len(buf)),
-			minio.PutObjectPartOptions{Sha256Hex: hex.EncodeToString(ps[:])})
+			minio.PutObjectPartOptions{CustomHeader: hdr, DisableContentSha256: true})
 		if err != nil {
 			return artifact.Artifact{}, convert("put", a.ID, err)
 		}
-		parts = append(parts, minio.CompletePart{PartNumber: p.PartNumber, ETag: p.ETag})
+		parts = append(parts, minio.CompletePart{PartNumber: p.PartNumber, ETag: p.ETag, ChecksumCRC64NVME: p.ChecksumCRC64NVME})
 		if eof {
 			break
 		}
@@ -343,7 +364,10 @@ func (s *Store) putMultipart(ctx context.Context, a artifact.Artifact, buf []byt
 	}
 	a.Size, a.SHA256 = src.n, sum
 
-	copts := minio.PutObjectOptions{}
+	copts := minio.PutObjectOptions{UserMetadata: map[string]string{
+		crc.Key():    base64.StdEncoding.EncodeToString(whole.Sum(nil)),
+		checksumType: fullObject,
+	}}
 	copts.SetMatchETagExcept("*")
 	info, err := s.core.CompleteMultipartUpload(ctx, s.bucket, key, uploadID, parts, copts)
 	if err != nil {

@@ -118,6 +118,29 @@ func TestObjectLayout(t *testing.T) {
 	if got := info.Metadata.Get("X-Amz-Meta-Spillway-Name"); got != "page+%C3%A9.html" {
 		t.Errorf("x-amz-meta-spillway-name = %q, want percent-encoded", got)
 	}
+
+	// Past one part: a multipart upload with a full-object CRC-64/NVME, its
+	// pending mark replaced by the final metadata.
+	const size = 40 << 20
+	crc := minio.ChecksumCRC64NVME.Hasher()
+	if _, err := io.Copy(crc, &storetest.Gen{Seed: 8, Size: size}); err != nil {
+		t.Fatal(err)
+	}
+	big, err := s.Put(t.Context(), artifact.Artifact{ID: artifact.NewID(), MimeType: "application/x-big"}, &storetest.Gen{Seed: 8, Size: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err = c.StatObject(t.Context(), bucket, big.ID, minio.StatObjectOptions{Checksum: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := base64.StdEncoding.EncodeToString(crc.Sum(nil)); info.ChecksumCRC64NVME != want || info.ChecksumMode != "FULL_OBJECT" {
+		t.Errorf("multipart object checksum %q (%s), want full-object CRC-64/NVME %q", info.ChecksumCRC64NVME, info.ChecksumMode, want)
+	}
+	if info.Metadata.Get("X-Amz-Meta-Spillway-Pending") != "" || info.Metadata.Get("X-Amz-Meta-Spillway-Sha256") != big.SHA256 ||
+		info.ContentType != "application/x-big" || info.Size != size {
+		t.Errorf("multipart object: type %q size %d metadata %v", info.ContentType, info.Size, info.Metadata)
+	}
 }
 
 // TestForeignAndPending plants objects under artifact ids that are not
