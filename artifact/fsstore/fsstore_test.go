@@ -29,6 +29,13 @@ func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) artifact.Store { return newStore(t) })
 }
 
+// The fetch handler's redirect mode must never pick the directory store.
+func TestNotPresigner(t *testing.T) {
+	if _, ok := any(newStore(t)).(artifact.Presigner); ok {
+		t.Error("*fsstore.Store implements artifact.Presigner")
+	}
+}
+
 func BenchmarkPut(b *testing.B)  { storetest.BenchPut(b, newStore(b)) }
 func BenchmarkOpen(b *testing.B) { storetest.BenchOpen(b, newStore(b)) }
 
