@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/mcpproxy"
 )
 
 // serveConfig is everything `spillway serve` is told.
@@ -27,6 +28,7 @@ type serveConfig struct {
 	sweepEvery     time.Duration
 	authTokens     string
 	maxUpload      int64
+	proxyFlags
 }
 
 func (c *serveConfig) register(fs *flag.FlagSet) {
@@ -37,6 +39,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.sweepEvery, "sweep-every", time.Minute, "how often expired artifacts are deleted")
 	fs.StringVar(&c.authTokens, "auth-tokens", "", "inbound bearer `tokens` for /mcp and /v1/artifacts, as token=tenant,...")
 	fs.Int64Var(&c.maxUpload, "max-upload", 1<<30, "largest upload to /v1/artifacts, in `bytes`")
+	c.proxyFlags.register(fs)
 }
 
 func serveMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
@@ -60,10 +63,26 @@ func serveMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprintln(stderr, "spillway serve:", err)
 		return 2
 	}
+	if c.stdio && c.decisionLog == "-" {
+		fmt.Fprintln(stderr, "spillway serve: --stdio owns stdout; write the decision log to a file")
+		return 2
+	}
 	s, err := newServer(ctx, &c, log, stdout)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return 1
+	}
+	if c.stdio {
+		// The client launched us: its end of input ends the server.
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			if err := s.proxy.ServeStdio(sctx, stdin, stdout); err != nil && sctx.Err() == nil {
+				log.Error("stdio face failed", "err", err)
+			}
+			cancel()
+		}()
+		ctx = sctx
 	}
 	if err := s.Run(ctx); err != nil {
 		log.Error("server failed", "err", err)
@@ -78,8 +97,9 @@ type server struct {
 	cfg  *serveConfig
 	log  *slog.Logger
 	deps *deps
-	ln   net.Listener
-	http *http.Server
+	ln    net.Listener
+	http  *http.Server
+	proxy *mcpproxy.Proxy // nil without an upstream
 }
 
 func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Writer) (*server, error) {
@@ -107,6 +127,14 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.
 		Redirect: c.redirect,
 	}).Register(r)
 	artifact.NewAPI(d.svc, artifact.APIOptions{Tenants: tenants, MaxUpload: c.maxUpload, Logger: log}).Register(r)
+	if s.proxy, err = c.proxyFlags.build(d, tenants, log); err != nil {
+		d.Close()
+		ln.Close()
+		return nil, err
+	}
+	if s.proxy != nil {
+		r.Handle("/mcp", s.proxy)
+	}
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		io.WriteString(w, "ok\n")
@@ -133,6 +161,9 @@ func (s *server) Addr() string { return s.ln.Addr().String() }
 // Run serves until ctx is done, then shuts down gracefully.
 func (s *server) Run(ctx context.Context) error {
 	defer s.deps.Close()
+	if s.proxy != nil {
+		defer s.proxy.Close()
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go s.deps.svc.RunSweeper(ctx, s.cfg.sweepEvery, s.log)

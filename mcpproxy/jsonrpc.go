@@ -1,0 +1,307 @@
+package mcpproxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// JSON-RPC error codes the proxy produces itself.
+const (
+	CodeParseError     = -32700
+	CodeInvalidRequest = -32600
+	CodeMethodNotFound = -32601
+	CodeInvalidParams  = -32602
+	CodeInternalError  = -32603
+	// CodeUpstream is returned for a request whose upstream died or could
+	// not be reached: the server-error range of JSON-RPC.
+	CodeUpstream = -32000
+)
+
+// Message is one JSON-RPC message, decoded only as far as its envelope.
+// ID, Params, Result and Error are sub-slices of Raw (nil when absent), so
+// a 100 MB result is never copied to be looked at. Method is decoded.
+//
+// The proxy keeps params and results as raw JSON on purpose: the official
+// SDK's typed structs drop fields they do not know, and everything the
+// proxy does not own must reach the other side unchanged.
+type Message struct {
+	Raw    []byte
+	ID     []byte
+	Method string
+	Params []byte
+	Result []byte
+	Error  []byte
+
+	hasMethod bool
+	id, result [2]int // spans of ID and Result in Raw
+}
+
+// IsRequest reports whether m is a request (a method and an id).
+func (m *Message) IsRequest() bool { return m.hasMethod && m.ID != nil }
+
+// IsNotification reports whether m is a notification (a method, no id).
+func (m *Message) IsNotification() bool { return m.hasMethod && m.ID == nil }
+
+// IsResponse reports whether m answers a request.
+func (m *Message) IsResponse() bool { return !m.hasMethod && (m.Result != nil || m.Error != nil) }
+
+// errMalformed is wrapped by every decoding failure that is a parse error
+// (-32700) rather than an invalid request (-32600).
+var errMalformed = errors.New("malformed JSON")
+
+// Decode parses one message or a batch. batch reports whether b was a JSON
+// array. The returned messages alias b.
+func Decode(b []byte) (msgs []*Message, batch bool, err error) {
+	if !json.Valid(b) {
+		return nil, false, errMalformed
+	}
+	i := skipSpace(b, 0)
+	if b[i] != '[' {
+		m, err := decodeOne(b)
+		if err != nil {
+			return nil, false, err
+		}
+		return []*Message{m}, false, nil
+	}
+	i = skipSpace(b, i+1)
+	for b[i] != ']' {
+		end := skipValue(b, i)
+		m, err := decodeOne(b[i:end])
+		if err != nil {
+			return nil, true, err
+		}
+		msgs = append(msgs, m)
+		i = skipSpace(b, end)
+		if b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	if len(msgs) == 0 {
+		return nil, true, fmt.Errorf("empty batch")
+	}
+	return msgs, true, nil
+}
+
+// DecodeMessage parses exactly one message; a batch is an error.
+func DecodeMessage(b []byte) (*Message, error) {
+	msgs, batch, err := Decode(b)
+	if err != nil {
+		return nil, err
+	}
+	if batch {
+		return nil, fmt.Errorf("batch where one message was expected")
+	}
+	return msgs[0], nil
+}
+
+// decodeOne reads the envelope of a single valid JSON value.
+func decodeOne(b []byte) (*Message, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || b[0] != '{' {
+		return nil, fmt.Errorf("a message must be a JSON object")
+	}
+	m := &Message{Raw: b}
+	version := ""
+	i := skipSpace(b, 1)
+	for b[i] != '}' {
+		kend := skipValue(b, i)
+		key, err := unquote(b[i:kend])
+		if err != nil {
+			return nil, err
+		}
+		i = skipSpace(b, kend)
+		i = skipSpace(b, i+1) // ':'
+		vend := skipValue(b, i)
+		v := b[i:vend]
+		switch key {
+		case "jsonrpc":
+			if version, err = unquote(v); err != nil {
+				return nil, fmt.Errorf("jsonrpc must be \"2.0\"")
+			}
+		case "id":
+			if v[0] != '"' && v[0] != '-' && (v[0] < '0' || v[0] > '9') {
+				if string(v) != "null" {
+					return nil, fmt.Errorf("id must be a string or a number")
+				}
+			}
+			m.ID, m.id = v, [2]int{i, vend}
+		case "method":
+			if m.Method, err = unquote(v); err != nil {
+				return nil, fmt.Errorf("method must be a string")
+			}
+			m.hasMethod = true
+		case "params":
+			if v[0] != '{' && v[0] != '[' {
+				return nil, fmt.Errorf("params must be an object or an array")
+			}
+			m.Params = v
+		case "result":
+			m.Result, m.result = v, [2]int{i, vend}
+		case "error":
+			m.Error = v
+		}
+		i = skipSpace(b, vend)
+		if b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	switch {
+	case version != "2.0":
+		return nil, fmt.Errorf("jsonrpc must be \"2.0\"")
+	case m.hasMethod && (m.Result != nil || m.Error != nil):
+		return nil, fmt.Errorf("a message has either a method or a result")
+	case !m.hasMethod && m.Result == nil && m.Error == nil:
+		return nil, fmt.Errorf("a message needs a method, a result or an error")
+	case !m.hasMethod && m.ID == nil:
+		return nil, fmt.Errorf("a response needs an id")
+	}
+	return m, nil
+}
+
+// WithResult returns a copy of m's raw message with its result replaced by
+// r; every other byte, unknown envelope fields included, is kept.
+func (m *Message) WithResult(r []byte) *Message {
+	raw := make([]byte, 0, len(m.Raw)-len(m.Result)+len(r))
+	raw = append(raw, m.Raw[:m.result[0]]...)
+	raw = append(raw, r...)
+	raw = append(raw, m.Raw[m.result[1]:]...)
+	n, err := decodeOne(raw)
+	if err != nil {
+		panic("mcpproxy: WithResult made invalid JSON: " + err.Error()) // r must be valid JSON
+	}
+	return n
+}
+
+// Response builds a result message for id.
+func Response(id []byte, result []byte) *Message {
+	raw := make([]byte, 0, len(result)+len(id)+32)
+	raw = append(raw, `{"jsonrpc":"2.0","id":`...)
+	raw = append(raw, id...)
+	raw = append(raw, `,"result":`...)
+	raw = append(raw, result...)
+	raw = append(raw, '}')
+	m, err := decodeOne(raw)
+	if err != nil {
+		panic("mcpproxy: invalid result: " + err.Error())
+	}
+	return m
+}
+
+// ErrorResponse builds an error message for id (nil id → null).
+func ErrorResponse(id []byte, code int, msg string) *Message {
+	if id == nil {
+		id = []byte("null")
+	}
+	text, _ := json.Marshal(msg)
+	raw := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%s}}`, id, code, text)
+	m, _ := decodeOne(raw)
+	return m
+}
+
+// Notification builds a notification message.
+func Notification(method string, params any) *Message {
+	raw, _ := json.Marshal(struct {
+		V      string `json:"jsonrpc"`
+		Method string `json:"method"`
+		Params any    `json:"params,omitempty"`
+	}{"2.0", method, params})
+	m, _ := decodeOne(raw)
+	return m
+}
+
+// ErrorCode returns the code of an error response, 0 if m is none.
+func (m *Message) ErrorCode() int {
+	if m.Error == nil {
+		return 0
+	}
+	var e struct{ Code int }
+	if json.Unmarshal(m.Error, &e) != nil {
+		return 0
+	}
+	return e.Code
+}
+
+// idKey turns an id into a map key: 1 and "1" are different ids.
+func idKey(id []byte) string { return string(id) }
+
+// withID returns a copy of m carrying id instead of its own: the proxy
+// renumbers requests when several clients share one upstream connection.
+func (m *Message) withID(id []byte) *Message {
+	if m.ID == nil {
+		return m
+	}
+	start, end := m.id[0], m.id[1]
+	raw := make([]byte, 0, len(m.Raw)-len(m.ID)+len(id))
+	raw = append(raw, m.Raw[:start]...)
+	raw = append(raw, id...)
+	raw = append(raw, m.Raw[end:]...)
+	n, err := decodeOne(raw)
+	if err != nil {
+		panic("mcpproxy: withID made invalid JSON: " + err.Error())
+	}
+	return n
+}
+
+// numID formats a proxy-assigned id.
+func numID(n uint64) []byte { return strconv.AppendUint(nil, n, 10) }
+
+// skipSpace returns the index of the first non-space byte at or after i.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the end of the JSON value starting at b[i]. b must be
+// valid JSON (checked once with json.Valid), so the scan need not validate.
+func skipValue(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		for i++; ; i++ {
+			switch b[i] {
+			case '\\':
+				i++
+			case '"':
+				return i + 1
+			}
+		}
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipValue(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(b)
+	default: // number, true, false, null
+		for i < len(b) && !bytes.ContainsRune([]byte(" \t\r\n,]}"), rune(b[i])) {
+			i++
+		}
+		return i
+	}
+}
+
+// unquote decodes a JSON string literal.
+func unquote(v []byte) (string, error) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", fmt.Errorf("not a string")
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return string(v[1 : len(v)-1]), nil
+	}
+	var s string
+	err := json.Unmarshal(v, &s)
+	return s, err
+}

@@ -1,0 +1,589 @@
+package mcpproxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// sessions terminates Streamable HTTP for a stdio upstream. A stdio
+// server serves one client, so each session-era session gets its own
+// child process: server requests, notifications and logging levels then
+// reach exactly the client they belong to. Stateless-era requests carry
+// everything they need, so they share one supervised child.
+type sessions struct {
+	p      *Proxy
+	up     *CommandUpstream
+	shared *supervisor
+
+	mu   sync.Mutex
+	byID map[string]*session
+	stop chan struct{}
+}
+
+// idleSession is how long a session without open streams lives.
+const idleSession = 10 * time.Minute
+
+func newSessions(p *Proxy, up *CommandUpstream) *sessions {
+	ss := &sessions{p: p, up: up, byID: map[string]*session{}, stop: make(chan struct{})}
+	ss.shared = newSupervisor(up, p, ss.statelessServerMsg)
+	go ss.reap()
+	return ss
+}
+
+func (ss *sessions) close() {
+	close(ss.stop)
+	ss.mu.Lock()
+	all := ss.byID
+	ss.byID = map[string]*session{}
+	ss.mu.Unlock()
+	for _, s := range all {
+		s.pe.conn.Close()
+	}
+	ss.shared.close()
+}
+
+func (ss *sessions) reap() {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-ss.stop:
+			return
+		case <-t.C:
+		}
+		ss.mu.Lock()
+		for id, s := range ss.byID {
+			if s.idleSince(time.Now()) > idleSession || !s.pe.alive() {
+				delete(ss.byID, id)
+				go s.pe.conn.Close()
+			}
+		}
+		ss.mu.Unlock()
+	}
+}
+
+// session is one session-era client and its child process.
+type session struct {
+	id     string
+	tenant string
+	pe     *peer
+
+	mu       sync.Mutex
+	posts    []*stream // open POST streams, oldest first
+	get      *stream   // the GET stream, when open
+	backlog  []delivery
+	lastUsed time.Time
+}
+
+func (s *session) idleSince(now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.posts) > 0 || s.get != nil {
+		return 0
+	}
+	return now.Sub(s.lastUsed)
+}
+
+// serverMsg routes what the child sends on its own: to an open POST
+// stream, else the GET stream, else a bounded backlog the next GET
+// stream drains.
+func (s *session) serverMsg(m *Message) { s.park(delivery{m: m}) }
+
+func (s *session) park(d delivery) {
+	s.mu.Lock()
+	var target *stream
+	switch {
+	case len(s.posts) > 0:
+		target = s.posts[len(s.posts)-1]
+	case s.get != nil:
+		target = s.get
+	default:
+		if len(s.backlog) >= 1024 {
+			s.backlog = s.backlog[1:]
+		}
+		s.backlog = append(s.backlog, d)
+	}
+	s.mu.Unlock()
+	if target != nil {
+		target.deliver(d.m, d.c)
+	}
+}
+
+func (s *session) addPost(st *stream) {
+	s.mu.Lock()
+	s.posts = append(s.posts, st)
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+}
+
+func (s *session) removePost(st *stream) {
+	s.mu.Lock()
+	for i, x := range s.posts {
+		if x == st {
+			s.posts = append(s.posts[:i], s.posts[i+1:]...)
+			break
+		}
+	}
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+}
+
+func (ss *sessions) newSession(tenant string) (*session, error) {
+	ss.mu.Lock()
+	if len(ss.byID) >= ss.p.o.MaxSessions {
+		var oldest *session
+		for _, s := range ss.byID {
+			if s.idleSince(time.Now()) > 0 && (oldest == nil || s.lastUsed.Before(oldest.lastUsed)) {
+				oldest = s
+			}
+		}
+		if oldest == nil {
+			ss.mu.Unlock()
+			return nil, errors.New("too many sessions")
+		}
+		delete(ss.byID, oldest.id)
+		go oldest.pe.conn.Close()
+	}
+	ss.mu.Unlock()
+	c, err := ss.up.start(ss.p.log)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{id: rand.Text(), tenant: tenant, lastUsed: time.Now()}
+	s.pe = newPeer(c, s.serverMsg, ss.p.log)
+	ss.mu.Lock()
+	ss.byID[s.id] = s
+	ss.mu.Unlock()
+	return s, nil
+}
+
+func (ss *sessions) lookup(id string) *session {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	s := ss.byID[id]
+	if s != nil && !s.pe.alive() {
+		delete(ss.byID, id)
+		return nil
+	}
+	return s
+}
+
+// statelessServerMsg handles what the shared child sends unasked. The
+// stateless era has no server-to-client requests (input-required results
+// replace them), so a request gets an error; other notifications have no
+// session to go to.
+func (ss *sessions) statelessServerMsg(m *Message) {
+	if m.IsRequest() {
+		if pe, err := ss.shared.get(); err == nil {
+			pe.send(context.Background(), ErrorResponse(m.ID, CodeMethodNotFound, "no client session to send this request to"))
+		}
+		return
+	}
+	ss.p.log.Debug("dropping a notification with no session", "method", m.Method)
+}
+
+func (ss *sessions) serveHTTP(w http.ResponseWriter, r *http.Request, tenant string) {
+	sid := r.Header.Get("Mcp-Session-Id")
+	version := r.Header.Get("Mcp-Protocol-Version")
+	switch r.Method {
+	case http.MethodPost:
+		ss.post(w, r, tenant)
+	case http.MethodGet, http.MethodDelete:
+		if sid == "" {
+			if stateless(version) {
+				w.Header().Set("Allow", "POST")
+				http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+			} else {
+				http.Error(w, "Bad Request: Mcp-Session-Id header required", http.StatusBadRequest)
+			}
+			return
+		}
+		s := ss.lookup(sid)
+		if s == nil {
+			http.Error(w, "session not found", http.StatusNotFound)
+			return
+		}
+		if s.tenant != tenant {
+			http.Error(w, "session belongs to another caller", http.StatusForbidden)
+			return
+		}
+		if r.Method == http.MethodDelete {
+			ss.mu.Lock()
+			delete(ss.byID, sid)
+			ss.mu.Unlock()
+			s.pe.conn.Close()
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		ss.serveGET(w, r, s)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+func (ss *sessions) serveGET(w http.ResponseWriter, r *http.Request, s *session) {
+	if !strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		http.Error(w, "Accept must contain text/event-stream", http.StatusNotAcceptable)
+		return
+	}
+	st := newStream(s.park)
+	s.mu.Lock()
+	if s.get != nil {
+		s.mu.Unlock()
+		http.Error(w, "a GET stream is already open for this session", http.StatusConflict)
+		return
+	}
+	s.get = st
+	backlog := s.backlog
+	s.backlog = nil
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.get = nil
+		s.lastUsed = time.Now()
+		s.mu.Unlock()
+		st.close()
+	}()
+	sw := NewSSEWriter(w)
+	w.WriteHeader(http.StatusOK)
+	sw.Flush()
+	ctx := r.Context()
+	for _, d := range backlog {
+		if sw.Write(Event{Data: ss.p.after(ctx, d.c, d.m).Raw}) != nil {
+			return
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.pe.dead:
+			return
+		case d := <-st.ch:
+			if sw.Write(Event{Data: ss.p.after(ctx, d.c, d.m).Raw}) != nil {
+				return
+			}
+		}
+	}
+}
+
+func (ss *sessions) post(w http.ResponseWriter, r *http.Request, tenant string) {
+	ctx := r.Context()
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		http.Error(w, "Content-Type must be application/json", http.StatusUnsupportedMediaType)
+		return
+	}
+	body, ok := ss.p.readBody(w, r)
+	if !ok {
+		return
+	}
+	sid := r.Header.Get("Mcp-Session-Id")
+	msgs, _, ok := decodePOST(w, body, r.Header.Get("Mcp-Protocol-Version"))
+	if !ok {
+		return
+	}
+	version := requestVersion(r, msgs)
+
+	var pe *peer
+	var s *session
+	switch {
+	case sid != "":
+		if s = ss.lookup(sid); s == nil {
+			writeJSONError(w, http.StatusNotFound, nil, CodeInvalidRequest, "session not found")
+			return
+		}
+		if s.tenant != tenant {
+			http.Error(w, "session belongs to another caller", http.StatusForbidden)
+			return
+		}
+		pe = s.pe
+	case hasMethod(msgs, "initialize") && !stateless(version):
+		var err error
+		if s, err = ss.newSession(tenant); err != nil {
+			ss.p.log.Warn("starting a session failed", "err", err)
+			ss.p.upstreamDown(w, body)
+			return
+		}
+		w.Header().Set("Mcp-Session-Id", s.id)
+		pe = s.pe
+	case stateless(version) || hasMethod(msgs, "server/discover"):
+		if msg := checkStatelessHeaders(r, msgs); msg != nil {
+			writeJSONError(w, http.StatusBadRequest, msg.ID, msg.code, msg.text)
+			return
+		}
+		var err error
+		if pe, err = ss.shared.get(); err != nil {
+			ss.p.log.Warn("upstream unavailable", "err", err)
+			ss.p.upstreamDown(w, body)
+			return
+		}
+	default:
+		http.Error(w, "Bad Request: Mcp-Session-Id header required", http.StatusBadRequest)
+		return
+	}
+
+	var fallback func(delivery)
+	if s != nil {
+		fallback = s.park
+	}
+	st := newStream(fallback)
+	defer st.close()
+	if s != nil {
+		s.addPost(st)
+		defer s.removePost(st)
+	}
+	want := map[string]bool{}
+	var waiters []*waiter
+	for _, m := range msgs {
+		if !m.IsRequest() {
+			if err := pe.send(ctx, m); err != nil {
+				ss.p.upstreamDown(w, body)
+				return
+			}
+			continue
+		}
+		want[idKey(m.ID)] = true
+		reply, c := ss.p.before(ctx, tenant, m)
+		if reply != nil {
+			st.deliver(reply, nil)
+			continue
+		}
+		wt, err := pe.call(ctx, m, c, st)
+		if err != nil {
+			st.deliver(ErrorResponse(m.ID, CodeUpstream, "upstream MCP server unavailable"), nil)
+			continue
+		}
+		waiters = append(waiters, wt)
+	}
+	if len(want) == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	defer func() {
+		// Stateless requests whose client left are cancelled upstream; a
+		// session's keep running and reach the client on its GET stream.
+		if s == nil {
+			for _, wt := range waiters {
+				pe.cancel(wt, "client disconnected")
+			}
+		}
+	}()
+	ss.p.respond(ctx, w, r, st, want, stateless(version))
+}
+
+// respond writes what arrives on st until every request in want is
+// answered. When the first thing to arrive already completes the POST it
+// is sent as plain JSON (so a stateless error can carry its HTTP status);
+// otherwise the response becomes an event stream.
+func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Request, st *stream, want map[string]bool, statelessEra bool) {
+	var sw *SSEWriter
+	for len(want) > 0 {
+		var d delivery
+		select {
+		case <-ctx.Done():
+			return
+		case d = <-st.ch:
+		}
+		m := p.after(ctx, d.c, d.m)
+		if m.IsResponse() {
+			delete(want, idKey(m.ID))
+		}
+		sse := strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+		if sw == nil && len(want) == 0 && (!sse || (statelessEra && errorStatus(m) != http.StatusOK)) {
+			// One answer, and a client that takes JSON or a stateless
+			// error whose HTTP status must say what it is.
+			status := http.StatusOK
+			if statelessEra {
+				status = errorStatus(m)
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			w.Write(m.Raw)
+			return
+		}
+		if sw == nil {
+			if !sse {
+				// A JSON-only client gets the responses alone.
+				if m.IsResponse() {
+					p.respondJSON(ctx, w, st, want, m)
+				}
+				continue
+			}
+			sw = NewSSEWriter(w)
+			w.WriteHeader(http.StatusOK)
+		}
+		if sw.Write(Event{Data: m.Raw}) != nil {
+			return
+		}
+	}
+}
+
+// respondJSON answers a batch for a client that accepts only JSON.
+func (p *Proxy) respondJSON(ctx context.Context, w http.ResponseWriter, st *stream, want map[string]bool, first *Message) {
+	out := []json.RawMessage{first.Raw}
+	for len(want) > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case d := <-st.ch:
+			m := p.after(ctx, d.c, d.m)
+			if m.IsResponse() {
+				delete(want, idKey(m.ID))
+				out = append(out, m.Raw)
+			}
+		}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	b, _ := json.Marshal(out)
+	w.Write(b)
+}
+
+func hasMethod(msgs []*Message, method string) bool {
+	for _, m := range msgs {
+		if m.Method == method {
+			return true
+		}
+	}
+	return false
+}
+
+type headerError struct {
+	ID   []byte
+	code int
+	text string
+}
+
+// CodeHeaderMismatch is the stateless era's error for HTTP headers that
+// disagree with the body.
+const CodeHeaderMismatch = -32020
+
+// checkStatelessHeaders validates the routing headers of a stateless-era
+// request (SEP-2243/2575) when the proxy terminates HTTP itself: an HTTP
+// upstream checks its own.
+func checkStatelessHeaders(r *http.Request, msgs []*Message) *headerError {
+	if len(msgs) != 1 || !msgs[0].IsRequest() {
+		return nil
+	}
+	m := msgs[0]
+	header := r.Header.Get("Mcp-Protocol-Version")
+	meta := metaProtocolVersion(m.Params)
+	switch {
+	case meta != "" && header == "":
+		return &headerError{m.ID, CodeHeaderMismatch, "Mcp-Protocol-Version header is required"}
+	case stateless(header) && meta == "":
+		return &headerError{m.ID, CodeInvalidParams, "missing or invalid _meta field " + metaVersion}
+	case meta != "" && header != meta:
+		return &headerError{m.ID, CodeHeaderMismatch, "Mcp-Protocol-Version header does not match _meta"}
+	}
+	if !stateless(header) {
+		return nil
+	}
+	if got := r.Header.Get("Mcp-Method"); got != m.Method {
+		if got == "" {
+			return &headerError{m.ID, CodeHeaderMismatch, "missing required Mcp-Method header"}
+		}
+		return &headerError{m.ID, CodeHeaderMismatch, "Mcp-Method header does not match the body"}
+	}
+	if name, ok := routingName(m); ok {
+		got := r.Header.Get("Mcp-Name")
+		if got == "" {
+			return &headerError{m.ID, CodeHeaderMismatch, "missing required Mcp-Name header"}
+		}
+		if got != name {
+			return &headerError{m.ID, CodeHeaderMismatch, "Mcp-Name header does not match the body"}
+		}
+	}
+	return nil
+}
+
+// routingName is what Mcp-Name carries for m's method.
+func routingName(m *Message) (string, bool) {
+	var p struct {
+		Name string `json:"name"`
+		URI  string `json:"uri"`
+	}
+	switch m.Method {
+	case "tools/call", "prompts/get":
+		json.Unmarshal(m.Params, &p)
+		return p.Name, true
+	case "resources/read":
+		json.Unmarshal(m.Params, &p)
+		return p.URI, true
+	}
+	return "", false
+}
+
+// supervisor keeps one shared child running, restarting it with
+// exponential backoff when it dies.
+type supervisor struct {
+	up       *CommandUpstream
+	p        *Proxy
+	onServer func(*Message)
+	// onStart runs on each new child before it is used (the stdio face
+	// replays the client's initialize there).
+	onStart func(*peer) error
+
+	mu      sync.Mutex
+	pe      *peer
+	started time.Time
+	backoff time.Duration
+	closed  bool
+}
+
+func newSupervisor(up *CommandUpstream, p *Proxy, onServer func(*Message)) *supervisor {
+	return &supervisor{up: up, p: p, onServer: onServer, backoff: 100 * time.Millisecond}
+}
+
+// get returns the live child, starting one when none runs and the
+// backoff since the last start has passed.
+func (s *supervisor) get() (*peer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errors.New("shutting down")
+	}
+	if s.pe != nil && s.pe.alive() {
+		return s.pe, nil
+	}
+	if !s.started.IsZero() { // a child ran, or failed to start, before
+		if s.pe != nil && time.Since(s.started) > time.Minute {
+			s.backoff = 100 * time.Millisecond // it ran well; start over
+		}
+		if wait := time.Until(s.started.Add(s.backoff)); wait > 0 {
+			return nil, errors.New("upstream restarting")
+		}
+		s.backoff = min(2*s.backoff, 30*time.Second)
+		s.p.log.Warn("restarting the upstream", "backoff", s.backoff)
+	}
+	s.started = time.Now()
+	c, err := s.up.start(s.p.log)
+	if err != nil {
+		return nil, err
+	}
+	pe := newPeer(c, s.onServer, s.p.log)
+	if s.onStart != nil {
+		if err := s.onStart(pe); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	s.pe = pe
+	return pe, nil
+}
+
+func (s *supervisor) close() {
+	s.mu.Lock()
+	s.closed = true
+	pe := s.pe
+	s.mu.Unlock()
+	if pe != nil {
+		pe.conn.Close()
+	}
+}
