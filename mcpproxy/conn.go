@@ -108,7 +108,7 @@ func (c *streamConn) Send(ctx context.Context, m *Message) error {
 }
 
 func (c *streamConn) Recv() <-chan *Message { return c.recv }
-func (c *streamConn) Err() error             { return c.err }
+func (c *streamConn) Err() error            { return c.err }
 
 func (c *streamConn) Close() error {
 	c.wmu.Lock()

@@ -35,7 +35,7 @@ type Message struct {
 	Result []byte
 	Error  []byte
 
-	hasMethod bool
+	hasMethod  bool
 	id, result [2]int // spans of ID and Result in Raw
 }
 

@@ -88,8 +88,8 @@ type Proxy struct {
 	o   Options
 	log *slog.Logger
 
-	mu    sync.Mutex
-	calls map[string]Call // "session\x00id" → call awaiting its response (HTTP upstream)
+	mu     sync.Mutex
+	calls  map[string]Call                // "session\x00id" → call awaiting its response (HTTP upstream)
 	recent map[string][]artifact.Artifact // tenant → artifacts offloaded lately, for resources/list
 
 	sessions *sessions // stdio upstream only

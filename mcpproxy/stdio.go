@@ -160,7 +160,7 @@ func newHTTPConn(up *HTTPUpstream, p *Proxy) *httpConn {
 }
 
 func (h *httpConn) Recv() <-chan *Message { return h.recv }
-func (h *httpConn) Err() error             { return nil }
+func (h *httpConn) Err() error            { return nil }
 
 func (h *httpConn) Close() error {
 	h.once.Do(func() {

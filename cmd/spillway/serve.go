@@ -94,9 +94,9 @@ func serveMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 // server is a running `spillway serve`: tests build one with newServer and
 // an address of 127.0.0.1:0.
 type server struct {
-	cfg  *serveConfig
-	log  *slog.Logger
-	deps *deps
+	cfg   *serveConfig
+	log   *slog.Logger
+	deps  *deps
 	ln    net.Listener
 	http  *http.Server
 	proxy *mcpproxy.Proxy // nil without an upstream
