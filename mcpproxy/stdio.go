@@ -80,6 +80,14 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 		if m == nil { // end of input
 			return nil
 		}
+		pe, err := upstream()
+		if err != nil {
+			p.log.Warn("upstream unavailable", "err", err)
+			if m.IsRequest() {
+				st.deliver(ErrorResponse(m.ID, CodeUpstream, "upstream MCP server unavailable: "+err.Error()), nil)
+			}
+			continue
+		}
 		switch m.Method {
 		case "initialize":
 			init.Lock()
@@ -89,14 +97,6 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 			init.Lock()
 			init.done = m
 			init.Unlock()
-		}
-		pe, err := upstream()
-		if err != nil {
-			p.log.Warn("upstream unavailable", "err", err)
-			if m.IsRequest() {
-				st.deliver(ErrorResponse(m.ID, CodeUpstream, "upstream MCP server unavailable: "+err.Error()), nil)
-			}
-			continue
 		}
 		if !m.IsRequest() {
 			if err := pe.send(ctx, m); err != nil {

@@ -202,7 +202,7 @@ func localize(t *testing.T, args []string, bigtoolBin, upstreamURL string) (out 
 	listen = freeAddr(t)
 	out = append([]string(nil), args...)
 	hasListen := false
-	for i := 1; i < len(out); i++ {
+	for i := 1; i < len(args); i++ { // not len(out): --config appends arguments
 		switch out[i-1] {
 		case "--listen":
 			out[i], hasListen = listen, true
