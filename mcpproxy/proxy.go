@@ -52,17 +52,13 @@ type Call struct {
 	Tenant string // the caller, from inbound auth ("" when auth is off)
 }
 
-// OffloadFunc rewrites the raw result of c, returning it unchanged when
-// nothing is offloaded. It must return valid JSON.
-type OffloadFunc func(ctx context.Context, c Call, result []byte) ([]byte, error)
-
 // Options configure a Proxy. Upstream is required; the rest may be zero.
 type Options struct {
 	// Upstream is the tool server: an *HTTPUpstream or a *CommandUpstream.
 	Upstream Upstream
-	// Offload rewrites tools/call results (and, with OffloadResources,
+	// Offloader rewrites tools/call results (and, with OffloadResources,
 	// upstream resources/read results). nil: results pass unchanged.
-	Offload          OffloadFunc
+	Offloader        *Offloader
 	OffloadResources bool
 	// Artifacts serves resources/read for spillway:// URIs. nil: they are
 	// forwarded like any other URI.
@@ -174,10 +170,13 @@ func (p *Proxy) after(ctx context.Context, c *Call, resp *Message) *Message {
 	case "resources/list":
 		return p.listArtifacts(c.Tenant, resp)
 	case "tools/call", "resources/read":
-		if resp.Result == nil || p.o.Offload == nil {
+		if resp.Result == nil || p.o.Offloader == nil {
 			return resp
 		}
-		r, err := p.o.Offload(ctx, *c, resp.Result)
+		r, stored, err := p.o.Offloader.Rewrite(ctx, *c, resp.Result)
+		for _, a := range stored {
+			p.Remember(c.Tenant, a)
+		}
 		if err != nil {
 			p.log.Warn("offload failed; result passes inline", "method", c.Method, "tool", c.Tool, "err", err)
 			return resp

@@ -5,7 +5,10 @@ import (
 	"flag"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/mcpproxy"
@@ -20,6 +23,14 @@ type proxyFlags struct {
 	allowedHosts   string
 	allowedOrigins string
 	maxBody        int64
+
+	offload          bool
+	textThreshold    int64
+	binaryThreshold  int64
+	offloadTTL       time.Duration
+	offloadResources bool
+	failClosed       bool
+	noOffloadTools   string
 }
 
 func (f *proxyFlags) register(fs *flag.FlagSet) {
@@ -30,6 +41,13 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "Host names /mcp accepts besides loopback (`list`, comma-separated; * for any)")
 	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "browser Origins /mcp accepts besides its own (`list`, comma-separated)")
 	fs.Int64Var(&f.maxBody, "max-body", 4<<20, "largest request body a client may POST to /mcp, in `bytes`")
+	fs.BoolVar(&f.offload, "offload", true, "offload large tool outputs to artifacts (the policy has the last word)")
+	fs.Int64Var(&f.textThreshold, "text-threshold", 16<<10, "text items above this many `bytes` are offload candidates")
+	fs.Int64Var(&f.binaryThreshold, "binary-threshold", 4<<10, "image, audio and blob items above this many decoded `bytes` are offload candidates")
+	fs.DurationVar(&f.offloadTTL, "offload-ttl", 15*time.Minute, "lifetime of the links in offloaded results (the policy and --max-ttl may shorten it)")
+	fs.BoolVar(&f.offloadResources, "offload-resources", false, "also offload large resources/read results of the upstream")
+	fs.BoolVar(&f.failClosed, "offload-fail-closed", false, "when the store fails, answer with a tool error instead of the content inline")
+	fs.StringVar(&f.noOffloadTools, "no-offload-tools", "", "tools whose outputs are never offloaded (`list`, comma-separated)")
 }
 
 // build returns the proxy, or nil when no upstream is configured.
@@ -57,15 +75,46 @@ func (f *proxyFlags) build(d *deps, tenants *artifact.Tenants, log *slog.Logger)
 	default:
 		return nil, nil
 	}
+	var off *mcpproxy.Offloader
+	if f.offload {
+		tools := map[string]bool{}
+		for _, t := range splitList(f.noOffloadTools) {
+			tools[t] = false
+		}
+		off = mcpproxy.NewOffloader(d.svc, d.engine, mcpproxy.OffloadOptions{
+			TextThreshold:   f.textThreshold,
+			BinaryThreshold: f.binaryThreshold,
+			TTL:             f.offloadTTL,
+			FailClosed:      f.failClosed,
+			Tools:           tools,
+			Server:          upstreamName(f),
+			Logger:          log,
+		})
+	}
 	return mcpproxy.New(mcpproxy.Options{
-		Upstream:       up,
-		Artifacts:      d.svc,
-		Tenants:        tenants,
-		AllowedHosts:   splitList(f.allowedHosts),
-		AllowedOrigins: splitList(f.allowedOrigins),
-		MaxBody:        f.maxBody,
-		Logger:         log,
+		Upstream:         up,
+		Offloader:        off,
+		OffloadResources: f.offloadResources,
+		Artifacts:        d.svc,
+		Tenants:          tenants,
+		AllowedHosts:     splitList(f.allowedHosts),
+		AllowedOrigins:   splitList(f.allowedOrigins),
+		MaxBody:          f.maxBody,
+		Logger:           log,
 	})
+}
+
+// upstreamName names the upstream in policy inputs: its host or program.
+func upstreamName(f *proxyFlags) string {
+	if f.upstreamURL != "" {
+		if u, err := url.Parse(f.upstreamURL); err == nil {
+			return u.Host
+		}
+	}
+	if cu, err := mcpproxy.ParseCommand(f.upstreamCmd); err == nil {
+		return filepath.Base(cu.Command)
+	}
+	return ""
 }
 
 func splitList(s string) []string {
