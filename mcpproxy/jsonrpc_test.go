@@ -1,0 +1,142 @@
+package mcpproxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestDecode(t *testing.T) {
+	tests := []struct {
+		in      string
+		batch   bool
+		n       int
+		wantErr string
+	}{
+		{in: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`, n: 1},
+		{in: `{"jsonrpc":"2.0","method":"notifications/initialized"}`, n: 1},
+		{in: `{"jsonrpc":"2.0","id":"a","result":{"x":[1,2,{"y":"}"}]}}`, n: 1},
+		{in: `[{"jsonrpc":"2.0","id":1,"method":"a"},{"jsonrpc":"2.0","method":"b"}]`, batch: true, n: 2},
+		{in: `{"jsonrpc":"2.0","id":1,"method":"a"`, wantErr: "malformed"},
+		{in: `[]`, wantErr: "empty batch"},
+		{in: `"x"`, wantErr: "JSON object"},
+		{in: `{"jsonrpc":"1.0","id":1,"method":"a"}`, wantErr: `"2.0"`},
+		{in: `{"jsonrpc":"2.0","id":{},"method":"a"}`, wantErr: "id must be"},
+		{in: `{"jsonrpc":"2.0","id":1,"method":"a","result":1}`, wantErr: "either"},
+		{in: `{"jsonrpc":"2.0","id":1}`, wantErr: "needs a method"},
+		{in: `{"jsonrpc":"2.0","result":{}}`, wantErr: "needs an id"},
+		{in: `{"jsonrpc":"2.0","id":1,"method":"a","params":3}`, wantErr: "params"},
+	}
+	for _, tt := range tests {
+		msgs, batch, err := Decode([]byte(tt.in))
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("Decode(%s) error %v, want %q", tt.in, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || batch != tt.batch || len(msgs) != tt.n {
+			t.Errorf("Decode(%s) = %d msgs, batch %v, %v", tt.in, len(msgs), batch, err)
+		}
+	}
+}
+
+func TestWithResultKeepsTheRest(t *testing.T) {
+	in := `{"jsonrpc":"2.0","x-extra":{"a":1},"id":7,"result":{"big":"` + strings.Repeat("z", 100) + `"},"z":null}`
+	m, err := DecodeMessage([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := m.WithResult([]byte(`{"small":1}`))
+	want := `{"jsonrpc":"2.0","x-extra":{"a":1},"id":7,"result":{"small":1},"z":null}`
+	if string(n.Raw) != want {
+		t.Errorf("got %s\nwant %s", n.Raw, want)
+	}
+	r := m.withID([]byte(`"up-1"`))
+	if !bytes.Contains(r.Raw, []byte(`"id":"up-1"`)) || string(r.ID) != `"up-1"` {
+		t.Errorf("withID: %s", r.Raw)
+	}
+}
+
+// FuzzDecode: the envelope decoder never panics, accepts only valid JSON,
+// and the spans it returns are the values encoding/json sees.
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`,
+		`{"jsonrpc":"2.0","id":"\u0031","result":{"content":[]}}`,
+		`[{"jsonrpc":"2.0","method":"n"}]`,
+		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`,
+		`{"\u006aSONrpc":"2.0"}`, `[`, `{}`, ` [ ] `,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		msgs, _, err := Decode(b)
+		if err != nil {
+			return
+		}
+		if !json.Valid(b) {
+			t.Fatalf("accepted invalid JSON %q", b)
+		}
+		for _, m := range msgs {
+			var env struct {
+				ID     json.RawMessage `json:"id"`
+				Method string          `json:"method"`
+				Result json.RawMessage `json:"result"`
+			}
+			if err := json.Unmarshal(m.Raw, &env); err != nil {
+				t.Fatalf("message %q: %v", m.Raw, err)
+			}
+			if m.hasMethod && env.Method != m.Method {
+				t.Fatalf("method %q, encoding/json says %q", m.Method, env.Method)
+			}
+			if m.Result != nil {
+				if !bytes.Equal(m.Result, env.Result) {
+					t.Fatalf("result %q, encoding/json says %q", m.Result, env.Result)
+				}
+				n := m.WithResult([]byte(`{}`))
+				if !json.Valid(n.Raw) {
+					t.Fatalf("WithResult made %q", n.Raw)
+				}
+			}
+		}
+	})
+}
+
+// FuzzStringReader: streaming a JSON string decodes exactly what
+// encoding/json decodes (for valid UTF-8, where both agree).
+func FuzzStringReader(f *testing.F) {
+	for _, s := range []string{`"abc"`, `"a\nb\"c\\d\/"`, `"\u00e9\ud83d\ude00\ud800x"`, `"\uDBFF\uDFFF"`, `""`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, lit []byte) {
+		var want string
+		if json.Unmarshal(lit, &want) != nil || len(lit) < 2 || lit[0] != '"' || !utf8.Valid(lit) {
+			return
+		}
+		// A small buffer exercises escapes split across reads.
+		got, err := io.ReadAll(io.LimitReader(struct{ io.Reader }{newStringReader(lit)}, int64(len(lit))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Fatalf("decoded %q, want %q", got, want)
+		}
+		var small bytes.Buffer
+		r := newStringReader(lit)
+		buf := make([]byte, 3)
+		for {
+			n, err := r.Read(buf)
+			small.Write(buf[:n])
+			if err != nil {
+				break
+			}
+		}
+		if small.String() != want {
+			t.Fatalf("3-byte reads decoded %q, want %q", small.String(), want)
+		}
+	})
+}
