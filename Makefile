@@ -35,8 +35,8 @@ build: ## build bin/spillway and the demo tool server bin/bigtool
 	$(GO) build -o bin/bigtool ./examples/bigtool/cmd/bigtool
 
 .PHONY: run
-run: build ## run Spillway on the embedded defaults (local store in .data, built-in policy)
-	./bin/spillway serve --data .data
+run: build ## run Spillway on the embedded defaults (local store in .data, built-in policy) in front of the demo tool server
+	./bin/spillway serve --data .data --upstream-cmd ./bin/bigtool
 
 .PHONY: tools
 tools: ## install the pinned test tools into .tools (reused when present)
@@ -69,6 +69,10 @@ test: tools ## install the pinned tools, then run every test (Go with -race, fuz
 	$(GO) test -race -count=1 -timeout 20m -bench . -benchtime 1x ./...
 	python3 -m unittest discover -s examples/sandbox
 	$(MAKE) --no-print-directory fuzz
+
+.PHONY: conformance
+conformance: tools ## run the official MCP conformance suite directly and through Spillway (both eras, HTTP and stdio upstreams)
+	$(GO) test -count=1 -run '^TestConformance$$' -v ./mcpproxy/ | grep -E '^(---|===|\s+conformance_test)'
 
 .PHONY: fuzz
 fuzz: ## run every Fuzz target for FUZZTIME each

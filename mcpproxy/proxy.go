@@ -89,6 +89,7 @@ type Proxy struct {
 	recent map[string][]artifact.Artifact // tenant → artifacts offloaded lately, for resources/list
 
 	sessions *sessions // stdio upstream only
+	tools    toolHeaders
 }
 
 // New returns a proxy for o.Upstream.
@@ -133,7 +134,7 @@ func (p *Proxy) before(ctx context.Context, tenant string, m *Message) (reply *M
 		return nil, nil
 	}
 	switch m.Method {
-	case "initialize", "server/discover", "resources/list", "resources/templates/list":
+	case "initialize", "server/discover", "resources/list", "resources/templates/list", "tools/list":
 		return nil, &Call{Method: m.Method, Tenant: tenant}
 	case "tools/call":
 		var params struct{ Name string }
@@ -169,6 +170,10 @@ func (p *Proxy) after(ctx context.Context, c *Call, resp *Message) *Message {
 		}
 	case "resources/list":
 		return p.listArtifacts(c.Tenant, resp)
+	case "tools/list":
+		if resp.Result != nil {
+			p.tools.learn(resp.Result)
+		}
 	case "tools/call", "resources/read":
 		if resp.Result == nil || p.o.Offloader == nil {
 			return resp

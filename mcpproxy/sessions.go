@@ -324,6 +324,15 @@ func (ss *sessions) post(w http.ResponseWriter, r *http.Request, tenant string) 
 			ss.p.upstreamDown(w, body)
 			return
 		}
+		if m := msgs[0]; len(msgs) == 1 && m.Method == "tools/call" {
+			name, _ := routingName(m)
+			ss.p.tools.ensure(pe, name, metaOf(m.Params))
+			bs, _ := ss.p.tools.lookup(name)
+			if err := checkParamHeaders(r.Header, bs, m.Params); err != nil {
+				writeJSONError(w, http.StatusBadRequest, m.ID, CodeHeaderMismatch, err.Error())
+				return
+			}
+		}
 	default:
 		http.Error(w, "Bad Request: Mcp-Session-Id header required", http.StatusBadRequest)
 		return
@@ -375,14 +384,22 @@ func (ss *sessions) post(w http.ResponseWriter, r *http.Request, tenant string) 
 			}
 		}
 	}()
-	ss.p.respond(ctx, w, r, st, want, stateless(version))
+	prime := ""
+	if s != nil && version >= Version20251125 {
+		prime = s.id
+	}
+	ss.p.respond(ctx, w, r, st, want, stateless(version), prime)
 }
 
 // respond writes what arrives on st until every request in want is
 // answered. When the first thing to arrive already completes the POST it
 // is sent as plain JSON (so a stateless error can carry its HTTP status);
 // otherwise the response becomes an event stream.
-func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Request, st *stream, want map[string]bool, statelessEra bool) {
+//
+// A session-era stream (prime set) opens with a priming event: an id and
+// a retry hint, so a client that loses the stream reconnects with GET,
+// where the answers it missed are delivered (SEP-1699).
+func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Request, st *stream, want map[string]bool, statelessEra bool, prime string) {
 	var sw *SSEWriter
 	for len(want) > 0 {
 		var d delivery
@@ -418,6 +435,11 @@ func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Requ
 			}
 			sw = NewSSEWriter(w)
 			w.WriteHeader(http.StatusOK)
+			if prime != "" {
+				if sw.Write(Event{ID: prime + "-" + rand.Text()[:8], Retry: 1000}) != nil {
+					return
+				}
+			}
 		}
 		if sw.Write(Event{Data: m.Raw}) != nil {
 			return
@@ -586,4 +608,13 @@ func (s *supervisor) close() {
 	if pe != nil {
 		pe.conn.Close()
 	}
+}
+
+// metaOf returns params._meta, raw.
+func metaOf(params []byte) json.RawMessage {
+	var p struct {
+		Meta json.RawMessage `json:"_meta"`
+	}
+	json.Unmarshal(params, &p)
+	return p.Meta
 }

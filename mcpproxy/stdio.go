@@ -220,6 +220,10 @@ func (h *httpConn) Send(ctx context.Context, m *Message) error {
 		req.Header.Set("Mcp-Method", m.Method)
 		if name, ok := routingName(m); ok {
 			req.Header.Set("Mcp-Name", name)
+			if m.Method == "tools/call" {
+				bs, _ := h.p.tools.lookup(name)
+				setParamHeaders(req.Header, bs, m.Params)
+			}
 		}
 	}
 	h.setHeaders(req)
