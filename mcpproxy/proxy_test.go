@@ -1,0 +1,192 @@
+package mcpproxy_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/mcpproxy"
+)
+
+func post(t *testing.T, h http.Handler, body string, hdr map[string]string) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8080/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
+func errorCode(t *testing.T, body []byte) int {
+	t.Helper()
+	var m struct {
+		Error struct{ Code int } `json:"error"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatalf("not a JSON-RPC error: %s", body)
+	}
+	return m.Error.Code
+}
+
+// A dead HTTP upstream still lets the proxy judge its own input.
+func TestBadInput(t *testing.T) {
+	tenants, _ := artifact.ParseTenants("s3cret-token-0123456789=acme")
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: "http://127.0.0.1:1/mcp"}, MaxBody: 1 << 10, Tenants: tenants})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := map[string]string{"Authorization": "Bearer s3cret-token-0123456789"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{"Authorization": auth["Authorization"]}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	tests := []struct {
+		name   string
+		body   string
+		hdr    map[string]string
+		status int
+		code   int
+	}{
+		{"no token", `{}`, nil, 401, 0},
+		{"wrong token", `{}`, map[string]string{"Authorization": "Bearer nope"}, 401, 0},
+		{"malformed JSON", `{"jsonrpc":"2.0",`, auth, 400, mcpproxy.CodeParseError},
+		{"not a request", `{"jsonrpc":"2.0","id":1}`, auth, 400, mcpproxy.CodeInvalidRequest},
+		{"batch in 2025-11-25", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, with("Mcp-Protocol-Version", "2025-11-25"), 400, mcpproxy.CodeInvalidRequest},
+		{"too large", `{"jsonrpc":"2.0","id":1,"method":"x","params":{"p":"` + strings.Repeat("a", 2000) + `"}}`, auth, 413, 0},
+		{"foreign origin", `{}`, with("Origin", "http://evil.example"), 403, 0},
+		{"upstream down", `{"jsonrpc":"2.0","id":5,"method":"tools/list"}`, auth, 502, mcpproxy.CodeUpstream},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := post(t, p, tt.body, tt.hdr)
+			if rec.Code != tt.status {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tt.status, rec.Body)
+			}
+			if tt.code != 0 {
+				if got := errorCode(t, rec.Body.Bytes()); got != tt.code {
+					t.Errorf("code %d, want %d", got, tt.code)
+				}
+			}
+		})
+	}
+	req := httptest.NewRequest(http.MethodPost, "http://attacker.example:8080/mcp", strings.NewReader(`{}`))
+	rec := httptest.NewRecorder()
+	p.ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden {
+		t.Errorf("a rebinding Host got %d, want 403", rec.Code)
+	}
+}
+
+// The upstream dying mid-call answers every request in flight with an
+// error, on the HTTP face and on the stdio face.
+func TestUpstreamDiesMidCall(t *testing.T) {
+	// A stdio "server" that reads one message and dies without answering.
+	die := &mcpproxy.CommandUpstream{Command: "sh", Args: []string{"-c", "read line; exit 3"}}
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: die})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	done := make(chan *httptest.ResponseRecorder)
+	go func() {
+		done <- post(t, p, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, nil)
+	}()
+	select {
+	case rec := <-done:
+		if got := errorCode(t, bytes.TrimPrefix(lastData(rec.Body.Bytes()), nil)); got != mcpproxy.CodeUpstream {
+			t.Errorf("code %d, want %d: %s", got, mcpproxy.CodeUpstream, rec.Body)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request hangs after the upstream died")
+	}
+
+	in, inW := io.Pipe()
+	outR, out := io.Pipe()
+	go p.ServeStdio(t.Context(), in, out)
+	go inW.Write([]byte(`{"jsonrpc":"2.0","id":"a","method":"initialize","params":{}}` + "\n"))
+	var resp struct {
+		ID    string `json:"id"`
+		Error struct{ Code int }
+	}
+	dec := json.NewDecoder(outR)
+	errc := make(chan error, 1)
+	go func() { errc <- dec.Decode(&resp) }()
+	select {
+	case err := <-errc:
+		if err != nil || resp.ID != "a" || resp.Error.Code != mcpproxy.CodeUpstream {
+			t.Errorf("stdio: %+v, %v", resp, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stdio request hangs after the upstream died")
+	}
+	inW.Close()
+}
+
+// lastData returns the last SSE data payload of body, or body itself
+// when it is plain JSON.
+func lastData(body []byte) []byte {
+	if !bytes.HasPrefix(body, []byte("id:")) && !bytes.HasPrefix(body, []byte("data:")) && !bytes.HasPrefix(body, []byte("event:")) {
+		return body
+	}
+	var last []byte
+	r := mcpproxy.NewSSEReader(bytes.NewReader(body))
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			return last
+		}
+		if len(ev.Data) > 0 {
+			last = ev.Data
+		}
+	}
+}
+
+// Unknown methods, unknown fields and _meta cross the proxy untouched;
+// the upstream is a loopback server of the test's own that echoes.
+func TestTransparency(t *testing.T) {
+	var seen []byte
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen, _ = io.ReadAll(r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Mcp-Custom", r.Header.Get("Mcp-Param-Region"))
+		io.WriteString(w, `{"jsonrpc":"2.0","id":9,"result":{"x-new":{"deep":[1,"2"]},"_meta":{"k":"v"}},"x-env":1}`)
+	}))
+	defer echo.Close()
+	p, _ := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: echo.URL}})
+	body := `{"jsonrpc":"2.0","id":9,"method":"vendor/frobnicate","params":{"_meta":{"a":1},"zz":[true]}}`
+	rec := post(t, p, body, map[string]string{"Mcp-Param-Region": "eu"})
+	if string(seen) != body {
+		t.Errorf("upstream saw %s", seen)
+	}
+	if rec.Body.String() != `{"jsonrpc":"2.0","id":9,"result":{"x-new":{"deep":[1,"2"]},"_meta":{"k":"v"}},"x-env":1}` {
+		t.Errorf("client saw %s", rec.Body)
+	}
+	if rec.Header().Get("Mcp-Custom") != "eu" {
+		t.Error("Mcp-Param-* headers must reach the upstream, and its headers the client")
+	}
+}
+
+func TestParseCommand(t *testing.T) {
+	c, err := mcpproxy.ParseCommand(`python3 -m "my server" --name 'a b'`)
+	if err != nil || c.Command != "python3" || strings.Join(c.Args, "|") != "-m|my server|--name|a b" {
+		t.Errorf("got %+v, %v", c, err)
+	}
+	if _, err := mcpproxy.ParseCommand(`x "open`); err == nil {
+		t.Error("an unclosed quote must be an error")
+	}
+}
+
+
