@@ -188,5 +188,3 @@ func TestParseCommand(t *testing.T) {
 		t.Error("an unclosed quote must be an error")
 	}
 }
-
-
