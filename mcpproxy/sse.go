@@ -35,7 +35,10 @@ func NewSSEReader(r io.Reader) *SSEReader {
 // ends inside an event.
 func (s *SSEReader) Next() (Event, error) {
 	var ev Event
-	var data bytes.Buffer
+	// The common event has one data line: it is used as read, without a
+	// second copy of a possibly huge message.
+	var data []byte
+	ndata := 0
 	seen := false
 	for {
 		line, err := s.line()
@@ -46,8 +49,8 @@ func (s *SSEReader) Next() (Event, error) {
 			return ev, err
 		}
 		if len(line) == 0 { // dispatch
-			if data.Len() > 0 || ev.ID != "" {
-				ev.Data = bytes.TrimSuffix(data.Bytes(), []byte("\n"))
+			if ndata > 0 || ev.ID != "" {
+				ev.Data = data
 				return ev, nil
 			}
 			ev, seen = Event{}, false
@@ -61,8 +64,12 @@ func (s *SSEReader) Next() (Event, error) {
 		value = bytes.TrimPrefix(value, []byte(" "))
 		switch string(field) {
 		case "data":
-			data.Write(value)
-			data.WriteByte('\n')
+			if ndata == 0 {
+				data = value
+			} else {
+				data = append(append(data, '\n'), value...)
+			}
+			ndata++
 		case "id":
 			if bytes.IndexByte(value, 0) < 0 {
 				ev.ID = string(value)

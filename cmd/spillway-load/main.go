@@ -1,0 +1,391 @@
+// Command spillway-load measures Spillway against its anchors on this
+// machine and prints the figures BENCHMARKS.md records:
+//
+//   - a small tools/call through Spillway vs directly to the same upstream
+//     (latency percentiles and the added p50);
+//   - a ~50 MB tool output through Spillway with offloading vs plain
+//     pass-through (time, and the proxy's peak RSS against the message);
+//   - a 100 MiB fetch of an artifact from Spillway on MinIO vs a direct,
+//     presigned MinIO GET of the same object (throughput ratio).
+//
+// Every server listens on loopback and is stopped at the end; the run is
+// bounded by its counts. Usage: make build && go run ./cmd/spillway-load
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spillway-dev/spillway/artifact/s3store"
+)
+
+var (
+	spillwayBin = flag.String("spillway", "bin/spillway", "spillway binary")
+	bigtoolBin  = flag.String("bigtool", "bin/bigtool", "bigtool binary (the upstream)")
+	minioBin    = flag.String("minio", envOr("SPILLWAY_MINIO", ".tools/bin/minio"), "minio binary; empty skips the fetch comparison")
+	smallN      = flag.Int("small", 2000, "small tools/call round trips per side")
+	bigRows     = flag.Int("rows", 250_000, "rows of the big query (about 200 bytes each)")
+	fetchMiB    = flag.Int("fetch-mib", 100, "size of the fetched artifact, MiB")
+	fetchN      = flag.Int("fetch-n", 5, "fetches per side")
+)
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+var children []*exec.Cmd
+
+func main() {
+	flag.Parse()
+	defer func() {
+		for _, c := range children {
+			c.Process.Signal(os.Interrupt)
+			c.Wait()
+		}
+	}()
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "spillway-load:", err)
+		for _, c := range children {
+			c.Process.Kill()
+		}
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "model name\t: "); ok {
+				cpu = v
+				break
+			}
+		}
+	}
+	fmt.Printf("machine: %s, %d cores, %s; %s; %s\n\n", cpu, runtime.NumCPU(), memTotal(), runtime.Version(), time.Now().UTC().Format("2006-01-02"))
+
+	up := start(*bigtoolBin, "-http", addr())
+	upURL := "http://" + up + "/mcp"
+	proxied := startSpillway("--upstream-url", upURL)
+	if err := smallCalls(upURL, "http://"+proxied+"/mcp"); err != nil {
+		return err
+	}
+	if err := bigOutput(upURL); err != nil {
+		return err
+	}
+	if *minioBin != "" {
+		return fetchVsMinIO()
+	}
+	return nil
+}
+
+func memTotal() string {
+	b, _ := os.ReadFile("/proc/meminfo")
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "MemTotal:"); ok {
+			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return fmt.Sprintf("%.0f GiB RAM", float64(kb)/(1<<20))
+		}
+	}
+	return "RAM unknown"
+}
+
+func addr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// start runs a server whose last argument pair is its listen address and
+// waits until it accepts connections.
+func start(bin string, args ...string) string {
+	a := args[len(args)-1]
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = io.Discard
+	if err := cmd.Start(); err != nil {
+		panic(err)
+	}
+	children = append(children, cmd)
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if c, err := net.Dial("tcp", a); err == nil {
+			c.Close()
+			return a
+		}
+	}
+	panic(bin + " never listened")
+}
+
+func startSpillway(extra ...string) string {
+	dir, _ := os.MkdirTemp("", "spillway-load-")
+	args := append([]string{"serve", "--data", dir, "--log-level", "error"}, extra...)
+	return start(*spillwayBin, append(args, "--listen", addr())...)
+}
+
+func pid(listen string) int {
+	for _, c := range children {
+		if c.Args[len(c.Args)-1] == listen {
+			return c.Process.Pid
+		}
+	}
+	return 0
+}
+
+// peakRSS is a process's high-water resident set, in bytes.
+func peakRSS(pid int) int64 {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// session is a raw session-era MCP client.
+type session struct {
+	url, id string
+	n       int
+	c       *http.Client
+}
+
+func open(url string) (*session, error) {
+	s := &session{url: url, c: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}}
+	if _, err := s.call("initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"load","version":"1"}}`); err != nil {
+		return nil, err
+	}
+	_, err := s.post(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return s, err
+}
+
+func (s *session) post(body string) ([]byte, error) {
+	req, _ := http.NewRequest(http.MethodPost, s.url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if s.id != "" {
+		req.Header.Set("Mcp-Session-Id", s.id)
+	}
+	resp, err := s.c.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+		s.id = id
+	}
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		return nil, fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	return b, err
+}
+
+func (s *session) call(method, params string) ([]byte, error) {
+	s.n++
+	b, err := s.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, s.n, method, params))
+	if err == nil && !bytes.Contains(b, []byte(`"result"`)) {
+		err = fmt.Errorf("%s: %.300s", method, b)
+	}
+	return b, err
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d[int(float64(len(d)-1)*p)]
+}
+
+func smallCalls(direct, proxied string) error {
+	measure := func(url string) ([]time.Duration, error) {
+		s, err := open(url)
+		if err != nil {
+			return nil, err
+		}
+		var lat []time.Duration
+		for i := range *smallN + 200 {
+			t0 := time.Now()
+			if _, err := s.call("tools/call", `{"name":"small","arguments":{"echo":"x"}}`); err != nil {
+				return nil, err
+			}
+			if i >= 200 { // warm-up
+				lat = append(lat, time.Since(t0))
+			}
+		}
+		return lat, nil
+	}
+	// Interleave the two sides in rounds so drift hits both alike.
+	var d, p []time.Duration
+	for range 4 {
+		n := *smallN
+		*smallN = n / 4
+		a, err := measure(direct)
+		if err != nil {
+			return err
+		}
+		b, err := measure(proxied)
+		if err != nil {
+			return err
+		}
+		*smallN = n
+		d, p = append(d, a...), append(p, b...)
+	}
+	dp50, pp50 := percentile(d, .5), percentile(p, .5)
+	fmt.Printf("## small tools/call, %d round trips each (session era, HTTP upstream)\n\n", len(d))
+	fmt.Printf("| path | p50 | p90 | p99 |\n|---|---|---|---|\n")
+	fmt.Printf("| direct to bigtool (anchor) | %v | %v | %v |\n", dp50, percentile(d, .9), percentile(d, .99))
+	fmt.Printf("| through Spillway | %v | %v | %v |\n", pp50, percentile(p, .9), percentile(p, .99))
+	fmt.Printf("\nadded at p50: %v (ratio %.2f× the direct p50)\n\n", pp50-dp50, float64(pp50)/float64(dp50))
+	return nil
+}
+
+func bigOutput(upURL string) error {
+	args := fmt.Sprintf(`{"name":"query","arguments":{"rows":%d,"seed":1}}`, *bigRows)
+	timed := func(url string) (time.Duration, int, error) {
+		s, err := open(url)
+		if err != nil {
+			return 0, 0, err
+		}
+		t0 := time.Now()
+		b, err := s.call("tools/call", args)
+		return time.Since(t0), len(b), err
+	}
+	dt, dn, err := timed(upURL)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("## one big tool output (query, %d rows: a %.1f MB message)\n\n", *bigRows, float64(dn)/1e6)
+	fmt.Printf("| path | time | bytes to the agent | proxy peak RSS | RSS / message |\n|---|---|---|---|---|\n")
+	fmt.Printf("| direct to bigtool (anchor) | %v | %d | – | – |\n", dt.Round(time.Millisecond), dn)
+	for _, mode := range []struct{ name, flag string }{{"through Spillway, offloading", "--offload=true"}, {"through Spillway, pass-through", "--offload=false"}} {
+		a := startSpillway("--upstream-url", upURL, mode.flag)
+		base := peakRSS(pid(a))
+		t, n, err := timed("http://" + a + "/mcp")
+		if err != nil {
+			return err
+		}
+		peak := peakRSS(pid(a))
+		fmt.Printf("| %s | %v (%.2f× direct) | %d | %.1f MB (%.1f MB at start) | %.2f |\n", mode.name, t.Round(time.Millisecond),
+			float64(t)/float64(dt), n, float64(peak)/1e6, float64(base)/1e6, float64(peak)/float64(dn))
+	}
+	fmt.Println()
+	return nil
+}
+
+func fetchVsMinIO() error {
+	if _, err := os.Stat(*minioBin); err != nil {
+		fmt.Printf("(no MinIO at %s: fetch comparison skipped)\n", *minioBin)
+		return nil
+	}
+	dir, _ := os.MkdirTemp("", "spillway-load-minio-")
+	maddr := addr()
+	user, pass := "loadtest", "loadtest-secret-0123"
+	cmd := exec.Command(*minioBin, "server", "--quiet", "--address", maddr, "--console-address", addr(), dir)
+	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+user, "MINIO_ROOT_PASSWORD="+pass)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	children = append(children, cmd)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + maddr + "/minio/health/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("minio not ready")
+		}
+	}
+	os.Setenv("AWS_ACCESS_KEY_ID", user)
+	os.Setenv("AWS_SECRET_ACCESS_KEY", pass)
+	storeURL := "s3://load?endpoint=" + maddr + "&secure=false&create=true"
+	const token = "load-token-0123456789abcdef"
+	sp := startSpillway("--store", storeURL, "--auth-tokens", token+"=load")
+
+	body := make([]byte, *fetchMiB<<20)
+	rand.Read(body)
+	req, _ := http.NewRequest(http.MethodPost, "http://"+sp+"/v1/artifacts?ttl=30m", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	var link struct {
+		URI     string `json:"uri"`
+		HTTPURL string `json:"httpUrl"`
+	}
+	json.NewDecoder(resp.Body).Decode(&link)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("upload: %s", resp.Status)
+	}
+	opts, err := s3store.ParseURL(storeURL)
+	if err != nil {
+		return err
+	}
+	store, err := s3store.New(context.Background(), opts)
+	if err != nil {
+		return err
+	}
+	id := filepath.Base(link.URI)
+	direct, err := store.PresignGet(context.Background(), id, time.Hour, "application/octet-stream", "attachment")
+	if err != nil {
+		return err
+	}
+	get := func(url string) (time.Duration, error) {
+		t0 := time.Now()
+		resp, err := http.Get(url)
+		if err != nil {
+			return 0, err
+		}
+		n, err := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err != nil || n != int64(len(body)) || resp.StatusCode != 200 {
+			return 0, fmt.Errorf("GET: %s, %d bytes, %v", resp.Status, n, err)
+		}
+		return time.Since(t0), nil
+	}
+	var dm, sm []time.Duration
+	for range *fetchN {
+		d, err := get(direct.String())
+		if err != nil {
+			return err
+		}
+		s, err := get(link.HTTPURL)
+		if err != nil {
+			return err
+		}
+		dm, sm = append(dm, d), append(sm, s)
+	}
+	mbps := func(d time.Duration) float64 { return float64(len(body)) / 1e6 / d.Seconds() }
+	dmed, smed := percentile(dm, .5), percentile(sm, .5)
+	fmt.Printf("## fetch of a %d MiB artifact on MinIO, median of %d\n\n", *fetchMiB, *fetchN)
+	fmt.Printf("| path | time | throughput |\n|---|---|---|\n")
+	fmt.Printf("| direct presigned MinIO GET (anchor) | %v | %.0f MB/s |\n", dmed.Round(time.Millisecond), mbps(dmed))
+	fmt.Printf("| Spillway httpUrl (verify, policy, stream) | %v | %.0f MB/s |\n", smed.Round(time.Millisecond), mbps(smed))
+	fmt.Printf("\nthroughput ratio Spillway / direct: %.2f\n", mbps(smed)/mbps(dmed))
+	return nil
+}
