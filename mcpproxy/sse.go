@@ -91,30 +91,17 @@ func (s *SSEReader) line() ([]byte, error) {
 		s.pending = s.pending[1:]
 		return l, nil
 	}
-	var long []byte
-	for {
-		chunk, err := s.r.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			long = append(long, chunk...)
-			continue
-		}
-		if err != nil && (err != io.EOF || len(chunk)+len(long) == 0) {
-			return nil, err
-		}
-		if long != nil {
-			chunk = append(long, chunk...)
-		} else {
-			chunk = append([]byte(nil), chunk...) // ReadSlice's buffer is reused
-		}
-		chunk = bytes.TrimSuffix(chunk, []byte("\n"))
-		chunk = bytes.TrimSuffix(chunk, []byte("\r"))
-		if bytes.IndexByte(chunk, '\r') < 0 {
-			return chunk, nil
-		}
-		lines := bytes.Split(chunk, []byte("\r"))
-		s.pending = lines[1:]
-		return lines[0], nil
+	chunk, err := readLine(s.r)
+	if err != nil && (err != io.EOF || len(chunk) == 0) {
+		return nil, err
 	}
+	chunk = bytes.TrimSuffix(chunk, []byte("\r"))
+	if bytes.IndexByte(chunk, '\r') < 0 {
+		return chunk, nil
+	}
+	lines := bytes.Split(chunk, []byte("\r"))
+	s.pending = lines[1:]
+	return lines[0], nil
 }
 
 // SSEWriter writes server-sent events and flushes each one.

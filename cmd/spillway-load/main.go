@@ -270,6 +270,9 @@ func bigOutput(upURL string) error {
 		b, err := s.call("tools/call", args)
 		return time.Since(t0), len(b), err
 	}
+	if _, _, err := timed(upURL); err != nil { // warm-up: the first call pays for the upstream's start
+		return err
+	}
 	dt, dn, err := timed(upURL)
 	if err != nil {
 		return err
