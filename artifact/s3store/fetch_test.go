@@ -1,0 +1,134 @@
+package s3store_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/s3store"
+	"github.com/spillway-dev/spillway/artifact/s3store/miniotest"
+	"github.com/spillway-dev/spillway/policy"
+)
+
+// fetchServer is the artifact service on store, served on loopback.
+func fetchServer(t testing.TB, store *s3store.Store, redirect bool) *artifact.Service {
+	t.Helper()
+	key := make([]byte, 32)
+	rand.Read(key)
+	signer, err := artifact.NewSigner(artifact.Key{ID: "b", Secret: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := policy.New(context.Background(), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse("http://" + ln.Addr().String())
+	svc := &artifact.Service{Store: store, Signer: signer, PublicURL: u, Mint: eng}
+	r := mux.NewRouter()
+	artifact.NewHandler(svc, artifact.HandlerOptions{Policy: eng, Redirect: redirect, Logger: slog.New(slog.DiscardHandler)}).Register(r)
+	srv := &http.Server{Handler: r}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return svc
+}
+
+// Redirect mode answers with a short-lived presigned MinIO URL that
+// serves the same bytes, with the artifact's safe content headers.
+func TestFetchRedirect(t *testing.T) {
+	store := miniotest.Shared(t).Store(t)
+	svc := fetchServer(t, store, true)
+	data := []byte("<html><script>alert(1)</script></html>")
+	a, l, err := svc.Publish(t.Context(), artifact.Artifact{MimeType: "text/html"}, bytes.NewReader(data), artifact.LinkOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := c.Get(l.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusFound || loc == "" {
+		t.Fatalf("redirect mode: %s, Location %q", resp.Status, loc)
+	}
+	resp, err = http.Get(loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Equal(got, data) || resp.Header.Get("Content-Disposition") == "" || resp.Header.Get("Content-Type") != "text/html" {
+		t.Errorf("presigned GET: %s %q, disposition %q, type %q", resp.Status, got, resp.Header.Get("Content-Disposition"), resp.Header.Get("Content-Type"))
+	}
+	if err := svc.Delete(t.Context(), a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := c.Get(l.URL); err != nil || resp.StatusCode != http.StatusNotFound {
+		t.Errorf("after delete: %v %v, want 404", resp.Status, err)
+	}
+}
+
+// BenchmarkFetch streams one artifact from MinIO through the fetch
+// endpoint, beside a direct presigned GET of the same object in the same
+// run: the ratio of the two MB/s figures is what matters. B/op must not
+// grow with the size.
+func BenchmarkFetch(b *testing.B) {
+	store := miniotest.Shared(b).Store(b)
+	svc := fetchServer(b, store, false)
+	for _, size := range []int{10 << 20, 100 << 20} {
+		data := make([]byte, size)
+		rand.Read(data)
+		want := sha256.Sum256(data)
+		a, l, err := svc.Publish(context.Background(), artifact.Artifact{MimeType: "application/octet-stream"}, bytes.NewReader(data), artifact.LinkOptions{TTL: time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		direct, err := store.PresignGet(context.Background(), a.ID, time.Hour, "application/octet-stream", "attachment")
+		if err != nil {
+			b.Fatal(err)
+		}
+		get := func(b *testing.B, u string) {
+			resp, err := http.Get(u)
+			if err != nil {
+				b.Fatal(err)
+			}
+			h := sha256.New()
+			n, err := io.Copy(h, resp.Body)
+			resp.Body.Close()
+			if err != nil || n != int64(size) || !bytes.Equal(h.Sum(nil), want[:]) {
+				b.Fatalf("GET %s: %d bytes, %v", resp.Status, n, err)
+			}
+		}
+		name := map[int]string{10 << 20: "10MiB", 100 << 20: "100MiB"}[size]
+		b.Run("direct-minio/"+name, func(b *testing.B) {
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				get(b, direct.String())
+			}
+		})
+		b.Run("spillway/"+name, func(b *testing.B) {
+			b.SetBytes(int64(size))
+			b.ReportAllocs()
+			for b.Loop() {
+				get(b, l.URL)
+			}
+		})
+	}
+}
