@@ -65,6 +65,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, up *HTTPUpstream
 	session := r.Header.Get("Mcp-Session-Id")
 	var body []byte
 	var calls map[string]*Call
+	pending := map[string][]byte{} // request ids of this POST not answered yet
 	if r.Method == http.MethodPost {
 		var ok bool
 		if body, ok = p.readBody(w, r); !ok {
@@ -82,6 +83,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, up *HTTPUpstream
 		}
 		calls = map[string]*Call{}
 		for _, m := range msgs {
+			if m.IsRequest() {
+				pending[idKey(m.ID)] = m.ID
+			}
 			if _, c := p.before(ctx, tenant, m); c != nil {
 				calls[idKey(m.ID)] = c
 			}
@@ -116,7 +120,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, up *HTTPUpstream
 	ct := resp.Header.Get("Content-Type")
 	switch {
 	case strings.HasPrefix(ct, "text/event-stream"):
-		p.relaySSE(ctx, w, resp, session)
+		p.relaySSE(ctx, w, resp, session, pending)
 	case strings.HasPrefix(ct, "application/json") && len(calls) > 0:
 		p.relayJSON(ctx, w, resp, up, session, calls)
 	default:
@@ -224,21 +228,36 @@ func (p *Proxy) relayJSON(ctx context.Context, w http.ResponseWriter, resp *http
 
 // relaySSE relays an event stream event by event, keeping ids, names and
 // retry hints, and rewriting responses to owned calls.
-func (p *Proxy) relaySSE(ctx context.Context, w http.ResponseWriter, resp *http.Response, session string) {
+//
+// If the upstream's stream breaks, or ends without event ids (so the
+// client cannot resume it) while requests of the POST are unanswered,
+// each of them gets a JSON-RPC error: no client waits for ever.
+func (p *Proxy) relaySSE(ctx context.Context, w http.ResponseWriter, resp *http.Response, session string, pending map[string][]byte) {
 	sw := NewSSEWriter(w)
 	w.WriteHeader(resp.StatusCode)
 	sw.Flush()
 	sr := NewSSEReader(resp.Body)
+	resumable := false
 	for {
 		ev, err := sr.Next()
 		if err != nil {
-			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
-				p.log.Debug("upstream event stream ended", "err", err)
+			if ctx.Err() != nil || len(pending) == 0 || (errors.Is(err, io.EOF) && resumable) {
+				return
+			}
+			p.log.Warn("upstream event stream ended before answering", "err", err, "unanswered", len(pending))
+			for _, id := range pending {
+				if sw.Write(Event{Data: ErrorResponse(id, CodeUpstream, "upstream MCP server ended the stream without answering").Raw}) != nil {
+					return
+				}
 			}
 			return
 		}
+		resumable = resumable || ev.ID != ""
 		if len(ev.Data) > 0 {
 			if m, err := DecodeMessage(ev.Data); err == nil {
+				if m.IsResponse() {
+					delete(pending, idKey(m.ID))
+				}
 				if c := p.tracked(session, m); c != nil {
 					ev.Data = p.after(ctx, c, m).Raw
 				}

@@ -188,3 +188,23 @@ func TestParseCommand(t *testing.T) {
 		t.Error("an unclosed quote must be an error")
 	}
 }
+
+// An HTTP upstream that dies in the middle of an SSE response: the
+// client still gets an error for its request.
+func TestHTTPUpstreamDiesMidStream(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":1,\"progress\":1}}\n\n")
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler) // the connection drops mid-stream
+	}))
+	defer up.Close()
+	p, _ := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL}})
+	rec := post(t, p, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"x"}}`, nil)
+	if got := errorCode(t, lastData(rec.Body.Bytes())); got != mcpproxy.CodeUpstream {
+		t.Errorf("code %d, want %d: %s", got, mcpproxy.CodeUpstream, rec.Body)
+	}
+	if !strings.Contains(rec.Body.String(), "notifications/progress") {
+		t.Error("what the upstream sent before dying must reach the client")
+	}
+}
