@@ -223,3 +223,46 @@ func TestOffloadEndToEnd(t *testing.T) {
 		})
 	}
 }
+
+// An upstream that has only the legacy HTTP+SSE transport (the official
+// SDK's SSE handler) works through both faces, offloading included.
+func TestLegacySSEUpstream(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "old", Version: "1"}, nil)
+	big := strings.Repeat("legacy line\n", 5000)
+	s.AddTool(&mcp.Tool{Name: "dump", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: big}}}, nil
+		})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil)}
+	go srv.Serve(ln)
+	defer srv.Close()
+
+	svc := newService(t)
+	eng, _ := policy.New(context.Background(), policy.Options{})
+	up := &mcpproxy.HTTPUpstream{URL: "http://" + ln.Addr().String()}
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: up, Artifacts: svc,
+		Offloader: mcpproxy.NewOffloader(svc, eng, mcpproxy.OffloadOptions{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	pl, _ := net.Listen("tcp", "127.0.0.1:0")
+	ps := &http.Server{Handler: p}
+	go ps.Serve(pl)
+	defer ps.Close()
+
+	a := &agent{url: "http://" + pl.Addr().String() + "/mcp"}
+	a.call(t, "initialize", map[string]any{"protocolVersion": "2024-11-05", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "e2e", "version": "1"}})
+	if a.session == "" {
+		t.Fatal("no session from the proxy for a legacy upstream")
+	}
+	res := a.call(t, "tools/call", map[string]any{"name": "dump", "arguments": map[string]any{}})
+	if !bytes.Contains(res, []byte(`"resource_link"`)) || len(res) > 8<<10 {
+		t.Errorf("legacy upstream result not offloaded: %.300s", res)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,6 +22,14 @@ type HTTPUpstream struct {
 	Header http.Header
 	// MaxMessage caps one message read from the upstream; default 1 GiB.
 	MaxMessage int64
+	// Transport is "streamable", "sse" (the legacy HTTP+SSE transport of
+	// 2024-11-05) or "" to find out on first use.
+	Transport string
+
+	probe struct {
+		sync.Mutex
+		done, legacy bool
+	}
 }
 
 func (*HTTPUpstream) upstream() {}

@@ -107,8 +107,13 @@ func New(o Options) (*Proxy, error) {
 		o.Logger = slog.Default()
 	}
 	p := &Proxy{o: o, log: o.Logger, calls: map[string]Call{}, recent: map[string][]artifact.Artifact{}}
-	if cu, ok := o.Upstream.(*CommandUpstream); ok {
-		p.sessions = newSessions(p, cu)
+	switch up := o.Upstream.(type) {
+	case *CommandUpstream:
+		p.sessions = newSessions(p, func() (conn, error) { return up.start(p.log) })
+	case *HTTPUpstream:
+		// Used only if the upstream turns out to speak the legacy
+		// HTTP+SSE transport, which the proxy must then terminate.
+		p.sessions = newSessions(p, func() (conn, error) { return dialLegacy(up, p) })
 	}
 	return p, nil
 }
@@ -348,6 +353,14 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(withTenant(r.Context(), tenant))
 	switch up := p.o.Upstream.(type) {
 	case *HTTPUpstream:
+		legacy, err := up.legacy(r.Context())
+		if err != nil {
+			p.log.Warn("upstream unreachable", "err", err)
+		}
+		if legacy {
+			p.sessions.serveHTTP(w, r, tenant)
+			return
+		}
 		p.forward(w, r, up, tenant)
 	case *CommandUpstream:
 		p.sessions.serveHTTP(w, r, tenant)

@@ -18,7 +18,7 @@ import (
 // everything they need, so they share one supervised child.
 type sessions struct {
 	p      *Proxy
-	up     *CommandUpstream
+	dial   func() (conn, error)
 	shared *supervisor
 
 	mu   sync.Mutex
@@ -29,9 +29,10 @@ type sessions struct {
 // idleSession is how long a session without open streams lives.
 const idleSession = 10 * time.Minute
 
-func newSessions(p *Proxy, up *CommandUpstream) *sessions {
-	ss := &sessions{p: p, up: up, byID: map[string]*session{}, stop: make(chan struct{})}
-	ss.shared = newSupervisor(up, p, ss.statelessServerMsg)
+// newSessions terminates HTTP for upstream connections made by dial.
+func newSessions(p *Proxy, dial func() (conn, error)) *sessions {
+	ss := &sessions{p: p, dial: dial, byID: map[string]*session{}, stop: make(chan struct{})}
+	ss.shared = newSupervisor(dial, p, ss.statelessServerMsg)
 	go ss.reap()
 	return ss
 }
@@ -151,7 +152,7 @@ func (ss *sessions) newSession(tenant string) (*session, error) {
 		go oldest.pe.conn.Close()
 	}
 	ss.mu.Unlock()
-	c, err := ss.up.start(ss.p.log)
+	c, err := ss.dial()
 	if err != nil {
 		return nil, err
 	}
@@ -545,7 +546,7 @@ func routingName(m *Message) (string, bool) {
 // supervisor keeps one shared child running, restarting it with
 // exponential backoff when it dies.
 type supervisor struct {
-	up       *CommandUpstream
+	dial     func() (conn, error)
 	p        *Proxy
 	onServer func(*Message)
 	// onStart runs on each new child before it is used (the stdio face
@@ -559,8 +560,8 @@ type supervisor struct {
 	closed  bool
 }
 
-func newSupervisor(up *CommandUpstream, p *Proxy, onServer func(*Message)) *supervisor {
-	return &supervisor{up: up, p: p, onServer: onServer, backoff: 100 * time.Millisecond}
+func newSupervisor(dial func() (conn, error), p *Proxy, onServer func(*Message)) *supervisor {
+	return &supervisor{dial: dial, p: p, onServer: onServer, backoff: 100 * time.Millisecond}
 }
 
 // get returns the live child, starting one when none runs and the
@@ -585,7 +586,7 @@ func (s *supervisor) get() (*peer, error) {
 		s.p.log.Warn("restarting the upstream", "backoff", s.backoff)
 	}
 	s.started = time.Now()
-	c, err := s.up.start(s.p.log)
+	c, err := s.dial()
 	if err != nil {
 		return nil, err
 	}

@@ -49,7 +49,7 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 	}
 	switch up := p.o.Upstream.(type) {
 	case *CommandUpstream:
-		sv := newSupervisor(up, p, serverMsg)
+		sv := newSupervisor(func() (conn, error) { return up.start(p.log) }, p, serverMsg)
 		sv.onStart = func(pe *peer) error {
 			init.Lock()
 			req, done := init.req, init.done
@@ -64,6 +64,21 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 		defer sv.close()
 		upstream = sv.get
 	case *HTTPUpstream:
+		if legacy, _ := up.legacy(ctx); legacy {
+			sv := newSupervisor(func() (conn, error) { return dialLegacy(up, p) }, p, serverMsg)
+			sv.onStart = func(pe *peer) error {
+				init.Lock()
+				req, done := init.req, init.done
+				init.Unlock()
+				if req == nil {
+					return nil
+				}
+				return replayInit(pe, req, done)
+			}
+			defer sv.close()
+			upstream = sv.get
+			break
+		}
 		hc := newHTTPConn(up, p)
 		defer hc.Close()
 		pe := newPeer(hc, serverMsg, p.log)

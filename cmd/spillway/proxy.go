@@ -19,6 +19,7 @@ type proxyFlags struct {
 	upstreamURL    string
 	upstreamCmd    string
 	upstreamHeader string
+	upstreamTrans  string
 	stdio          bool
 	allowedHosts   string
 	allowedOrigins string
@@ -37,6 +38,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.upstreamURL, "upstream-url", "", "MCP server to proxy, over Streamable HTTP (`URL`)")
 	fs.StringVar(&f.upstreamCmd, "upstream-cmd", "", "MCP server to proxy, run as a stdio child process (`command` line)")
 	fs.StringVar(&f.upstreamHeader, "upstream-header", "", "`header`s sent to --upstream-url, as Name: value; Name: value")
+	fs.StringVar(&f.upstreamTrans, "upstream-transport", "auto", "transport of --upstream-url: streamable, sse (legacy HTTP+SSE) or auto (probe once)")
 	fs.BoolVar(&f.stdio, "stdio", false, "also serve MCP on stdin/stdout (for agents that launch servers); ends when stdin does")
 	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "Host names /mcp accepts besides loopback (`list`, comma-separated; * for any)")
 	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "browser Origins /mcp accepts besides its own (`list`, comma-separated)")
@@ -63,7 +65,15 @@ func (f *proxyFlags) build(d *deps, tenants *artifact.Tenants, log *slog.Logger)
 				h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
 			}
 		}
-		up = &mcpproxy.HTTPUpstream{URL: f.upstreamURL, Header: h}
+		hu := &mcpproxy.HTTPUpstream{URL: f.upstreamURL, Header: h}
+		switch f.upstreamTrans {
+		case "auto":
+		case "streamable", "sse":
+			hu.Transport = f.upstreamTrans
+		default:
+			return nil, errors.New("--upstream-transport: want streamable, sse or auto")
+		}
+		up = hu
 	case f.upstreamCmd != "":
 		cu, err := mcpproxy.ParseCommand(f.upstreamCmd)
 		if err != nil {
