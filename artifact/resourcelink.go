@@ -10,14 +10,17 @@ const MetaSHA256 = "dev.spillway/sha256"
 // fields httpUrl and httpUrlExpiresAt (draft SEP "Out-of-Band Resource Access
 // via HTTPS URLs").
 type ResourceLink struct {
-	Type             string         `json:"type"` // always "resource_link"
-	URI              string         `json:"uri"`
-	Name             string         `json:"name"`
-	MimeType         string         `json:"mimeType,omitempty"`
-	Size             int64          `json:"size"`
-	HTTPURL          string         `json:"httpUrl"`
-	HTTPURLExpiresAt string         `json:"httpUrlExpiresAt"` // RFC 3339, UTC
-	Meta             map[string]any `json:"_meta,omitempty"`
+	Type             string `json:"type"` // always "resource_link"
+	URI              string `json:"uri"`
+	Name             string `json:"name"`
+	MimeType         string `json:"mimeType,omitempty"`
+	Size             int64  `json:"size"`
+	HTTPURL          string `json:"httpUrl"`
+	HTTPURLExpiresAt string `json:"httpUrlExpiresAt"` // RFC 3339, UTC
+	// Streamable: Spillway serves the artifact through resources/stream
+	// (draft SEP-2532) too.
+	Streamable bool           `json:"streamable,omitempty"`
+	Meta       map[string]any `json:"_meta,omitempty"`
 }
 
 // NewResourceLink describes a and its link l as a resource_link item.
@@ -34,6 +37,7 @@ func NewResourceLink(a Artifact, l Link) ResourceLink {
 		Size:             a.Size,
 		HTTPURL:          l.URL,
 		HTTPURLExpiresAt: l.Expires.UTC().Format(time.RFC3339),
+		Streamable:       true,
 		Meta:             map[string]any{MetaSHA256: a.SHA256},
 	}
 }

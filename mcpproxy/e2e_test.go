@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -33,6 +34,12 @@ func newService(t testing.TB) *artifact.Service {
 	if err != nil {
 		t.Fatal(err)
 	}
+	svc, _ := serviceOn(t, store)
+	return svc
+}
+
+// serviceOn is newService on any store; it also returns the fetch handler.
+func serviceOn(t testing.TB, store artifact.Store) (*artifact.Service, http.Handler) {
 	key := make([]byte, 32)
 	rand.Read(key)
 	signer, err := artifact.NewSigner(artifact.Key{ID: "test", Secret: key})
@@ -50,11 +57,12 @@ func newService(t testing.TB) *artifact.Service {
 	u, _ := url.Parse("http://" + ln.Addr().String())
 	svc := &artifact.Service{Store: store, Signer: signer, PublicURL: u, Mint: eng}
 	r := mux.NewRouter()
-	artifact.NewHandler(svc, artifact.HandlerOptions{Policy: eng}).Register(r)
+	h := artifact.NewHandler(svc, artifact.HandlerOptions{Policy: eng, Logger: slog.New(slog.DiscardHandler)})
+	h.Register(r)
 	srv := &http.Server{Handler: r}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	return svc
+	return svc, h
 }
 
 // bigServer is an official-SDK MCP server whose tool returns 5 MB of

@@ -84,10 +84,30 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, up *HTTPUpstream
 		if !ok {
 			return
 		}
+		if !batch && msgs[0].Method == "resources/stream" {
+			caps := p.streams.get(session)
+			if v := r.Header.Get("Mcp-Protocol-Version"); stateless(v) {
+				caps = requestStreamCaps(msgs[0])
+			}
+			caps.upstream = p.upstreamStream.Load()
+			if p.serveStream(w, r, msgs[0], tenant, caps) {
+				return
+			}
+		}
 		if !batch && msgs[0].IsRequest() {
 			if reply, _ := p.before(ctx, tenant, msgs[0]); reply != nil {
 				writeReply(w, r, reply)
 				return
+			}
+		}
+		for _, m := range msgs {
+			if m.Method == "initialize" {
+				ok, max := clientStreamCaps(initCaps(m))
+				defer func() {
+					if sid := w.Header().Get("Mcp-Session-Id"); sid != "" {
+						p.streams.set(sid, streamCaps{client: ok, max: max})
+					}
+				}()
 			}
 		}
 		calls = map[string]*Call{}
@@ -103,6 +123,9 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, up *HTTPUpstream
 		defer p.untrack(session, calls)
 	}
 
+	if r.Method == http.MethodDelete && session != "" {
+		p.streams.drop(session)
+	}
 	req, err := http.NewRequestWithContext(ctx, r.Method, up.URL, bytes.NewReader(body))
 	if err != nil {
 		http.Error(w, "bad upstream URL", http.StatusInternalServerError)

@@ -29,6 +29,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"github.com/spillway-dev/spillway/artifact"
@@ -50,6 +51,8 @@ type Call struct {
 	Tool   string // tools/call: the tool's name
 	URI    string // resources/read: the resource
 	Tenant string // the caller, from inbound auth ("" when auth is off)
+
+	stdio bool // asked on the stdio face
 }
 
 // Options configure a Proxy. Upstream is required; the rest may be zero.
@@ -75,7 +78,13 @@ type Options struct {
 	// MaxSessions caps live session-era sessions on a stdio upstream (each
 	// is a child process); default 64.
 	MaxSessions int
-	Logger      *slog.Logger
+	// StreamMode is how resources/stream delivers an artifact: StreamDirect
+	// (default), StreamRedirect or StreamDownload.
+	StreamMode string
+	// Fetch is the artifact fetch endpoint; direct resources/stream
+	// responses are served through it. nil: download mode.
+	Fetch  http.Handler
+	Logger *slog.Logger
 }
 
 // Proxy is an MCP proxy. Create it with New; it is safe for concurrent use.
@@ -90,6 +99,9 @@ type Proxy struct {
 
 	sessions *sessions // stdio upstream only
 	tools    toolHeaders
+	streams  streamState
+	// upstreamStream: the upstream declared resources.stream.
+	upstreamStream atomic.Bool
 }
 
 // New returns a proxy for o.Upstream.
@@ -169,7 +181,10 @@ func (p *Proxy) after(ctx context.Context, c *Call, resp *Message) *Message {
 	switch c.Method {
 	case "initialize", "server/discover":
 		if resp.Result != nil {
-			if r, err := addResourcesCapability(resp.Result); err == nil {
+			p.upstreamStream.Store(upstreamStreams(resp.Result))
+			// resources/stream is for HTTP; over stdio it is not declared
+			// (SEP-2532 leaves stdio out).
+			if r, err := addResourcesCapability(resp.Result, !c.stdio); err == nil {
 				return resp.WithResult(r)
 			}
 		}
@@ -201,9 +216,10 @@ func (p *Proxy) after(ctx context.Context, c *Call, resp *Message) *Message {
 }
 
 // addResourcesCapability declares the resources capability (for the
-// proxy's artifact URIs) in an initialize or server/discover result,
-// keeping every field the upstream sent.
-func addResourcesCapability(result []byte) ([]byte, error) {
+// proxy's artifact URIs), with stream: true when the face can stream, in
+// an initialize or server/discover result, keeping every field the
+// upstream sent.
+func addResourcesCapability(result []byte, stream bool) ([]byte, error) {
 	var r map[string]json.RawMessage
 	if err := json.Unmarshal(result, &r); err != nil {
 		return nil, err
@@ -217,10 +233,23 @@ func addResourcesCapability(result []byte) ([]byte, error) {
 	if caps == nil {
 		caps = map[string]json.RawMessage{}
 	}
-	if _, ok := caps["resources"]; ok {
-		return result, nil // the upstream's own resources capability stands
+	var res map[string]json.RawMessage
+	if r, ok := caps["resources"]; ok {
+		if err := json.Unmarshal(r, &res); err != nil {
+			return nil, err
+		}
 	}
-	caps["resources"] = json.RawMessage(`{}`)
+	if res == nil {
+		res = map[string]json.RawMessage{}
+	}
+	if stream {
+		res["stream"] = json.RawMessage(`true`)
+	}
+	rb, err := json.Marshal(res)
+	if err != nil {
+		return nil, err
+	}
+	caps["resources"] = rb
 	b, err := json.Marshal(caps)
 	if err != nil {
 		return nil, err
@@ -270,7 +299,7 @@ func (p *Proxy) listArtifacts(tenant string, resp *Message) *Message {
 	json.Unmarshal(r["resources"], &list)
 	for _, a := range live {
 		b, _ := json.Marshal(map[string]any{
-			"uri": artifact.URI(a.ID), "name": a.Name, "mimeType": a.MimeType, "size": a.Size,
+			"uri": artifact.URI(a.ID), "name": a.Name, "mimeType": a.MimeType, "size": a.Size, "streamable": true,
 		})
 		list = append(list, b)
 	}

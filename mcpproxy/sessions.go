@@ -62,6 +62,7 @@ func (ss *sessions) reap() {
 		for id, s := range ss.byID {
 			if s.idleSince(time.Now()) > idleSession || !s.pe.alive() {
 				delete(ss.byID, id)
+				ss.p.streams.drop(id)
 				go s.pe.conn.Close()
 			}
 		}
@@ -219,6 +220,7 @@ func (ss *sessions) serveHTTP(w http.ResponseWriter, r *http.Request, tenant str
 			delete(ss.byID, sid)
 			ss.mu.Unlock()
 			s.pe.conn.Close()
+			ss.p.streams.drop(sid)
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
@@ -339,6 +341,23 @@ func (ss *sessions) post(w http.ResponseWriter, r *http.Request, tenant string) 
 		return
 	}
 
+	if len(msgs) == 1 && msgs[0].Method == "resources/stream" {
+		caps := requestStreamCaps(msgs[0])
+		if s != nil {
+			caps = ss.p.streams.get(s.id)
+		}
+		caps.upstream = false // a stdio or legacy upstream cannot stream over HTTP
+		ss.p.serveStream(w, r, msgs[0], tenant, caps)
+		return
+	}
+	if s != nil && hasMethod(msgs, "initialize") {
+		for _, m := range msgs {
+			if m.Method == "initialize" {
+				ok, max := clientStreamCaps(initCaps(m))
+				ss.p.streams.set(s.id, streamCaps{client: ok, max: max})
+			}
+		}
+	}
 	var fallback func(delivery)
 	if s != nil {
 		fallback = s.park

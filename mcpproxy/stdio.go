@@ -119,7 +119,14 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 			}
 			continue
 		}
+		if m.Method == "resources/stream" {
+			st.deliver(ErrorResponse(m.ID, CodeNotStreamable, "resources/stream needs HTTP; over stdio use resources/read or the resource_link's httpUrl"), nil)
+			continue
+		}
 		reply, c := p.before(ctx, "", m)
+		if c != nil {
+			c.stdio = true
+		}
 		if reply != nil {
 			st.deliver(reply, nil)
 			continue

@@ -32,6 +32,7 @@ type proxyFlags struct {
 	offloadResources bool
 	failClosed       bool
 	noOffloadTools   string
+	streamMode       string
 }
 
 func (f *proxyFlags) register(fs *flag.FlagSet) {
@@ -49,11 +50,17 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.offloadTTL, "offload-ttl", 15*time.Minute, "lifetime of the links in offloaded results (the policy and --max-ttl may shorten it)")
 	fs.BoolVar(&f.offloadResources, "offload-resources", false, "also offload large resources/read results of the upstream")
 	fs.BoolVar(&f.failClosed, "offload-fail-closed", false, "when the store fails, answer with a tool error instead of the content inline")
+	fs.StringVar(&f.streamMode, "stream-mode", "direct", "how resources/stream delivers artifacts: direct (bytes in the response), redirect (302 to presigned storage; S3) or download (a downloadUrl)")
 	fs.StringVar(&f.noOffloadTools, "no-offload-tools", "", "tools whose outputs are never offloaded (`list`, comma-separated)")
 }
 
 // build returns the proxy, or nil when no upstream is configured.
-func (f *proxyFlags) build(d *deps, tenants *artifact.Tenants, log *slog.Logger) (*mcpproxy.Proxy, error) {
+func (f *proxyFlags) build(d *deps, tenants *artifact.Tenants, fetch http.Handler, log *slog.Logger) (*mcpproxy.Proxy, error) {
+	switch f.streamMode {
+	case mcpproxy.StreamDirect, mcpproxy.StreamRedirect, mcpproxy.StreamDownload:
+	default:
+		return nil, errors.New("--stream-mode: want direct, redirect or download")
+	}
 	var up mcpproxy.Upstream
 	switch {
 	case f.upstreamURL != "" && f.upstreamCmd != "":

@@ -121,13 +121,14 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.
 	}
 	s := &server{cfg: c, log: log, deps: d, ln: ln}
 	r := mux.NewRouter()
-	artifact.NewHandler(d.svc, artifact.HandlerOptions{
+	fetch := artifact.NewHandler(d.svc, artifact.HandlerOptions{
 		Policy:   d.engine,
 		Logger:   log,
 		Redirect: c.redirect,
-	}).Register(r)
+	})
+	fetch.Register(r)
 	artifact.NewAPI(d.svc, artifact.APIOptions{Tenants: tenants, MaxUpload: c.maxUpload, Logger: log}).Register(r)
-	if s.proxy, err = c.proxyFlags.build(d, tenants, log); err != nil {
+	if s.proxy, err = c.proxyFlags.build(d, tenants, fetch, log); err != nil {
 		d.Close()
 		ln.Close()
 		return nil, err
