@@ -67,6 +67,7 @@ test: tools ## install the pinned tools, then run every test (Go with -race, fuz
 	$(GO) vet ./...
 	@# Benchmarks run once each in the same binaries, as a smoke test.
 	$(GO) test -race -count=1 -timeout 20m -bench . -benchtime 1x ./...
+	python3 -m unittest discover -s sdk/python
 	python3 -m unittest discover -s examples/sandbox
 	$(MAKE) --no-print-directory fuzz
 
