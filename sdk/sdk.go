@@ -1,0 +1,379 @@
+// Package sdk is the Go client of a Spillway artifact service: upload
+// bytes and get a resource_link with a signed httpUrl, mint fresh links,
+// delete artifacts, and fetch links with size and SHA-256 checks and
+// Range resumption. It uses only the standard library.
+//
+//	c := &sdk.Client{BaseURL: "http://127.0.0.1:8080", Token: os.Getenv("SPILLWAY_TOKEN")}
+//	link, err := c.Upload(ctx, f, sdk.UploadOptions{Name: "report.pdf", MimeType: "application/pdf"})
+//	...
+//	n, err := sdk.Fetch(ctx, nil, link.HTTPURL, w, sdk.FetchOptions{SHA256: link.SHA256, ExpiresAt: link.ExpiresAt})
+package sdk
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Errors a fetch or an API call may wrap; test with errors.Is.
+var (
+	ErrExpired         = errors.New("spillway: link or artifact expired")
+	ErrDenied          = errors.New("spillway: access denied")
+	ErrNotFound        = errors.New("spillway: not found")
+	ErrIntegrity       = errors.New("spillway: content does not match its size or checksum")
+	ErrUnavailable     = errors.New("spillway: service unavailable")
+	ErrUnauthenticated = errors.New("spillway: missing or unknown token")
+	ErrTooLarge        = errors.New("spillway: too large")
+)
+
+// Error is an answer of the service that was not a success. Code is the
+// service's stable error code ("expired", "forbidden", ...).
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("spillway: HTTP %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// Is maps the HTTP status to the package's sentinels.
+func (e *Error) Is(target error) bool {
+	switch e.Status {
+	case http.StatusGone:
+		return target == ErrExpired
+	case http.StatusForbidden:
+		return target == ErrDenied
+	case http.StatusNotFound:
+		return target == ErrNotFound
+	case http.StatusUnauthorized:
+		return target == ErrUnauthenticated
+	case http.StatusRequestEntityTooLarge:
+		return target == ErrTooLarge
+	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
+		return target == ErrUnavailable
+	}
+	return false
+}
+
+func errorFrom(resp *http.Response) error {
+	var body struct{ Code, Message string }
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	json.Unmarshal(b, &body)
+	return &Error{Status: resp.StatusCode, Code: body.Code, Message: body.Message}
+}
+
+// Link is a resource_link as the service returns it.
+type Link struct {
+	URI        string    `json:"uri"`
+	Name       string    `json:"name"`
+	MimeType   string    `json:"mimeType,omitempty"`
+	Size       int64     `json:"size"`
+	HTTPURL    string    `json:"httpUrl"`
+	ExpiresAt  time.Time `json:"httpUrlExpiresAt"`
+	SHA256     string    `json:"-"` // from _meta["dev.spillway/sha256"]
+	Streamable bool      `json:"streamable,omitempty"`
+}
+
+// MetaSHA256 is the _meta key of a link's SHA-256.
+const MetaSHA256 = "dev.spillway/sha256"
+
+// UnmarshalJSON reads a resource_link, its _meta checksum included.
+func (l *Link) UnmarshalJSON(b []byte) error {
+	type plain Link
+	var w struct {
+		plain
+		Meta map[string]any `json:"_meta"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*l = Link(w.plain)
+	l.SHA256, _ = w.Meta[MetaSHA256].(string)
+	return nil
+}
+
+// ID is the artifact id of the link (the last part of its URI).
+func (l Link) ID() string { return l.URI[strings.LastIndexByte(l.URI, '/')+1:] }
+
+// Client talks to one Spillway service. The zero value is not usable:
+// set BaseURL. Safe for concurrent use.
+type Client struct {
+	BaseURL string       // e.g. http://127.0.0.1:8080
+	Token   string       // an inbound token of --auth-tokens; "" when auth is off
+	HTTP    *http.Client // nil: http.DefaultClient
+}
+
+func (c *Client) http() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return http.DefaultClient
+}
+
+func (c *Client) do(req *http.Request, want int, out any) error {
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.http().Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != want {
+		return errorFrom(resp)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+func (c *Client) url(path string, q url.Values) string {
+	u := strings.TrimSuffix(c.BaseURL, "/") + path
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	return u
+}
+
+// UploadOptions describe an upload. All fields are optional.
+type UploadOptions struct {
+	Name     string
+	MimeType string        // default application/octet-stream
+	TTL      time.Duration // 0: the service's default
+	Size     int64         // when known: sent as Content-Length, checked by the service
+	SHA256   string        // when known: checked by the service before any link exists
+	Progress func(sent int64)
+}
+
+// Upload streams r to the service and returns the link to the stored
+// artifact. The artifact is durable, size and checksum verified, before
+// the link exists.
+func (c *Client) Upload(ctx context.Context, r io.Reader, o UploadOptions) (Link, error) {
+	q := url.Values{}
+	if o.TTL > 0 {
+		q.Set("ttl", o.TTL.String())
+	}
+	if o.Progress != nil {
+		r = &progressReader{r: r, f: o.Progress}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url("/v1/artifacts", q), r)
+	if err != nil {
+		return Link{}, err
+	}
+	if o.Size > 0 {
+		req.ContentLength = o.Size
+	}
+	mt := o.MimeType
+	if mt == "" {
+		mt = "application/octet-stream"
+	}
+	req.Header.Set("Content-Type", mt)
+	if o.Name != "" {
+		req.Header.Set("X-Spillway-Name", o.Name)
+	}
+	if o.SHA256 != "" {
+		req.Header.Set("X-Spillway-SHA256", o.SHA256)
+	}
+	var l Link
+	err = c.do(req, http.StatusCreated, &l)
+	return l, err
+}
+
+// Mint returns a fresh link to an artifact the caller's tenant owns.
+func (c *Client) Mint(ctx context.Context, id string, ttl time.Duration) (Link, error) {
+	q := url.Values{}
+	if ttl > 0 {
+		q.Set("ttl", ttl.String())
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url("/v1/artifacts/"+url.PathEscape(id)+"/links", q), nil)
+	if err != nil {
+		return Link{}, err
+	}
+	var l Link
+	err = c.do(req, http.StatusCreated, &l)
+	return l, err
+}
+
+// Delete deletes an artifact; every link to it stops working.
+func (c *Client) Delete(ctx context.Context, id string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.url("/v1/artifacts/"+url.PathEscape(id), nil), nil)
+	if err != nil {
+		return err
+	}
+	return c.do(req, http.StatusNoContent, nil)
+}
+
+// FetchOptions are checks and knobs of Fetch. All fields are optional.
+type FetchOptions struct {
+	ExpiresAt time.Time // httpUrlExpiresAt: an expired link is refused without a request
+	SHA256    string    // expected checksum; default: the response's ETag
+	Size      int64     // expected size; 0: Content-Length
+	Retries   int       // resumptions after a broken connection; default 5
+	Progress  func(done, total int64)
+}
+
+// Fetch streams the link at url to w and returns the bytes written. It
+// checks size and SHA-256, and resumes with Range (and If-Range on the
+// ETag) when the connection breaks. hc nil means http.DefaultClient.
+func Fetch(ctx context.Context, hc *http.Client, url string, w io.Writer, o FetchOptions) (int64, error) {
+	if !o.ExpiresAt.IsZero() && !time.Now().Before(o.ExpiresAt) {
+		return 0, fmt.Errorf("link expired at %s: %w", o.ExpiresAt.Format(time.RFC3339), ErrExpired)
+	}
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	retries := o.Retries
+	if retries == 0 {
+		retries = 5
+	}
+	h := sha256.New()
+	var done, total int64 = 0, -1
+	etag := ""
+	for attempt := 0; ; attempt++ {
+		n, err := fetchOnce(ctx, hc, url, io.MultiWriter(w, h), done, &etag, &total, o.Progress)
+		done += n
+		if err == nil {
+			break
+		}
+		var se *Error
+		if errors.As(err, &se) || errors.Is(err, ErrIntegrity) || ctx.Err() != nil || attempt >= retries {
+			return done, err
+		}
+		select { // a broken connection: resume after a short pause
+		case <-time.After(time.Duration(50<<attempt) * time.Millisecond):
+		case <-ctx.Done():
+			return done, ctx.Err()
+		}
+	}
+	return done, verify(h, done, total, etag, o)
+}
+
+func fetchOnce(ctx context.Context, hc *http.Client, url string, w io.Writer, from int64, etag *string, total *int64, progress func(int64, int64)) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	if from > 0 {
+		req.Header.Set("Range", "bytes="+strconv.FormatInt(from, 10)+"-")
+		if *etag != "" {
+			req.Header.Set("If-Range", *etag)
+		}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusOK && from == 0:
+		*total = resp.ContentLength
+	case resp.StatusCode == http.StatusPartialContent && from > 0:
+		start, size, ok := contentRange(resp.Header.Get("Content-Range"))
+		if !ok || start != from {
+			return 0, fmt.Errorf("resumed at the wrong offset (%s): %w", resp.Header.Get("Content-Range"), ErrIntegrity)
+		}
+		*total = size
+	case resp.StatusCode == http.StatusOK:
+		// The bytes already written cannot be taken back.
+		return 0, fmt.Errorf("the artifact changed during the download: %w", ErrIntegrity)
+	default:
+		return 0, errorFrom(resp)
+	}
+	if e := resp.Header.Get("ETag"); e != "" {
+		*etag = e
+	}
+	var n int64
+	buf := make([]byte, 256<<10)
+	for {
+		k, rerr := resp.Body.Read(buf)
+		if k > 0 {
+			if _, err := w.Write(buf[:k]); err != nil {
+				return n, err
+			}
+			n += int64(k)
+			if progress != nil {
+				progress(from+n, *total)
+			}
+		}
+		if rerr == io.EOF {
+			if *total >= 0 && from+n < *total {
+				return n, fmt.Errorf("%w: connection closed at %d of %d bytes", ErrUnavailable, from+n, *total)
+			}
+			return n, nil
+		}
+		if rerr != nil {
+			return n, fmt.Errorf("%w: %v", ErrUnavailable, rerr)
+		}
+	}
+}
+
+// contentRange parses "bytes START-END/SIZE".
+func contentRange(s string) (start, size int64, ok bool) {
+	s, ok = strings.CutPrefix(s, "bytes ")
+	if !ok {
+		return 0, 0, false
+	}
+	r, sz, ok := strings.Cut(s, "/")
+	a, _, ok2 := strings.Cut(r, "-")
+	start, err1 := strconv.ParseInt(a, 10, 64)
+	size, err2 := strconv.ParseInt(sz, 10, 64)
+	return start, size, ok && ok2 && err1 == nil && err2 == nil
+}
+
+func verify(h hash.Hash, done, total int64, etag string, o FetchOptions) error {
+	if o.Size > 0 && done != o.Size {
+		return fmt.Errorf("got %d bytes, want %d: %w", done, o.Size, ErrIntegrity)
+	}
+	if total >= 0 && done != total {
+		return fmt.Errorf("got %d bytes, the server announced %d: %w", done, total, ErrIntegrity)
+	}
+	want := strings.ToLower(o.SHA256)
+	if want == "" {
+		want = strings.Trim(strings.TrimPrefix(etag, "W/"), `"`)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); len(want) == 64 && got != want {
+		return fmt.Errorf("sha256 %s, want %s: %w", got, want, ErrIntegrity)
+	}
+	return nil
+}
+
+// Fetch is the package-level Fetch with the client's HTTP client.
+func (c *Client) Fetch(ctx context.Context, url string, w io.Writer, o FetchOptions) (int64, error) {
+	return Fetch(ctx, c.HTTP, url, w, o)
+}
+
+// FetchBytes fetches a link into memory; for small artifacts.
+func (c *Client) FetchBytes(ctx context.Context, l Link) ([]byte, error) {
+	var b bytes.Buffer
+	_, err := Fetch(ctx, c.HTTP, l.HTTPURL, &b, FetchOptions{ExpiresAt: l.ExpiresAt, SHA256: l.SHA256, Size: l.Size})
+	return b.Bytes(), err
+}
+
+type progressReader struct {
+	r io.Reader
+	n int64
+	f func(int64)
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	p.n += int64(n)
+	if n > 0 {
+		p.f(p.n)
+	}
+	return n, err
+}
