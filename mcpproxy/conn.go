@@ -65,6 +65,11 @@ func (c *streamConn) read(r io.Reader) {
 			}
 		}
 		if err != nil {
+			select {
+			case <-c.done: // we closed it: not an error worth a word
+				return
+			default:
+			}
 			if err == io.EOF {
 				err = errors.New("peer closed the connection")
 			}
