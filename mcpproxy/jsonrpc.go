@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // JSON-RPC error codes the proxy produces itself.
@@ -298,9 +299,11 @@ func unquote(v []byte) (string, error) {
 	if len(v) < 2 || v[0] != '"' {
 		return "", fmt.Errorf("not a string")
 	}
-	if bytes.IndexByte(v, '\\') < 0 {
+	if bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
 		return string(v[1 : len(v)-1]), nil
 	}
+	// Escapes, or invalid UTF-8 that encoding/json turns into U+FFFD: decode
+	// exactly as the rest of the stack will.
 	var s string
 	err := json.Unmarshal(v, &s)
 	return s, err

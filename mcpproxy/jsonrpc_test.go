@@ -113,6 +113,7 @@ func FuzzStringReader(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, lit []byte) {
+		lit = bytes.TrimSpace(lit) // the reader gets exact literals, as skipValue cuts them
 		var want string
 		if json.Unmarshal(lit, &want) != nil || len(lit) < 2 || lit[0] != '"' || !utf8.Valid(lit) {
 			return
