@@ -30,6 +30,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/spillway-dev/spillway/artifact"
@@ -83,8 +84,11 @@ type Options struct {
 	StreamMode string
 	// Fetch is the artifact fetch endpoint; direct resources/stream
 	// responses are served through it. nil: download mode.
-	Fetch  http.Handler
-	Logger *slog.Logger
+	Fetch http.Handler
+	// StreamWindow is how long a session's SSE events stay replayable
+	// with Last-Event-ID; default 2 minutes.
+	StreamWindow time.Duration
+	Logger       *slog.Logger
 }
 
 // Proxy is an MCP proxy. Create it with New; it is safe for concurrent use.
@@ -114,6 +118,9 @@ func New(o Options) (*Proxy, error) {
 	}
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = 64
+	}
+	if o.StreamWindow <= 0 {
+		o.StreamWindow = 2 * time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

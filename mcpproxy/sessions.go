@@ -50,7 +50,7 @@ func (ss *sessions) close() {
 }
 
 func (ss *sessions) reap() {
-	t := time.NewTicker(time.Minute)
+	t := time.NewTicker(min(time.Minute, ss.p.o.StreamWindow/2))
 	defer t.Stop()
 	for {
 		select {
@@ -60,6 +60,12 @@ func (ss *sessions) reap() {
 		}
 		ss.mu.Lock()
 		for id, s := range ss.byID {
+			s.log.prune()
+			s.mu.Lock()
+			if s.get == nil && time.Since(s.lastUsed) > ss.p.o.StreamWindow {
+				s.backlog = nil // nobody came back for it within the window
+			}
+			s.mu.Unlock()
 			if s.idleSince(time.Now()) > idleSession || !s.pe.alive() {
 				delete(ss.byID, id)
 				ss.p.streams.drop(id)
@@ -75,6 +81,8 @@ type session struct {
 	id     string
 	tenant string
 	pe     *peer
+
+	log *eventLog // replay for Last-Event-ID
 
 	mu       sync.Mutex
 	posts    []*stream // open POST streams, oldest first
@@ -157,7 +165,8 @@ func (ss *sessions) newSession(tenant string) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &session{id: rand.Text(), tenant: tenant, lastUsed: time.Now()}
+	s := &session{id: rand.Text(), tenant: tenant, lastUsed: time.Now(),
+		log: newEventLog(ss.p.o.StreamWindow, 64<<20)}
 	s.pe = newPeer(c, s.serverMsg, ss.p.log)
 	ss.mu.Lock()
 	ss.byID[s.id] = s
@@ -238,28 +247,43 @@ func (ss *sessions) serveGET(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	st := newStream(s.park)
 	s.mu.Lock()
-	if s.get != nil {
-		s.mu.Unlock()
-		http.Error(w, "a GET stream is already open for this session", http.StatusConflict)
-		return
-	}
+	old := s.get // a reconnecting client replaces a stream the server has not seen die yet
 	s.get = st
 	backlog := s.backlog
 	s.backlog = nil
 	s.mu.Unlock()
+	if old != nil {
+		old.close() // what it held moves to the new stream
+	}
 	defer func() {
 		s.mu.Lock()
-		s.get = nil
+		if s.get == st {
+			s.get = nil
+		}
 		s.lastUsed = time.Now()
 		s.mu.Unlock()
 		st.close()
 	}()
+	var replay []Event
+	if lid := r.Header.Get("Last-Event-ID"); lid != "" {
+		replay, _ = s.log.after(lid) // unknown or expired: nothing to replay
+	}
 	sw := NewSSEWriter(w)
 	w.WriteHeader(http.StatusOK)
 	sw.Flush()
 	ctx := r.Context()
+	for _, ev := range replay {
+		if sw.Write(ev) != nil {
+			return
+		}
+	}
+	sid := newStreamID()
+	send := func(d delivery) error {
+		data := ss.p.after(ctx, d.c, d.m).Raw
+		return sw.Write(Event{ID: s.log.add(sid, data), Data: data})
+	}
 	for _, d := range backlog {
-		if sw.Write(Event{Data: ss.p.after(ctx, d.c, d.m).Raw}) != nil {
+		if send(d) != nil {
 			return
 		}
 	}
@@ -269,8 +293,10 @@ func (ss *sessions) serveGET(w http.ResponseWriter, r *http.Request, s *session)
 			return
 		case <-s.pe.dead:
 			return
+		case <-st.done:
+			return // replaced by a newer GET stream
 		case d := <-st.ch:
-			if sw.Write(Event{Data: ss.p.after(ctx, d.c, d.m).Raw}) != nil {
+			if send(d) != nil {
 				return
 			}
 		}
@@ -404,11 +430,11 @@ func (ss *sessions) post(w http.ResponseWriter, r *http.Request, tenant string) 
 			}
 		}
 	}()
-	prime := ""
-	if s != nil && version >= Version20251125 {
-		prime = s.id
+	var log *eventLog
+	if s != nil {
+		log = s.log
 	}
-	ss.p.respond(ctx, w, r, st, want, stateless(version), prime)
+	ss.p.respond(ctx, w, r, st, want, stateless(version), log, version >= Version20251125)
 }
 
 // respond writes what arrives on st until every request in want is
@@ -416,11 +442,13 @@ func (ss *sessions) post(w http.ResponseWriter, r *http.Request, tenant string) 
 // is sent as plain JSON (so a stateless error can carry its HTTP status);
 // otherwise the response becomes an event stream.
 //
-// A session-era stream (prime set) opens with a priming event: an id and
-// a retry hint, so a client that loses the stream reconnects with GET,
-// where the answers it missed are delivered (SEP-1699).
-func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Request, st *stream, want map[string]bool, statelessEra bool, prime string) {
+// On a session-era stream (log set) every event has an id and is kept
+// in the log; from 2025-11-25 on (prime) the stream opens with a priming
+// event, an id and a retry hint, so a client that loses the stream
+// reconnects with GET and Last-Event-ID and gets what it missed (SEP-1699).
+func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Request, st *stream, want map[string]bool, statelessEra bool, log *eventLog, prime bool) {
 	var sw *SSEWriter
+	sid := newStreamID()
 	for len(want) > 0 {
 		var d delivery
 		select {
@@ -455,13 +483,19 @@ func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Requ
 			}
 			sw = NewSSEWriter(w)
 			w.WriteHeader(http.StatusOK)
-			if prime != "" {
-				if sw.Write(Event{ID: prime + "-" + rand.Text()[:8], Retry: 1000}) != nil {
+			if log != nil && prime {
+				if sw.Write(Event{ID: sid + "_0", Retry: 1000}) != nil {
 					return
 				}
 			}
 		}
-		if sw.Write(Event{Data: m.Raw}) != nil {
+		ev := Event{Data: m.Raw}
+		if log != nil {
+			// Logged before it is written: if the write is what fails, the
+			// replay still has it.
+			ev.ID = log.add(sid, m.Raw)
+		}
+		if sw.Write(ev) != nil {
 			return
 		}
 	}

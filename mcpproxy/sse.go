@@ -23,6 +23,7 @@ type Event struct {
 type SSEReader struct {
 	r       *bufio.Reader
 	pending [][]byte // lines already read, split at a lone \r
+	retry   int      // the last retry hint seen, in milliseconds
 }
 
 // NewSSEReader returns a reader of the event stream r.
@@ -78,7 +79,7 @@ func (s *SSEReader) Next() (Event, error) {
 			ev.Name = string(value)
 		case "retry":
 			if n, err := strconv.Atoi(string(value)); err == nil {
-				ev.Retry = n
+				ev.Retry, s.retry = n, n
 			}
 		}
 	}

@@ -279,18 +279,35 @@ func (h *httpConn) roundTrip(req *http.Request, m *Message) {
 	}
 	ct := resp.Header.Get("Content-Type")
 	got := false
+	polling := false // the upstream closed the stream on purpose (SEP-1699)
 	switch {
 	case strings.HasPrefix(ct, "text/event-stream"):
-		sr := NewSSEReader(resp.Body)
-		for {
-			ev, err := sr.Next()
-			if err != nil {
-				break
+		lastID := ""
+		read := func(body io.Reader) {
+			sr := NewSSEReader(body)
+			for !got {
+				ev, err := sr.Next()
+				if err == io.EOF && ev.Retry == 0 {
+					polling = polling || sr.retry > 0
+				}
+				if err != nil {
+					return
+				}
+				if ev.ID != "" {
+					lastID = ev.ID
+				}
+				if msg, err := DecodeMessage(ev.Data); err == nil {
+					got = got || (msg.IsResponse() && bytes.Equal(msg.ID, m.ID))
+					h.received(m, msg)
+				}
 			}
-			if msg, err := DecodeMessage(ev.Data); err == nil {
-				got = got || (msg.IsResponse() && bytes.Equal(msg.ID, m.ID))
-				h.received(m, msg)
-			}
+		}
+		read(resp.Body)
+		// The stream ended before the answer: resume it where it broke,
+		// so a result in flight still reaches the client.
+		for attempt := 0; !got && m.IsRequest() && lastID != "" && attempt < 10 && ctx.Err() == nil; attempt++ {
+			time.Sleep(time.Duration(50<<min(attempt, 5)) * time.Millisecond)
+			h.resume(ctx, lastID, read)
 		}
 	case strings.HasPrefix(ct, "application/json"):
 		body, err := readAllSized(resp.Body, resp.ContentLength, h.up.maxMessage())
@@ -304,11 +321,44 @@ func (h *httpConn) roundTrip(req *http.Request, m *Message) {
 			}
 		}
 	}
-	if m.IsRequest() && !got {
+	h.mu.Lock()
+	listening := h.getOpen
+	h.mu.Unlock()
+	// A stream the upstream closed cleanly after a retry hint, with no id
+	// to resume from, is SEP-1699 polling: the answer comes on the
+	// session's GET stream, which is open.
+	if m.IsRequest() && !got && !(polling && listening) {
 		h.push(ErrorResponse(m.ID, CodeUpstream, "upstream answered "+resp.Status+" without a response"))
 	}
 	if m.Method == "notifications/initialized" && resp.StatusCode < 300 {
 		go h.listen()
+	}
+}
+
+// resume reopens the session's stream with Last-Event-ID.
+func (h *httpConn) resume(ctx context.Context, lastID string, read func(io.Reader)) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.up.URL, nil)
+	if err != nil {
+		return
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Last-Event-ID", lastID)
+	h.mu.Lock()
+	if h.session != "" {
+		req.Header.Set("Mcp-Session-Id", h.session)
+	}
+	if h.version != "" {
+		req.Header.Set("Mcp-Protocol-Version", h.version)
+	}
+	h.mu.Unlock()
+	h.setHeaders(req)
+	resp, err := h.up.client().Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		read(resp.Body)
 	}
 }
 
