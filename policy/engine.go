@@ -1,28 +1,22 @@
 package policy
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
-	"embed"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
-	"os"
-	"path/filepath"
-	"sort"
-	"strings"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 )
-
-//go:embed default/*.rego
-var defaultFS embed.FS
 
 // ErrEval is wrapped by every evaluation failure; the decision returned with
 // it is the zero value, which denies.
@@ -30,70 +24,102 @@ var ErrEval = errors.New("policy: evaluation failed")
 
 // Options configure an Engine. The zero value uses the built-in policy.
 type Options struct {
-	Dir         string       // folder of .rego files; "" = built-in policy
-	Bundle      string       // OPA bundle .tar.gz (not supported by this engine yet)
-	DecisionLog io.Writer    // nil = off
-	Logger      *slog.Logger // nil = slog.Default()
+	// Dir is a folder of .rego files and data.json/data.yaml documents;
+	// "" with Bundle "" is the built-in policy.
+	Dir string
+	// Bundle is an OPA bundle (.tar.gz), verified with BundleKey when set.
+	Bundle string
+	// BundleKey is the PEM public key (or HMAC secret) that signed Bundle;
+	// BundleKeyID names it as the bundle's signature does ("default" if
+	// empty), BundleAlg is its algorithm (default RS256).
+	BundleKey, BundleKeyID, BundleAlg string
+	// Candidate is a policy folder evaluated beside the enforced one in
+	// dry-run: disagreements are logged, never enforced.
+	Candidate string
+	// DecisionLog receives one JSON line per decision; nil = off.
+	DecisionLog io.Writer
+	// PollInterval is how often Watch looks for changes; default 1s.
+	PollInterval time.Duration
+	Logger       *slog.Logger
 }
 
 // Engine evaluates the offload, mint and fetch decisions with prepared
-// queries. Safe for concurrent use.
+// queries, and swaps in a new policy atomically when its sources change.
+// Safe for concurrent use.
 type Engine struct {
 	o   Options
 	log *slog.Logger
 	cur atomic.Pointer[compiled]
+	dry atomic.Pointer[compiled] // the dry-run candidate, if any
+
+	logMu sync.Mutex // serializes decision log lines
+
+	mu        sync.Mutex
+	lastErr   error
+	lastPrint string
+	reloads   int64
+	refusals  int64
+	evalErrs  atomic.Int64
+	loadedAt  time.Time
 }
 
 type compiled struct {
 	revision             string
 	fetch, offload, mint rego.PreparedEvalQuery
+	mask                 *rego.PreparedEvalQuery // data.system.log.mask, when defined
 }
 
-// New compiles the policy named by o.
+// New compiles the policy named by o and, for a folder or bundle, runs
+// its Rego tests: a policy whose tests fail is refused.
 func New(ctx context.Context, o Options) (*Engine, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	if o.Bundle != "" {
-		return nil, errors.New("policy: bundles are not supported yet")
+	if o.PollInterval <= 0 {
+		o.PollInterval = time.Second
 	}
 	e := &Engine{o: o, log: o.Logger}
-	c, err := e.compile(ctx)
+	c, fp, err := e.build(ctx, o.Dir, o.Bundle)
 	if err != nil {
 		return nil, err
 	}
 	e.cur.Store(c)
+	e.lastPrint, e.loadedAt = fp, time.Now()
+	if o.Candidate != "" {
+		d, _, err := e.build(ctx, o.Candidate, "")
+		if err != nil {
+			return nil, fmt.Errorf("dry-run candidate: %w", err)
+		}
+		e.dry.Store(d)
+	}
+	e.log.Info("policy active", "revision", c.revision, "source", describe(o))
 	return e, nil
 }
 
-func (e *Engine) sources() (map[string]string, error) {
-	src := map[string]string{}
-	var fsys fs.FS = defaultFS
-	root := "default"
-	if e.o.Dir != "" {
-		fsys, root = os.DirFS(e.o.Dir), "."
+func describe(o Options) string {
+	switch {
+	case o.Bundle != "":
+		return o.Bundle
+	case o.Dir != "":
+		return o.Dir
 	}
-	err := fs.WalkDir(fsys, root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && p != root && strings.HasPrefix(d.Name(), ".") {
-			return fs.SkipDir // e.g. a ConfigMap's ..data
-		}
-		if d.IsDir() || filepath.Ext(p) != ".rego" || strings.HasSuffix(p, "_test.rego") {
-			return nil
-		}
-		b, err := fs.ReadFile(fsys, p)
-		if err != nil {
-			return err
-		}
-		src[p] = string(b)
-		return nil
-	})
-	if err == nil && len(src) == 0 {
-		err = errors.New("no .rego files")
+	return "built-in"
+}
+
+// build loads, tests and compiles one policy.
+func (e *Engine) build(ctx context.Context, dir, bundle string) (*compiled, string, error) {
+	src, err := load(dir, bundle, e.o)
+	if err != nil {
+		return nil, "", fmt.Errorf("policy: load: %w", err)
 	}
-	return src, err
+	if err := src.test(ctx); err != nil {
+		return nil, "", fmt.Errorf("policy: %w", err)
+	}
+	c, err := src.compile(ctx)
+	if err != nil {
+		return nil, "", fmt.Errorf("policy: compile: %w", err)
+	}
+	return c, src.fingerprint, nil
 }
 
 // capabilities are OPA's, minus every builtin that can reach the network or
@@ -102,7 +128,8 @@ func capabilities() *ast.Capabilities {
 	c := ast.CapabilitiesForThisVersion()
 	kept := c.Builtins[:0]
 	for _, b := range c.Builtins {
-		if b.Name == "http.send" || b.Name == "opa.runtime" || strings.HasPrefix(b.Name, "net.lookup") {
+		switch {
+		case b.Name == "http.send", b.Name == "opa.runtime", len(b.Name) > 4 && b.Name[:4] == "net.":
 			continue
 		}
 		kept = append(kept, b)
@@ -111,59 +138,32 @@ func capabilities() *ast.Capabilities {
 	return c
 }
 
-func (e *Engine) compile(ctx context.Context) (*compiled, error) {
-	src, err := e.sources()
-	if err != nil {
-		return nil, fmt.Errorf("policy: load: %w", err)
-	}
-	names := make([]string, 0, len(src))
-	for n := range src {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	h := sha256.New()
-	var mods []func(*rego.Rego)
-	for _, n := range names {
-		h.Write([]byte(n + "\x00" + src[n] + "\x00"))
-		mods = append(mods, rego.Module(n, src[n]))
-	}
+func (s *source) compile(ctx context.Context) (*compiled, error) {
 	caps := capabilities()
 	prep := func(q string) (rego.PreparedEvalQuery, error) {
-		opts := append([]func(*rego.Rego){rego.Query(q), rego.Capabilities(caps), rego.StrictBuiltinErrors(true)}, mods...)
+		opts := []func(*rego.Rego){rego.Query(q), rego.Capabilities(caps), rego.StrictBuiltinErrors(true), rego.Store(s.store)}
+		for _, m := range s.modules {
+			opts = append(opts, rego.ParsedModule(m))
+		}
 		return rego.New(opts...).PrepareForEval(ctx)
 	}
-	c := &compiled{revision: hex.EncodeToString(h.Sum(nil))[:16]}
+	c := &compiled{revision: s.revision}
+	var err error
 	for q, dst := range map[string]*rego.PreparedEvalQuery{
 		"data.spillway.fetch": &c.fetch, "data.spillway.offload": &c.offload, "data.spillway.mint": &c.mint,
 	} {
 		if *dst, err = prep(q); err != nil {
-			return nil, fmt.Errorf("policy: compile: %w", err)
+			return nil, err
 		}
 	}
+	if s.definesMask() {
+		m, err := prep("data.system.log.mask")
+		if err != nil {
+			return nil, err
+		}
+		c.mask = &m
+	}
 	return c, nil
-}
-
-func eval[T any](ctx context.Context, e *Engine, point string, pq func(*compiled) rego.PreparedEvalQuery, in any) (T, error) {
-	var zero T
-	c := e.cur.Load()
-	rs, err := pq(c).Eval(ctx, rego.EvalInput(in))
-	if err != nil {
-		e.log.Warn("policy evaluation failed; denying", "point", point, "err", err)
-		return zero, fmt.Errorf("%w: %s: %v", ErrEval, point, err)
-	}
-	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
-		e.log.Warn("policy decision undefined; denying", "point", point)
-		return zero, fmt.Errorf("%w: %s: decision undefined", ErrEval, point)
-	}
-	b, err := json.Marshal(rs[0].Expressions[0].Value)
-	var d T
-	if err == nil {
-		err = json.Unmarshal(b, &d)
-	}
-	if err != nil {
-		return zero, fmt.Errorf("%w: %s: decision has the wrong shape: %v", ErrEval, point, err)
-	}
-	return d, nil
 }
 
 // Fetch evaluates data.spillway.fetch. An error comes with a denying decision.
@@ -181,14 +181,202 @@ func (e *Engine) Mint(ctx context.Context, in MintInput) (MintDecision, error) {
 	return eval[MintDecision](ctx, e, "mint", func(c *compiled) rego.PreparedEvalQuery { return c.mint }, in)
 }
 
-// Ready reports whether a good policy is active.
-func (e *Engine) Ready() error { return nil }
+func evalOne(ctx context.Context, pq rego.PreparedEvalQuery, in any) (json.RawMessage, error) {
+	rs, err := pq.Eval(ctx, rego.EvalInput(in))
+	if err != nil {
+		return nil, err
+	}
+	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return nil, errors.New("decision undefined")
+	}
+	return json.Marshal(rs[0].Expressions[0].Value)
+}
+
+func eval[T any](ctx context.Context, e *Engine, point string, pq func(*compiled) rego.PreparedEvalQuery, in any) (T, error) {
+	var zero T
+	c := e.cur.Load()
+	start := time.Now()
+	raw, err := evalOne(ctx, pq(c), in)
+	took := time.Since(start)
+	var d T
+	if err == nil {
+		if uerr := json.Unmarshal(raw, &d); uerr != nil {
+			err = fmt.Errorf("decision has the wrong shape: %v", uerr)
+		}
+	}
+	if e.o.DecisionLog != nil || e.dry.Load() != nil {
+		e.record(ctx, c, point, pq, in, raw, err, took)
+	}
+	if err != nil {
+		e.evalErrs.Add(1)
+		e.log.Warn("policy decision failed; denying", "point", point, "revision", c.revision, "err", err)
+		return zero, fmt.Errorf("%w: %s: %v", ErrEval, point, err)
+	}
+	return d, nil
+}
+
+// record writes the decision log line and compares with the dry-run
+// candidate.
+func (e *Engine) record(ctx context.Context, c *compiled, point string, pq func(*compiled) rego.PreparedEvalQuery, in any, result json.RawMessage, err error, took time.Duration) {
+	inDoc, _ := json.Marshal(in)
+	var input any
+	json.Unmarshal(inDoc, &input)
+	entry := map[string]any{
+		"decision_id": newID(), "time": time.Now().UTC().Format(time.RFC3339Nano), "point": point,
+		"revision": c.revision, "input": input, "eval_ns": took.Nanoseconds(),
+	}
+	if err != nil {
+		entry["error"] = err.Error()
+	} else {
+		var r any
+		json.Unmarshal(result, &r)
+		entry["result"] = r
+	}
+	if dry := e.dry.Load(); dry != nil {
+		got, derr := evalOne(ctx, pq(dry), in)
+		if derr != nil || !jsonEqual(got, result) {
+			cand := map[string]any{"revision": dry.revision}
+			if derr != nil {
+				cand["error"] = derr.Error()
+			} else {
+				var r any
+				json.Unmarshal(got, &r)
+				cand["result"] = r
+			}
+			entry["dry_run_disagreement"] = cand
+			e.log.Info("dry-run policy disagrees", "point", point, "enforced", c.revision, "candidate", dry.revision)
+		}
+	}
+	if e.o.DecisionLog == nil {
+		return
+	}
+	mask(ctx, c, entry)
+	line, merr := json.Marshal(entry)
+	if merr != nil {
+		return
+	}
+	e.logMu.Lock()
+	e.o.DecisionLog.Write(append(line, '\n'))
+	e.logMu.Unlock()
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	xa, _ := json.Marshal(x)
+	ya, _ := json.Marshal(y)
+	return bytes.Equal(xa, ya)
+}
+
+func newID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Status is what /readyz and /metrics report about the policy.
+type Status struct {
+	Revision   string    `json:"revision"`
+	LoadedAt   time.Time `json:"loaded_at"`
+	Reloads    int64     `json:"reloads"`
+	Refusals   int64     `json:"refusals"`
+	EvalErrors int64     `json:"eval_errors"`
+	// LastError is why the newest policy was refused; "" when the newest
+	// one is active.
+	LastError string `json:"last_error,omitempty"`
+}
+
+// Status reports the active revision and the reload history.
+func (e *Engine) Status() Status {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	s := Status{Revision: e.cur.Load().revision, LoadedAt: e.loadedAt, Reloads: e.reloads,
+		Refusals: e.refusals, EvalErrors: e.evalErrs.Load()}
+	if e.lastErr != nil {
+		s.LastError = e.lastErr.Error()
+	}
+	return s
+}
+
+// Ready reports whether a good policy is active. A refused reload does
+// not make the engine unready: the last good policy keeps serving, and
+// Status says what was refused.
+func (e *Engine) Ready() error {
+	if e.cur.Load() == nil {
+		return errors.New("no policy")
+	}
+	return nil
+}
 
 // Revision identifies the active policy's sources.
 func (e *Engine) Revision() string { return e.cur.Load().revision }
 
-// Watch reloads the policy when it changes, until ctx is done.
-func (e *Engine) Watch(ctx context.Context) {}
+// Watch polls the policy folder or bundle until ctx is done. A change is
+// loaded, tested and compiled off the request path, then swapped in; a
+// policy that fails any step is refused and the last good one serves on.
+// The built-in policy never changes.
+func (e *Engine) Watch(ctx context.Context) {
+	if e.o.Dir == "" && e.o.Bundle == "" {
+		return
+	}
+	t := time.NewTicker(e.o.PollInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			e.Reload(ctx)
+		}
+	}
+}
+
+// Reload loads the policy again if its files changed. It reports whether
+// a new policy was swapped in.
+func (e *Engine) Reload(ctx context.Context) bool {
+	fp, err := fingerprint(e.o.Dir, e.o.Bundle)
+	e.mu.Lock()
+	same := err == nil && fp == e.lastPrint
+	e.mu.Unlock()
+	if same {
+		return false
+	}
+	c, fp2, err := e.build(ctx, e.o.Dir, e.o.Bundle)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.lastPrint = fp // a refused version is not retried until it changes again
+	if err != nil {
+		e.refusals++
+		e.lastErr = err
+		e.log.Error("policy refused; the last good one keeps serving", "active", e.cur.Load().revision, "err", err)
+		return false
+	}
+	e.lastPrint = fp2
+	e.lastErr = nil
+	if c.revision == e.cur.Load().revision {
+		return false
+	}
+	e.cur.Store(c)
+	e.reloads++
+	e.loadedAt = time.Now()
+	e.log.Info("policy reloaded", "revision", c.revision)
+	return true
+}
+
+// WriteMetrics writes the engine's counters in the Prometheus text format.
+func (e *Engine) WriteMetrics(w io.Writer) {
+	s := e.Status()
+	fmt.Fprintf(w, "# HELP spillway_policy_reloads_total Policies swapped in by a reload.\n# TYPE spillway_policy_reloads_total counter\nspillway_policy_reloads_total %d\n", s.Reloads)
+	fmt.Fprintf(w, "# HELP spillway_policy_reload_refusals_total Policies refused on reload (compile error or failing tests).\n# TYPE spillway_policy_reload_refusals_total counter\nspillway_policy_reload_refusals_total %d\n", s.Refusals)
+	fmt.Fprintf(w, "# HELP spillway_policy_eval_errors_total Decisions that failed to evaluate (and denied).\n# TYPE spillway_policy_eval_errors_total counter\nspillway_policy_eval_errors_total %d\n", s.EvalErrors)
+	refused := 0
+	if s.LastError != "" {
+		refused = 1
+	}
+	fmt.Fprintf(w, "# HELP spillway_policy_last_reload_refused 1 when the newest policy on disk was refused.\n# TYPE spillway_policy_last_reload_refused gauge\nspillway_policy_last_reload_refused %d\n", refused)
+}
 
 // Close releases the engine.
 func (e *Engine) Close() error { return nil }

@@ -1,0 +1,306 @@
+package policy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/bundle"
+)
+
+var ctx = context.Background()
+
+func fetchIn(method, tenant string) FetchInput {
+	return FetchInput{
+		Request:  Request{Method: method, Path: []string{"a", "x"}, Headers: map[string][]string{"authorization": {"Bearer secret"}, "x-secret": {"s"}, "accept": {"*/*"}}},
+		Token:    TokenClaims{Method: "GET", Tenant: tenant},
+		Artifact: ArtifactInfo{ID: "x", Tenant: tenant, MimeType: "text/plain"},
+	}
+}
+
+func TestDefaultPolicy(t *testing.T) {
+	e, err := New(ctx, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := e.Offload(ctx, OffloadInput{Kind: "text", Size: 20000}); err != nil || !d.Offload || d.TTLSeconds > 3600 {
+		t.Errorf("offload 20 KB text: %+v %v", d, err)
+	}
+	if d, _ := e.Offload(ctx, OffloadInput{Kind: "text", Size: 100}); d.Offload {
+		t.Error("100 bytes of text offloaded")
+	}
+	if d, err := e.Fetch(ctx, fetchIn("GET", "a")); err != nil || !d.Allow {
+		t.Errorf("fetch with a valid token: %+v %v", d, err)
+	}
+	in := fetchIn("GET", "a")
+	in.Artifact.Tenant = "b"
+	if d, _ := e.Fetch(ctx, in); d.Allow {
+		t.Error("a token for tenant a fetched tenant b's artifact")
+	}
+	if d, err := e.Mint(ctx, MintInput{RequestedTTLSeconds: 99999}); err != nil || !d.Allow || d.MaxTTLSeconds > 3600 {
+		t.Errorf("mint: %+v %v", d, err)
+	}
+}
+
+func writePolicy(t *testing.T, dir, rego string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "p.rego"), []byte(rego), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Poll by mtime: make sure a rewrite within the same tick is seen.
+	future := time.Now().Add(time.Duration(len(rego)) * time.Millisecond)
+	os.Chtimes(filepath.Join(dir, "p.rego"), future, future)
+}
+
+const allowAll = `package spillway
+fetch := {"allow": true}
+offload := {"offload": false}
+mint := {"allow": true}
+`
+
+const denyAll = `package spillway
+fetch := {"allow": false, "reason": "v2"}
+offload := {"offload": false}
+mint := {"allow": false}
+`
+
+func TestReloadSwapsAndRefuses(t *testing.T) {
+	dir := t.TempDir()
+	writePolicy(t, dir, allowAll)
+	e, err := New(ctx, Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev1 := e.Revision()
+
+	// Concurrent decisions while the policy changes under them (-race).
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := e.Fetch(ctx, fetchIn("GET", "")); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for i := range 6 {
+		writePolicy(t, dir, []string{denyAll, allowAll}[i%2]+strings.Repeat("\n", i))
+		if !e.Reload(ctx) {
+			t.Fatalf("reload %d did not swap", i)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if d, _ := e.Fetch(ctx, fetchIn("GET", "")); !d.Allow {
+		t.Error("the last reload (allow) is not in force")
+	}
+
+	// A policy that does not compile is refused; the last good one serves.
+	good := e.Revision()
+	writePolicy(t, dir, "package spillway\nfetch := {")
+	if e.Reload(ctx) {
+		t.Fatal("a broken policy was swapped in")
+	}
+	st := e.Status()
+	if st.Revision != good || st.LastError == "" || st.Refusals != 1 || e.Ready() != nil {
+		t.Errorf("after a refused reload: %+v", st)
+	}
+	if d, err := e.Fetch(ctx, fetchIn("GET", "")); err != nil || !d.Allow {
+		t.Errorf("the last good policy stopped serving: %+v %v", d, err)
+	}
+
+	// A policy whose own tests fail is refused too.
+	os.WriteFile(filepath.Join(dir, "p_test.rego"), []byte("package spillway_test\nimport data.spillway\ntest_allows if spillway.fetch.allow\n"), 0o644)
+	writePolicy(t, dir, denyAll)
+	if e.Reload(ctx) || !strings.Contains(e.Status().LastError, "test") {
+		t.Errorf("a policy failing its tests: %+v", e.Status())
+	}
+	writePolicy(t, dir, allowAll+"# fixed\n")
+	if !e.Reload(ctx) || e.Status().LastError != "" || e.Revision() == rev1 {
+		t.Errorf("a fixed policy is not taken: %+v", e.Status())
+	}
+	var m bytes.Buffer
+	e.WriteMetrics(&m)
+	if !strings.Contains(m.String(), "spillway_policy_reload_refusals_total 2") {
+		t.Errorf("metrics:\n%s", m.String())
+	}
+}
+
+func TestWatch(t *testing.T) {
+	dir := t.TempDir()
+	writePolicy(t, dir, allowAll)
+	e, err := New(ctx, Options{Dir: dir, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go e.Watch(wctx)
+	writePolicy(t, dir, denyAll)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if d, _ := e.Fetch(ctx, fetchIn("GET", "")); !d.Allow {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Watch never took the new policy")
+		}
+	}
+}
+
+func TestEvalErrorDenies(t *testing.T) {
+	dir := t.TempDir()
+	writePolicy(t, dir, `package spillway
+fetch := {"allow": to_number(input.request.method)}
+offload := {"offload": true} if input.size > 1
+mint := {"allow": true}
+`)
+	var log bytes.Buffer
+	e, err := New(ctx, Options{Dir: dir, DecisionLog: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.Fetch(ctx, fetchIn("GET", ""))
+	if !errors.Is(err, ErrEval) || d.Allow {
+		t.Errorf("an evaluation error must deny: %+v %v", d, err)
+	}
+	od, err := e.Offload(ctx, OffloadInput{Size: 0}) // offload undefined
+	if !errors.Is(err, ErrEval) || od.Offload {
+		t.Errorf("an undefined decision must deny: %+v %v", od, err)
+	}
+	if !strings.Contains(log.String(), `"error"`) || e.Status().EvalErrors != 2 {
+		t.Errorf("decision log:\n%s", log.String())
+	}
+}
+
+func TestDecisionLogMasks(t *testing.T) {
+	dir := t.TempDir()
+	writePolicy(t, dir, allowAll+`
+`)
+	os.WriteFile(filepath.Join(dir, "mask.rego"), []byte(`package system.log
+mask contains "/input/request/headers/x-secret"
+`), 0o644)
+	var log bytes.Buffer
+	e, err := New(ctx, Options{Dir: dir, DecisionLog: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Fetch(ctx, fetchIn("GET", "t1"))
+	var entry struct {
+		DecisionID string         `json:"decision_id"`
+		Point      string         `json:"point"`
+		Revision   string         `json:"revision"`
+		Input      FetchInput     `json:"input"`
+		Result     map[string]any `json:"result"`
+		EvalNS     int64          `json:"eval_ns"`
+	}
+	if err := json.Unmarshal(log.Bytes(), &entry); err != nil {
+		t.Fatalf("%v: %s", err, log.String())
+	}
+	h := entry.Input.Request.Headers
+	if entry.DecisionID == "" || entry.Point != "fetch" || entry.Revision != e.Revision() || entry.Result["allow"] != true || entry.EvalNS <= 0 {
+		t.Errorf("entry: %+v", entry)
+	}
+	if h["authorization"] != nil || h["x-secret"] != nil || h["accept"] == nil {
+		t.Errorf("headers after masking: %v", h)
+	}
+	if strings.Contains(log.String(), "Bearer secret") {
+		t.Error("a credential reached the decision log")
+	}
+}
+
+func TestDryRun(t *testing.T) {
+	enforced, candidate := t.TempDir(), t.TempDir()
+	writePolicy(t, enforced, allowAll)
+	writePolicy(t, candidate, denyAll)
+	var log bytes.Buffer
+	e, err := New(ctx, Options{Dir: enforced, Candidate: candidate, DecisionLog: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, _ := e.Fetch(ctx, fetchIn("GET", "")); !d.Allow {
+		t.Error("the dry-run candidate was enforced")
+	}
+	if !strings.Contains(log.String(), `"dry_run_disagreement"`) || !strings.Contains(log.String(), `"v2"`) {
+		t.Errorf("no disagreement logged:\n%s", log.String())
+	}
+}
+
+func TestNoNetworkBuiltins(t *testing.T) {
+	for _, call := range []string{`http.send({"method": "GET", "url": "http://127.0.0.1:1"})`, `opa.runtime()`, `net.lookup_ip_addr("example.com")`} {
+		dir := t.TempDir()
+		writePolicy(t, dir, "package spillway\nfetch := {\"allow\": true, \"x\": "+call+"}\noffload := {}\nmint := {}\n")
+		if _, err := New(ctx, Options{Dir: dir}); err == nil || !strings.Contains(err.Error(), "undefined function") {
+			t.Errorf("%s: %v, want a compile error", call, err)
+		}
+	}
+}
+
+func TestBundle(t *testing.T) {
+	write := func(signed bool) string {
+		b := bundle.Bundle{
+			Manifest: bundle.Manifest{Revision: "r42"},
+			Modules:  []bundle.ModuleFile{{URL: "/p.rego", Path: "/p.rego", Raw: []byte(denyAll), Parsed: ast.MustParseModule(denyAll)}},
+			Data:     map[string]any{},
+		}
+		if signed {
+			if err := b.GenerateSignature(bundle.NewSigningConfig("bundle-secret-0123456789", "HS256", ""), "k", false); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p := filepath.Join(t.TempDir(), "b.tar.gz")
+		f, _ := os.Create(p)
+		defer f.Close()
+		if err := bundle.NewWriter(f).Write(b); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	e, err := New(ctx, Options{Bundle: write(false)})
+	if err != nil || e.Revision() != "r42" {
+		t.Fatalf("bundle: %v, revision %q", err, e.Revision())
+	}
+	key := filepath.Join(t.TempDir(), "key")
+	os.WriteFile(key, []byte("bundle-secret-0123456789"), 0o600)
+	if _, err := New(ctx, Options{Bundle: write(true), BundleKey: key, BundleKeyID: "k", BundleAlg: "HS256"}); err != nil {
+		t.Errorf("signed bundle: %v", err)
+	}
+	if _, err := New(ctx, Options{Bundle: write(false), BundleKey: key, BundleKeyID: "k", BundleAlg: "HS256"}); err == nil {
+		t.Error("an unsigned bundle passed verification")
+	}
+	os.WriteFile(key, []byte("another-secret-000000000"), 0o600)
+	if _, err := New(ctx, Options{Bundle: write(true), BundleKey: key, BundleKeyID: "k", BundleAlg: "HS256"}); err == nil {
+		t.Error("a bundle signed with another key passed verification")
+	}
+}
+
+func BenchmarkFetchDecision(b *testing.B) {
+	e, err := New(ctx, Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := fetchIn("GET", "t")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.Fetch(ctx, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

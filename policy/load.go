@@ -1,0 +1,243 @@
+package policy
+
+import (
+	"context"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/bundle"
+	"github.com/open-policy-agent/opa/v1/loader"
+	"github.com/open-policy-agent/opa/v1/storage"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+	"github.com/open-policy-agent/opa/v1/tester"
+)
+
+//go:embed default/*.rego
+var defaultFS embed.FS
+
+// source is one loaded policy: modules (tests included) and data.
+type source struct {
+	modules     map[string]*ast.Module
+	store       storage.Store
+	revision    string
+	fingerprint string
+}
+
+// load reads the built-in policy, a folder (all .rego files and
+// data.json/data.yaml documents under it) or a bundle.
+func load(dir, bundlePath string, o Options) (*source, error) {
+	s := &source{modules: map[string]*ast.Module{}}
+	var data map[string]any
+	switch {
+	case bundlePath != "":
+		fl := loader.NewFileLoader()
+		if o.BundleKey != "" {
+			id := o.BundleKeyID
+			if id == "" {
+				id = "default"
+			}
+			alg := o.BundleAlg
+			if alg == "" {
+				alg = "RS256"
+			}
+			key, err := os.ReadFile(o.BundleKey)
+			if err != nil {
+				return nil, fmt.Errorf("bundle key: %w", err)
+			}
+			vc := bundle.NewVerificationConfig(map[string]*bundle.KeyConfig{id: {Key: string(key), Algorithm: alg}}, id, "", nil)
+			fl = fl.WithBundleVerificationConfig(vc)
+		}
+		b, err := fl.AsBundle(bundlePath)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range b.Modules {
+			s.modules[m.Path] = m.Parsed
+		}
+		data = b.Data
+		if b.Manifest.Revision != "" {
+			s.revision = b.Manifest.Revision
+		}
+	case dir != "":
+		res, err := loader.NewFileLoader().Filtered([]string{dir}, func(abspath string, info fs.FileInfo, depth int) bool {
+			// Skip hidden entries (a Kubernetes ConfigMap's ..data links).
+			return depth > 0 && strings.HasPrefix(info.Name(), ".")
+		})
+		if err != nil {
+			return nil, err
+		}
+		for name, m := range res.Modules {
+			s.modules[name] = m.Parsed
+		}
+		data = res.Documents
+	default:
+		err := fs.WalkDir(defaultFS, "default", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := defaultFS.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			m, err := ast.ParseModuleWithOpts(p, string(b), ast.ParserOptions{RegoVersion: ast.RegoV1})
+			if err != nil {
+				return err
+			}
+			s.modules[p] = m
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if len(s.modules) == 0 {
+		return nil, errors.New("no .rego files")
+	}
+	if data == nil {
+		data = map[string]any{}
+	}
+	s.store = inmem.NewFromObject(data)
+	h := sha256.New()
+	names := make([]string, 0, len(s.modules))
+	for n := range s.modules {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		h.Write([]byte(n + "\x00" + s.modules[n].String() + "\x00"))
+	}
+	db, _ := json.Marshal(data)
+	h.Write(db)
+	if s.revision == "" {
+		s.revision = hex.EncodeToString(h.Sum(nil))[:16]
+	}
+	var err error
+	s.fingerprint, err = fingerprint(dir, bundlePath)
+	return s, err
+}
+
+// test runs the policy's own Rego tests; any failure refuses the policy.
+func (s *source) test(ctx context.Context) error {
+	ch, err := tester.NewRunner().SetStore(s.store).Run(ctx, s.modules)
+	if err != nil {
+		return fmt.Errorf("tests: %w", err)
+	}
+	var failed []string
+	n := 0
+	for r := range ch {
+		n++
+		if !r.Pass() {
+			failed = append(failed, r.Package+"."+r.Name)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d Rego tests fail: %s", len(failed), n, strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// definesMask reports whether a module defines data.system.log.mask.
+func (s *source) definesMask() bool {
+	for _, m := range s.modules {
+		if m.Package.Path.String() != "data.system.log" {
+			continue
+		}
+		for _, r := range m.Rules {
+			if r.Head.Name.String() == "mask" || (len(r.Head.Reference) > 0 && r.Head.Reference[0].Value.String() == "mask") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// fingerprint changes when any file of the policy changes: names, sizes
+// and modification times, cheap enough to poll every second.
+func fingerprint(dir, bundlePath string) (string, error) {
+	if dir == "" && bundlePath == "" {
+		return "built-in", nil
+	}
+	root := dir
+	if bundlePath != "" {
+		root = bundlePath
+	}
+	h := sha256.New()
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && p != root && strings.HasPrefix(d.Name(), ".") {
+			return filepath.SkipDir
+		}
+		info, err := os.Stat(p) // follows links: ConfigMaps swap a symlink
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00%d\x00", p, info.Size(), info.ModTime().UnixNano())
+		return nil
+	})
+	return hex.EncodeToString(h.Sum(nil)), err
+}
+
+// maskedHeaders are removed from every logged input whatever the policy
+// says: credentials never reach the decision log.
+var maskedHeaders = []string{"authorization", "cookie", "proxy-authorization", "x-api-key"}
+
+// mask removes credentials from a decision log entry, then whatever the
+// policy's data.system.log.mask lists: a set of JSON pointers into the
+// entry, e.g. "/input/request/headers/x-secret" (as OPA's own
+// system.log.mask does).
+func mask(ctx context.Context, c *compiled, entry map[string]any) {
+	if in, ok := entry["input"].(map[string]any); ok {
+		if req, ok := in["request"].(map[string]any); ok {
+			if h, ok := req["headers"].(map[string]any); ok {
+				for _, k := range maskedHeaders {
+					delete(h, k)
+				}
+			}
+		}
+	}
+	if c.mask == nil {
+		return
+	}
+	raw, err := evalOne(ctx, *c.mask, entry)
+	if err != nil {
+		entry["mask_error"] = err.Error()
+		return
+	}
+	var ptrs []string
+	if json.Unmarshal(raw, &ptrs) != nil {
+		return
+	}
+	for _, p := range ptrs {
+		removePointer(entry, p)
+	}
+}
+
+// removePointer deletes the member a JSON pointer names.
+func removePointer(doc map[string]any, ptr string) {
+	parts := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
+	var cur any = doc
+	for i, p := range parts {
+		p = strings.ReplaceAll(strings.ReplaceAll(p, "~1", "/"), "~0", "~")
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return
+		}
+		if i == len(parts)-1 {
+			delete(m, p)
+			return
+		}
+		cur = m[p]
+	}
+}
