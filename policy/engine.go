@@ -122,9 +122,10 @@ func (e *Engine) build(ctx context.Context, dir, bundle string) (*compiled, stri
 	return c, src.fingerprint, nil
 }
 
-// capabilities are OPA's, minus every builtin that can reach the network or
-// read the environment: a policy using one fails to compile.
-func capabilities() *ast.Capabilities {
+// Capabilities are OPA's, minus every builtin that can reach the network
+// or read the environment (http.send, net.*, opa.runtime): a policy using
+// one fails to compile.
+func Capabilities() *ast.Capabilities {
 	c := ast.CapabilitiesForThisVersion()
 	kept := c.Builtins[:0]
 	for _, b := range c.Builtins {
@@ -139,7 +140,7 @@ func capabilities() *ast.Capabilities {
 }
 
 func (s *source) compile(ctx context.Context) (*compiled, error) {
-	caps := capabilities()
+	caps := Capabilities()
 	prep := func(q string) (rego.PreparedEvalQuery, error) {
 		opts := []func(*rego.Rego){rego.Query(q), rego.Capabilities(caps), rego.StrictBuiltinErrors(true), rego.Store(s.store)}
 		for _, m := range s.modules {

@@ -28,6 +28,10 @@ type storeFlags struct {
 	signingKeys string
 	publicURL   string
 	policyDir   string
+	bundleKey   string
+	bundleKeyID string
+	bundleAlg   string
+	dryRun      string
 	decisionLog string
 	defaultTTL  time.Duration
 	maxTTL      time.Duration
@@ -43,6 +47,10 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.signingKeys, "signing-keys", "", "signing `keys` id:base64secret,...: first signs, all verify (overrides --key-file)")
 	fs.StringVar(&f.publicURL, "public-url", "", "base `URL` of links handed out (default http://LISTEN)")
 	fs.StringVar(&f.policyDir, "policy", "", "Rego policy `dir` or bundle .tar.gz (default: the built-in policy)")
+	fs.StringVar(&f.bundleKey, "policy-bundle-key", "", "verify the --policy bundle's signature with this public key (PEM) or secret `file`")
+	fs.StringVar(&f.bundleKeyID, "policy-bundle-key-id", "default", "key `id` the bundle's signature names")
+	fs.StringVar(&f.bundleAlg, "policy-bundle-alg", "RS256", "signature `algorithm` of the bundle (RS256, ES256, HS256, ...)")
+	fs.StringVar(&f.dryRun, "policy-dry-run", "", "candidate policy `dir` evaluated beside the enforced one; disagreements are logged, not enforced")
 	fs.StringVar(&f.decisionLog, "decision-log", "", "write policy decisions as JSON lines to `file` (- for stdout)")
 	fs.DurationVar(&f.defaultTTL, "default-ttl", 15*time.Minute, "lifetime of links and artifacts when none is asked for")
 	fs.DurationVar(&f.maxTTL, "max-ttl", time.Hour, "longest lifetime any link or artifact gets")
@@ -120,9 +128,10 @@ func (f *storeFlags) open(ctx context.Context, log *slog.Logger, stdout io.Write
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
 		return nil, fmt.Errorf("--public-url %q: want an absolute http(s) URL without query", pub)
 	}
-	po := policy.Options{Logger: log}
+	po := policy.Options{Logger: log, Candidate: f.dryRun}
 	if strings.HasSuffix(f.policyDir, ".tar.gz") {
 		po.Bundle = f.policyDir
+		po.BundleKey, po.BundleKeyID, po.BundleAlg = f.bundleKey, f.bundleKeyID, f.bundleAlg
 	} else {
 		po.Dir = f.policyDir
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/cover"
 	"github.com/open-policy-agent/opa/v1/loader"
 	"github.com/open-policy-agent/opa/v1/tester"
 
@@ -16,7 +17,7 @@ import (
 )
 
 const policyUsage = `Usage:
-  spillway policy test DIR                                  run the Rego unit tests in DIR
+  spillway policy test DIR [--coverage]                     run the Rego unit tests in DIR
   spillway policy check DIR                                 compile DIR in strict mode
   spillway policy eval DIR --point fetch|offload|mint --input FILE   print a decision
 `
@@ -31,7 +32,7 @@ func policyMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	var err error
 	switch cmd {
 	case "test":
-		err = policyTest(ctx, dir, stdout)
+		err = policyTest(ctx, dir, args[2:], stdout)
 	case "check":
 		err = policyCheck(dir)
 		if err == nil {
@@ -50,28 +51,56 @@ func policyMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return 0
 }
 
-func policyTest(ctx context.Context, dir string, stdout io.Writer) error {
-	results, err := tester.Run(ctx, dir)
+func policyTest(ctx context.Context, dir string, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("policy test", flag.ContinueOnError)
+	coverage := fs.Bool("coverage", false, "report which lines the tests cover")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	modules, store, err := tester.Load([]string{dir}, nil)
 	if err != nil {
 		return err
 	}
-	fail := 0
-	for _, r := range results {
-		if !r.Pass() {
+	cov := cover.New()
+	r := tester.NewRunner().SetStore(store)
+	if *coverage {
+		r = r.SetCoverageQueryTracer(cov)
+	}
+	ch, err := r.Run(ctx, modules)
+	if err != nil {
+		return err
+	}
+	n, fail := 0, 0
+	for res := range ch {
+		n++
+		if !res.Pass() {
 			fail++
-			fmt.Fprintf(stdout, "FAIL %s.%s\n", r.Package, r.Name)
+			msg := "FAIL"
+			if res.Error != nil {
+				msg = "ERROR " + res.Error.Error()
+			}
+			fmt.Fprintf(stdout, "%s %s.%s\n", msg, res.Package, res.Name)
 		}
 	}
-	fmt.Fprintf(stdout, "PASS: %d/%d\n", len(results)-fail, len(results))
-	if len(results) == 0 {
+	fmt.Fprintf(stdout, "PASS: %d/%d\n", n-fail, n)
+	if *coverage {
+		rep := cov.Report(modules)
+		fmt.Fprintf(stdout, "coverage: %.1f%%\n", rep.Coverage)
+		for file, fr := range rep.Files {
+			fmt.Fprintf(stdout, "  %s: %.1f%%\n", file, fr.Coverage)
+		}
+	}
+	if n == 0 {
 		return fmt.Errorf("%s: no tests", dir)
 	}
 	if fail > 0 {
-		return fmt.Errorf("%d of %d tests failed", fail, len(results))
+		return fmt.Errorf("%d of %d tests failed", fail, n)
 	}
 	return nil
 }
 
+// policyCheck compiles DIR in strict mode with the capabilities Spillway
+// enforces: a policy that uses http.send or net.* fails here, not at load.
 func policyCheck(dir string) error {
 	res, err := loader.NewFileLoader().Filtered([]string{dir}, nil)
 	if err != nil {
@@ -81,7 +110,7 @@ func policyCheck(dir string) error {
 	for name, m := range res.Modules {
 		mods[name] = m.Parsed
 	}
-	c := ast.NewCompiler().WithStrict(true)
+	c := ast.NewCompiler().WithStrict(true).WithCapabilities(policy.Capabilities())
 	if c.Compile(mods); c.Failed() {
 		return c.Errors
 	}

@@ -199,15 +199,19 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := s.deps.engine.Ready(); err != nil {
 		checks["policy"], status = err.Error(), http.StatusServiceUnavailable
 	}
+	// A refused policy reload leaves the last good policy serving: the
+	// replica stays ready, and says what was refused.
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"ready": status == http.StatusOK, "checks": checks, "policy_revision": s.deps.engine.Revision()})
+	json.NewEncoder(w).Encode(map[string]any{"ready": status == http.StatusOK, "checks": checks,
+		"policy_revision": s.deps.engine.Revision(), "policy": s.deps.engine.Status()})
 }
 
 func (s *server) metrics(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	s.deps.svc.Metrics.WritePrometheus(w)
+	s.deps.engine.WriteMetrics(w)
 }
 
 // checkExposure refuses to listen beyond loopback without inbound auth.
