@@ -123,6 +123,12 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		s.partSize = DefaultPartSize
 	}
 	ok, err := c.BucketExists(ctx, o.Bucket)
+	// A server that has just started may answer before it is ready
+	// (MinIO: "Server not initialized yet"): wait for it, a little.
+	for try := 0; err != nil && starting(err) && try < 40 && ctx.Err() == nil; try++ {
+		time.Sleep(250 * time.Millisecond)
+		ok, err = c.BucketExists(ctx, o.Bucket)
+	}
 	if err != nil {
 		return nil, convert("bucket", o.Bucket, err)
 	}
@@ -141,6 +147,15 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// starting reports an error of a service that is still starting up.
+func starting(err error) bool {
+	switch minio.ToErrorResponse(err).Code {
+	case "XMinioServerNotInitialized", "ServiceUnavailable", "SlowDown":
+		return true
+	}
+	return false
 }
 
 // LifecycleRuleID names the bucket lifecycle rule New installs for a prefix.
