@@ -85,6 +85,10 @@ type Options struct {
 	// Fetch is the artifact fetch endpoint; direct resources/stream
 	// responses are served through it. nil: download mode.
 	Fetch http.Handler
+	// MaxInlineRead caps resources/read of an artifact (base64 in JSON);
+	// beyond it the caller is told to use resources/stream or the httpUrl.
+	// Default 32 MiB.
+	MaxInlineRead int64
 	// StreamWindow is how long a session's SSE events stay replayable
 	// with Last-Event-ID; default 2 minutes.
 	StreamWindow time.Duration
@@ -118,6 +122,9 @@ func New(o Options) (*Proxy, error) {
 	}
 	if o.MaxSessions <= 0 {
 		o.MaxSessions = 64
+	}
+	if o.MaxInlineRead <= 0 {
+		o.MaxInlineRead = 32 << 20
 	}
 	if o.StreamWindow <= 0 {
 		o.StreamWindow = 2 * time.Minute
@@ -318,10 +325,6 @@ func (p *Proxy) listArtifacts(tenant string, resp *Message) *Message {
 	return resp.WithResult(b)
 }
 
-// maxInlineRead caps resources/read of an artifact: beyond it the caller
-// is told to use the artifact's httpUrl, which is what it is for.
-const maxInlineRead = 32 << 20
-
 // readArtifact answers resources/read for one of the proxy's artifacts.
 func (p *Proxy) readArtifact(ctx context.Context, tenant string, reqID []byte, id string) *Message {
 	svc := p.o.Artifacts
@@ -332,15 +335,15 @@ func (p *Proxy) readArtifact(ctx context.Context, tenant string, reqID []byte, i
 	if err != nil {
 		return artifactError(reqID, id, err)
 	}
-	if a.Size > maxInlineRead {
-		return ErrorResponse(reqID, CodeInvalidParams, fmt.Sprintf("artifact is %d bytes, more than resources/read returns inline; fetch its httpUrl", a.Size))
+	if a.Size > p.o.MaxInlineRead {
+		return ErrorResponse(reqID, CodeInvalidParams, fmt.Sprintf("artifact is %d bytes, more than resources/read returns inline; use resources/stream or its httpUrl", a.Size))
 	}
 	rc, err := svc.Store.Open(ctx, id, 0, -1)
 	if err != nil {
 		return artifactError(reqID, id, err)
 	}
 	defer rc.Close()
-	data, err := io.ReadAll(io.LimitReader(rc, maxInlineRead+1))
+	data, err := io.ReadAll(io.LimitReader(rc, p.o.MaxInlineRead+1))
 	if err != nil {
 		return artifactError(reqID, id, err)
 	}

@@ -16,6 +16,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -42,6 +43,8 @@ var (
 	bigRows     = flag.Int("rows", 250_000, "rows of the big query (about 200 bytes each)")
 	fetchMiB    = flag.Int("fetch-mib", 100, "size of the fetched artifact, MiB")
 	fetchN      = flag.Int("fetch-n", 5, "fetches per side")
+	streamSizes = flag.String("stream-mib", "1,10,100", "artifact sizes (MiB) for resources/stream vs resources/read; empty skips")
+	clientMode  = flag.String("client", "", "internal: run as the MCP client of one read/stream measurement")
 )
 
 func envOr(k, def string) string {
@@ -55,6 +58,9 @@ var children []*exec.Cmd
 
 func main() {
 	flag.Parse()
+	if *clientMode != "" {
+		os.Exit(client())
+	}
 	defer func() {
 		for _, c := range children {
 			c.Process.Signal(os.Interrupt)
@@ -90,6 +96,11 @@ func run() error {
 	}
 	if err := bigOutput(upURL); err != nil {
 		return err
+	}
+	if *streamSizes != "" {
+		if err := streamVsRead(upURL); err != nil {
+			return err
+		}
 	}
 	if *minioBin != "" {
 		return fetchVsMinIO()
@@ -391,4 +402,118 @@ func fetchVsMinIO() error {
 	fmt.Printf("| Spillway httpUrl (verify, policy, stream) | %v | %.0f MB/s |\n", smed.Round(time.Millisecond), mbps(smed))
 	fmt.Printf("\nthroughput ratio Spillway / direct: %.2f\n", mbps(smed)/mbps(dmed))
 	return nil
+}
+
+// streamVsRead compares resources/stream (direct mode: raw bytes) with
+// resources/read (base64 in a JSON-RPC response) for the same artifact.
+// Each measurement runs in a fresh Spillway and a fresh client process,
+// so both peak RSS figures are its own.
+func streamVsRead(upURL string) error {
+	fmt.Printf("## resources/stream (direct) vs resources/read, one fresh server and client each\n\n")
+	fmt.Printf("| size | method | bytes on the wire | time | Spillway peak RSS | client peak RSS |\n|---|---|---|---|---|---|\n")
+	const token = "load-token-0123456789abcdef"
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	for _, ms := range strings.Split(*streamSizes, ",") {
+		mib, err := strconv.Atoi(strings.TrimSpace(ms))
+		if err != nil {
+			return err
+		}
+		for _, method := range []string{"resources/read", "resources/stream"} {
+			sp := startSpillway("--upstream-url", upURL, "--auth-tokens", token+"=load", "--max-inline-read", strconv.Itoa(200<<20))
+			body := make([]byte, mib<<20)
+			rand.Read(body)
+			req, _ := http.NewRequest(http.MethodPost, "http://"+sp+"/v1/artifacts", bytes.NewReader(body))
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return err
+			}
+			var link struct{ URI string }
+			json.NewDecoder(resp.Body).Decode(&link)
+			resp.Body.Close()
+			base := peakRSS(pid(sp))
+			out, err := exec.Command(self, "-client", method, "-client-url", "http://"+sp+"/mcp", "-client-uri", link.URI, "-client-token", token).Output()
+			if err != nil {
+				return fmt.Errorf("client %s: %v", method, err)
+			}
+			var r struct {
+				Bytes   int64
+				Seconds float64
+				RSS     int64
+			}
+			if err := json.Unmarshal(out, &r); err != nil {
+				return fmt.Errorf("client output %q: %v", out, err)
+			}
+			fmt.Printf("| %d MiB | %s | %.1f MB | %.0f ms | %.0f MB (%.0f MB before) | %.0f MB |\n", mib, method, float64(r.Bytes)/1e6,
+				r.Seconds*1000, float64(peakRSS(pid(sp)))/1e6, float64(base)/1e6, float64(r.RSS)/1e6)
+		}
+	}
+	fmt.Println()
+	return nil
+}
+
+var (
+	clientURL   = flag.String("client-url", "", "internal")
+	clientURI   = flag.String("client-uri", "", "internal")
+	clientToken = flag.String("client-token", "", "internal")
+)
+
+// client is one measured MCP client: it initializes with resourceStreaming,
+// asks for the artifact and consumes the answer as a real client would
+// (resources/read: parse the JSON and decode the base64; resources/stream:
+// read the bytes), then prints bytes, seconds and its own peak RSS.
+func client() int {
+	s := &session{url: *clientURL, c: &http.Client{}}
+	post := func(body string) (*http.Response, error) {
+		req, _ := http.NewRequest(http.MethodPost, s.url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream, */*")
+		req.Header.Set("Authorization", "Bearer "+*clientToken)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		if s.id != "" {
+			req.Header.Set("Mcp-Session-Id", s.id)
+		}
+		return s.c.Do(req)
+	}
+	resp, err := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"resourceStreaming":{}},"clientInfo":{"name":"load","version":"1"}}}`)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	s.id = resp.Header.Get("Mcp-Session-Id")
+	t0 := time.Now()
+	resp, err = post(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":%q,"params":{"uri":%q}}`, *clientMode, *clientURI))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var n int64
+	if *clientMode == "resources/read" {
+		b, _ := io.ReadAll(resp.Body)
+		n = int64(len(b))
+		var r struct {
+			Result struct {
+				Contents []struct{ Blob string } `json:"contents"`
+			} `json:"result"`
+		}
+		if json.Unmarshal(b, &r) != nil || len(r.Result.Contents) != 1 {
+			fmt.Fprintf(os.Stderr, "resources/read: %.200s\n", b)
+			return 1
+		}
+		if _, err := base64.StdEncoding.DecodeString(r.Result.Contents[0].Blob); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	} else {
+		n, _ = io.Copy(io.Discard, resp.Body)
+	}
+	resp.Body.Close()
+	secs := time.Since(t0).Seconds()
+	json.NewEncoder(os.Stdout).Encode(map[string]any{"bytes": n, "seconds": secs, "rss": peakRSS(os.Getpid())})
+	return 0
 }

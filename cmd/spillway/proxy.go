@@ -33,6 +33,7 @@ type proxyFlags struct {
 	failClosed       bool
 	noOffloadTools   string
 	streamMode       string
+	maxInlineRead    int64
 }
 
 func (f *proxyFlags) register(fs *flag.FlagSet) {
@@ -51,6 +52,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.offloadResources, "offload-resources", false, "also offload large resources/read results of the upstream")
 	fs.BoolVar(&f.failClosed, "offload-fail-closed", false, "when the store fails, answer with a tool error instead of the content inline")
 	fs.StringVar(&f.streamMode, "stream-mode", "direct", "how resources/stream delivers artifacts: direct (bytes in the response), redirect (302 to presigned storage; S3) or download (a downloadUrl)")
+	fs.Int64Var(&f.maxInlineRead, "max-inline-read", 32<<20, "largest artifact resources/read returns (base64 in JSON), in `bytes`")
 	fs.StringVar(&f.noOffloadTools, "no-offload-tools", "", "tools whose outputs are never offloaded (`list`, comma-separated)")
 }
 
@@ -117,6 +119,9 @@ func (f *proxyFlags) build(d *deps, tenants *artifact.Tenants, fetch http.Handle
 		AllowedHosts:     splitList(f.allowedHosts),
 		AllowedOrigins:   splitList(f.allowedOrigins),
 		MaxBody:          f.maxBody,
+		StreamMode:       f.streamMode,
+		Fetch:            fetch,
+		MaxInlineRead:    f.maxInlineRead,
 		Logger:           log,
 	})
 }
