@@ -10,17 +10,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 
-	"github.com/gorilla/mux"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/artifacttest"
 	"github.com/spillway-dev/spillway/artifact/fsstore"
 	"github.com/spillway-dev/spillway/mcpproxy"
 	"github.com/spillway-dev/spillway/policy"
@@ -40,29 +38,19 @@ func newService(t testing.TB) *artifact.Service {
 
 // serviceOn is newService on any store; it also returns the fetch handler.
 func serviceOn(t testing.TB, store artifact.Store) (*artifact.Service, http.Handler) {
-	key := make([]byte, 32)
-	rand.Read(key)
-	signer, err := artifact.NewSigner(artifact.Key{ID: "test", Secret: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := policy.New(context.Background(), policy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	return artifacttest.Serve(t, store, false)
+}
+
+// serve serves h on loopback until t ends and returns its /mcp URL.
+func serve(t testing.TB, h http.Handler) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, _ := url.Parse("http://" + ln.Addr().String())
-	svc := &artifact.Service{Store: store, Signer: signer, PublicURL: u, Mint: eng}
-	r := mux.NewRouter()
-	h := artifact.NewHandler(svc, artifact.HandlerOptions{Policy: eng, Logger: slog.New(slog.DiscardHandler)})
-	h.Register(r)
-	srv := &http.Server{Handler: r}
+	srv := &http.Server{Handler: h}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	return svc, h
+	return "http://" + ln.Addr().String() + "/mcp"
 }
 
 // bigServer is an official-SDK MCP server whose tool returns 5 MB of
@@ -87,14 +75,7 @@ func bigServer(t *testing.T) (url string, jsonText, png []byte) {
 			}}, nil
 		})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: false})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: h}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String() + "/mcp", jsonText, png
+	return serve(t, h), jsonText, png
 }
 
 // agent is a raw JSON-RPC client: it sees exactly the bytes an agent's
@@ -172,12 +153,7 @@ func TestOffloadEndToEnd(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer p.Close()
-			ln, _ := net.Listen("tcp", "127.0.0.1:0")
-			srv := &http.Server{Handler: p}
-			go srv.Serve(ln)
-			defer srv.Close()
-
-			a := &agent{url: "http://" + ln.Addr().String() + "/mcp"}
+			a := &agent{url: serve(t, p)}
 			init := a.call(t, "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
 				"clientInfo": map[string]any{"name": "e2e", "version": "1"}})
 			if !bytes.Contains(init, []byte(`"resources"`)) {
@@ -241,29 +217,18 @@ func TestLegacySSEUpstream(t *testing.T) {
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: big}}}, nil
 		})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil)}
-	go srv.Serve(ln)
-	defer srv.Close()
+	legacyURL := strings.TrimSuffix(serve(t, mcp.NewSSEHandler(func(*http.Request) *mcp.Server { return s }, nil)), "/mcp")
 
 	svc := newService(t)
 	eng, _ := policy.New(context.Background(), policy.Options{})
-	up := &mcpproxy.HTTPUpstream{URL: "http://" + ln.Addr().String()}
+	up := &mcpproxy.HTTPUpstream{URL: legacyURL}
 	p, err := mcpproxy.New(mcpproxy.Options{Upstream: up, Artifacts: svc,
 		Offloader: mcpproxy.NewOffloader(svc, eng, mcpproxy.OffloadOptions{})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	pl, _ := net.Listen("tcp", "127.0.0.1:0")
-	ps := &http.Server{Handler: p}
-	go ps.Serve(pl)
-	defer ps.Close()
-
-	a := &agent{url: "http://" + pl.Addr().String() + "/mcp"}
+	a := &agent{url: serve(t, p)}
 	a.call(t, "initialize", map[string]any{"protocolVersion": "2024-11-05", "capabilities": map[string]any{},
 		"clientInfo": map[string]any{"name": "e2e", "version": "1"}})
 	if a.session == "" {

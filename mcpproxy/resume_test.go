@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -70,11 +69,7 @@ func TestResumeAfterCut(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer p.Close()
-			ln, _ := net.Listen("tcp", "127.0.0.1:0")
-			srv := &http.Server{Handler: p}
-			go srv.Serve(ln)
-			defer srv.Close()
-			url := "http://" + ln.Addr().String() + "/mcp"
+			url := serve(t, p)
 			a := &agent{url: url}
 			a.call(t, "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
 				"clientInfo": map[string]any{"name": "r", "version": "1"}})
@@ -154,12 +149,9 @@ func TestStdioFaceResumesUpstream(t *testing.T) {
 		})
 	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
 		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	srv := &http.Server{Handler: h}
-	go srv.Serve(ln)
-	defer srv.Close()
+	upURL := strings.TrimSuffix(serve(t, h), "/mcp")
 
-	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: "http://" + ln.Addr().String()}})
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: upURL}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,42 +47,36 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 		sync.Mutex
 		req, done *Message
 	}
+	// A restarted child (or reconnected legacy stream) knows nothing of
+	// the client: replay its handshake so the session goes on.
+	replay := func(pe *peer) error {
+		init.Lock()
+		req, done := init.req, init.done
+		init.Unlock()
+		if req == nil {
+			return nil
+		}
+		return replayInit(pe, req, done)
+	}
+	var dial func() (conn, error)
 	switch up := p.o.Upstream.(type) {
 	case *CommandUpstream:
-		sv := newSupervisor(func() (conn, error) { return up.start(p.log) }, p, serverMsg)
-		sv.onStart = func(pe *peer) error {
-			init.Lock()
-			req, done := init.req, init.done
-			init.Unlock()
-			if req == nil {
-				return nil
-			}
-			// A restarted child knows nothing of the client: replay its
-			// handshake so the session goes on.
-			return replayInit(pe, req, done)
-		}
-		defer sv.close()
-		upstream = sv.get
+		dial = func() (conn, error) { return up.start(p.log) }
 	case *HTTPUpstream:
 		if legacy, _ := up.legacy(ctx); legacy {
-			sv := newSupervisor(func() (conn, error) { return dialLegacy(up, p) }, p, serverMsg)
-			sv.onStart = func(pe *peer) error {
-				init.Lock()
-				req, done := init.req, init.done
-				init.Unlock()
-				if req == nil {
-					return nil
-				}
-				return replayInit(pe, req, done)
-			}
-			defer sv.close()
-			upstream = sv.get
+			dial = func() (conn, error) { return dialLegacy(up, p) }
 			break
 		}
 		hc := newHTTPConn(up, p)
 		defer hc.Close()
 		pe := newPeer(hc, serverMsg, p.log)
 		upstream = func() (*peer, error) { return pe, nil }
+	}
+	if dial != nil {
+		sv := newSupervisor(dial, p, serverMsg)
+		sv.onStart = replay
+		defer sv.close()
+		upstream = sv.get
 	}
 
 	for {

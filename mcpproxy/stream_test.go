@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"runtime"
 	"strings"
@@ -65,11 +64,7 @@ func TestResourcesStream(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer p.Close()
-				ln, _ := net.Listen("tcp", "127.0.0.1:0")
-				srv := &http.Server{Handler: p}
-				go srv.Serve(ln)
-				defer srv.Close()
-				url := "http://" + ln.Addr().String() + "/mcp"
+				url := serve(t, p)
 
 				open := func(caps map[string]any) string {
 					a := &agent{url: url}

@@ -6,53 +6,20 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"testing"
 	"time"
 
-	"github.com/gorilla/mux"
-
 	"github.com/spillway-dev/spillway/artifact"
-	"github.com/spillway-dev/spillway/artifact/s3store"
+	"github.com/spillway-dev/spillway/artifact/artifacttest"
 	"github.com/spillway-dev/spillway/artifact/s3store/miniotest"
-	"github.com/spillway-dev/spillway/policy"
 )
-
-// fetchServer is the artifact service on store, served on loopback.
-func fetchServer(t testing.TB, store *s3store.Store, redirect bool) *artifact.Service {
-	t.Helper()
-	key := make([]byte, 32)
-	rand.Read(key)
-	signer, err := artifact.NewSigner(artifact.Key{ID: "b", Secret: key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := policy.New(context.Background(), policy.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse("http://" + ln.Addr().String())
-	svc := &artifact.Service{Store: store, Signer: signer, PublicURL: u, Mint: eng}
-	r := mux.NewRouter()
-	artifact.NewHandler(svc, artifact.HandlerOptions{Policy: eng, Redirect: redirect, Logger: slog.New(slog.DiscardHandler)}).Register(r)
-	srv := &http.Server{Handler: r}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-	return svc
-}
 
 // Redirect mode answers with a short-lived presigned MinIO URL that
 // serves the same bytes, with the artifact's safe content headers.
 func TestFetchRedirect(t *testing.T) {
 	store := miniotest.Shared(t).Store(t)
-	svc := fetchServer(t, store, true)
+	svc, _ := artifacttest.Serve(t, store, true)
 	data := []byte("<html><script>alert(1)</script></html>")
 	a, l, err := svc.Publish(t.Context(), artifact.Artifact{MimeType: "text/html"}, bytes.NewReader(data), artifact.LinkOptions{TTL: time.Minute})
 	if err != nil {
@@ -91,7 +58,7 @@ func TestFetchRedirect(t *testing.T) {
 // grow with the size.
 func BenchmarkFetch(b *testing.B) {
 	store := miniotest.Shared(b).Store(b)
-	svc := fetchServer(b, store, false)
+	svc, _ := artifacttest.Serve(b, store, false)
 	for _, size := range []int{10 << 20, 100 << 20} {
 		data := make([]byte, size)
 		rand.Read(data)
