@@ -12,7 +12,7 @@ import (
 
 // policyDirs are every policy folder in the repository.
 func policyDirs(t *testing.T) []string {
-	dirs := []string{"../../policy/default"}
+	dirs := []string{"../../policy/default", "../../deploy/kubernetes/policy"}
 	more, err := filepath.Glob("../../examples/policies/*")
 	if err != nil {
 		t.Fatal(err)
