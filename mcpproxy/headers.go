@@ -111,7 +111,8 @@ func (th *toolHeaders) ensure(pe *peer, tool string, meta json.RawMessage) {
 			return
 		}
 		st := newStream(nil)
-		if _, err := pe.call(ctx, req, nil, st); err != nil {
+		w, err := pe.call(ctx, req, nil, st)
+		if err != nil {
 			return
 		}
 		select {
@@ -124,6 +125,7 @@ func (th *toolHeaders) ensure(pe *peer, tool string, meta json.RawMessage) {
 				return
 			}
 		case <-ctx.Done():
+			pe.cancel(w, "tools/list timed out")
 			st.close()
 			return
 		}

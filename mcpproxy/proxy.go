@@ -54,6 +54,7 @@ type Call struct {
 	Tenant string // the caller, from inbound auth ("" when auth is off)
 
 	stdio bool // asked on the stdio face
+	more  bool // a list request with a cursor: not the first page
 }
 
 // Options configure a Proxy. Upstream is required; the rest may be zero.
@@ -166,7 +167,11 @@ func (p *Proxy) before(ctx context.Context, tenant string, m *Message) (reply *M
 	}
 	switch m.Method {
 	case "initialize", "server/discover", "resources/list", "resources/templates/list", "tools/list":
-		return nil, &Call{Method: m.Method, Tenant: tenant}
+		var params struct {
+			Cursor string `json:"cursor"`
+		}
+		json.Unmarshal(m.Params, &params)
+		return nil, &Call{Method: m.Method, Tenant: tenant, more: params.Cursor != ""}
 	case "tools/call":
 		var params struct{ Name string }
 		json.Unmarshal(m.Params, &params)
@@ -203,7 +208,15 @@ func (p *Proxy) after(ctx context.Context, c *Call, resp *Message) *Message {
 			}
 		}
 	case "resources/list":
+		if c.more {
+			return resp
+		}
 		return p.listArtifacts(c.Tenant, resp)
+	case "resources/templates/list":
+		if c.more {
+			return resp
+		}
+		return addToList(resp, "resourceTemplates", []json.RawMessage{artifactTemplate})
 	case "tools/list":
 		if resp.Result != nil {
 			p.tools.learn(resp.Result)
@@ -284,25 +297,40 @@ func (p *Proxy) Remember(tenant string, a artifact.Artifact) {
 	p.recent[tenant] = l
 }
 
-// listArtifacts adds the tenant's live artifacts to a resources/list
-// response (first page only). An upstream without resources answers
-// -32601; the proxy then answers with its own list.
+// artifactTemplate describes Spillway's artifact URIs in
+// resources/templates/list.
+var artifactTemplate = json.RawMessage(`{"uriTemplate":"spillway://artifacts/{id}","name":"spillway-artifact",` +
+	`"title":"Spillway artifact","description":"A large tool output stored by Spillway; read it, stream it, or fetch its httpUrl.",` +
+	`"streamable":true}`)
+
+// listArtifacts adds the tenant's live artifacts to the first page of a
+// resources/list response.
 func (p *Proxy) listArtifacts(tenant string, resp *Message) *Message {
 	p.mu.Lock()
-	var live []artifact.Artifact
+	var items []json.RawMessage
 	for _, a := range p.recent[tenant] {
 		if !a.Expired(nowFunc()) {
-			live = append(live, a)
+			b, _ := json.Marshal(map[string]any{
+				"uri": artifact.URI(a.ID), "name": a.Name, "mimeType": a.MimeType, "size": a.Size, "streamable": true,
+			})
+			items = append(items, b)
 		}
 	}
 	p.mu.Unlock()
+	return addToList(resp, "resources", items)
+}
+
+// addToList appends items to the list under key in a list response. An
+// upstream without the method answers -32601; the proxy then answers
+// with its own items alone.
+func addToList(resp *Message, key string, items []json.RawMessage) *Message {
 	if resp.Error != nil {
 		if resp.ErrorCode() != CodeMethodNotFound {
 			return resp
 		}
-		resp = Response(resp.ID, []byte(`{"resources":[]}`))
+		resp = Response(resp.ID, []byte(`{"`+key+`":[]}`))
 	}
-	if len(live) == 0 {
+	if len(items) == 0 {
 		return resp
 	}
 	var r map[string]json.RawMessage
@@ -310,14 +338,8 @@ func (p *Proxy) listArtifacts(tenant string, resp *Message) *Message {
 		return resp
 	}
 	var list []json.RawMessage
-	json.Unmarshal(r["resources"], &list)
-	for _, a := range live {
-		b, _ := json.Marshal(map[string]any{
-			"uri": artifact.URI(a.ID), "name": a.Name, "mimeType": a.MimeType, "size": a.Size, "streamable": true,
-		})
-		list = append(list, b)
-	}
-	r["resources"], _ = json.Marshal(list)
+	json.Unmarshal(r[key], &list)
+	r[key], _ = json.Marshal(append(list, items...))
 	b, err := json.Marshal(r)
 	if err != nil {
 		return resp

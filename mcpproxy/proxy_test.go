@@ -2,10 +2,13 @@ package mcpproxy_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -206,5 +209,69 @@ func TestHTTPUpstreamDiesMidStream(t *testing.T) {
 	}
 	if !strings.Contains(rec.Body.String(), "notifications/progress") {
 		t.Error("what the upstream sent before dying must reach the client")
+	}
+}
+
+// The proxy lists its artifact template, streamable, after the
+// upstream's own (an upstream without templates answers -32601).
+func TestArtifactTemplate(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}`)
+	}))
+	defer up.Close()
+	p, _ := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL, Transport: "streamable"}})
+	rec := post(t, p, `{"jsonrpc":"2.0","id":1,"method":"resources/templates/list","params":{}}`, nil)
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"uriTemplate":"spillway://artifacts/{id}"`) || !strings.Contains(rec.Body.String(), `"streamable":true`) {
+		t.Errorf("templates: %d %s", rec.Code, rec.Body)
+	}
+	rec = post(t, p, `{"jsonrpc":"2.0","id":1,"method":"resources/templates/list","params":{"cursor":"2"}}`, nil)
+	if strings.Contains(rec.Body.String(), "spillway://") {
+		t.Errorf("the template is added to the first page only: %s", rec.Body)
+	}
+}
+
+// Stateless era: a client closing its stream cancels the request at a
+// stdio upstream (notifications/cancelled with the id the upstream knows).
+func TestStatelessCancelPropagates(t *testing.T) {
+	seen := filepath.Join(t.TempDir(), "seen")
+	// A stdio "server" that records what it gets and never answers.
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.CommandUpstream{Command: "sh", Args: []string{"-c", "while read l; do echo \"$l\" >> " + seen + "; done"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	url := serve(t, p)
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"slow","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", "tools/call")
+	req.Header.Set("Mcp-Name", "slow")
+	go func() { time.Sleep(300 * time.Millisecond); cancel() }()
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		b, _ := os.ReadFile(seen)
+		if strings.Contains(string(b), `"notifications/cancelled"`) {
+			var call struct {
+				ID json.RawMessage `json:"id"`
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, `"tools/call"`) {
+					json.Unmarshal([]byte(line), &call)
+				}
+			}
+			if call.ID == nil || !strings.Contains(string(b), `"requestId":`+string(call.ID)) {
+				t.Errorf("cancelled names another id than the upstream's %s:\n%s", call.ID, b)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no cancellation reached the upstream:\n%s", b)
+		}
 	}
 }
