@@ -173,7 +173,7 @@ func (f *Offloader) item(ctx context.Context, c Call, it []byte, n int) ([]byte,
 	}
 	d, err := f.dec.Offload(ctx, policy.OffloadInput{
 		Server: f.o.Server, Tool: c.Tool, Method: c.Method, Kind: kind,
-		MimeType: mime, Size: size, Tenant: c.Tenant,
+		MimeType: mime, Size: size, Tenant: c.Tenant, Threshold: threshold,
 	})
 	if err != nil || !d.Offload {
 		if err != nil {

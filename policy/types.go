@@ -62,8 +62,12 @@ type OffloadInput struct {
 	Kind     string `json:"kind"`             // "text", "image", "audio", "resource"
 	MimeType string `json:"mime_type,omitempty"`
 	Size     int64  `json:"size"` // decoded bytes
-	Tenant   string `json:"tenant,omitempty"`
-	Client   string `json:"client,omitempty"` // clientInfo.name, when known
+	// Threshold is the proxy's configured size for this kind
+	// (--text-threshold, --binary-threshold); items at or below it are
+	// never asked about.
+	Threshold int64  `json:"threshold,omitempty"`
+	Tenant    string `json:"tenant,omitempty"`
+	Client    string `json:"client,omitempty"` // clientInfo.name, when known
 }
 
 // OffloadDecision is the output of the offload decision. The zero value keeps

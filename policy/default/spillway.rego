@@ -9,9 +9,13 @@ max_ttl := 3600
 
 default offload := {"offload": false}
 
-offload := {"offload": true, "threshold": t, "ttl_seconds": 900} if {
-	t := thresholds[input.kind]
-	input.size > t
+# The proxy's configured threshold wins over this table.
+threshold := input.threshold if input.threshold > 0
+
+else := thresholds[input.kind]
+
+offload := {"offload": true, "threshold": threshold, "ttl_seconds": 900} if {
+	input.size > threshold
 }
 
 default mint := {"allow": true, "max_ttl_seconds": 3600}

@@ -13,3 +13,7 @@ test_fetch_head_token_no_get if not spillway.fetch.allow with input as {"token":
 test_fetch_other_tenant if not spillway.fetch.allow with input as {"token": {"method": "GET", "tenant": "a"}, "request": {"method": "GET"}, "artifact": {"tenant": "b"}}
 
 test_mint_capped if spillway.mint.max_ttl_seconds == 3600
+
+test_configured_threshold_wins if spillway.offload.offload with input as {"kind": "text", "size": 2000, "threshold": 1024}
+
+test_configured_threshold_higher if not spillway.offload.offload with input as {"kind": "text", "size": 20000, "threshold": 65536}
