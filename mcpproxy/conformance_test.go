@@ -117,9 +117,11 @@ func conformance(t *testing.T, url, requirements string, scenario ...string) map
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	args := []string{filepath.Join(pkg, "dist/index.js"), "server", "--url", url, "--requirements", requirements, "-o", out}
+	args := []string{filepath.Join(pkg, "dist/index.js"), "server", "--url", url, "-o", out}
 	if len(scenario) > 0 {
-		args = append(args, "--scenario", scenario[0])
+		args = append(args, "--scenario", scenario[0], "--spec-version", requirements)
+	} else {
+		args = append(args, "--requirements", requirements)
 	}
 	cmd := exec.CommandContext(ctx, node, args...)
 	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(node)+":"+os.Getenv("PATH"))
