@@ -163,6 +163,7 @@ func TestOffloadEndToEnd(t *testing.T) {
 			if len(res) >= 8<<10 {
 				t.Errorf("the agent got %d bytes, want under 8 KiB", len(res))
 			}
+			t.Logf("a %d-byte JSON text and a %d-byte image reach the agent as %d bytes", len(jsonText), len(png), len(res))
 			var r struct {
 				Content []map[string]any `json:"content"`
 			}
