@@ -190,7 +190,9 @@ class FetchTest(unittest.TestCase):
             r = subprocess.run([sys.executable, str(HERE / "spillway.py"), lp, "-o", out], capture_output=True)
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertEqual(pathlib.Path(out).read_bytes(), data)
-            r = subprocess.run([sys.executable, "-m", "spillway", link["httpUrl"][:-1] + "A", "-q"],
+            url = link["httpUrl"]
+            tampered = url[:-1] + ("A" if url[-1] != "A" else "B")
+            r = subprocess.run([sys.executable, "-m", "spillway", tampered, "-q"],
                                capture_output=True, cwd=HERE)
             self.assertEqual(r.returncode, 4, r.stderr)
 
