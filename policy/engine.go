@@ -182,8 +182,15 @@ func (e *Engine) Mint(ctx context.Context, in MintInput) (MintDecision, error) {
 	return eval[MintDecision](ctx, e, "mint", func(c *compiled) rego.PreparedEvalQuery { return c.mint }, in)
 }
 
-func evalOne(ctx context.Context, pq rego.PreparedEvalQuery, in any) (json.RawMessage, error) {
-	rs, err := pq.Eval(ctx, rego.EvalInput(in))
+// input is a decision's input document; see input.go.
+type input interface{ value() (ast.Value, error) }
+
+func evalOne(ctx context.Context, pq rego.PreparedEvalQuery, in input) (json.RawMessage, error) {
+	v, err := in.value()
+	if err != nil {
+		return nil, err
+	}
+	rs, err := pq.Eval(ctx, rego.EvalParsedInput(v))
 	if err != nil {
 		return nil, err
 	}
@@ -193,7 +200,7 @@ func evalOne(ctx context.Context, pq rego.PreparedEvalQuery, in any) (json.RawMe
 	return json.Marshal(rs[0].Expressions[0].Value)
 }
 
-func eval[T any](ctx context.Context, e *Engine, point string, pq func(*compiled) rego.PreparedEvalQuery, in any) (T, error) {
+func eval[T any](ctx context.Context, e *Engine, point string, pq func(*compiled) rego.PreparedEvalQuery, in input) (T, error) {
 	var zero T
 	c := e.cur.Load()
 	start := time.Now()
@@ -218,7 +225,7 @@ func eval[T any](ctx context.Context, e *Engine, point string, pq func(*compiled
 
 // record writes the decision log line and compares with the dry-run
 // candidate.
-func (e *Engine) record(ctx context.Context, c *compiled, point string, pq func(*compiled) rego.PreparedEvalQuery, in any, result json.RawMessage, err error, took time.Duration) {
+func (e *Engine) record(ctx context.Context, c *compiled, point string, pq func(*compiled) rego.PreparedEvalQuery, in input, result json.RawMessage, err error, took time.Duration) {
 	inDoc, _ := json.Marshal(in)
 	var input any
 	json.Unmarshal(inDoc, &input)

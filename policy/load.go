@@ -210,7 +210,7 @@ func mask(ctx context.Context, c *compiled, entry map[string]any) {
 	if c.mask == nil {
 		return
 	}
-	raw, err := evalOne(ctx, *c.mask, entry)
+	raw, err := evalOne(ctx, *c.mask, goInput{entry})
 	if err != nil {
 		entry["mask_error"] = err.Error()
 		return
