@@ -93,7 +93,13 @@ type Options struct {
 	// StreamWindow is how long a session's SSE events stay replayable
 	// with Last-Event-ID; default 2 minutes.
 	StreamWindow time.Duration
-	Logger       *slog.Logger
+	// StreamPollAfter, when set, ends a session-era POST stream that has
+	// been open this long with requests still unanswered, after a retry
+	// hint: the client polls with GET and Last-Event-ID and gets the rest
+	// there (SEP-1699). It keeps long tool calls clear of the idle
+	// timeouts of load balancers. Zero: streams stay open.
+	StreamPollAfter time.Duration
+	Logger          *slog.Logger
 }
 
 // Proxy is an MCP proxy. Create it with New; it is safe for concurrent use.

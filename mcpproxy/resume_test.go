@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -46,6 +47,19 @@ func sse(t *testing.T, method, url, session string, hdr map[string]string, body 
 		t.Fatalf("%s: %s, %s", method, resp.Status, resp.Header.Get("Content-Type"))
 	}
 	return resp, mcpproxy.NewSSEReader(resp.Body)
+}
+
+// exactlyOnce checks that each of want distinct messages came once.
+func exactlyOnce(t *testing.T, seen map[string]int, want int) {
+	t.Helper()
+	for msg, n := range seen {
+		if n != 1 {
+			t.Errorf("received %d times: %.200s", n, msg)
+		}
+	}
+	if len(seen) != want {
+		t.Errorf("%d distinct messages, want %d", len(seen), want)
+	}
 }
 
 // A client loses its stream in the middle of a slow tool call through a
@@ -121,14 +135,7 @@ func TestResumeAfterCut(t *testing.T) {
 			if !result {
 				t.Fatal("the result never arrived after reconnecting")
 			}
-			for msg, n := range seen {
-				if n != 1 {
-					t.Errorf("received %d times: %.200s", n, msg)
-				}
-			}
-			if len(seen) != up.want {
-				t.Errorf("%d distinct messages, want %d", len(seen), up.want)
-			}
+			exactlyOnce(t, seen, up.want)
 		})
 	}
 }
@@ -202,4 +209,107 @@ func TestStdioFaceResumesUpstream(t *testing.T) {
 	if !strings.Contains(string(b), "done after the cut") || len(progress) != 2 || progress[0] != 1 || progress[1] != 2 {
 		t.Fatalf("after the upstream closed the stream: progress %v, result %s", progress, b)
 	}
+}
+
+// With StreamPollAfter the proxy ends a long call's POST stream itself
+// after a retry hint (SEP-1699); the client polls with GET and
+// Last-Event-ID and gets every later message exactly once, and the
+// official SDK's client finishes the same call without noticing.
+func TestServerClosesForPolling(t *testing.T) {
+	p, err := mcpproxy.New(mcpproxy.Options{
+		Upstream:        &mcpproxy.CommandUpstream{Command: buildBigtool(t)},
+		StreamPollAfter: 300 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	url := serve(t, p)
+
+	t.Run("raw", func(t *testing.T) {
+		a := &agent{url: url}
+		a.call(t, "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+			"clientInfo": map[string]any{"name": "r", "version": "1"}})
+		seen := map[string]int{}
+		var lastID string
+		var retry int
+		var result bool
+		read := func(r *mcpproxy.SSEReader) {
+			for {
+				ev, err := r.Next()
+				if err != nil {
+					return
+				}
+				if ev.ID != "" {
+					lastID = ev.ID
+				}
+				if ev.Retry > 0 {
+					retry = ev.Retry
+				}
+				if len(ev.Data) > 0 {
+					seen[string(ev.Data)]++
+					result = result || strings.Contains(string(ev.Data), `"id":5,"result"`)
+				}
+				if result {
+					return
+				}
+			}
+		}
+		start := time.Now()
+		resp, r := sse(t, http.MethodPost, url, a.session, nil,
+			`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"slow_report","arguments":{"seconds":1.5,"interval_ms":100,"size":500},"_meta":{"progressToken":"p"}}}`)
+		read(r) // to the end of the stream: the proxy closes it
+		resp.Body.Close()
+		if result {
+			t.Fatal("the POST stream carried the result: it was not closed for polling")
+		}
+		if d := time.Since(start); d > 1200*time.Millisecond {
+			t.Fatalf("the POST stream lasted %v; the proxy should have closed it after 300ms", d)
+		}
+		if retry <= 0 || lastID == "" {
+			t.Fatalf("closed without an event id (%q) and a retry hint (%d)", lastID, retry)
+		}
+		for polls := 0; !result && polls < 20; polls++ {
+			time.Sleep(time.Duration(retry) * time.Millisecond)
+			resp, r = sse(t, http.MethodGet, url, a.session, map[string]string{"Last-Event-ID": lastID}, "")
+			read(r)
+			resp.Body.Close()
+		}
+		if !result {
+			t.Fatal("the result never arrived by polling")
+		}
+		exactlyOnce(t, seen, 16) // 15 progress notifications and the result
+	})
+
+	t.Run("sdk client", func(t *testing.T) {
+		var mu sync.Mutex
+		var progress []float64
+		c := mcp.NewClient(&mcp.Implementation{Name: "poller", Version: "1"}, &mcp.ClientOptions{
+			ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
+				mu.Lock()
+				progress = append(progress, r.Params.Progress)
+				mu.Unlock()
+			},
+		})
+		cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		params := &mcp.CallToolParams{Name: "slow_report", Arguments: map[string]any{"seconds": 1.5, "interval_ms": 100, "size": 500}}
+		params.SetProgressToken("p")
+		res, err := cs.CallTool(t.Context(), params)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.IsError || len(res.Content) == 0 {
+			t.Fatalf("result: %+v", res)
+		}
+		time.Sleep(200 * time.Millisecond) // notifications are handled concurrently with the result
+		mu.Lock()
+		defer mu.Unlock()
+		if len(progress) != 15 {
+			t.Errorf("%d progress notifications, want 15: %v", len(progress), progress)
+		}
+	})
 }

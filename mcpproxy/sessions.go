@@ -449,11 +449,21 @@ func (ss *sessions) post(w http.ResponseWriter, r *http.Request, tenant string) 
 func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Request, st *stream, want map[string]bool, statelessEra bool, log *eventLog, prime bool) {
 	var sw *SSEWriter
 	sid := newStreamID()
+	last := sid + "_0" // the id the client saw last
+	var poll <-chan time.Time
+	if log != nil && prime && p.o.StreamPollAfter > 0 && strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		t := time.NewTimer(p.o.StreamPollAfter)
+		defer t.Stop()
+		poll = t.C
+	}
 	for len(want) > 0 {
 		var d delivery
 		select {
 		case <-ctx.Done():
 			return
+		case <-poll:
+			p.pollClose(w, sw, last)
+			return // what comes next is parked for the client's GET
 		case d = <-st.ch:
 		}
 		m := p.after(ctx, d.c, d.m)
@@ -494,12 +504,28 @@ func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Requ
 			// Logged before it is written: if the write is what fails, the
 			// replay still has it.
 			ev.ID = log.add(sid, m.Raw)
+			last = ev.ID
 		}
 		if sw.Write(ev) != nil {
 			return
 		}
 	}
 }
+
+// pollClose ends a session-era stream on purpose (SEP-1699): the client
+// has seen an event id and a retry hint, so it reconnects with GET and
+// Last-Event-ID. A stream not yet open is opened just to carry them.
+func (p *Proxy) pollClose(w http.ResponseWriter, sw *SSEWriter, last string) {
+	if sw == nil {
+		sw = NewSSEWriter(w)
+		w.WriteHeader(http.StatusOK)
+	}
+	sw.Write(Event{ID: last, Retry: pollRetry})
+}
+
+// pollRetry is the retry hint, in milliseconds, of a stream closed for
+// polling: soon enough that a result does not wait long.
+const pollRetry = 500
 
 // respondJSON answers a batch for a client that accepts only JSON.
 func (p *Proxy) respondJSON(ctx context.Context, w http.ResponseWriter, st *stream, want map[string]bool, first *Message) {

@@ -34,6 +34,8 @@ type proxyFlags struct {
 	noOffloadTools   string
 	streamMode       string
 	maxInlineRead    int64
+	streamWindow     time.Duration
+	pollAfter        time.Duration
 }
 
 func (f *proxyFlags) register(fs *flag.FlagSet) {
@@ -53,6 +55,8 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.failClosed, "offload-fail-closed", false, "when the store fails, answer with a tool error instead of the content inline")
 	fs.StringVar(&f.streamMode, "stream-mode", "direct", "how resources/stream delivers artifacts: direct (bytes in the response), redirect (302 to presigned storage; S3) or download (a downloadUrl)")
 	fs.Int64Var(&f.maxInlineRead, "max-inline-read", 32<<20, "largest artifact resources/read returns (base64 in JSON), in `bytes`")
+	fs.DurationVar(&f.streamWindow, "stream-window", 2*time.Minute, "how long SSE events stay replayable for a client that reconnects with Last-Event-ID")
+	fs.DurationVar(&f.pollAfter, "sse-poll-after", 0, "end a long call's SSE stream after this long; the client polls for the rest with GET (SEP-1699; 0: never)")
 	fs.StringVar(&f.noOffloadTools, "no-offload-tools", "", "tools whose outputs are never offloaded (`list`, comma-separated)")
 }
 
@@ -122,6 +126,8 @@ func (f *proxyFlags) build(d *deps, tenants *artifact.Tenants, fetch http.Handle
 		StreamMode:       f.streamMode,
 		Fetch:            fetch,
 		MaxInlineRead:    f.maxInlineRead,
+		StreamWindow:     f.streamWindow,
+		StreamPollAfter:  f.pollAfter,
 		Logger:           log,
 	})
 }
