@@ -91,3 +91,38 @@ func TestAbandonedStreamIsFreed(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// Last-Event-ID comes from clients: any value replays nothing or the
+// events after a real id of the log, never others, and never panics.
+func FuzzLastEventID(f *testing.F) {
+	l := newEventLog(time.Minute, 1<<20)
+	sid := newStreamID()
+	for i := range 5 {
+		l.add(sid, []byte{byte('a' + i)})
+	}
+	other := newStreamID()
+	l.add(other, []byte("other"))
+	for _, s := range []string{sid + "_2", sid + "_0", sid + "_-1", sid + "_99999999999999999999", "_1", "", "x_y_z", other + "_0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		evs, ok := l.after(id)
+		if !ok {
+			if len(evs) != 0 {
+				t.Fatalf("%q: events without a stream", id)
+			}
+			return
+		}
+		if len(evs) > 5 {
+			t.Fatalf("%q replays %d events", id, len(evs))
+		}
+		for _, ev := range evs {
+			if string(ev.Data) == "other" && len(evs) != 1 {
+				t.Fatalf("%q mixes streams", id)
+			}
+			if ev.ID <= id && len(ev.ID) == len(id) {
+				t.Fatalf("%q replays %q, which is not after it", id, ev.ID)
+			}
+		}
+	})
+}

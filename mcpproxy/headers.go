@@ -211,7 +211,7 @@ func sameValue(h string, arg json.RawMessage) bool {
 	case bool:
 		return h == strconv.FormatBool(v)
 	case float64:
-		if v != math.Trunc(v) || math.Abs(v) > 1<<53-1 {
+		if !exactInteger(v) {
 			return false
 		}
 		f, err := strconv.ParseFloat(h, 64)
@@ -219,6 +219,8 @@ func sameValue(h string, arg json.RawMessage) bool {
 	}
 	return false
 }
+
+func exactInteger(v float64) bool { return v == math.Trunc(v) && math.Abs(v) <= 1<<53-1 }
 
 // setParamHeaders mirrors the arguments bound by x-mcp-header into
 // Mcp-Param-* headers, as a stateless-era client must.
@@ -246,8 +248,8 @@ func setParamHeaders(h http.Header, bs []paramBinding, params []byte) {
 		case bool:
 			s = strconv.FormatBool(v)
 		case float64:
-			if v != math.Trunc(v) {
-				continue
+			if !exactInteger(v) {
+				continue // the header carries integers a float64 holds exactly
 			}
 			s = strconv.FormatInt(int64(v), 10)
 		default:

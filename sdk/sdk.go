@@ -283,8 +283,8 @@ func fetchOnce(ctx context.Context, hc *http.Client, url string, w io.Writer, fr
 		*total = resp.ContentLength
 	case resp.StatusCode == http.StatusPartialContent && from > 0:
 		start, size, ok := contentRange(resp.Header.Get("Content-Range"))
-		if !ok || start != from {
-			return 0, fmt.Errorf("resumed at the wrong offset (%s): %w", resp.Header.Get("Content-Range"), ErrIntegrity)
+		if !ok || start != from || (*total >= 0 && size != *total) {
+			return 0, fmt.Errorf("resumed at the wrong offset or size (%s): %w", resp.Header.Get("Content-Range"), ErrIntegrity)
 		}
 		*total = size
 	case resp.StatusCode == http.StatusOK:
@@ -321,17 +321,28 @@ func fetchOnce(ctx context.Context, hc *http.Client, url string, w io.Writer, fr
 	}
 }
 
-// contentRange parses "bytes START-END/SIZE".
+// contentRange parses "bytes START-END/SIZE" strictly: digits only and
+// START <= END < SIZE, so a confused server cannot move the resume point.
 func contentRange(s string) (start, size int64, ok bool) {
 	s, ok = strings.CutPrefix(s, "bytes ")
-	if !ok {
+	r, sz, ok2 := strings.Cut(s, "/")
+	a, b, ok3 := strings.Cut(r, "-")
+	if !ok || !ok2 || !ok3 {
 		return 0, 0, false
 	}
-	r, sz, ok := strings.Cut(s, "/")
-	a, _, ok2 := strings.Cut(r, "-")
-	start, err1 := strconv.ParseInt(a, 10, 64)
-	size, err2 := strconv.ParseInt(sz, 10, 64)
-	return start, size, ok && ok2 && err1 == nil && err2 == nil
+	start, ok = digits(a)
+	end, ok2 := digits(b)
+	size, ok3 = digits(sz)
+	return start, size, ok && ok2 && ok3 && start <= end && end < size
+}
+
+// digits parses a non-negative decimal number without sign or spaces.
+func digits(s string) (int64, bool) {
+	if s == "" || s[0] < '0' || s[0] > '9' {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
 }
 
 func verify(h hash.Hash, done, total int64, etag string, o FetchOptions) error {
