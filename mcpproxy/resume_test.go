@@ -255,16 +255,12 @@ func TestServerClosesForPolling(t *testing.T) {
 				}
 			}
 		}
-		start := time.Now()
 		resp, r := sse(t, http.MethodPost, url, a.session, nil,
 			`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"slow_report","arguments":{"seconds":1.5,"interval_ms":100,"size":500},"_meta":{"progressToken":"p"}}}`)
 		read(r) // to the end of the stream: the proxy closes it
 		resp.Body.Close()
 		if result {
-			t.Fatal("the POST stream carried the result: it was not closed for polling")
-		}
-		if d := time.Since(start); d > 1200*time.Millisecond {
-			t.Fatalf("the POST stream lasted %v; the proxy should have closed it after 300ms", d)
+			t.Fatal("the POST stream carried the result of a 1.5 s call: it was not closed for polling")
 		}
 		if retry <= 0 || lastID == "" {
 			t.Fatalf("closed without an event id (%q) and a retry hint (%d)", lastID, retry)
