@@ -97,7 +97,9 @@ type Options struct {
 	// been open this long with requests still unanswered, after a retry
 	// hint: the client polls with GET and Last-Event-ID and gets the rest
 	// there (SEP-1699). It keeps long tool calls clear of the idle
-	// timeouts of load balancers. Zero: streams stay open.
+	// timeouts of load balancers. It applies where the proxy terminates
+	// sessions (stdio and legacy upstreams); an HTTP upstream's streams
+	// are its own. Zero: streams stay open.
 	StreamPollAfter time.Duration
 	Logger          *slog.Logger
 }
