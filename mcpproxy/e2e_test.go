@@ -38,7 +38,7 @@ func newService(t testing.TB) *artifact.Service {
 
 // serviceOn is newService on any store; it also returns the fetch handler.
 func serviceOn(t testing.TB, store artifact.Store) (*artifact.Service, http.Handler) {
-	return artifacttest.Serve(t, store, false)
+	return artifacttest.Serve(t, store, artifacttest.Options{})
 }
 
 // serve serves h on loopback until t ends and returns its /mcp URL.

@@ -3,18 +3,14 @@ package policy_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"testing"
 
-	"github.com/gorilla/mux"
-
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/artifacttest"
 	"github.com/spillway-dev/spillway/artifact/fsstore"
 	"github.com/spillway-dev/spillway/policy"
 )
@@ -31,12 +27,11 @@ func (allowAll) Fetch(context.Context, policy.FetchInput) (policy.FetchDecision,
 // policy off, the built-in policy and the hardened example.
 func BenchmarkFetchPolicy(b *testing.B) {
 	ctx := context.Background()
-	quiet := slog.New(slog.DiscardHandler)
-	def, err := policy.New(ctx, policy.Options{Logger: quiet})
+	def, err := policy.New(ctx, policy.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	hard, err := policy.New(ctx, policy.Options{Dir: "../examples/policies/hardened", Logger: quiet})
+	hard, err := policy.New(ctx, policy.Options{Dir: "../examples/policies/hardened", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,31 +39,23 @@ func BenchmarkFetchPolicy(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	key := make([]byte, 32)
-	rand.Read(key)
-	signer, err := artifact.NewSigner(artifact.Key{ID: "bench", Secret: key})
-	if err != nil {
-		b.Fatal(err)
+	policies := []struct {
+		name string
+		pol  artifact.FetchAuthorizer
+		svc  *artifact.Service
+	}{{name: "off", pol: allowAll{}}, {name: "default", pol: def}, {name: "hardened", pol: hard}}
+	for i := range policies {
+		policies[i].svc, _ = artifacttest.Serve(b, store, artifacttest.Options{Policy: policies[i].pol, Cache: artifact.NewCache(artifact.CacheOptions{})})
 	}
 	for _, size := range []int{4 << 10, 10 << 20} {
-		for _, p := range []struct {
-			name string
-			pol  artifact.FetchAuthorizer
-		}{{"off", allowAll{}}, {"default", def}, {"hardened", hard}} {
+		body := bytes.Repeat([]byte("x"), size)
+		for _, p := range policies {
+			_, l, err := p.svc.Publish(ctx, artifact.Artifact{MimeType: "text/plain"}, bytes.NewReader(body), artifact.LinkOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
 			b.Run(fmt.Sprintf("%dKiB/%s", size>>10, p.name), func(b *testing.B) {
-				srv := httptest.NewServer(nil)
-				defer srv.Close()
-				u, _ := url.Parse(srv.URL)
-				svc := &artifact.Service{Store: store, Signer: signer, PublicURL: u, Mint: def, Cache: artifact.NewCache(artifact.CacheOptions{})}
-				r := mux.NewRouter()
-				artifact.NewHandler(svc, artifact.HandlerOptions{Policy: p.pol, Logger: quiet}).Register(r)
-				srv.Config.Handler = r
-				body := bytes.Repeat([]byte("x"), size)
-				_, l, err := svc.Publish(ctx, artifact.Artifact{MimeType: "text/plain"}, bytes.NewReader(body), artifact.LinkOptions{})
-				if err != nil {
-					b.Fatal(err)
-				}
-				c := srv.Client()
+				c := &http.Client{}
 				b.SetBytes(int64(size))
 				b.ReportAllocs()
 				for b.Loop() {

@@ -19,10 +19,19 @@ import (
 	"github.com/spillway-dev/spillway/policy"
 )
 
-// Serve starts the service on store until t ends. redirect answers
-// fetches with presigned storage URLs (S3 stores). It returns the service
+// Options vary the service Serve starts.
+type Options struct {
+	// Redirect answers fetches with presigned storage URLs (S3 stores).
+	Redirect bool
+	// Policy decides fetches; nil is the built-in policy.
+	Policy artifact.FetchAuthorizer
+	// Cache is the service's cache; nil: none.
+	Cache *artifact.Cache
+}
+
+// Serve starts the service on store until t ends. It returns the service
 // (its links point at the server) and the fetch handler.
-func Serve(t testing.TB, store artifact.Store, redirect bool) (*artifact.Service, *artifact.Handler) {
+func Serve(t testing.TB, store artifact.Store, o Options) (*artifact.Service, *artifact.Handler) {
 	t.Helper()
 	key := make([]byte, 32)
 	rand.Read(key)
@@ -39,8 +48,11 @@ func Serve(t testing.TB, store artifact.Store, redirect bool) (*artifact.Service
 		t.Fatal(err)
 	}
 	u, _ := url.Parse("http://" + ln.Addr().String())
-	svc := &artifact.Service{Store: store, Signer: signer, PublicURL: u, Mint: eng}
-	h := artifact.NewHandler(svc, artifact.HandlerOptions{Policy: eng, Redirect: redirect, Logger: slog.New(slog.DiscardHandler)})
+	if o.Policy == nil {
+		o.Policy = eng
+	}
+	svc := &artifact.Service{Store: store, Signer: signer, PublicURL: u, Mint: eng, Cache: o.Cache}
+	h := artifact.NewHandler(svc, artifact.HandlerOptions{Policy: o.Policy, Redirect: o.Redirect, Logger: slog.New(slog.DiscardHandler)})
 	r := mux.NewRouter()
 	h.Register(r)
 	srv := &http.Server{Handler: r}

@@ -19,7 +19,7 @@ import (
 // serves the same bytes, with the artifact's safe content headers.
 func TestFetchRedirect(t *testing.T) {
 	store := miniotest.Shared(t).Store(t)
-	svc, _ := artifacttest.Serve(t, store, true)
+	svc, _ := artifacttest.Serve(t, store, artifacttest.Options{Redirect: true})
 	data := []byte("<html><script>alert(1)</script></html>")
 	a, l, err := svc.Publish(t.Context(), artifact.Artifact{MimeType: "text/html"}, bytes.NewReader(data), artifact.LinkOptions{TTL: time.Minute})
 	if err != nil {
@@ -58,7 +58,7 @@ func TestFetchRedirect(t *testing.T) {
 // grow with the size.
 func BenchmarkFetch(b *testing.B) {
 	store := miniotest.Shared(b).Store(b)
-	svc, _ := artifacttest.Serve(b, store, false)
+	svc, _ := artifacttest.Serve(b, store, artifacttest.Options{})
 	for _, size := range []int{10 << 20, 100 << 20} {
 		data := make([]byte, size)
 		rand.Read(data)
