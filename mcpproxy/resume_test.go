@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,7 +225,13 @@ func TestServerClosesForPolling(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	url := serve(t, p)
+	var polls atomic.Int32 // GETs that resume a stream
+	url := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
+			polls.Add(1)
+		}
+		p.ServeHTTP(w, r)
+	}))
 
 	t.Run("raw", func(t *testing.T) {
 		a := &agent{url: url}
@@ -287,11 +294,14 @@ func TestServerClosesForPolling(t *testing.T) {
 				mu.Unlock()
 			},
 		})
-		cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, nil)
+		// The session era: the SDK's default is the stateless one, which has
+		// nothing to resume.
+		cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer cs.Close()
+		before := polls.Load()
 		params := &mcp.CallToolParams{Name: "slow_report", Arguments: map[string]any{"seconds": 1.5, "interval_ms": 100, "size": 500}}
 		params.SetProgressToken("p")
 		res, err := cs.CallTool(t.Context(), params)
@@ -300,6 +310,9 @@ func TestServerClosesForPolling(t *testing.T) {
 		}
 		if res.IsError || len(res.Content) == 0 {
 			t.Fatalf("result: %+v", res)
+		}
+		if polls.Load() == before {
+			t.Error("the SDK client got the result without polling: the stream was not closed")
 		}
 		time.Sleep(200 * time.Millisecond) // notifications are handled concurrently with the result
 		mu.Lock()
