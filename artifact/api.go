@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+
+	"github.com/spillway-dev/spillway/artifact/token"
 )
 
 // Tenants maps inbound bearer tokens to tenant names. It is the one
@@ -36,7 +38,7 @@ func NewTenants(m map[string]string) (*Tenants, error) {
 		if len(tok) < 16 {
 			return nil, errors.New("artifact: inbound tokens must be at least 16 characters")
 		}
-		if tenant == "" || !validField(tenant) {
+		if tenant == "" || !token.ValidField(tenant) {
 			return nil, fmt.Errorf("artifact: bad tenant name %q", tenant)
 		}
 		t.tokens = append(t.tokens, tenantToken{sha256.Sum256([]byte(tok)), tenant})
@@ -215,7 +217,7 @@ func (a *API) mint(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	o := LinkOptions{Tenant: tenant, Audience: req.Audience, Source: "api", Method: MethodGet}
+	o := LinkOptions{Tenant: tenant, Audience: req.Audience, Source: "api", Method: token.MethodGet}
 	if o.TTL, err = durationParam(req.TTL); err != nil {
 		a.fail(w, r, err)
 		return
@@ -223,7 +225,7 @@ func (a *API) mint(w http.ResponseWriter, r *http.Request) {
 	switch strings.ToUpper(req.Method) {
 	case "", "GET":
 	case "HEAD":
-		o.Method = MethodHead
+		o.Method = token.MethodHead
 	default:
 		a.fail(w, r, fmt.Errorf("method %q: %w", req.Method, ErrInvalid))
 		return

@@ -6,21 +6,7 @@ import (
 	"io"
 	"net/http"
 	"testing"
-	"time"
 )
-
-func BenchmarkVerify(b *testing.B) {
-	s := testSigner(b)
-	id := NewID()
-	now := time.Now()
-	tok, _ := s.Mint(Claims{Artifact: id, Method: MethodGet, NotBefore: now, Expires: now.Add(time.Minute), Tenant: "acme"})
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := s.Verify(tok, id, now); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
 
 // BenchmarkFetchSmallCached is a 4 KiB artifact served from the blob cache
 // over real loopback HTTP, policy call included (a fake that allows).

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/spillway-dev/spillway/artifact/token"
 	"github.com/spillway-dev/spillway/policy"
 )
 
@@ -89,15 +90,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // forbidden is the one answer to every token problem, whatever it was.
 var forbidden = &httpError{http.StatusForbidden, "forbidden", "this link is not valid for this request"}
 
-func (h *Handler) serve(w *countingWriter, r *http.Request, id string) (Claims, error) {
-	token, ok := tokenOf(r)
-	if !ok {
-		return Claims{}, forbidden
+func (h *Handler) serve(w *countingWriter, r *http.Request, id string) (token.Claims, error) {
+	tok, ok := tokenOf(r)
+	if !ok || !ValidID(id) {
+		return token.Claims{}, forbidden
 	}
 	now := h.svc.now()
-	c, err := h.svc.Signer.Verify(token, id, now)
+	c, err := h.svc.Signer.Verify(tok, id, now)
 	switch {
-	case errors.Is(err, ErrTokenExpired):
+	case errors.Is(err, token.ErrExpired):
 		return c, &httpError{http.StatusGone, "expired", "this link has expired; ask for a fresh one"}
 	case err != nil:
 		return c, forbidden
@@ -137,7 +138,7 @@ func (h *Handler) serve(w *countingWriter, r *http.Request, id string) (Claims, 
 	return c, nil
 }
 
-func (h *Handler) authorize(r *http.Request, c Claims, a Artifact, src netip.Addr, now time.Time) (policy.FetchDecision, error) {
+func (h *Handler) authorize(r *http.Request, c token.Claims, a Artifact, src netip.Addr, now time.Time) (policy.FetchDecision, error) {
 	if h.o.Policy == nil {
 		return policy.FetchDecision{}, &httpError{http.StatusForbidden, "denied", "no fetch policy is configured"}
 	}
@@ -291,13 +292,13 @@ func remoteAddr(r *http.Request) netip.Addr {
 	return a.Unmap()
 }
 
-func tokenInfo(c Claims) policy.TokenClaims {
+func tokenInfo(c token.Claims) policy.TokenClaims {
 	t := policy.TokenClaims{
 		ID: c.ID, KeyID: c.KeyID, Method: "GET",
 		NotBefore: c.NotBefore.Unix(), Expires: c.Expires.Unix(),
 		Tenant: c.Tenant, Audience: c.Audience,
 	}
-	if c.Method == MethodHead {
+	if c.Method == token.MethodHead {
 		t.Method = "HEAD"
 	}
 	if c.CIDR.IsValid() {

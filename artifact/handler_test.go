@@ -21,6 +21,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/spillway-dev/spillway/artifact/token"
 	"github.com/spillway-dev/spillway/policy"
 )
 
@@ -137,6 +138,14 @@ type fixture struct {
 	pol   *allowAll
 	srv   *httptest.Server
 	now   time.Time
+}
+
+func testSigner(t testing.TB) *token.Signer {
+	s, err := token.NewSigner(token.Key{ID: "k1", Secret: bytes.Repeat([]byte{1}, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 func newFixture(t testing.TB) *fixture {
@@ -324,7 +333,7 @@ func boolInt(b bool) int {
 
 func TestFetchBindings(t *testing.T) {
 	f := newFixture(t)
-	_, head := f.publish(t, []byte("hi"), "text/plain", "", LinkOptions{Method: MethodHead})
+	_, head := f.publish(t, []byte("hi"), "text/plain", "", LinkOptions{Method: token.MethodHead})
 	if resp, _ := get(t, "GET", head.URL, nil); resp.StatusCode != 403 {
 		t.Fatalf("GET with HEAD-only token = %d", resp.StatusCode)
 	}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/spillway-dev/spillway/artifact/token"
 	"github.com/spillway-dev/spillway/policy"
 )
 
@@ -20,7 +21,7 @@ type MintAuthorizer interface {
 // LinkOptions shape a minted link.
 type LinkOptions struct {
 	TTL      time.Duration // 0: Service.DefaultTTL; never beyond the artifact's expiry
-	Method   Method        // zero: MethodGet
+	Method   token.Method  // zero: token.MethodGet
 	CIDR     netip.Prefix  // client address binding; zero: none
 	Tenant   string        // who asks; the link is bound to the artifact's tenant
 	Audience string
@@ -39,7 +40,7 @@ type Link struct {
 // use and not changed afterwards; methods are safe for concurrent use.
 type Service struct {
 	Store     Store
-	Signer    *Signer
+	Signer    *token.Signer
 	PublicURL *url.URL       // base of every httpUrl, e.g. https://spill.example.com
 	Mint      MintAuthorizer // nil allows every mint (tests and tools only)
 	Cache     *Cache         // nil disables caching
@@ -131,7 +132,7 @@ func (s *Service) Link(ctx context.Context, a Artifact, o LinkOptions) (Link, er
 	now := s.now()
 	ttl := s.ttl(o.TTL)
 	if o.Method == 0 {
-		o.Method = MethodGet
+		o.Method = token.MethodGet
 	}
 	if s.Mint != nil {
 		in := policy.MintInput{
@@ -173,7 +174,9 @@ func (s *Service) Link(ctx context.Context, a Artifact, o LinkOptions) (Link, er
 	if !exp.After(now) {
 		return Link{}, fmt.Errorf("link %s: %w", a.ID, ErrExpired)
 	}
-	tok, err := s.Signer.Mint(Claims{
+	tokenID := token.NewID()
+	tok, err := s.Signer.Mint(token.Claims{
+		ID:        tokenID,
 		Artifact:  a.ID,
 		Method:    o.Method,
 		NotBefore: now.Add(-time.Second),
@@ -183,10 +186,9 @@ func (s *Service) Link(ctx context.Context, a Artifact, o LinkOptions) (Link, er
 		Audience:  o.Audience,
 	})
 	if err != nil {
-		return Link{}, err
+		return Link{}, fmt.Errorf("link %s: %w: %v", a.ID, ErrInvalid, err)
 	}
-	c, _, _, _ := parseToken(tok)
-	return Link{URL: s.fetchURL(a.ID, tok), Expires: exp, TokenID: c.ID}, nil
+	return Link{URL: s.fetchURL(a.ID, tok), Expires: exp, TokenID: tokenID}, nil
 }
 
 // Publish stores r and mints a link to it: the offloader's one call.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/fsstore"
+	"github.com/spillway-dev/spillway/artifact/token"
 	"github.com/spillway-dev/spillway/policy"
 )
 
@@ -36,7 +37,7 @@ func testService(t testing.TB, store artifact.Store) *artifact.Service {
 		}
 		store = s
 	}
-	signer, err := artifact.NewSigner(artifact.Key{ID: "k1", Secret: bytes.Repeat([]byte{7}, 32)})
+	signer, err := token.NewSigner(token.Key{ID: "k1", Secret: bytes.Repeat([]byte{7}, 32)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/token"
 	"github.com/spillway-dev/spillway/policy"
 )
 
@@ -35,7 +36,7 @@ func Serve(t testing.TB, store artifact.Store, o Options) (*artifact.Service, *a
 	t.Helper()
 	key := make([]byte, 32)
 	rand.Read(key)
-	signer, err := artifact.NewSigner(artifact.Key{ID: "test", Secret: key})
+	signer, err := token.NewSigner(token.Key{ID: "test", Secret: key})
 	if err != nil {
 		t.Fatal(err)
 	}

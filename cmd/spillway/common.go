@@ -16,6 +16,7 @@ import (
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/fsstore"
 	"github.com/spillway-dev/spillway/artifact/s3store"
+	"github.com/spillway-dev/spillway/artifact/token"
 	"github.com/spillway-dev/spillway/policy"
 )
 
@@ -116,7 +117,7 @@ func (f *storeFlags) open(ctx context.Context, log *slog.Logger, stdout io.Write
 	if err != nil {
 		return nil, err
 	}
-	signer, err := artifact.NewSigner(keys[0], keys[1:]...)
+	signer, err := token.NewSigner(keys[0], keys[1:]...)
 	if err != nil {
 		return nil, err
 	}
@@ -182,13 +183,13 @@ func (f *storeFlags) openStore(ctx context.Context) (artifact.Store, error) {
 	return fsstore.New(dir)
 }
 
-func (f *storeFlags) keys() ([]artifact.Key, error) {
+func (f *storeFlags) keys() ([]token.Key, error) {
 	if f.signingKeys != "" {
-		return artifact.ParseKeys(f.signingKeys)
+		return token.ParseKeys(f.signingKeys)
 	}
 	path := f.keyFile
 	if path == "" {
 		path = filepath.Join(f.data, "signing.keys")
 	}
-	return artifact.LoadOrCreateKeyFile(path)
+	return token.LoadOrCreateKeyFile(path)
 }

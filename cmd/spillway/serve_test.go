@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/token"
 )
 
 // startServe runs `spillway serve` in-process on a free loopback port with
@@ -124,7 +125,7 @@ func TestQuickstart(t *testing.T) {
 	}
 
 	short := putFile(t, base, data, file, "--ttl", "1s")
-	time.Sleep(time.Until(mustTime(t, short.HTTPURLExpiresAt)) + artifact.DefaultLeeway + time.Second)
+	time.Sleep(time.Until(mustTime(t, short.HTTPURLExpiresAt)) + token.DefaultLeeway + time.Second)
 	if resp, b := fetch(t, short.HTTPURL); resp.StatusCode != 410 || !strings.Contains(string(b), `"expired"`) {
 		t.Fatalf("expired = %d %s", resp.StatusCode, b)
 	}

@@ -1,4 +1,4 @@
-package artifact
+package token
 
 import (
 	"bufio"
@@ -30,18 +30,18 @@ func ParseKeys(s string) ([]Key, error) {
 		}
 		id, secret, ok := strings.Cut(line, ":")
 		if !ok {
-			return nil, errors.New("artifact: key must be written id:base64secret")
+			return nil, errors.New("token: key must be written id:base64secret")
 		}
 		b, err := base64.StdEncoding.DecodeString(strings.TrimSpace(secret))
 		if err != nil {
 			if b, err = base64.RawURLEncoding.DecodeString(strings.TrimSpace(secret)); err != nil {
-				return nil, fmt.Errorf("artifact: key %q: secret is not base64", id)
+				return nil, fmt.Errorf("token: key %q: secret is not base64", id)
 			}
 		}
 		keys = append(keys, Key{ID: strings.TrimSpace(id), Secret: b})
 	}
 	if len(keys) == 0 {
-		return nil, errors.New("artifact: no keys")
+		return nil, errors.New("token: no keys")
 	}
 	return keys, nil
 }

@@ -1,4 +1,11 @@
-package artifact
+// Package token is Spillway's link token format and its signing keys: a
+// versioned, canonical payload MAC-bound with HMAC-SHA256 to one artifact id,
+// and the key file that holds the secrets. It imports only the standard
+// library so that it can be read, fuzzed and audited on its own.
+//
+// The artifact id is opaque here: any non-empty printable string is bound
+// through the MAC. The caller checks that an id has the shape it expects.
+package token
 
 import (
 	"bytes"
@@ -14,14 +21,16 @@ import (
 	"time"
 )
 
-// Token errors. The fetch handler maps every one but ErrTokenExpired to the
+// Token errors. The fetch handler maps every one but ErrExpired to the
 // same 403 so that a prober learns nothing about what was wrong.
 var (
-	// ErrTokenInvalid is returned for a malformed, tampered, unknown-key or
+	// ErrInvalid is returned for a malformed, tampered, unknown-key or
 	// wrong-artifact token, or one used outside its bindings.
-	ErrTokenInvalid = errors.New("artifact: invalid token")
-	// ErrTokenExpired is returned for a genuine token whose expiry has passed.
-	ErrTokenExpired = errors.New("artifact: token expired")
+	ErrInvalid = errors.New("token: invalid token")
+	// ErrExpired is returned for a genuine token whose expiry has passed.
+	ErrExpired = errors.New("token: token expired")
+	// ErrBadClaims is returned by Mint for claims that cannot be signed.
+	ErrBadClaims = errors.New("token: bad claims")
 )
 
 // Method is the class of HTTP methods a token allows.
@@ -83,14 +92,14 @@ const DefaultLeeway = 5 * time.Second
 func NewSigner(signing Key, verify ...Key) (*Signer, error) {
 	s := &Signer{signing: signing, keys: map[string][]byte{}, Leeway: DefaultLeeway}
 	for _, k := range append([]Key{signing}, verify...) {
-		if !validField(k.ID) || k.ID == "" {
-			return nil, fmt.Errorf("artifact: bad key id %q", k.ID)
+		if !ValidField(k.ID) || k.ID == "" {
+			return nil, fmt.Errorf("token: bad key id %q", k.ID)
 		}
 		if len(k.Secret) < 32 {
-			return nil, fmt.Errorf("artifact: key %q: secret shorter than 32 bytes", k.ID)
+			return nil, fmt.Errorf("token: key %q: secret shorter than 32 bytes", k.ID)
 		}
 		if old, dup := s.keys[k.ID]; dup && !bytes.Equal(old, k.Secret) {
-			return nil, fmt.Errorf("artifact: key id %q given twice with different secrets", k.ID)
+			return nil, fmt.Errorf("token: key id %q given twice with different secrets", k.ID)
 		}
 		s.keys[k.ID] = k.Secret
 	}
@@ -107,25 +116,24 @@ const (
 )
 
 // Mint returns a token for c, signed with the signing key. KeyID and, when
-// empty, ID are filled in; Artifact must be a valid id.
+// empty, ID are filled in (see NewID); Artifact must be non-empty. Claims
+// that cannot be signed yield ErrBadClaims.
 func (s *Signer) Mint(c Claims) (string, error) {
-	if !ValidID(c.Artifact) {
-		return "", fmt.Errorf("mint: %w: artifact id", ErrInvalid)
+	if c.Artifact == "" || !ValidField(c.Artifact) {
+		return "", fmt.Errorf("mint: %w: artifact id", ErrBadClaims)
 	}
 	if c.Method != MethodGet && c.Method != MethodHead {
-		return "", fmt.Errorf("mint: %w: method %q", ErrInvalid, c.Method)
+		return "", fmt.Errorf("mint: %w: method %q", ErrBadClaims, c.Method)
 	}
-	if !validField(c.Tenant) || !validField(c.Audience) {
-		return "", fmt.Errorf("mint: %w: tenant or audience has a control character", ErrInvalid)
+	if !ValidField(c.Tenant) || !ValidField(c.Audience) {
+		return "", fmt.Errorf("mint: %w: tenant or audience has a control character", ErrBadClaims)
 	}
 	if !c.Expires.After(c.NotBefore) {
-		return "", fmt.Errorf("mint: %w: expiry not after not-before", ErrInvalid)
+		return "", fmt.Errorf("mint: %w: expiry not after not-before", ErrBadClaims)
 	}
 	c.KeyID = s.signing.ID
 	if c.ID == "" {
-		var b [9]byte
-		rand.Read(b[:])
-		c.ID = base64.RawURLEncoding.EncodeToString(b[:])
+		c.ID = NewID()
 	}
 	cidr := ""
 	if c.CIDR.IsValid() {
@@ -141,8 +149,8 @@ func (s *Signer) Mint(c Claims) (string, error) {
 }
 
 // Verify checks token for artifact id at time now and returns its claims. It
-// returns ErrTokenInvalid for anything but a genuine token for id within its
-// time window, and ErrTokenExpired for a genuine token past its expiry.
+// returns ErrInvalid for anything but a genuine token for id within its
+// time window, and ErrExpired for a genuine token past its expiry.
 // Bindings other than time (CIDR, tenant, method) are the caller's to check
 // with the returned Claims.
 func (s *Signer) Verify(token, id string, now time.Time) (Claims, error) {
@@ -151,20 +159,28 @@ func (s *Signer) Verify(token, id string, now time.Time) (Claims, error) {
 		return Claims{}, err
 	}
 	key, ok := s.keys[c.KeyID]
-	if !ok || !ValidID(id) {
-		return Claims{}, ErrTokenInvalid
+	if !ok || id == "" || !ValidField(id) {
+		return Claims{}, ErrInvalid
 	}
 	if !hmac.Equal(mac, sum(key, id, payload)) {
-		return Claims{}, ErrTokenInvalid
+		return Claims{}, ErrInvalid
 	}
 	c.Artifact = id
 	if now.Add(s.Leeway).Before(c.NotBefore) {
-		return Claims{}, ErrTokenInvalid
+		return Claims{}, ErrInvalid
 	}
 	if !now.Add(-s.Leeway).Before(c.Expires) {
-		return c, ErrTokenExpired
+		return c, ErrExpired
 	}
 	return c, nil
+}
+
+// NewID returns a fresh random token id (72 bits, base64url). A caller that
+// needs the id of the token it mints sets Claims.ID to one.
+func NewID() string {
+	var b [9]byte
+	rand.Read(b[:]) // never fails (crypto/rand since Go 1.24)
+	return base64.RawURLEncoding.EncodeToString(b[:])
 }
 
 func sum(key []byte, id, payload string) []byte {
@@ -183,42 +199,42 @@ var strictB64 = base64.RawURLEncoding.Strict()
 // encoding, so a token cannot be re-spelled into another valid token.
 func parseToken(token string) (c Claims, payload string, mac []byte, err error) {
 	if len(token) > 1024 {
-		return c, "", nil, ErrTokenInvalid
+		return c, "", nil, ErrInvalid
 	}
 	p64, m64, ok := strings.Cut(token, ".")
 	if !ok {
-		return c, "", nil, ErrTokenInvalid
+		return c, "", nil, ErrInvalid
 	}
 	pb, err1 := strictB64.DecodeString(p64)
 	mac, err2 := strictB64.DecodeString(m64)
 	if err1 != nil || err2 != nil || len(mac) != sha256.Size {
-		return c, "", nil, ErrTokenInvalid
+		return c, "", nil, ErrInvalid
 	}
 	payload = string(pb)
 	f := strings.Split(payload, "\n")
 	if len(f) != fieldCount || f[0] != tokenVersion || f[1] == "" || len(f[2]) != 1 || f[8] == "" {
-		return c, "", nil, ErrTokenInvalid
+		return c, "", nil, ErrInvalid
 	}
 	c.KeyID, c.Method, c.Tenant, c.Audience, c.ID = f[1], Method(f[2][0]), f[6], f[7], f[8]
 	if c.Method != MethodGet && c.Method != MethodHead {
-		return c, "", nil, ErrTokenInvalid
+		return c, "", nil, ErrInvalid
 	}
 	nbf, ok1 := parseUnix(f[3])
 	exp, ok2 := parseUnix(f[4])
 	if !ok1 || !ok2 {
-		return c, "", nil, ErrTokenInvalid
+		return c, "", nil, ErrInvalid
 	}
 	c.NotBefore, c.Expires = time.Unix(nbf, 0), time.Unix(exp, 0)
 	if f[5] != "" {
 		p, err := netip.ParsePrefix(f[5])
 		if err != nil || p != p.Masked() || p.String() != f[5] {
-			return c, "", nil, ErrTokenInvalid
+			return c, "", nil, ErrInvalid
 		}
 		c.CIDR = p
 	}
 	for _, s := range f[1:] {
-		if !validField(s) {
-			return c, "", nil, ErrTokenInvalid
+		if !ValidField(s) {
+			return c, "", nil, ErrInvalid
 		}
 	}
 	return c, payload, mac, nil
@@ -233,8 +249,9 @@ func parseUnix(s string) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
-// validField reports whether s can be a payload field: printable, no separator.
-func validField(s string) bool {
+// ValidField reports whether s can be carried in a token claim (tenant,
+// audience, ids): at most 256 bytes, no control character.
+func ValidField(s string) bool {
 	if len(s) > 256 {
 		return false
 	}
