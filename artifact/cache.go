@@ -26,7 +26,7 @@ type Cache struct {
 type CacheOptions struct {
 	MetaEntries int           // metadata entries [10000]
 	MetaTTL     time.Duration // how long a deletion elsewhere may go unseen [5s]
-	BlobBudget  int64         // bytes of artifact content held [64 MiB]; <0 disables
+	BlobBudget  int64         // bytes of artifact content held [64 MiB]; <0 holds none
 	BlobMax     int64         // largest artifact held [1 MiB]
 }
 
@@ -46,9 +46,11 @@ func NewCache(o CacheOptions) *Cache {
 	}
 	c := &Cache{
 		metas:    expirable.NewLRU[string, Artifact](o.MetaEntries, nil, o.MetaTTL),
-		budget:   o.BlobBudget,
-		maxEntry: min(o.BlobMax, max(o.BlobBudget, 0)),
+		budget:   max(o.BlobBudget, 0),
+		maxEntry: min(o.BlobMax, o.BlobBudget),
 	}
+	// A negative budget disables blobs: maxEntry < 0 refuses every size,
+	// the empty artifact included.
 	// Entry count is bounded by the byte budget, not by the LRU's size.
 	c.blobs, _ = simplelru.NewLRU[string, []byte](1<<30, func(_ string, b []byte) { c.used -= int64(len(b)) })
 	return c
@@ -69,7 +71,7 @@ func (c *Cache) addMeta(a Artifact) {
 
 // wantsBlob reports whether an artifact of size bytes may be cached.
 func (c *Cache) wantsBlob(size int64) bool {
-	return c != nil && size <= c.maxEntry
+	return c != nil && size >= 0 && size <= c.maxEntry
 }
 
 func (c *Cache) blob(id string) ([]byte, bool) {
@@ -92,7 +94,7 @@ func (c *Cache) addBlob(id string, b []byte) {
 	}
 	c.blobs.Add(id, b)
 	c.used += int64(len(b))
-	for c.used > c.budget {
+	for c.used > c.budget && c.blobs.Len() > 0 {
 		c.blobs.RemoveOldest()
 	}
 }

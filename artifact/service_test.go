@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -80,6 +82,46 @@ func TestMintDecision(t *testing.T) {
 	f.svc.Mint = mintPolicy{err: errors.New("eval failed")}
 	if _, _, err := f.svc.Publish(ctx, Artifact{}, bytes.NewReader([]byte("z")), LinkOptions{}); err == nil {
 		t.Fatal("mint evaluation error allowed a link")
+	}
+}
+
+// A negative BlobBudget disables the blob cache: nothing is held, not even
+// an empty artifact, and adding returns at once (it used to evict forever
+// under the cache lock, since 0 bytes used is still over a budget of -1).
+func TestCacheBlobsDisabled(t *testing.T) {
+	c := NewCache(CacheOptions{BlobBudget: -1})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, b := range [][]byte{{}, []byte("x")} {
+			if c.wantsBlob(int64(len(b))) {
+				t.Errorf("wantsBlob(%d) with the blob cache disabled", len(b))
+			}
+			c.addBlob(NewID(), b)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("addBlob did not return within 5s with BlobBudget -1")
+	}
+	if c.blobs.Len() != 0 || c.used != 0 {
+		t.Fatalf("disabled cache holds %d blobs, %d bytes", c.blobs.Len(), c.used)
+	}
+
+	// Through the fetch endpoint: an empty artifact is served, promptly.
+	f := newFixture(t)
+	f.svc.Cache = c
+	_, l := f.publish(t, nil, "text/plain", "empty.txt", LinkOptions{})
+	cl := &http.Client{Timeout: 5 * time.Second}
+	resp, err := cl.Get(l.URL)
+	if err != nil {
+		t.Fatalf("fetch of an empty artifact with BlobBudget -1: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || len(b) != 0 {
+		t.Fatalf("fetch = %d, %d bytes", resp.StatusCode, len(b))
 	}
 }
 
