@@ -80,11 +80,14 @@ type Key struct {
 type Signer struct {
 	signing Key
 	keys    map[string][]byte
-	// Leeway is the clock skew tolerated on NotBefore and Expires.
+	// Leeway is the clock skew tolerated on NotBefore. Expires gets none:
+	// it is the httpUrlExpiresAt the holder was promised, and a replica
+	// whose clock runs behind must not stretch it.
 	Leeway time.Duration
 }
 
-// DefaultLeeway is the clock skew tolerated unless Signer.Leeway is changed.
+// DefaultLeeway is the clock skew tolerated on not-before unless
+// Signer.Leeway is changed.
 const DefaultLeeway = 5 * time.Second
 
 // NewSigner returns a Signer that signs with signing and verifies with
@@ -169,7 +172,7 @@ func (s *Signer) Verify(token, id string, now time.Time) (Claims, error) {
 	if now.Add(s.Leeway).Before(c.NotBefore) {
 		return Claims{}, ErrInvalid
 	}
-	if !now.Add(-s.Leeway).Before(c.Expires) {
+	if !now.Before(c.Expires) {
 		return c, ErrExpired
 	}
 	return c, nil

@@ -70,8 +70,13 @@ func TestTokenRejects(t *testing.T) {
 		{"flipped mac", flip(len(tok) - 3), id, now, ErrInvalid},
 		{"wrong artifact", tok, testID(), now, ErrInvalid},
 		{"foreign key same id", foreign, id, now, ErrInvalid},
+		// The expiry is httpUrlExpiresAt, a promise to the holder: no
+		// leeway past it. Leeway applies to not-before only.
+		{"at expiry", tok, id, now.Add(time.Minute), ErrExpired},
+		{"just past expiry", tok, id, now.Add(time.Minute + time.Millisecond), ErrExpired},
+		{"last instant", tok, id, now.Add(time.Minute - time.Millisecond), nil},
 		{"expired", tok, id, now.Add(time.Minute + DefaultLeeway), ErrExpired},
-		{"within leeway", tok, id, now.Add(time.Minute + DefaultLeeway - time.Second), nil},
+		{"not-before within leeway", tok, id, now.Add(-DefaultLeeway + time.Second), nil},
 		{"not yet valid", tok, id, now.Add(-DefaultLeeway - time.Second), ErrInvalid},
 		{"empty", "", id, now, ErrInvalid},
 		{"no dot", strings.ReplaceAll(tok, ".", ""), id, now, ErrInvalid},

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/artifact"
-	"github.com/spillway-dev/spillway/artifact/token"
 )
 
 // startServe runs `spillway serve` in-process on a free loopback port with
@@ -125,7 +124,8 @@ func TestQuickstart(t *testing.T) {
 	}
 
 	short := putFile(t, base, data, file, "--ttl", "1s")
-	time.Sleep(time.Until(mustTime(t, short.HTTPURLExpiresAt)) + token.DefaultLeeway + time.Second)
+	// Dead from httpUrlExpiresAt on: no clock leeway past the promised expiry.
+	time.Sleep(time.Until(mustTime(t, short.HTTPURLExpiresAt)) + 50*time.Millisecond)
 	if resp, b := fetch(t, short.HTTPURL); resp.StatusCode != 410 || !strings.Contains(string(b), `"expired"`) {
 		t.Fatalf("expired = %d %s", resp.StatusCode, b)
 	}
