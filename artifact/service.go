@@ -80,7 +80,7 @@ func (s *Service) Put(ctx context.Context, meta Artifact, ttl time.Duration, r i
 		meta.ID = NewID()
 	}
 	if meta.MimeType == "" {
-		meta.MimeType = "application/octet-stream"
+		meta.MimeType = defaultMimeType
 	}
 	now := s.now().UTC().Truncate(time.Second)
 	meta.Created = now

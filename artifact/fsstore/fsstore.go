@@ -131,7 +131,7 @@ func unavailable(op, id string, err error) error {
 // nothing is stored. An empty MimeType is stored as application/octet-stream.
 // Cancellation is checked between reads of r.
 func (s *Store) Put(ctx context.Context, meta artifact.Artifact, r io.Reader) (artifact.Artifact, error) {
-	a, err := normalize(meta)
+	a, err := artifact.Normalize(meta)
 	if err != nil {
 		return artifact.Artifact{}, err
 	}
@@ -268,7 +268,7 @@ func encodeHeader(a artifact.Artifact) ([]byte, error) {
 		return nil, fmt.Errorf("encode metadata: %w: %w", artifact.ErrInvalid, err)
 	}
 	if len(magic)+len(js)+1 > headerSize {
-		// normalize's limits make this unreachable; keep the format safe anyway.
+		// Normalize's limits make this unreachable; keep the format safe anyway.
 		return nil, fmt.Errorf("metadata of %d bytes too large: %w", len(js), artifact.ErrInvalid)
 	}
 	hdr := bytes.Repeat([]byte{' '}, headerSize)

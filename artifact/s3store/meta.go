@@ -1,91 +1,17 @@
 package s3store
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/minio/minio-go/v7"
 
 	"github.com/spillway-dev/spillway/artifact"
 )
-
-// Limits on metadata, the same as fsstore's (this file mirrors its meta.go;
-// storetest holds both to them), so an artifact one store accepts the other
-// accepts too. S3 allows 2 KB of user metadata in all; these fit even when
-// every byte of name, tenant and source needs percent-encoding.
-const (
-	maxName     = 255
-	maxTenant   = 128
-	maxSource   = 128
-	maxMimeType = 255
-)
-
-// defaultMimeType is stored when meta.MimeType is empty.
-const defaultMimeType = "application/octet-stream"
-
-// normalize checks meta before anything is written and returns it in the
-// form the store keeps: default MIME type, lower-case SHA-256, UTC times.
-func normalize(meta artifact.Artifact) (artifact.Artifact, error) {
-	bad := func(format string, args ...any) (artifact.Artifact, error) {
-		return artifact.Artifact{}, fmt.Errorf("put: "+format+": %w", append(args, artifact.ErrInvalid)...)
-	}
-	if !artifact.ValidID(meta.ID) {
-		return bad("malformed id %q", meta.ID)
-	}
-	if meta.Size < 0 {
-		return bad("negative size %d", meta.Size)
-	}
-	if meta.SHA256 != "" {
-		if _, err := hex.DecodeString(meta.SHA256); err != nil || len(meta.SHA256) != 64 {
-			return bad("sha256 %q is not 64 hex digits", meta.SHA256)
-		}
-		meta.SHA256 = strings.ToLower(meta.SHA256)
-	}
-	if meta.MimeType == "" {
-		meta.MimeType = defaultMimeType
-	}
-	if !validMimeType(meta.MimeType) {
-		return bad("mime type %q", meta.MimeType)
-	}
-	for _, f := range []struct {
-		name, v string
-		max     int
-	}{{"name", meta.Name, maxName}, {"tenant", meta.Tenant, maxTenant}, {"source", meta.Source, maxSource}} {
-		if len(f.v) > f.max {
-			return bad("%s longer than %d bytes", f.name, f.max)
-		}
-		if !utf8.ValidString(f.v) {
-			return bad("%s is not UTF-8", f.name)
-		}
-	}
-	meta.Created, meta.Expires = meta.Created.UTC(), meta.Expires.UTC()
-	for _, t := range []int{meta.Created.Year(), meta.Expires.Year()} {
-		if t < 1 || t > 9999 {
-			return bad("time outside years 1-9999")
-		}
-	}
-	return meta, nil
-}
-
-// validMimeType accepts what can travel unchanged in a Content-Type header:
-// printable ASCII, no surrounding spaces.
-func validMimeType(s string) bool {
-	if s == "" || len(s) > maxMimeType || s[0] == ' ' || s[len(s)-1] == ' ' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
-			return false
-		}
-	}
-	return true
-}
 
 // User metadata keys (sent as x-amz-meta-<key>). Size is the object's own,
 // MimeType its Content-Type.

@@ -279,7 +279,7 @@ func fill(src io.Reader, buf []byte, limit int) (_ []byte, eof bool, _ error) {
 // and ErrUnavailable when the service fails. On any error no artifact is
 // visible. An empty MimeType is stored as application/octet-stream.
 func (s *Store) Put(ctx context.Context, meta artifact.Artifact, r io.Reader) (artifact.Artifact, error) {
-	a, err := normalize(meta)
+	a, err := artifact.Normalize(meta)
 	if err != nil {
 		return artifact.Artifact{}, err
 	}

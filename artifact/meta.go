@@ -1,17 +1,15 @@
-package fsstore
+package artifact
 
 import (
 	"encoding/hex"
 	"fmt"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/spillway-dev/spillway/artifact"
 )
 
-// Limits on metadata. The S3 store enforces the same ones, so an artifact
-// one store accepts the other accepts too (S3 allows 2 KB of user metadata
-// in all, and these fit even when every byte needs escaping).
+// Limits on metadata, the same for every store so that an artifact one
+// store accepts the others accept too (S3 allows 2 KB of user metadata in
+// all, and these fit even when every byte needs escaping).
 const (
 	maxName     = 255
 	maxTenant   = 128
@@ -22,13 +20,15 @@ const (
 // defaultMimeType is stored when meta.MimeType is empty.
 const defaultMimeType = "application/octet-stream"
 
-// normalize checks meta before anything is written and returns it in the
-// form the store keeps: default MIME type, lower-case SHA-256, UTC times.
-func normalize(meta artifact.Artifact) (artifact.Artifact, error) {
-	bad := func(format string, args ...any) (artifact.Artifact, error) {
-		return artifact.Artifact{}, fmt.Errorf("put: "+format+": %w", append(args, artifact.ErrInvalid)...)
+// Normalize is the one metadata check of every Store: Put calls it before
+// anything is written. It returns meta in the form stores keep (default
+// MIME type, lower-case SHA-256, UTC times), or an error wrapping
+// ErrInvalid that names the first bad field.
+func Normalize(meta Artifact) (Artifact, error) {
+	bad := func(format string, args ...any) (Artifact, error) {
+		return Artifact{}, fmt.Errorf("put: "+format+": %w", append(args, ErrInvalid)...)
 	}
-	if !artifact.ValidID(meta.ID) {
+	if !ValidID(meta.ID) {
 		return bad("malformed id %q", meta.ID)
 	}
 	if meta.Size < 0 {
