@@ -1,4 +1,10 @@
 // Package policy is Spillway's embedded OPA engine: it loads Rego policies,
 // evaluates the offload, mint and fetch decisions with prepared queries, and
 // denies whenever evaluation fails.
+//
+// Policies run in a sandbox with no exit: the decisions, the Rego tests
+// that gate every load, reload and dry-run, and `spillway policy
+// test|check|eval` all compile with Capabilities, which has no built-in
+// that reaches the network, a file or the environment, and an empty
+// allow_net. A policy that calls a removed built-in is refused by name.
 package policy

@@ -123,23 +123,6 @@ func (e *Engine) build(ctx context.Context, dir, bundle string) (*compiled, stri
 	return c, src.fingerprint, nil
 }
 
-// Capabilities are OPA's, minus every builtin that can reach the network
-// or read the environment (http.send, net.*, opa.runtime): a policy using
-// one fails to compile.
-func Capabilities() *ast.Capabilities {
-	c := ast.CapabilitiesForThisVersion()
-	kept := c.Builtins[:0]
-	for _, b := range c.Builtins {
-		switch {
-		case b.Name == "http.send", b.Name == "opa.runtime", len(b.Name) > 4 && b.Name[:4] == "net.":
-			continue
-		}
-		kept = append(kept, b)
-	}
-	c.Builtins = kept
-	return c
-}
-
 func (s *source) compile(ctx context.Context) (*compiled, error) {
 	caps := Capabilities()
 	prep := func(q string) (rego.PreparedEvalQuery, error) {

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/bundle"
 )
 
@@ -245,35 +244,13 @@ func TestDryRun(t *testing.T) {
 	}
 }
 
-func TestNoNetworkBuiltins(t *testing.T) {
-	for _, call := range []string{`http.send({"method": "GET", "url": "http://127.0.0.1:1"})`, `opa.runtime()`, `net.lookup_ip_addr("example.com")`} {
-		dir := t.TempDir()
-		writePolicy(t, dir, "package spillway\nfetch := {\"allow\": true, \"x\": "+call+"}\noffload := {}\nmint := {}\n")
-		if _, err := New(ctx, Options{Dir: dir}); err == nil || !strings.Contains(err.Error(), "undefined function") {
-			t.Errorf("%s: %v, want a compile error", call, err)
-		}
-	}
-}
-
 func TestBundle(t *testing.T) {
 	write := func(signed bool) string {
-		b := bundle.Bundle{
-			Manifest: bundle.Manifest{Revision: "r42"},
-			Modules:  []bundle.ModuleFile{{URL: "/p.rego", Path: "/p.rego", Raw: []byte(denyAll), Parsed: ast.MustParseModule(denyAll)}},
-			Data:     map[string]any{},
-		}
+		var sc *bundle.SigningConfig
 		if signed {
-			if err := b.GenerateSignature(bundle.NewSigningConfig("bundle-secret-0123456789", "HS256", ""), "k", false); err != nil {
-				t.Fatal(err)
-			}
+			sc = bundle.NewSigningConfig("bundle-secret-0123456789", "HS256", "")
 		}
-		p := filepath.Join(t.TempDir(), "b.tar.gz")
-		f, _ := os.Create(p)
-		defer f.Close()
-		if err := bundle.NewWriter(f).Write(b); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return writeBundle(t, map[string]string{"p.rego": denyAll}, "r42", sc)
 	}
 	e, err := New(ctx, Options{Bundle: write(false)})
 	if err != nil || e.Revision() != "r42" {

@@ -16,10 +16,10 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/bundle"
+	"github.com/open-policy-agent/opa/v1/cover"
 	"github.com/open-policy-agent/opa/v1/loader"
 	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
-	"github.com/open-policy-agent/opa/v1/tester"
 )
 
 //go:embed default/*.rego
@@ -103,6 +103,9 @@ func load(dir, bundlePath string, o Options) (*source, error) {
 	if len(s.modules) == 0 {
 		return nil, errors.New("no .rego files")
 	}
+	if err := vet(s.modules); err != nil {
+		return nil, err
+	}
 	if data == nil {
 		data = map[string]any{}
 	}
@@ -128,22 +131,34 @@ func load(dir, bundlePath string, o Options) (*source, error) {
 
 // test runs the policy's own Rego tests; any failure refuses the policy.
 func (s *source) test(ctx context.Context) error {
-	ch, err := tester.NewRunner().SetStore(s.store).Run(ctx, s.modules)
+	rep, err := s.runTests(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("tests: %w", err)
 	}
-	var failed []string
-	n := 0
-	for r := range ch {
-		n++
-		if !r.Pass() {
-			failed = append(failed, r.Package+"."+r.Name)
-		}
-	}
-	if len(failed) > 0 {
-		return fmt.Errorf("%d of %d Rego tests fail: %s", len(failed), n, strings.Join(failed, ", "))
+	if failed := rep.Failed(); len(failed) > 0 {
+		return fmt.Errorf("%d of %d Rego tests fail: %s", len(failed), len(rep.Results), strings.Join(failed, ", "))
 	}
 	return nil
+}
+
+func (s *source) runTests(ctx context.Context, cov *cover.Cover) (TestReport, error) {
+	r := newTestRunner(s.store)
+	if cov != nil {
+		r = r.SetCoverageQueryTracer(cov)
+	}
+	ch, err := r.Run(ctx, s.modules)
+	if err != nil {
+		return TestReport{}, err
+	}
+	var rep TestReport
+	for res := range ch {
+		rep.Results = append(rep.Results, res)
+	}
+	if cov != nil {
+		c := cov.Report(s.modules)
+		rep.Coverage = &c
+	}
+	return rep, nil
 }
 
 // definesMask reports whether a module defines data.system.log.mask.

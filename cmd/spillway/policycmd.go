@@ -8,17 +8,12 @@ import (
 	"io"
 	"os"
 
-	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/cover"
-	"github.com/open-policy-agent/opa/v1/loader"
-	"github.com/open-policy-agent/opa/v1/tester"
-
 	"github.com/spillway-dev/spillway/policy"
 )
 
 const policyUsage = `Usage:
   spillway policy test DIR [--coverage]                     run the Rego unit tests in DIR
-  spillway policy check DIR                                 compile DIR in strict mode
+  spillway policy check DIR                                 compile DIR in strict mode, in Spillway's sandbox
   spillway policy eval DIR --point fetch|offload|mint --input FILE   print a decision
 `
 
@@ -34,7 +29,7 @@ func policyMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	case "test":
 		err = policyTest(ctx, dir, args[2:], stdout)
 	case "check":
-		err = policyCheck(dir)
+		err = policy.Check(dir)
 		if err == nil {
 			fmt.Fprintln(stdout, "ok")
 		}
@@ -51,28 +46,20 @@ func policyMain(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return 0
 }
 
+// policyTest runs DIR's Rego tests in the same sandbox as the engine:
+// a test that calls http.send fails to load here too.
 func policyTest(ctx context.Context, dir string, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("policy test", flag.ContinueOnError)
 	coverage := fs.Bool("coverage", false, "report which lines the tests cover")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	modules, store, err := tester.Load([]string{dir}, nil)
+	rep, err := policy.Test(ctx, dir, *coverage)
 	if err != nil {
 		return err
 	}
-	cov := cover.New()
-	r := tester.NewRunner().SetStore(store)
-	if *coverage {
-		r = r.SetCoverageQueryTracer(cov)
-	}
-	ch, err := r.Run(ctx, modules)
-	if err != nil {
-		return err
-	}
-	n, fail := 0, 0
-	for res := range ch {
-		n++
+	n, fail := len(rep.Results), 0
+	for _, res := range rep.Results {
 		if !res.Pass() {
 			fail++
 			msg := "FAIL"
@@ -83,10 +70,9 @@ func policyTest(ctx context.Context, dir string, args []string, stdout io.Writer
 		}
 	}
 	fmt.Fprintf(stdout, "PASS: %d/%d\n", n-fail, n)
-	if *coverage {
-		rep := cov.Report(modules)
-		fmt.Fprintf(stdout, "coverage: %.1f%%\n", rep.Coverage)
-		for file, fr := range rep.Files {
+	if rep.Coverage != nil {
+		fmt.Fprintf(stdout, "coverage: %.1f%%\n", rep.Coverage.Coverage)
+		for file, fr := range rep.Coverage.Files {
 			fmt.Fprintf(stdout, "  %s: %.1f%%\n", file, fr.Coverage)
 		}
 	}
@@ -95,24 +81,6 @@ func policyTest(ctx context.Context, dir string, args []string, stdout io.Writer
 	}
 	if fail > 0 {
 		return fmt.Errorf("%d of %d tests failed", fail, n)
-	}
-	return nil
-}
-
-// policyCheck compiles DIR in strict mode with the capabilities Spillway
-// enforces: a policy that uses http.send or net.* fails here, not at load.
-func policyCheck(dir string) error {
-	res, err := loader.NewFileLoader().Filtered([]string{dir}, nil)
-	if err != nil {
-		return err
-	}
-	mods := map[string]*ast.Module{}
-	for name, m := range res.Modules {
-		mods[name] = m.Parsed
-	}
-	c := ast.NewCompiler().WithStrict(true).WithCapabilities(policy.Capabilities())
-	if c.Compile(mods); c.Failed() {
-		return c.Errors
 	}
 	return nil
 }
