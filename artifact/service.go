@@ -2,6 +2,7 @@ package artifact
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -106,6 +107,9 @@ func (s *Service) Stat(ctx context.Context, id string) (Artifact, error) {
 	if !ok {
 		var err error
 		if a, err = s.Store.Stat(ctx, id); err != nil {
+			if errors.Is(err, ErrNotFound) {
+				s.Cache.remove(id) // a blob may outlive its metadata here
+			}
 			return Artifact{}, err
 		}
 		s.Cache.addMeta(a)
@@ -116,14 +120,25 @@ func (s *Service) Stat(ctx context.Context, id string) (Artifact, error) {
 	return a, nil
 }
 
-// Delete removes id from the store and the caches. Links to it stop working
-// at once on this replica and within Cache.MetaTTL on others.
+// Delete removes id from the store, then from the caches. Links to it stop
+// working on this replica when Delete returns, and on every other replica
+// within their Cache's MetaTTL (DefaultMetaTTL: 2 s).
 func (s *Service) Delete(ctx context.Context, id string) error {
-	s.Cache.remove(id)
 	if !ValidID(id) {
 		return fmt.Errorf("delete: %w", ErrNotFound)
 	}
-	return s.Store.Delete(ctx, id)
+	return s.delete(ctx, id)
+}
+
+// delete is the one way an artifact is deleted. The tombstone comes first:
+// a fetch that read the store before the delete cannot cache the artifact
+// after the eviction. Eviction comes after the store: evicting first let a
+// concurrent fetch cache it again while it was still in the store.
+func (s *Service) delete(ctx context.Context, id string) error {
+	s.Cache.bury(id)
+	err := s.Store.Delete(ctx, id)
+	s.Cache.remove(id)
+	return err
 }
 
 // Link mints an httpUrl for a, after the mint decision allows it. The link
@@ -200,8 +215,7 @@ func (s *Service) Publish(ctx context.Context, meta Artifact, r io.Reader, o Lin
 	l, err := s.Link(ctx, a, o)
 	if err != nil {
 		// Nobody can ever fetch it: do not leave it for the sweeper.
-		_ = s.Store.Delete(context.WithoutCancel(ctx), a.ID)
-		s.Cache.remove(a.ID)
+		_ = s.delete(context.WithoutCancel(ctx), a.ID)
 		return Artifact{}, Link{}, err
 	}
 	return a, l, nil

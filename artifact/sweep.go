@@ -12,8 +12,7 @@ import (
 func (s *Service) Sweep(ctx context.Context) (int, error) {
 	n := 0
 	err := s.Store.ListExpired(ctx, s.now(), func(id string) error {
-		s.Cache.remove(id)
-		if err := s.Store.Delete(ctx, id); err != nil {
+		if err := s.delete(ctx, id); err != nil {
 			return err
 		}
 		n++

@@ -14,17 +14,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/s3store/miniotest"
 	"github.com/spillway-dev/spillway/sdk"
 )
 
-// metaTTL is the documented bound of artifact.CacheOptions.MetaTTL.
-const metaTTL = 5 * time.Second
+// metaTTL is the documented bound of a deletion going unseen on another
+// replica (artifact.DefaultMetaTTL).
+const metaTTL = artifact.DefaultMetaTTL
 
 // Past one machine: two `spillway serve` replicas share one MinIO bucket
 // and the signing keys. A link minted by one is fetched from the other,
 // and an artifact deleted through one is gone from the other's fetches
-// within the metadata cache's bound (5 s by default, artifact.CacheOptions.MetaTTL).
+// within the metadata cache's bound (2 s by default, artifact.DefaultMetaTTL).
 func TestTwoReplicas(t *testing.T) {
 	m := miniotest.Start(t)
 	bin := filepath.Join(t.TempDir(), "spillway")
