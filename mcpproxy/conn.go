@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"io"
 	"log/slog"
 	"os"
@@ -19,10 +20,10 @@ import (
 // client, or an HTTP upstream spoken to as a client.
 type conn interface {
 	// Send writes one message.
-	Send(ctx context.Context, m *Message) error
+	Send(ctx context.Context, m *jsonrpc.Message) error
 	// Recv delivers messages from the peer; it is closed when the peer is
 	// gone, after which Err says why.
-	Recv() <-chan *Message
+	Recv() <-chan *jsonrpc.Message
 	Err() error
 	Close() error
 }
@@ -33,7 +34,7 @@ type conn interface {
 type streamConn struct {
 	wmu  sync.Mutex
 	w    io.Writer
-	recv chan *Message
+	recv chan *jsonrpc.Message
 	err  error
 	done chan struct{}
 	log  *slog.Logger
@@ -41,7 +42,7 @@ type streamConn struct {
 }
 
 func newStreamConn(r io.Reader, w io.Writer, stop func() error, log *slog.Logger) *streamConn {
-	c := &streamConn{w: w, recv: make(chan *Message, 16), done: make(chan struct{}), log: log, stop: stop}
+	c := &streamConn{w: w, recv: make(chan *jsonrpc.Message, 16), done: make(chan struct{}), log: log, stop: stop}
 	go c.read(r)
 	return c
 }
@@ -52,7 +53,7 @@ func (c *streamConn) read(r io.Reader) {
 	for {
 		line, err := readLine(br)
 		if len(bytes.TrimSpace(line)) > 0 {
-			m, derr := DecodeMessage(line)
+			m, derr := jsonrpc.DecodeMessage(line)
 			if derr != nil {
 				c.log.Warn("dropping a malformed message from the peer", "err", derr, "bytes", len(line))
 			} else {
@@ -114,7 +115,7 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 	return bytes.TrimSuffix(line, []byte("\n")), err
 }
 
-func (c *streamConn) Send(ctx context.Context, m *Message) error {
+func (c *streamConn) Send(ctx context.Context, m *jsonrpc.Message) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	select {
@@ -129,8 +130,8 @@ func (c *streamConn) Send(ctx context.Context, m *Message) error {
 	return err
 }
 
-func (c *streamConn) Recv() <-chan *Message { return c.recv }
-func (c *streamConn) Err() error            { return c.err }
+func (c *streamConn) Recv() <-chan *jsonrpc.Message { return c.recv }
+func (c *streamConn) Err() error                    { return c.err }
 
 func (c *streamConn) Close() error {
 	c.wmu.Lock()

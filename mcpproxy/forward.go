@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"io"
 	"net/http"
 	"strings"
@@ -113,10 +114,10 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, up *HTTPUpstream
 		calls = map[string]*Call{}
 		for _, m := range msgs {
 			if m.IsRequest() {
-				pending[idKey(m.ID)] = m.ID
+				pending[jsonrpc.Key(m.ID)] = m.ID
 			}
 			if _, c := p.before(ctx, tenant, m); c != nil {
-				calls[idKey(m.ID)] = c
+				calls[jsonrpc.Key(m.ID)] = c
 			}
 		}
 		p.track(session, calls)
@@ -165,11 +166,11 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, up *HTTPUpstream
 // forwarded with a JSON-RPC error, so no client waits for an answer that
 // will not come.
 func (p *Proxy) upstreamDown(w http.ResponseWriter, body []byte) {
-	msgs, batch, _ := Decode(body)
+	msgs, batch, _ := jsonrpc.Decode(body)
 	var out [][]byte
 	for _, m := range msgs {
 		if m.IsRequest() {
-			out = append(out, ErrorResponse(m.ID, CodeUpstream, "upstream MCP server unreachable").Raw)
+			out = append(out, jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeUpstream, "upstream MCP server unreachable").Raw)
 		}
 	}
 	if len(out) == 0 {
@@ -211,13 +212,13 @@ func (p *Proxy) untrack(session string, calls map[string]*Call) {
 
 // tracked finds the call a response answers, on any stream of session:
 // after a reconnection a response can arrive on the GET stream.
-func (p *Proxy) tracked(session string, m *Message) *Call {
+func (p *Proxy) tracked(session string, m *jsonrpc.Message) *Call {
 	if !m.IsResponse() {
 		return nil
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	c, ok := p.calls[session+"\x00"+idKey(m.ID)]
+	c, ok := p.calls[session+"\x00"+jsonrpc.Key(m.ID)]
 	if !ok {
 		return nil
 	}
@@ -232,7 +233,7 @@ func (p *Proxy) relayJSON(ctx context.Context, w http.ResponseWriter, resp *http
 		http.Error(w, "upstream response unreadable", http.StatusBadGateway)
 		return
 	}
-	msgs, batch, err := Decode(body)
+	msgs, batch, err := jsonrpc.Decode(body)
 	if err != nil {
 		w.WriteHeader(resp.StatusCode) // not JSON-RPC: not ours to judge
 		w.Write(body)
@@ -241,7 +242,7 @@ func (p *Proxy) relayJSON(ctx context.Context, w http.ResponseWriter, resp *http
 	status := resp.StatusCode
 	var out [][]byte
 	for _, m := range msgs {
-		n := p.after(ctx, calls[idKey(m.ID)], m)
+		n := p.after(ctx, calls[jsonrpc.Key(m.ID)], m)
 		if n != m && m.Error != nil && n.Error == nil && status >= 400 {
 			status = http.StatusOK // the proxy answered what the upstream could not
 		}
@@ -278,7 +279,7 @@ func (p *Proxy) relaySSE(ctx context.Context, w http.ResponseWriter, resp *http.
 			}
 			p.log.Warn("upstream event stream ended before answering", "err", err, "unanswered", len(pending))
 			for _, id := range pending {
-				if sw.Write(Event{Data: ErrorResponse(id, CodeUpstream, "upstream MCP server ended the stream without answering").Raw}) != nil {
+				if sw.Write(Event{Data: jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, "upstream MCP server ended the stream without answering").Raw}) != nil {
 					return
 				}
 			}
@@ -286,9 +287,9 @@ func (p *Proxy) relaySSE(ctx context.Context, w http.ResponseWriter, resp *http.
 		}
 		resumable = resumable || ev.ID != ""
 		if len(ev.Data) > 0 {
-			if m, err := DecodeMessage(ev.Data); err == nil {
+			if m, err := jsonrpc.DecodeMessage(ev.Data); err == nil {
 				if m.IsResponse() {
-					delete(pending, idKey(m.ID))
+					delete(pending, jsonrpc.Key(m.ID))
 				}
 				if c := p.tracked(session, m); c != nil {
 					ev.Data = p.after(ctx, c, m).Raw
@@ -302,7 +303,7 @@ func (p *Proxy) relaySSE(ctx context.Context, w http.ResponseWriter, resp *http.
 }
 
 // writeReply answers a request the proxy handled itself, as JSON.
-func writeReply(w http.ResponseWriter, r *http.Request, m *Message) {
+func writeReply(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message) {
 	status := http.StatusOK
 	if v := r.Header.Get("Mcp-Protocol-Version"); stateless(v) {
 		status = errorStatus(m)
@@ -314,11 +315,11 @@ func writeReply(w http.ResponseWriter, r *http.Request, m *Message) {
 
 // errorStatus is the HTTP status of a stateless-era error response
 // (SEP-2575): method not found is 404, bad params 400.
-func errorStatus(m *Message) int {
+func errorStatus(m *jsonrpc.Message) int {
 	switch m.ErrorCode() {
-	case CodeMethodNotFound:
+	case jsonrpc.CodeMethodNotFound:
 		return http.StatusNotFound
-	case CodeInvalidParams, -32022, -32021:
+	case jsonrpc.CodeInvalidParams, -32022, -32021:
 		return http.StatusBadRequest
 	}
 	return http.StatusOK

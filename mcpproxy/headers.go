@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"math"
 	"net/http"
 	"strconv"
@@ -106,7 +107,7 @@ func (th *toolHeaders) ensure(pe *peer, tool string, meta json.RawMessage) {
 			params["cursor"] = cursor
 		}
 		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 0, "method": "tools/list", "params": params})
-		req, err := DecodeMessage(b)
+		req, err := jsonrpc.DecodeMessage(b)
 		if err != nil {
 			return
 		}

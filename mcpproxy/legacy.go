@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"io"
 	"net/http"
 	"net/url"
@@ -61,7 +62,7 @@ func (u *HTTPUpstream) legacy(ctx context.Context) (bool, error) {
 type legacyConn struct {
 	up     *HTTPUpstream
 	post   string
-	recv   chan *Message
+	recv   chan *jsonrpc.Message
 	done   chan struct{}
 	cancel context.CancelFunc
 	once   sync.Once
@@ -105,7 +106,7 @@ func dialLegacy(up *HTTPUpstream, p *Proxy) (*legacyConn, error) {
 		cancel()
 		return nil, fmt.Errorf("legacy SSE upstream sent a bad endpoint %q", ev.Data)
 	}
-	c := &legacyConn{up: up, post: ep.String(), recv: make(chan *Message, 16), done: make(chan struct{}), cancel: cancel}
+	c := &legacyConn{up: up, post: ep.String(), recv: make(chan *jsonrpc.Message, 16), done: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer resp.Body.Close()
 		defer close(c.recv)
@@ -118,7 +119,7 @@ func dialLegacy(up *HTTPUpstream, p *Proxy) (*legacyConn, error) {
 			if ev.Name != "" && ev.Name != "message" {
 				continue
 			}
-			m, err := DecodeMessage(ev.Data)
+			m, err := jsonrpc.DecodeMessage(ev.Data)
 			if err != nil {
 				p.log.Warn("dropping a malformed message from the upstream", "err", err)
 				continue
@@ -133,7 +134,7 @@ func dialLegacy(up *HTTPUpstream, p *Proxy) (*legacyConn, error) {
 	return c, nil
 }
 
-func (c *legacyConn) Send(ctx context.Context, m *Message) error {
+func (c *legacyConn) Send(ctx context.Context, m *jsonrpc.Message) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.post, bytes.NewReader(m.Raw))
 	if err != nil {
 		return err
@@ -154,8 +155,8 @@ func (c *legacyConn) Send(ctx context.Context, m *Message) error {
 	return nil
 }
 
-func (c *legacyConn) Recv() <-chan *Message { return c.recv }
-func (c *legacyConn) Err() error            { return c.err }
+func (c *legacyConn) Recv() <-chan *jsonrpc.Message { return c.recv }
+func (c *legacyConn) Err() error                    { return c.err }
 
 func (c *legacyConn) Close() error {
 	c.once.Do(func() {

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"io"
 	"log/slog"
 	"strings"
@@ -281,26 +282,26 @@ func extension(mime string) string {
 // member finds key among the top-level members of the JSON object obj
 // and returns the span of its value.
 func member(obj []byte, key string) ([2]int, bool) {
-	i := skipSpace(obj, 0)
+	i := jsonrpc.SkipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
 		return [2]int{}, false
 	}
 	var found [2]int
 	ok := false
-	for i = skipSpace(obj, i+1); i < len(obj) && obj[i] != '}'; {
-		kend := skipValue(obj, i)
-		k, err := unquote(obj[i:kend])
+	for i = jsonrpc.SkipSpace(obj, i+1); i < len(obj) && obj[i] != '}'; {
+		kend := jsonrpc.SkipValue(obj, i)
+		k, err := jsonrpc.Unquote(obj[i:kend])
 		if err != nil {
 			return [2]int{}, false
 		}
-		i = skipSpace(obj, skipSpace(obj, kend)+1)
-		vend := skipValue(obj, i)
+		i = jsonrpc.SkipSpace(obj, jsonrpc.SkipSpace(obj, kend)+1)
+		vend := jsonrpc.SkipValue(obj, i)
 		if k == key {
 			found, ok = [2]int{i, vend}, true // the last duplicate wins, as in encoding/json
 		}
-		i = skipSpace(obj, vend)
+		i = jsonrpc.SkipSpace(obj, vend)
 		if i < len(obj) && obj[i] == ',' {
-			i = skipSpace(obj, i+1)
+			i = jsonrpc.SkipSpace(obj, i+1)
 		}
 	}
 	return found, ok
@@ -318,20 +319,20 @@ func stringMember(obj []byte, key string) string {
 	if v == nil {
 		return ""
 	}
-	s, _ := unquote(v)
+	s, _ := jsonrpc.Unquote(v)
 	return s
 }
 
 // elements returns the spans of the elements of the array at span.
 func elements(b []byte, span [2]int) [][2]int {
 	var out [][2]int
-	i := skipSpace(b, span[0]+1)
+	i := jsonrpc.SkipSpace(b, span[0]+1)
 	for i < span[1] && b[i] != ']' {
-		end := skipValue(b, i)
+		end := jsonrpc.SkipValue(b, i)
 		out = append(out, [2]int{i, end})
-		i = skipSpace(b, end)
+		i = jsonrpc.SkipSpace(b, end)
 		if b[i] == ',' {
-			i = skipSpace(b, i+1)
+			i = jsonrpc.SkipSpace(b, i+1)
 		}
 	}
 	return out

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"log/slog"
 	"sync"
 	"time"
@@ -18,7 +19,7 @@ type peer struct {
 	log  *slog.Logger
 	// onServer receives what the upstream sends on its own: requests and
 	// notifications not tied to a pending request's progress token.
-	onServer func(*Message)
+	onServer func(*jsonrpc.Message)
 
 	mu       sync.Mutex
 	next     uint64
@@ -37,7 +38,7 @@ type waiter struct {
 	progress string
 }
 
-func newPeer(c conn, onServer func(*Message), log *slog.Logger) *peer {
+func newPeer(c conn, onServer func(*jsonrpc.Message), log *slog.Logger) *peer {
 	pe := &peer{conn: c, log: log, onServer: onServer, pending: map[string]*waiter{},
 		byOrig: map[string]string{}, progress: map[string]*waiter{}, dead: make(chan struct{})}
 	go pe.loop()
@@ -54,22 +55,22 @@ func (pe *peer) alive() bool {
 }
 
 // call sends request m on behalf of a client; its response goes to out.
-func (pe *peer) call(ctx context.Context, m *Message, c *Call, out *stream) (*waiter, error) {
+func (pe *peer) call(ctx context.Context, m *jsonrpc.Message, c *Call, out *stream) (*waiter, error) {
 	pe.mu.Lock()
 	if !pe.alive() {
 		pe.mu.Unlock()
 		return nil, errors.New("upstream exited")
 	}
 	pe.next++
-	up := numID(pe.next)
+	up := jsonrpc.NumID(pe.next)
 	w := &waiter{origID: m.ID, upID: up, call: c, out: out, progress: progressToken(m.Params)}
 	pe.pending[string(up)] = w
-	pe.byOrig[idKey(m.ID)] = string(up)
+	pe.byOrig[jsonrpc.Key(m.ID)] = string(up)
 	if w.progress != "" {
 		pe.progress[w.progress] = w
 	}
 	pe.mu.Unlock()
-	if err := pe.conn.Send(ctx, m.withID(up)); err != nil {
+	if err := pe.conn.Send(ctx, m.WithID(up)); err != nil {
 		pe.forget(w)
 		return nil, err
 	}
@@ -78,16 +79,16 @@ func (pe *peer) call(ctx context.Context, m *Message, c *Call, out *stream) (*wa
 
 // send forwards a notification or a response as it is; a cancellation is
 // renumbered to the id the upstream knows.
-func (pe *peer) send(ctx context.Context, m *Message) error {
+func (pe *peer) send(ctx context.Context, m *jsonrpc.Message) error {
 	if m.Method == "notifications/cancelled" {
 		var p map[string]json.RawMessage
 		if json.Unmarshal(m.Params, &p) == nil {
 			pe.mu.Lock()
-			up, ok := pe.byOrig[idKey(p["requestId"])]
+			up, ok := pe.byOrig[jsonrpc.Key(p["requestId"])]
 			pe.mu.Unlock()
 			if ok {
 				p["requestId"] = json.RawMessage(up)
-				m = Notification(m.Method, p)
+				m = jsonrpc.Notification(m.Method, p)
 			}
 		}
 	}
@@ -105,15 +106,15 @@ func (pe *peer) cancel(w *waiter, reason string) {
 	pe.forget(w)
 	ctx, stop := context.WithTimeout(context.Background(), time.Second)
 	defer stop()
-	pe.conn.Send(ctx, Notification("notifications/cancelled", map[string]any{
+	pe.conn.Send(ctx, jsonrpc.Notification("notifications/cancelled", map[string]any{
 		"requestId": json.RawMessage(w.upID), "reason": reason}))
 }
 
 func (pe *peer) forget(w *waiter) {
 	pe.mu.Lock()
 	delete(pe.pending, string(w.upID))
-	if pe.byOrig[idKey(w.origID)] == string(w.upID) {
-		delete(pe.byOrig, idKey(w.origID))
+	if pe.byOrig[jsonrpc.Key(w.origID)] == string(w.upID) {
+		delete(pe.byOrig, jsonrpc.Key(w.origID))
 	}
 	if w.progress != "" && pe.progress[w.progress] == w {
 		delete(pe.progress, w.progress)
@@ -125,14 +126,14 @@ func (pe *peer) loop() {
 	for m := range pe.conn.Recv() {
 		if m.IsResponse() {
 			pe.mu.Lock()
-			w, ok := pe.pending[idKey(m.ID)]
+			w, ok := pe.pending[jsonrpc.Key(m.ID)]
 			pe.mu.Unlock()
 			if !ok {
 				pe.log.Debug("dropping a response nobody waits for", "id", string(m.ID))
 				continue
 			}
 			pe.forget(w)
-			w.out.deliver(m.withID(w.origID), w.call)
+			w.out.deliver(m.WithID(w.origID), w.call)
 			continue
 		}
 		if sub := subscriptionID(m.Params); sub != "" {
@@ -171,7 +172,7 @@ func (pe *peer) loop() {
 		pe.log.Warn("upstream connection ended", "err", err)
 	}
 	for _, w := range waiting {
-		w.out.deliver(ErrorResponse(w.origID, CodeUpstream, msg), nil)
+		w.out.deliver(jsonrpc.ErrorResponse(w.origID, jsonrpc.CodeUpstream, msg), nil)
 	}
 }
 
@@ -209,7 +210,7 @@ type stream struct {
 }
 
 type delivery struct {
-	m *Message
+	m *jsonrpc.Message
 	c *Call // set for responses to calls the proxy rewrites
 }
 
@@ -217,7 +218,7 @@ func newStream(fallback func(delivery)) *stream {
 	return &stream{ch: make(chan delivery, 64), done: make(chan struct{}), fallback: fallback}
 }
 
-func (s *stream) deliver(m *Message, c *Call) {
+func (s *stream) deliver(m *jsonrpc.Message, c *Call) {
 	d := delivery{m, c}
 	select {
 	case <-s.done:
@@ -275,7 +276,7 @@ func subscriptionID(params []byte) string {
 
 // withSubscriptionID rewrites a notification's subscription id to id,
 // keeping every other field.
-func withSubscriptionID(m *Message, id []byte) *Message {
+func withSubscriptionID(m *jsonrpc.Message, id []byte) *jsonrpc.Message {
 	var p map[string]json.RawMessage
 	var meta map[string]json.RawMessage
 	if json.Unmarshal(m.Params, &p) != nil || json.Unmarshal(p["_meta"], &meta) != nil {
@@ -283,5 +284,5 @@ func withSubscriptionID(m *Message, id []byte) *Message {
 	}
 	meta[metaSubscriptionID] = id
 	p["_meta"], _ = json.Marshal(meta)
-	return Notification(m.Method, p)
+	return jsonrpc.Notification(m.Method, p)
 }

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"io"
 	"log/slog"
 	"net"
@@ -169,7 +170,7 @@ type Upstream interface{ upstream() }
 // before inspects a request from the client. It returns a reply when the
 // proxy answers the request itself, and the call to remember when the
 // response must be rewritten.
-func (p *Proxy) before(ctx context.Context, tenant string, m *Message) (reply *Message, c *Call) {
+func (p *Proxy) before(ctx context.Context, tenant string, m *jsonrpc.Message) (reply *jsonrpc.Message, c *Call) {
 	if !m.IsRequest() {
 		return nil, nil
 	}
@@ -201,7 +202,7 @@ func (p *Proxy) before(ctx context.Context, tenant string, m *Message) (reply *M
 
 // after rewrites the response to a call the proxy owns. A response it
 // cannot rewrite passes unchanged: the result is never lost.
-func (p *Proxy) after(ctx context.Context, c *Call, resp *Message) *Message {
+func (p *Proxy) after(ctx context.Context, c *Call, resp *jsonrpc.Message) *jsonrpc.Message {
 	if c == nil || !resp.IsResponse() {
 		return resp
 	}
@@ -313,7 +314,7 @@ var artifactTemplate = json.RawMessage(`{"uriTemplate":"spillway://artifacts/{id
 
 // listArtifacts adds the tenant's live artifacts to the first page of a
 // resources/list response.
-func (p *Proxy) listArtifacts(tenant string, resp *Message) *Message {
+func (p *Proxy) listArtifacts(tenant string, resp *jsonrpc.Message) *jsonrpc.Message {
 	p.mu.Lock()
 	var items []json.RawMessage
 	for _, a := range p.recent[tenant] {
@@ -331,12 +332,12 @@ func (p *Proxy) listArtifacts(tenant string, resp *Message) *Message {
 // addToList appends items to the list under key in a list response. An
 // upstream without the method answers -32601; the proxy then answers
 // with its own items alone.
-func addToList(resp *Message, key string, items []json.RawMessage) *Message {
+func addToList(resp *jsonrpc.Message, key string, items []json.RawMessage) *jsonrpc.Message {
 	if resp.Error != nil {
-		if resp.ErrorCode() != CodeMethodNotFound {
+		if resp.ErrorCode() != jsonrpc.CodeMethodNotFound {
 			return resp
 		}
-		resp = Response(resp.ID, []byte(`{"`+key+`":[]}`))
+		resp = jsonrpc.Response(resp.ID, []byte(`{"`+key+`":[]}`))
 	}
 	if len(items) == 0 {
 		return resp
@@ -356,7 +357,7 @@ func addToList(resp *Message, key string, items []json.RawMessage) *Message {
 }
 
 // readArtifact answers resources/read for one of the proxy's artifacts.
-func (p *Proxy) readArtifact(ctx context.Context, tenant string, reqID []byte, id string) *Message {
+func (p *Proxy) readArtifact(ctx context.Context, tenant string, reqID []byte, id string) *jsonrpc.Message {
 	svc := p.o.Artifacts
 	a, err := svc.Stat(ctx, id)
 	if err == nil && a.Tenant != "" && a.Tenant != tenant {
@@ -366,7 +367,7 @@ func (p *Proxy) readArtifact(ctx context.Context, tenant string, reqID []byte, i
 		return artifactError(reqID, id, err)
 	}
 	if a.Size > p.o.MaxInlineRead {
-		return ErrorResponse(reqID, CodeInvalidParams, fmt.Sprintf("artifact is %d bytes, more than resources/read returns inline; use resources/stream or its httpUrl", a.Size))
+		return jsonrpc.ErrorResponse(reqID, jsonrpc.CodeInvalidParams, fmt.Sprintf("artifact is %d bytes, more than resources/read returns inline; use resources/stream or its httpUrl", a.Size))
 	}
 	rc, err := svc.Store.Open(ctx, id, 0, -1)
 	if err != nil {
@@ -384,19 +385,19 @@ func (p *Proxy) readArtifact(ctx context.Context, tenant string, reqID []byte, i
 		item["blob"] = base64.StdEncoding.EncodeToString(data)
 	}
 	b, _ := json.Marshal(map[string]any{"contents": []any{item}})
-	return Response(reqID, b)
+	return jsonrpc.Response(reqID, b)
 }
 
 // artifactError is the one mapping of artifact errors to JSON-RPC.
-func artifactError(reqID []byte, id string, err error) *Message {
+func artifactError(reqID []byte, id string, err error) *jsonrpc.Message {
 	switch {
 	case errors.Is(err, artifact.ErrNotFound), errors.Is(err, artifact.ErrExpired):
 		// -32002 is MCP's "resource not found".
-		return ErrorResponse(reqID, -32002, "resource not found: "+artifact.URI(id))
+		return jsonrpc.ErrorResponse(reqID, -32002, "resource not found: "+artifact.URI(id))
 	case errors.Is(err, artifact.ErrUnavailable):
-		return ErrorResponse(reqID, CodeInternalError, "artifact store unavailable; retry later")
+		return jsonrpc.ErrorResponse(reqID, jsonrpc.CodeInternalError, "artifact store unavailable; retry later")
 	}
-	return ErrorResponse(reqID, CodeInternalError, "reading the artifact failed")
+	return jsonrpc.ErrorResponse(reqID, jsonrpc.CodeInternalError, "reading the artifact failed")
 }
 
 func isText(mime string) bool {
@@ -500,18 +501,18 @@ func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) 
 
 // decodePOST decodes a client's POST body; malformed input is answered
 // with a JSON-RPC error and HTTP 400.
-func decodePOST(w http.ResponseWriter, body []byte, version string) ([]*Message, bool, bool) {
-	msgs, batch, err := Decode(body)
+func decodePOST(w http.ResponseWriter, body []byte, version string) ([]*jsonrpc.Message, bool, bool) {
+	msgs, batch, err := jsonrpc.Decode(body)
 	if err != nil {
-		code := CodeInvalidRequest
-		if errors.Is(err, errMalformed) {
-			code = CodeParseError
+		code := jsonrpc.CodeInvalidRequest
+		if errors.Is(err, jsonrpc.ErrMalformed) {
+			code = jsonrpc.CodeParseError
 		}
 		writeJSONError(w, http.StatusBadRequest, nil, code, err.Error())
 		return nil, false, false
 	}
 	if batch && version != "" && version >= Version20250618 {
-		writeJSONError(w, http.StatusBadRequest, nil, CodeInvalidRequest,
+		writeJSONError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"JSON-RPC batches are not part of protocol revision "+version)
 		return nil, false, false
 	}
@@ -521,12 +522,12 @@ func decodePOST(w http.ResponseWriter, body []byte, version string) ([]*Message,
 func writeJSONError(w http.ResponseWriter, status int, id []byte, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(ErrorResponse(id, code, msg).Raw)
+	w.Write(jsonrpc.ErrorResponse(id, code, msg).Raw)
 }
 
 // requestVersion is the protocol revision a POST speaks: the header, else
 // the _meta of its first request.
-func requestVersion(r *http.Request, msgs []*Message) string {
+func requestVersion(r *http.Request, msgs []*jsonrpc.Message) string {
 	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
 		return v
 	}

@@ -65,12 +65,12 @@ func TestBadInput(t *testing.T) {
 	}{
 		{"no token", `{}`, nil, 401, 0},
 		{"wrong token", `{}`, map[string]string{"Authorization": "Bearer nope"}, 401, 0},
-		{"malformed JSON", `{"jsonrpc":"2.0",`, auth, 400, mcpproxy.CodeParseError},
-		{"not a request", `{"jsonrpc":"2.0","id":1}`, auth, 400, mcpproxy.CodeInvalidRequest},
-		{"batch in 2025-11-25", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, with("Mcp-Protocol-Version", "2025-11-25"), 400, mcpproxy.CodeInvalidRequest},
+		{"malformed JSON", `{"jsonrpc":"2.0",`, auth, 400, -32700},
+		{"not a request", `{"jsonrpc":"2.0","id":1}`, auth, 400, -32600},
+		{"batch in 2025-11-25", `[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, with("Mcp-Protocol-Version", "2025-11-25"), 400, -32600},
 		{"too large", `{"jsonrpc":"2.0","id":1,"method":"x","params":{"p":"` + strings.Repeat("a", 2000) + `"}}`, auth, 413, 0},
 		{"foreign origin", `{}`, with("Origin", "http://evil.example"), 403, 0},
-		{"upstream down", `{"jsonrpc":"2.0","id":5,"method":"tools/list"}`, auth, 502, mcpproxy.CodeUpstream},
+		{"upstream down", `{"jsonrpc":"2.0","id":5,"method":"tools/list"}`, auth, 502, codeUpstream},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,8 +109,8 @@ func TestUpstreamDiesMidCall(t *testing.T) {
 	}()
 	select {
 	case rec := <-done:
-		if got := errorCode(t, bytes.TrimPrefix(lastData(rec.Body.Bytes()), nil)); got != mcpproxy.CodeUpstream {
-			t.Errorf("code %d, want %d: %s", got, mcpproxy.CodeUpstream, rec.Body)
+		if got := errorCode(t, bytes.TrimPrefix(lastData(rec.Body.Bytes()), nil)); got != codeUpstream {
+			t.Errorf("code %d, want %d: %s", got, codeUpstream, rec.Body)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the request hangs after the upstream died")
@@ -129,7 +129,7 @@ func TestUpstreamDiesMidCall(t *testing.T) {
 	go func() { errc <- dec.Decode(&resp) }()
 	select {
 	case err := <-errc:
-		if err != nil || resp.ID != "a" || resp.Error.Code != mcpproxy.CodeUpstream {
+		if err != nil || resp.ID != "a" || resp.Error.Code != codeUpstream {
 			t.Errorf("stdio: %+v, %v", resp, err)
 		}
 	case <-time.After(10 * time.Second):
@@ -204,8 +204,8 @@ func TestHTTPUpstreamDiesMidStream(t *testing.T) {
 	defer up.Close()
 	p, _ := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL}})
 	rec := post(t, p, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"x"}}`, nil)
-	if got := errorCode(t, lastData(rec.Body.Bytes())); got != mcpproxy.CodeUpstream {
-		t.Errorf("code %d, want %d: %s", got, mcpproxy.CodeUpstream, rec.Body)
+	if got := errorCode(t, lastData(rec.Body.Bytes())); got != codeUpstream {
+		t.Errorf("code %d, want %d: %s", got, codeUpstream, rec.Body)
 	}
 	if !strings.Contains(rec.Body.String(), "notifications/progress") {
 		t.Error("what the upstream sent before dying must reach the client")
@@ -275,3 +275,6 @@ func TestStatelessCancelPropagates(t *testing.T) {
 		}
 	}
 }
+
+// codeUpstream is the JSON-RPC error of a request whose upstream failed.
+const codeUpstream = -32000

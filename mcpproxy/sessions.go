@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"net/http"
 	"strings"
 	"sync"
@@ -103,7 +104,7 @@ func (s *session) idleSince(now time.Time) time.Duration {
 // serverMsg routes what the child sends on its own: to an open POST
 // stream, else the GET stream, else a bounded backlog the next GET
 // stream drains.
-func (s *session) serverMsg(m *Message) { s.park(delivery{m: m}) }
+func (s *session) serverMsg(m *jsonrpc.Message) { s.park(delivery{m: m}) }
 
 func (s *session) park(d delivery) {
 	s.mu.Lock()
@@ -189,10 +190,10 @@ func (ss *sessions) lookup(id string) *session {
 // stateless era has no server-to-client requests (input-required results
 // replace them), so a request gets an error; other notifications have no
 // session to go to.
-func (ss *sessions) statelessServerMsg(m *Message) {
+func (ss *sessions) statelessServerMsg(m *jsonrpc.Message) {
 	if m.IsRequest() {
 		if pe, err := ss.shared.get(); err == nil {
-			pe.send(context.Background(), ErrorResponse(m.ID, CodeMethodNotFound, "no client session to send this request to"))
+			pe.send(context.Background(), jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeMethodNotFound, "no client session to send this request to"))
 		}
 		return
 	}
@@ -325,7 +326,7 @@ func (ss *sessions) post(w http.ResponseWriter, r *http.Request, tenant string) 
 	switch {
 	case sid != "":
 		if s = ss.lookup(sid); s == nil {
-			writeJSONError(w, http.StatusNotFound, nil, CodeInvalidRequest, "session not found")
+			writeJSONError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, "session not found")
 			return
 		}
 		if s.tenant != tenant {
@@ -404,7 +405,7 @@ func (ss *sessions) post(w http.ResponseWriter, r *http.Request, tenant string) 
 			}
 			continue
 		}
-		want[idKey(m.ID)] = true
+		want[jsonrpc.Key(m.ID)] = true
 		reply, c := ss.p.before(ctx, tenant, m)
 		if reply != nil {
 			st.deliver(reply, nil)
@@ -412,7 +413,7 @@ func (ss *sessions) post(w http.ResponseWriter, r *http.Request, tenant string) 
 		}
 		wt, err := pe.call(ctx, m, c, st)
 		if err != nil {
-			st.deliver(ErrorResponse(m.ID, CodeUpstream, "upstream MCP server unavailable"), nil)
+			st.deliver(jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeUpstream, "upstream MCP server unavailable"), nil)
 			continue
 		}
 		waiters = append(waiters, wt)
@@ -468,7 +469,7 @@ func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		}
 		m := p.after(ctx, d.c, d.m)
 		if m.IsResponse() {
-			delete(want, idKey(m.ID))
+			delete(want, jsonrpc.Key(m.ID))
 		}
 		sse := strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 		if sw == nil && len(want) == 0 && (!sse || (statelessEra && errorStatus(m) != http.StatusOK)) {
@@ -528,7 +529,7 @@ func (p *Proxy) pollClose(w http.ResponseWriter, sw *SSEWriter, last string) {
 const pollRetry = 500
 
 // respondJSON answers a batch for a client that accepts only JSON.
-func (p *Proxy) respondJSON(ctx context.Context, w http.ResponseWriter, st *stream, want map[string]bool, first *Message) {
+func (p *Proxy) respondJSON(ctx context.Context, w http.ResponseWriter, st *stream, want map[string]bool, first *jsonrpc.Message) {
 	out := []json.RawMessage{first.Raw}
 	for len(want) > 0 {
 		select {
@@ -537,7 +538,7 @@ func (p *Proxy) respondJSON(ctx context.Context, w http.ResponseWriter, st *stre
 		case d := <-st.ch:
 			m := p.after(ctx, d.c, d.m)
 			if m.IsResponse() {
-				delete(want, idKey(m.ID))
+				delete(want, jsonrpc.Key(m.ID))
 				out = append(out, m.Raw)
 			}
 		}
@@ -547,7 +548,7 @@ func (p *Proxy) respondJSON(ctx context.Context, w http.ResponseWriter, st *stre
 	w.Write(b)
 }
 
-func hasMethod(msgs []*Message, method string) bool {
+func hasMethod(msgs []*jsonrpc.Message, method string) bool {
 	for _, m := range msgs {
 		if m.Method == method {
 			return true
@@ -569,7 +570,7 @@ const CodeHeaderMismatch = -32020
 // checkStatelessHeaders validates the routing headers of a stateless-era
 // request (SEP-2243/2575) when the proxy terminates HTTP itself: an HTTP
 // upstream checks its own.
-func checkStatelessHeaders(r *http.Request, msgs []*Message) *headerError {
+func checkStatelessHeaders(r *http.Request, msgs []*jsonrpc.Message) *headerError {
 	if len(msgs) != 1 || !msgs[0].IsRequest() {
 		return nil
 	}
@@ -580,7 +581,7 @@ func checkStatelessHeaders(r *http.Request, msgs []*Message) *headerError {
 	case meta != "" && header == "":
 		return &headerError{m.ID, CodeHeaderMismatch, "Mcp-Protocol-Version header is required"}
 	case stateless(header) && meta == "":
-		return &headerError{m.ID, CodeInvalidParams, "missing or invalid _meta field " + metaVersion}
+		return &headerError{m.ID, jsonrpc.CodeInvalidParams, "missing or invalid _meta field " + metaVersion}
 	case meta != "" && header != meta:
 		return &headerError{m.ID, CodeHeaderMismatch, "Mcp-Protocol-Version header does not match _meta"}
 	}
@@ -606,7 +607,7 @@ func checkStatelessHeaders(r *http.Request, msgs []*Message) *headerError {
 }
 
 // routingName is what Mcp-Name carries for m's method.
-func routingName(m *Message) (string, bool) {
+func routingName(m *jsonrpc.Message) (string, bool) {
 	var p struct {
 		Name string `json:"name"`
 		URI  string `json:"uri"`
@@ -627,7 +628,7 @@ func routingName(m *Message) (string, bool) {
 type supervisor struct {
 	dial     func() (conn, error)
 	p        *Proxy
-	onServer func(*Message)
+	onServer func(*jsonrpc.Message)
 	// onStart runs on each new child before it is used (the stdio face
 	// replays the client's initialize there).
 	onStart func(*peer) error
@@ -639,7 +640,7 @@ type supervisor struct {
 	closed  bool
 }
 
-func newSupervisor(dial func() (conn, error), p *Proxy, onServer func(*Message)) *supervisor {
+func newSupervisor(dial func() (conn, error), p *Proxy, onServer func(*jsonrpc.Message)) *supervisor {
 	return &supervisor{dial: dial, p: p, onServer: onServer, backoff: 100 * time.Millisecond}
 }
 

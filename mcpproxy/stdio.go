@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"io"
 	"net/http"
 	"strings"
@@ -40,12 +41,12 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 			}
 		}
 	}()
-	serverMsg := func(m *Message) { st.deliver(m, nil) }
+	serverMsg := func(m *jsonrpc.Message) { st.deliver(m, nil) }
 
 	var upstream func() (*peer, error)
 	var init struct {
 		sync.Mutex
-		req, done *Message
+		req, done *jsonrpc.Message
 	}
 	// A restarted child (or reconnected legacy stream) knows nothing of
 	// the client: replay its handshake so the session goes on.
@@ -80,7 +81,7 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 	}
 
 	for {
-		var m *Message
+		var m *jsonrpc.Message
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -93,7 +94,7 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 		if err != nil {
 			p.log.Warn("upstream unavailable", "err", err)
 			if m.IsRequest() {
-				st.deliver(ErrorResponse(m.ID, CodeUpstream, "upstream MCP server unavailable: "+err.Error()), nil)
+				st.deliver(jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeUpstream, "upstream MCP server unavailable: "+err.Error()), nil)
 			}
 			continue
 		}
@@ -114,7 +115,7 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 			continue
 		}
 		if m.Method == "resources/stream" {
-			st.deliver(ErrorResponse(m.ID, CodeNotStreamable, "resources/stream needs HTTP; over stdio use resources/read or the resource_link's httpUrl"), nil)
+			st.deliver(jsonrpc.ErrorResponse(m.ID, CodeNotStreamable, "resources/stream needs HTTP; over stdio use resources/read or the resource_link's httpUrl"), nil)
 			continue
 		}
 		reply, c := p.before(ctx, "", m)
@@ -126,14 +127,14 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 			continue
 		}
 		if _, err := pe.call(ctx, m, c, st); err != nil {
-			st.deliver(ErrorResponse(m.ID, CodeUpstream, "upstream MCP server unavailable"), nil)
+			st.deliver(jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeUpstream, "upstream MCP server unavailable"), nil)
 		}
 	}
 }
 
 // replayInit sends a remembered initialize (and initialized) to a fresh
 // child and waits for its answer.
-func replayInit(pe *peer, req, done *Message) error {
+func replayInit(pe *peer, req, done *jsonrpc.Message) error {
 	st := newStream(nil)
 	defer st.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -161,7 +162,7 @@ func replayInit(pe *peer, req, done *Message) error {
 type httpConn struct {
 	up   *HTTPUpstream
 	p    *Proxy
-	recv chan *Message
+	recv chan *jsonrpc.Message
 	done chan struct{}
 	once sync.Once
 
@@ -172,11 +173,11 @@ type httpConn struct {
 }
 
 func newHTTPConn(up *HTTPUpstream, p *Proxy) *httpConn {
-	return &httpConn{up: up, p: p, recv: make(chan *Message, 16), done: make(chan struct{})}
+	return &httpConn{up: up, p: p, recv: make(chan *jsonrpc.Message, 16), done: make(chan struct{})}
 }
 
-func (h *httpConn) Recv() <-chan *Message { return h.recv }
-func (h *httpConn) Err() error            { return nil }
+func (h *httpConn) Recv() <-chan *jsonrpc.Message { return h.recv }
+func (h *httpConn) Err() error                    { return nil }
 
 func (h *httpConn) Close() error {
 	h.once.Do(func() {
@@ -204,7 +205,7 @@ func (h *httpConn) setHeaders(req *http.Request) {
 	}
 }
 
-func (h *httpConn) push(m *Message) {
+func (h *httpConn) push(m *jsonrpc.Message) {
 	select {
 	case h.recv <- m:
 	case <-h.done:
@@ -213,7 +214,7 @@ func (h *httpConn) push(m *Message) {
 
 // Send posts m; its answers arrive on Recv. It returns once the request
 // is under way, so a long tool call does not hold up the next message.
-func (h *httpConn) Send(ctx context.Context, m *Message) error {
+func (h *httpConn) Send(ctx context.Context, m *jsonrpc.Message) error {
 	req, err := http.NewRequest(http.MethodPost, h.up.URL, bytes.NewReader(m.Raw))
 	if err != nil {
 		return err
@@ -232,7 +233,7 @@ func (h *httpConn) Send(ctx context.Context, m *Message) error {
 	if version != "" && m.Method != "initialize" {
 		req.Header.Set("Mcp-Protocol-Version", version)
 	}
-	if stateless(version) && m.hasMethod {
+	if stateless(version) && m.HasMethod() {
 		req.Header.Set("Mcp-Method", m.Method)
 		if name, ok := routingName(m); ok {
 			req.Header.Set("Mcp-Name", name)
@@ -247,7 +248,7 @@ func (h *httpConn) Send(ctx context.Context, m *Message) error {
 	return nil
 }
 
-func (h *httpConn) roundTrip(req *http.Request, m *Message) {
+func (h *httpConn) roundTrip(req *http.Request, m *jsonrpc.Message) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -260,7 +261,7 @@ func (h *httpConn) roundTrip(req *http.Request, m *Message) {
 	resp, err := h.up.client().Do(req.WithContext(ctx))
 	if err != nil {
 		if m.IsRequest() {
-			h.push(ErrorResponse(m.ID, CodeUpstream, "upstream MCP server unreachable"))
+			h.push(jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeUpstream, "upstream MCP server unreachable"))
 		}
 		h.p.log.Warn("upstream request failed", "err", err)
 		return
@@ -290,7 +291,7 @@ func (h *httpConn) roundTrip(req *http.Request, m *Message) {
 				if ev.ID != "" {
 					lastID = ev.ID
 				}
-				if msg, err := DecodeMessage(ev.Data); err == nil {
+				if msg, err := jsonrpc.DecodeMessage(ev.Data); err == nil {
 					got = got || (msg.IsResponse() && bytes.Equal(msg.ID, m.ID))
 					h.received(m, msg)
 				}
@@ -306,7 +307,7 @@ func (h *httpConn) roundTrip(req *http.Request, m *Message) {
 	case strings.HasPrefix(ct, "application/json"):
 		body, err := readAllSized(resp.Body, resp.ContentLength, h.up.maxMessage())
 		if err == nil {
-			msgs, _, err := Decode(body)
+			msgs, _, err := jsonrpc.Decode(body)
 			if err == nil {
 				for _, msg := range msgs {
 					got = got || (msg.IsResponse() && bytes.Equal(msg.ID, m.ID))
@@ -322,7 +323,7 @@ func (h *httpConn) roundTrip(req *http.Request, m *Message) {
 	// to resume from, is SEP-1699 polling: the answer comes on the
 	// session's GET stream, which is open.
 	if m.IsRequest() && !got && !(polling && listening) {
-		h.push(ErrorResponse(m.ID, CodeUpstream, "upstream answered "+resp.Status+" without a response"))
+		h.push(jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeUpstream, "upstream answered "+resp.Status+" without a response"))
 	}
 	if m.Method == "notifications/initialized" && resp.StatusCode < 300 {
 		go h.listen()
@@ -358,7 +359,7 @@ func (h *httpConn) resume(ctx context.Context, lastID string, read func(io.Reade
 
 // received passes one upstream message on, learning the negotiated
 // protocol version from the initialize result.
-func (h *httpConn) received(req, msg *Message) {
+func (h *httpConn) received(req, msg *jsonrpc.Message) {
 	if req.Method == "initialize" && msg.IsResponse() && msg.Result != nil {
 		var r struct {
 			ProtocolVersion string `json:"protocolVersion"`
@@ -413,7 +414,7 @@ func (h *httpConn) listen() {
 					if err != nil {
 						break
 					}
-					if msg, err := DecodeMessage(ev.Data); err == nil {
+					if msg, err := jsonrpc.DecodeMessage(ev.Data); err == nil {
 						h.push(msg)
 					}
 				}

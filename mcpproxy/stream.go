@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"net/http"
 	"sync"
 	"time"
@@ -83,7 +84,7 @@ func clientStreamCaps(caps json.RawMessage) (ok bool, max int64) {
 }
 
 // initCaps reads the client's capabilities from an initialize request.
-func initCaps(m *Message) json.RawMessage {
+func initCaps(m *jsonrpc.Message) json.RawMessage {
 	var p struct {
 		Caps json.RawMessage `json:"capabilities"`
 	}
@@ -107,7 +108,7 @@ func upstreamStreams(result []byte) bool {
 
 // requestStreamCaps is the stateless era's version: the capabilities
 // travel in each request's _meta.
-func requestStreamCaps(m *Message) streamCaps {
+func requestStreamCaps(m *jsonrpc.Message) streamCaps {
 	var p struct {
 		Meta map[string]json.RawMessage `json:"_meta"`
 	}
@@ -118,7 +119,7 @@ func requestStreamCaps(m *Message) streamCaps {
 
 // serveStream answers a resources/stream request on the HTTP face. It
 // returns false when the request must go to the upstream instead.
-func (p *Proxy) serveStream(w http.ResponseWriter, r *http.Request, m *Message, tenant string, caps streamCaps) bool {
+func (p *Proxy) serveStream(w http.ResponseWriter, r *http.Request, m *jsonrpc.Message, tenant string, caps streamCaps) bool {
 	var params struct {
 		URI string `json:"uri"`
 	}
@@ -132,7 +133,7 @@ func (p *Proxy) serveStream(w http.ResponseWriter, r *http.Request, m *Message, 
 		return true
 	}
 	if !caps.client {
-		writeJSONError(w, http.StatusOK, m.ID, CodeInvalidRequest, "resources/stream needs the resourceStreaming client capability")
+		writeJSONError(w, http.StatusOK, m.ID, jsonrpc.CodeInvalidRequest, "resources/stream needs the resourceStreaming client capability")
 		return true
 	}
 	svc := p.o.Artifacts
@@ -189,7 +190,7 @@ func (p *Proxy) serveStream(w http.ResponseWriter, r *http.Request, m *Message, 
 		w.Header().Del("MCP-Resource-Uri")
 		b, _ := json.Marshal(map[string]any{"uri": params.URI, "mimeType": a.MimeType, "size": a.Size, "downloadUrl": l.URL})
 		w.Header().Set("Content-Type", "application/json")
-		w.Write(Response(m.ID, b).Raw)
+		w.Write(jsonrpc.Response(m.ID, b).Raw)
 		return true
 	}
 	// Direct: the fetch endpoint serves the bytes (Range, ETag, safe

@@ -1,12 +1,10 @@
-package mcpproxy
+package jsonrpc
 
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"strings"
 	"testing"
-	"unicode/utf8"
 )
 
 func TestDecode(t *testing.T) {
@@ -55,7 +53,7 @@ func TestWithResultKeepsTheRest(t *testing.T) {
 	if string(n.Raw) != want {
 		t.Errorf("got %s\nwant %s", n.Raw, want)
 	}
-	r := m.withID([]byte(`"up-1"`))
+	r := m.WithID([]byte(`"up-1"`))
 	if !bytes.Contains(r.Raw, []byte(`"id":"up-1"`)) || string(r.ID) != `"up-1"` {
 		t.Errorf("withID: %s", r.Raw)
 	}
@@ -90,7 +88,7 @@ func FuzzDecode(f *testing.F) {
 			if err := json.Unmarshal(m.Raw, &env); err != nil {
 				t.Fatalf("message %q: %v", m.Raw, err)
 			}
-			if m.hasMethod && env.Method != m.Method {
+			if m.HasMethod() && env.Method != m.Method {
 				t.Fatalf("method %q, encoding/json says %q", m.Method, env.Method)
 			}
 			if m.Result != nil {
@@ -102,42 +100,6 @@ func FuzzDecode(f *testing.F) {
 					t.Fatalf("WithResult made %q", n.Raw)
 				}
 			}
-		}
-	})
-}
-
-// FuzzStringReader: streaming a JSON string decodes exactly what
-// encoding/json decodes (for valid UTF-8, where both agree).
-func FuzzStringReader(f *testing.F) {
-	for _, s := range []string{`"abc"`, `"a\nb\"c\\d\/"`, `"\u00e9\ud83d\ude00\ud800x"`, `"\uDBFF\uDFFF"`, `""`} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, lit []byte) {
-		lit = bytes.TrimSpace(lit) // the reader gets exact literals, as skipValue cuts them
-		var want string
-		if json.Unmarshal(lit, &want) != nil || len(lit) < 2 || lit[0] != '"' || !utf8.Valid(lit) {
-			return
-		}
-		// A small buffer exercises escapes split across reads.
-		got, err := io.ReadAll(io.LimitReader(struct{ io.Reader }{newStringReader(lit)}, int64(len(lit))))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if string(got) != want {
-			t.Fatalf("decoded %q, want %q", got, want)
-		}
-		var small bytes.Buffer
-		r := newStringReader(lit)
-		buf := make([]byte, 3)
-		for {
-			n, err := r.Read(buf)
-			small.Write(buf[:n])
-			if err != nil {
-				break
-			}
-		}
-		if small.String() != want {
-			t.Fatalf("3-byte reads decoded %q, want %q", small.String(), want)
 		}
 	})
 }

@@ -1,4 +1,13 @@
-package mcpproxy
+// Package jsonrpc is the proxy's JSON-RPC 2.0 envelope: it decodes a
+// message only as far as its envelope (method, id, and the spans of params,
+// result and error in the raw bytes), builds the messages the proxy sends
+// itself, and edits raw JSON in place (ids, progress tokens, _meta members)
+// without re-encoding what it does not own.
+//
+// Everything here is a pure function of its input and safe for concurrent
+// use. Decoding failures wrap ErrMalformed (a parse error, -32700) or are
+// invalid requests (-32600).
+package jsonrpc
 
 import (
 	"bytes"
@@ -36,8 +45,8 @@ type Message struct {
 	Result []byte
 	Error  []byte
 
-	hasMethod  bool
-	id, result [2]int // spans of ID and Result in Raw
+	hasMethod          bool   // a "method" member was present
+	id, params, result [2]int // spans of ID, Params and Result in Raw
 }
 
 // IsRequest reports whether m is a request (a method and an id).
@@ -49,17 +58,17 @@ func (m *Message) IsNotification() bool { return m.hasMethod && m.ID == nil }
 // IsResponse reports whether m answers a request.
 func (m *Message) IsResponse() bool { return !m.hasMethod && (m.Result != nil || m.Error != nil) }
 
-// errMalformed is wrapped by every decoding failure that is a parse error
+// ErrMalformed is wrapped by every decoding failure that is a parse error
 // (-32700) rather than an invalid request (-32600).
-var errMalformed = errors.New("malformed JSON")
+var ErrMalformed = errors.New("malformed JSON")
 
 // Decode parses one message or a batch. batch reports whether b was a JSON
 // array. The returned messages alias b.
 func Decode(b []byte) (msgs []*Message, batch bool, err error) {
 	if !json.Valid(b) {
-		return nil, false, errMalformed
+		return nil, false, ErrMalformed
 	}
-	i := skipSpace(b, 0)
+	i := SkipSpace(b, 0)
 	if b[i] != '[' {
 		m, err := decodeOne(b)
 		if err != nil {
@@ -67,17 +76,17 @@ func Decode(b []byte) (msgs []*Message, batch bool, err error) {
 		}
 		return []*Message{m}, false, nil
 	}
-	i = skipSpace(b, i+1)
+	i = SkipSpace(b, i+1)
 	for b[i] != ']' {
-		end := skipValue(b, i)
+		end := SkipValue(b, i)
 		m, err := decodeOne(b[i:end])
 		if err != nil {
 			return nil, true, err
 		}
 		msgs = append(msgs, m)
-		i = skipSpace(b, end)
+		i = SkipSpace(b, end)
 		if b[i] == ',' {
-			i = skipSpace(b, i+1)
+			i = SkipSpace(b, i+1)
 		}
 	}
 	if len(msgs) == 0 {
@@ -106,20 +115,20 @@ func decodeOne(b []byte) (*Message, error) {
 	}
 	m := &Message{Raw: b}
 	version := ""
-	i := skipSpace(b, 1)
+	i := SkipSpace(b, 1)
 	for b[i] != '}' {
-		kend := skipValue(b, i)
-		key, err := unquote(b[i:kend])
+		kend := SkipValue(b, i)
+		key, err := Unquote(b[i:kend])
 		if err != nil {
 			return nil, err
 		}
-		i = skipSpace(b, kend)
-		i = skipSpace(b, i+1) // ':'
-		vend := skipValue(b, i)
+		i = SkipSpace(b, kend)
+		i = SkipSpace(b, i+1) // ':'
+		vend := SkipValue(b, i)
 		v := b[i:vend]
 		switch key {
 		case "jsonrpc":
-			if version, err = unquote(v); err != nil {
+			if version, err = Unquote(v); err != nil {
 				return nil, fmt.Errorf("jsonrpc must be \"2.0\"")
 			}
 		case "id":
@@ -130,7 +139,7 @@ func decodeOne(b []byte) (*Message, error) {
 			}
 			m.ID, m.id = v, [2]int{i, vend}
 		case "method":
-			if m.Method, err = unquote(v); err != nil {
+			if m.Method, err = Unquote(v); err != nil {
 				return nil, fmt.Errorf("method must be a string")
 			}
 			m.hasMethod = true
@@ -138,15 +147,15 @@ func decodeOne(b []byte) (*Message, error) {
 			if v[0] != '{' && v[0] != '[' {
 				return nil, fmt.Errorf("params must be an object or an array")
 			}
-			m.Params = v
+			m.Params, m.params = v, [2]int{i, vend}
 		case "result":
 			m.Result, m.result = v, [2]int{i, vend}
 		case "error":
 			m.Error = v
 		}
-		i = skipSpace(b, vend)
+		i = SkipSpace(b, vend)
 		if b[i] == ',' {
-			i = skipSpace(b, i+1)
+			i = SkipSpace(b, i+1)
 		}
 	}
 	switch {
@@ -171,7 +180,7 @@ func (m *Message) WithResult(r []byte) *Message {
 	raw = append(raw, m.Raw[m.result[1]:]...)
 	n, err := decodeOne(raw)
 	if err != nil {
-		panic("mcpproxy: WithResult made invalid JSON: " + err.Error()) // r must be valid JSON
+		panic("jsonrpc: WithResult made invalid JSON: " + err.Error()) // r must be valid JSON
 	}
 	return n
 }
@@ -186,7 +195,7 @@ func Response(id []byte, result []byte) *Message {
 	raw = append(raw, '}')
 	m, err := decodeOne(raw)
 	if err != nil {
-		panic("mcpproxy: invalid result: " + err.Error())
+		panic("jsonrpc: invalid result: " + err.Error())
 	}
 	return m
 }
@@ -225,12 +234,16 @@ func (m *Message) ErrorCode() int {
 	return e.Code
 }
 
-// idKey turns an id into a map key: 1 and "1" are different ids.
-func idKey(id []byte) string { return string(id) }
+// HasMethod reports whether m carries a method (a request or a notification).
+func (m *Message) HasMethod() bool { return m.hasMethod }
 
-// withID returns a copy of m carrying id instead of its own: the proxy
+// Key turns an id into a map key: 1 and "1" are different ids.
+func Key(id []byte) string { return string(id) }
+
+// WithID returns a copy of m carrying id instead of its own: the proxy
 // renumbers requests when several clients share one upstream connection.
-func (m *Message) withID(id []byte) *Message {
+// A message without an id is returned as it is.
+func (m *Message) WithID(id []byte) *Message {
 	if m.ID == nil {
 		return m
 	}
@@ -241,25 +254,25 @@ func (m *Message) withID(id []byte) *Message {
 	raw = append(raw, m.Raw[end:]...)
 	n, err := decodeOne(raw)
 	if err != nil {
-		panic("mcpproxy: withID made invalid JSON: " + err.Error())
+		panic("jsonrpc: withID made invalid JSON: " + err.Error())
 	}
 	return n
 }
 
-// numID formats a proxy-assigned id.
-func numID(n uint64) []byte { return strconv.AppendUint(nil, n, 10) }
+// NumID formats a proxy-assigned id.
+func NumID(n uint64) []byte { return strconv.AppendUint(nil, n, 10) }
 
-// skipSpace returns the index of the first non-space byte at or after i.
-func skipSpace(b []byte, i int) int {
+// SkipSpace returns the index of the first non-space byte at or after i.
+func SkipSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
 	return i
 }
 
-// skipValue returns the end of the JSON value starting at b[i]. b must be
+// SkipValue returns the end of the JSON value starting at b[i]. b must be
 // valid JSON (checked once with json.Valid), so the scan need not validate.
-func skipValue(b []byte, i int) int {
+func SkipValue(b []byte, i int) int {
 	switch b[i] {
 	case '"':
 		for i++; ; i++ {
@@ -275,7 +288,7 @@ func skipValue(b []byte, i int) int {
 		for ; i < len(b); i++ {
 			switch b[i] {
 			case '"':
-				i = skipValue(b, i) - 1
+				i = SkipValue(b, i) - 1
 			case '{', '[':
 				depth++
 			case '}', ']':
@@ -294,8 +307,8 @@ func skipValue(b []byte, i int) int {
 	}
 }
 
-// unquote decodes a JSON string literal.
-func unquote(v []byte) (string, error) {
+// Unquote decodes a JSON string literal.
+func Unquote(v []byte) (string, error) {
 	if len(v) < 2 || v[0] != '"' {
 		return "", fmt.Errorf("not a string")
 	}

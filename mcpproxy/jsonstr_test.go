@@ -1,0 +1,45 @@
+package mcpproxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzStringReader: streaming a JSON string decodes exactly what
+// encoding/json decodes (for valid UTF-8, where both agree).
+func FuzzStringReader(f *testing.F) {
+	for _, s := range []string{`"abc"`, `"a\nb\"c\\d\/"`, `"\u00e9\ud83d\ude00\ud800x"`, `"\uDBFF\uDFFF"`, `""`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, lit []byte) {
+		lit = bytes.TrimSpace(lit) // the reader gets exact literals, as skipValue cuts them
+		var want string
+		if json.Unmarshal(lit, &want) != nil || len(lit) < 2 || lit[0] != '"' || !utf8.Valid(lit) {
+			return
+		}
+		// A small buffer exercises escapes split across reads.
+		got, err := io.ReadAll(io.LimitReader(struct{ io.Reader }{newStringReader(lit)}, int64(len(lit))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Fatalf("decoded %q, want %q", got, want)
+		}
+		var small bytes.Buffer
+		r := newStringReader(lit)
+		buf := make([]byte, 3)
+		for {
+			n, err := r.Read(buf)
+			small.Write(buf[:n])
+			if err != nil {
+				break
+			}
+		}
+		if small.String() != want {
+			t.Fatalf("3-byte reads decoded %q, want %q", small.String(), want)
+		}
+	})
+}
