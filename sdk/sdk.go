@@ -3,6 +3,14 @@
 // delete artifacts, and fetch links with size and SHA-256 checks and
 // Range resumption. It uses only the standard library.
 //
+// What Fetch checks: the size, and the SHA-256 the caller passes
+// (FetchOptions.SHA256, from the link's _meta["dev.spillway/sha256"]).
+// Without one it falls back to the ETag when that is a SHA-256, as
+// Spillway's own answers are; after a redirect to storage (--redirect) the
+// ETag is the store's MD5, so no checksum is checked at all. Pass the
+// link's digest (Client.FetchBytes does), or set FetchOptions.RequireSHA256
+// to refuse a fetch that could not be checked.
+//
 //	c := &sdk.Client{BaseURL: "http://127.0.0.1:8080", Token: os.Getenv("SPILLWAY_TOKEN")}
 //	link, err := c.Upload(ctx, f, sdk.UploadOptions{Name: "report.pdf", MimeType: "application/pdf"})
 //	...
@@ -35,14 +43,24 @@ var (
 	ErrUnavailable     = errors.New("spillway: service unavailable")
 	ErrUnauthenticated = errors.New("spillway: missing or unknown token")
 	ErrTooLarge        = errors.New("spillway: too large")
+	// ErrMalformedDigest is returned, before any request, when an expected
+	// SHA-256 is not exactly 64 hex digits.
+	ErrMalformedDigest = errors.New("spillway: malformed SHA-256 digest")
+	// ErrNoDigest is returned, before any request, when a fetch must be
+	// checked (FetchOptions.RequireSHA256, Client.FetchBytes) and no
+	// expected SHA-256 is known.
+	ErrNoDigest = errors.New("spillway: no expected SHA-256 to check against")
 )
 
 // Error is an answer of the service that was not a success. Code is the
-// service's stable error code ("expired", "forbidden", ...).
+// service's stable error code ("expired", "forbidden", ...). RetryAfter is
+// the wait the answer's Retry-After asked for (delta-seconds or
+// HTTP-date, at most an hour), 0 when it had none.
 type Error struct {
-	Status  int
-	Code    string
-	Message string
+	Status     int
+	Code       string
+	Message    string
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -72,8 +90,12 @@ func errorFrom(resp *http.Response) error {
 	var body struct{ Code, Message string }
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	json.Unmarshal(b, &body)
-	return &Error{Status: resp.StatusCode, Code: body.Code, Message: body.Message}
+	wait, _ := retryAfter(resp.Header.Get("Retry-After"), time.Now(), maxRetryAfter)
+	return &Error{Status: resp.StatusCode, Code: body.Code, Message: body.Message, RetryAfter: wait}
 }
+
+// maxRetryAfter bounds what a server's Retry-After can make anyone wait.
+const maxRetryAfter = time.Hour
 
 // Link is a resource_link as the service returns it.
 type Link struct {
@@ -109,7 +131,8 @@ func (l *Link) UnmarshalJSON(b []byte) error {
 func (l Link) ID() string { return l.URI[strings.LastIndexByte(l.URI, '/')+1:] }
 
 // Client talks to one Spillway service. The zero value is not usable:
-// set BaseURL. Safe for concurrent use.
+// set BaseURL. Safe for concurrent use. Token is sent to BaseURL's origin
+// only: a redirect to another scheme, host or port drops it.
 type Client struct {
 	BaseURL string       // e.g. http://127.0.0.1:8080
 	Token   string       // an inbound token of --auth-tokens; "" when auth is off
@@ -123,11 +146,32 @@ func (c *Client) http() *http.Client {
 	return http.DefaultClient
 }
 
+// apiClient is the caller's client with its redirect policy wrapped:
+// net/http keeps Authorization on a redirect to the same host on another
+// port, or to a subdomain; the token belongs to one origin.
+func (c *Client) apiClient() *http.Client {
+	hc := *c.http()
+	next := hc.CheckRedirect
+	hc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if !sameOrigin(req.URL, via[0].URL) {
+			req.Header.Del("Authorization")
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 { // net/http's default policy
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &hc
+}
+
 func (c *Client) do(req *http.Request, want int, out any) error {
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
-	resp, err := c.http().Do(req)
+	resp, err := c.apiClient().Do(req)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
@@ -193,16 +237,22 @@ func (c *Client) Upload(ctx context.Context, r io.Reader, o UploadOptions) (Link
 	return l, err
 }
 
-// Mint returns a fresh link to an artifact the caller's tenant owns.
+// Mint returns a fresh link to an artifact the caller's tenant owns, valid
+// for ttl (0: the service's default); the mint policy may shorten it, so
+// read the link's ExpiresAt.
 func (c *Client) Mint(ctx context.Context, id string, ttl time.Duration) (Link, error) {
-	q := url.Values{}
-	if ttl > 0 {
-		q.Set("ttl", ttl.String())
+	var body struct {
+		TTL string `json:"ttl,omitempty"`
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url("/v1/artifacts/"+url.PathEscape(id)+"/links", q), nil)
+	if ttl > 0 {
+		body.TTL = ttl.String()
+	}
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url("/v1/artifacts/"+url.PathEscape(id)+"/links", nil), bytes.NewReader(b))
 	if err != nil {
 		return Link{}, err
 	}
+	req.Header.Set("Content-Type", "application/json")
 	var l Link
 	err = c.do(req, http.StatusCreated, &l)
 	return l, err
@@ -220,16 +270,40 @@ func (c *Client) Delete(ctx context.Context, id string) error {
 // FetchOptions are checks and knobs of Fetch. All fields are optional.
 type FetchOptions struct {
 	ExpiresAt time.Time // httpUrlExpiresAt: an expired link is refused without a request
-	SHA256    string    // expected checksum; default: the response's ETag
-	Size      int64     // expected size; 0: Content-Length
-	Retries   int       // resumptions after a broken connection; default 5
-	Progress  func(done, total int64)
+	// SHA256 is the expected checksum, 64 hex digits: the link's
+	// _meta["dev.spillway/sha256"]. Anything else is refused before any
+	// request with ErrMalformedDigest. Empty: the response's ETag when it
+	// is a SHA-256 (Spillway's are; a storage redirect's are not), else no
+	// checksum check.
+	SHA256 string
+	// RequireSHA256 refuses, with ErrNoDigest before any request, a fetch
+	// without SHA256: the ETag comes from the same server as the bytes.
+	RequireSHA256 bool
+	Size          int64 // expected size; 0: Content-Length
+	// Retries bounds resumptions after a broken connection and retries of
+	// a 502, 503 or 504 answer; default 5.
+	Retries int
+	// MaxRetryWait caps the pause before a retry, whatever the server's
+	// Retry-After asks (delta-seconds or HTTP-date); default 10s.
+	MaxRetryWait time.Duration
+	Progress     func(done, total int64)
 }
 
 // Fetch streams the link at url to w and returns the bytes written. It
-// checks size and SHA-256, and resumes with Range (and If-Range on the
-// ETag) when the connection breaks. hc nil means http.DefaultClient.
+// checks size and SHA-256 (see FetchOptions.SHA256 for which), resumes
+// with Range (and If-Range on the ETag) when the connection breaks, and
+// retries an unavailable service after its Retry-After. hc nil means
+// http.DefaultClient. Errors: ErrMalformedDigest, ErrNoDigest, ErrExpired
+// before any request; ErrIntegrity; the service's *Error; ErrUnavailable.
 func Fetch(ctx context.Context, hc *http.Client, url string, w io.Writer, o FetchOptions) (int64, error) {
+	var err error
+	if o.SHA256 != "" {
+		if o.SHA256, err = parseDigest(o.SHA256); err != nil {
+			return 0, err
+		}
+	} else if o.RequireSHA256 {
+		return 0, fmt.Errorf("%w: pass the link's %s", ErrNoDigest, MetaSHA256)
+	}
 	if !o.ExpiresAt.IsZero() && !time.Now().Before(o.ExpiresAt) {
 		return 0, fmt.Errorf("link expired at %s: %w", o.ExpiresAt.Format(time.RFC3339), ErrExpired)
 	}
@@ -240,6 +314,10 @@ func Fetch(ctx context.Context, hc *http.Client, url string, w io.Writer, o Fetc
 	if retries == 0 {
 		retries = 5
 	}
+	maxWait := o.MaxRetryWait
+	if maxWait <= 0 {
+		maxWait = 10 * time.Second
+	}
 	h := sha256.New()
 	var done, total int64 = 0, -1
 	etag := ""
@@ -249,12 +327,20 @@ func Fetch(ctx context.Context, hc *http.Client, url string, w io.Writer, o Fetc
 		if err == nil {
 			break
 		}
-		var se *Error
-		if errors.As(err, &se) || errors.Is(err, ErrIntegrity) || ctx.Err() != nil || attempt >= retries {
+		if errors.Is(err, ErrIntegrity) || ctx.Err() != nil || attempt >= retries {
 			return done, err
 		}
-		select { // a broken connection: resume after a short pause
-		case <-time.After(time.Duration(50<<attempt) * time.Millisecond):
+		wait := min(time.Duration(50<<min(attempt, 16))*time.Millisecond, maxWait) // a broken connection
+		if se := (*Error)(nil); errors.As(err, &se) {
+			if !errors.Is(se, ErrUnavailable) {
+				return done, err
+			}
+			if se.RetryAfter > 0 {
+				wait = min(se.RetryAfter, maxWait)
+			}
+		}
+		select {
+		case <-time.After(wait):
 		case <-ctx.Done():
 			return done, ctx.Err()
 		}
@@ -352,11 +438,11 @@ func verify(h hash.Hash, done, total int64, etag string, o FetchOptions) error {
 	if total >= 0 && done != total {
 		return fmt.Errorf("got %d bytes, the server announced %d: %w", done, total, ErrIntegrity)
 	}
-	want := strings.ToLower(o.SHA256)
+	want := o.SHA256 // checked by Fetch: 64 lower-case hex digits or ""
 	if want == "" {
-		want = strings.Trim(strings.TrimPrefix(etag, "W/"), `"`)
+		want = etagDigest(etag)
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); len(want) == 64 && got != want {
+	if got := hex.EncodeToString(h.Sum(nil)); want != "" && got != want {
 		return fmt.Errorf("sha256 %s, want %s: %w", got, want, ErrIntegrity)
 	}
 	return nil
@@ -367,10 +453,12 @@ func (c *Client) Fetch(ctx context.Context, url string, w io.Writer, o FetchOpti
 	return Fetch(ctx, c.HTTP, url, w, o)
 }
 
-// FetchBytes fetches a link into memory; for small artifacts.
+// FetchBytes fetches a link into memory; for small artifacts. The bytes
+// must match the link's own SHA256: a link without one is refused with
+// ErrNoDigest before any request.
 func (c *Client) FetchBytes(ctx context.Context, l Link) ([]byte, error) {
 	var b bytes.Buffer
-	_, err := Fetch(ctx, c.HTTP, l.HTTPURL, &b, FetchOptions{ExpiresAt: l.ExpiresAt, SHA256: l.SHA256, Size: l.Size})
+	_, err := Fetch(ctx, c.HTTP, l.HTTPURL, &b, FetchOptions{ExpiresAt: l.ExpiresAt, SHA256: l.SHA256, RequireSHA256: true, Size: l.Size})
 	return b.Bytes(), err
 }
 
