@@ -128,6 +128,7 @@ class FetchTest(unittest.TestCase):
         got = spillway.fetch(link["httpUrl"], sha256=link["_meta"][spillway.SHA256_META],
                              expires_at=link["httpUrlExpiresAt"], size=link["size"])
         self.assertEqual(got, data)
+        self.assertEqual(spillway.fetch(link), data)  # the link itself: its digest, size and expiry
         seen = []
         with tempfile.TemporaryDirectory() as d:
             p = os.path.join(d, "out.bin")
