@@ -1,0 +1,236 @@
+package mux
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+)
+
+// fakeConn is the upstream end of a Mux in tests: what the mux sends
+// arrives on sent; what the test pushes on recv reaches the mux.
+type fakeConn struct {
+	sent chan *jsonrpc.Message
+	recv chan *jsonrpc.Message
+	once sync.Once
+}
+
+func newFake() *fakeConn {
+	return &fakeConn{sent: make(chan *jsonrpc.Message, 4096), recv: make(chan *jsonrpc.Message, 16)}
+}
+
+func (f *fakeConn) Send(ctx context.Context, m *jsonrpc.Message) error {
+	select {
+	case f.sent <- m:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+func (f *fakeConn) Recv() <-chan *jsonrpc.Message { return f.recv }
+func (f *fakeConn) Err() error                    { return nil }
+func (f *fakeConn) Close() error                  { f.once.Do(func() { close(f.recv) }); return nil }
+
+// sink collects deliveries.
+type sink struct {
+	mu   sync.Mutex
+	got  []*jsonrpc.Message
+	tags []any
+	ch   chan struct{}
+}
+
+func newSink() *sink { return &sink{ch: make(chan struct{}, 1<<16)} }
+
+func (s *sink) Deliver(m *jsonrpc.Message, tag any) {
+	s.mu.Lock()
+	s.got = append(s.got, m)
+	s.tags = append(s.tags, tag)
+	s.mu.Unlock()
+	s.ch <- struct{}{}
+}
+
+func (s *sink) wait(t *testing.T, n int) []*jsonrpc.Message {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		select {
+		case <-s.ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("waited for %d deliveries, got %d", n, i)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*jsonrpc.Message(nil), s.got...)
+}
+
+func msg(t testing.TB, s string) *jsonrpc.Message {
+	t.Helper()
+	m, err := jsonrpc.DecodeMessage([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestSameIDsAndTokensInTwoScopes(t *testing.T) {
+	fc := newFake()
+	m := New(fc, nil, nil)
+	defer m.Close()
+	ctx := context.Background()
+	a, b := m.NewScope(), m.NewScope()
+	sa, sb := newSink(), newSink()
+	req := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":"t"}}}`
+	if _, err := a.Call(ctx, msg(t, req), sa, "A"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Call(ctx, msg(t, req), sb, "B"); err != nil {
+		t.Fatal(err)
+	}
+	upA, upB := <-fc.sent, <-fc.sent
+	if string(upA.ID) == string(upB.ID) || string(jsonrpc.ProgressToken(upA)) == string(jsonrpc.ProgressToken(upB)) {
+		t.Fatalf("ids or tokens shared upstream: %s / %s", upA.Raw, upB.Raw)
+	}
+	// Progress for B's token, then B's response, then A's.
+	fc.recv <- msg(t, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":1}}`, jsonrpc.ProgressToken(upB)))
+	fc.recv <- msg(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"who":"B"}}`, upB.ID))
+	fc.recv <- msg(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"who":"A"}}`, upA.ID))
+	gb := sb.wait(t, 2)
+	ga := sa.wait(t, 1)
+	if string(jsonrpc.NotifiedToken(gb[0])) != `"t"` || string(gb[1].ID) != "1" || jsonrpc.StringMember(gb[1].Result, "who") != "B" {
+		t.Fatalf("B got %s / %s", gb[0].Raw, gb[1].Raw)
+	}
+	if len(ga) != 1 || string(ga[0].ID) != "1" || jsonrpc.StringMember(ga[0].Result, "who") != "A" || sa.tags[0] != "A" {
+		t.Fatalf("A got %d messages: %s", len(ga), ga[0].Raw)
+	}
+}
+
+func TestCancelStaysInItsScope(t *testing.T) {
+	fc := newFake()
+	m := New(fc, nil, nil)
+	defer m.Close()
+	ctx := context.Background()
+	a, b := m.NewScope(), m.NewScope()
+	if _, err := b.Call(ctx, msg(t, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{}}`), newSink(), nil); err != nil {
+		t.Fatal(err)
+	}
+	up := <-fc.sent
+	// A cancels "its" request 7, which only B has: dropped, nothing sent.
+	if err := a.Notify(ctx, msg(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`)); err != nil {
+		t.Fatal(err)
+	}
+	// B cancels its own 7: renamed to the upstream id.
+	if err := b.Notify(ctx, msg(t, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"r"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	got := <-fc.sent
+	if string(jsonrpc.CancelledID(got)) != string(up.ID) {
+		t.Fatalf("cancel sent upstream: %s, want requestId %s", got.Raw, up.ID)
+	}
+	select {
+	case extra := <-fc.sent:
+		t.Fatalf("unexpected upstream message %s", extra.Raw)
+	default:
+	}
+}
+
+func TestDuplicateIDAndDeadUpstream(t *testing.T) {
+	fc := newFake()
+	m := New(fc, nil, nil)
+	ctx := context.Background()
+	s := m.NewScope()
+	k := newSink()
+	req := msg(t, `{"jsonrpc":"2.0","id":"x","method":"ping"}`)
+	if _, err := s.Call(ctx, req, k, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Call(ctx, req, k, nil); err != ErrDuplicateID {
+		t.Fatalf("second call with the same id: %v", err)
+	}
+	m.Close()
+	got := k.wait(t, 1)
+	if got[0].ErrorCode() != jsonrpc.CodeUpstream || string(got[0].ID) != `"x"` {
+		t.Fatalf("after the upstream died: %s", got[0].Raw)
+	}
+	if _, err := s.Call(ctx, msg(t, `{"jsonrpc":"2.0","id":2,"method":"ping"}`), k, nil); err != ErrClosed {
+		t.Fatalf("call on a dead mux: %v", err)
+	}
+}
+
+func TestScopeCloseCancelsUpstream(t *testing.T) {
+	fc := newFake()
+	m := New(fc, nil, nil)
+	defer m.Close()
+	s := m.NewScope()
+	s.Call(context.Background(), msg(t, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}`), newSink(), nil)
+	up := <-fc.sent
+	s.Close("client disconnected")
+	c := <-fc.sent
+	if c.Method != jsonrpc.MethodCancelled || string(jsonrpc.CancelledID(c)) != string(up.ID) {
+		t.Fatalf("close sent %s", c.Raw)
+	}
+	// A late response is dropped, not delivered to anyone.
+	fc.recv <- msg(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, up.ID))
+}
+
+func TestSubscriptionIDsRestored(t *testing.T) {
+	fc := newFake()
+	m := New(fc, nil, nil)
+	defer m.Close()
+	s := m.NewScope()
+	k := newSink()
+	s.Call(context.Background(), msg(t, `{"jsonrpc":"2.0","id":"L","method":"subscriptions/listen","params":{}}`), k, nil)
+	up := <-fc.sent
+	fc.recv <- msg(t, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"u","_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}`, up.ID))
+	fc.recv <- msg(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"_meta":{"io.modelcontextprotocol/subscriptionId":%s}}}`, up.ID, up.ID))
+	got := k.wait(t, 2)
+	if string(jsonrpc.SubscriptionID(got[0])) != `"L"` {
+		t.Fatalf("notification: %s", got[0].Raw)
+	}
+	if string(jsonrpc.Path(got[1].Result, "_meta", jsonrpc.MetaSubscriptionID)) != `"L"` || string(got[1].ID) != `"L"` {
+		t.Fatalf("final response: %s", got[1].Raw)
+	}
+}
+
+// TestConcurrentScopes: many clients with the same ids at once; each gets
+// exactly its own answers. Run under -race.
+func TestConcurrentScopes(t *testing.T) {
+	fc := newFake()
+	m := New(fc, nil, nil)
+	defer m.Close()
+	// The upstream echoes each request's params back as its result.
+	go func() {
+		for req := range fc.sent {
+			if req.IsRequest() {
+				fc.recv <- jsonrpc.Response(req.ID, req.Params)
+			}
+		}
+	}()
+	const clients, calls = 20, 200
+	var wg sync.WaitGroup
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := m.NewScope()
+			k := newSink()
+			for i := 0; i < calls; i++ {
+				req := msg(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"x","params":{"c":%d}}`, i, c))
+				if _, err := s.Call(context.Background(), req, k, c); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+			got := k.wait(t, calls)
+			for _, g := range got {
+				if jsonrpc.RawMember(g.Result, "c") == nil || string(jsonrpc.RawMember(g.Result, "c")) != fmt.Sprint(c) {
+					t.Errorf("client %d got %s", c, g.Raw)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
