@@ -1,0 +1,244 @@
+// Package session holds what the proxy keeps for a session-era client when
+// it terminates Streamable HTTP itself (stdio and legacy upstreams): the
+// table of sessions, each bound to the tenant that created it, and each
+// session's stream registry.
+//
+// A stream is one SSE stream of a session (a POST's, or the standalone GET
+// stream) and is its own event log: every message for the client is
+// appended to the stream it belongs to, with the id "<stream>_<seq>", and
+// kept for a window. A writer (an HTTP response) attaches to a stream at a
+// cursor and writes what follows it; a later attachment, a GET with
+// Last-Event-ID, takes the stream over, pending and future events
+// included, and the earlier writer stops. Appending never blocks, so a
+// client that stops reading costs its own stream's memory (bounded by the
+// session's byte budget), never the upstream's progress. When the budget
+// forces events out before a client read them, a response is replaced by a
+// small error response for the same id and the writer reports the gap:
+// nothing is skipped silently.
+//
+// All types are safe for concurrent use.
+package session
+
+import (
+	"crypto/rand"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+)
+
+// Stream is one SSE stream of a session. Create it with Session.NewStream.
+type Stream struct {
+	id   string
+	sess *Session
+
+	mu      sync.Mutex
+	events  []event
+	next    int // seq of the next event
+	lost    int // events dropped before a writer read them
+	gen     uint64
+	wake    chan struct{} // closed on every change; then replaced
+	want    map[string]bool
+	done    bool
+	touched time.Time
+}
+
+type event struct {
+	seq  int
+	data []byte
+	at   time.Time
+	resp []byte // the id, when the event is a response
+}
+
+// Event is one event a writer sends.
+type Event struct {
+	ID   string
+	Data []byte
+}
+
+// ID is the stream's name.
+func (st *Stream) ID() string { return st.id }
+
+// Append adds a message for the client. A response settles the request it
+// answers; a POST stream whose requests are all answered is done once a
+// writer has sent everything. Appending to a closed stream is refused
+// (false): the caller routes the message elsewhere.
+func (st *Stream) Append(m *jsonrpc.Message) bool {
+	now := time.Now()
+	st.mu.Lock()
+	if st.done {
+		st.mu.Unlock()
+		return false
+	}
+	st.next++
+	ev := event{seq: st.next, data: m.Raw, at: now}
+	if m.IsResponse() {
+		ev.resp = m.ID
+		delete(st.want, jsonrpc.Key(m.ID))
+		if st.want != nil && len(st.want) == 0 {
+			st.done = true
+		}
+	}
+	st.events = append(st.events, ev)
+	st.touched = now
+	st.broadcastLocked()
+	st.mu.Unlock()
+	st.sess.grew(len(m.Raw))
+	return true
+}
+
+// Await records request ids this POST stream must answer before it ends.
+func (st *Stream) Await(ids [][]byte) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.want == nil {
+		st.want = map[string]bool{}
+	}
+	for _, id := range ids {
+		st.want[jsonrpc.Key(id)] = true
+	}
+}
+
+// Unanswered is how many awaited requests have no response yet.
+func (st *Stream) Unanswered() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.want)
+}
+
+// Finish ends the stream (no more events will come).
+func (st *Stream) Finish() {
+	st.mu.Lock()
+	st.done = true
+	st.broadcastLocked()
+	st.mu.Unlock()
+}
+
+func (st *Stream) broadcastLocked() {
+	close(st.wake)
+	st.wake = make(chan struct{})
+}
+
+// Attach makes the caller the stream's writer from after seq on; an earlier
+// writer's Next reports it is no longer the owner.
+func (st *Stream) Attach() (gen uint64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.gen++
+	st.touched = time.Now()
+	st.broadcastLocked()
+	return st.gen
+}
+
+// Batch is what a writer reads from its stream at once.
+type Batch struct {
+	Events []Event
+	// Gap: events after the writer's cursor were dropped before anyone
+	// read them (responses among them were replaced by error responses,
+	// which are in Events).
+	Gap bool
+	// Done: the stream has ended and Events is the last of it.
+	Done bool
+	// Owner is false when another writer took the stream over.
+	Owner bool
+	// Wake is closed when there is more to read.
+	Wake <-chan struct{}
+}
+
+// Next returns the events after cursor (a seq) for the writer of gen.
+func (st *Stream) Next(gen uint64, cursor int) Batch {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	b := Batch{Owner: gen == st.gen, Wake: st.wake}
+	if !b.Owner {
+		return b
+	}
+	first := st.next + 1 // the oldest seq still held
+	if len(st.events) > 0 {
+		first = st.events[0].seq
+	}
+	b.Gap = cursor < st.lost || cursor+1 < first
+	for _, ev := range st.events {
+		if ev.seq > cursor {
+			b.Events = append(b.Events, Event{ID: st.id + "_" + strconv.Itoa(ev.seq), Data: ev.data})
+		}
+	}
+	b.Done = st.done
+	return b
+}
+
+// Seq is the sequence number in an event id of this stream.
+func Seq(eventID string) (stream string, seq int, ok bool) {
+	stream, n, found := strings.Cut(eventID, "_")
+	seq, err := strconv.Atoi(n)
+	if !found || err != nil || seq < 0 {
+		return "", 0, false
+	}
+	return stream, seq, true
+}
+
+// Cursor is the seq a new writer of a fresh stream starts after.
+const Cursor = 0
+
+// prune forgets events older than the window; it returns the bytes freed.
+func (st *Stream) prune(now time.Time, window time.Duration) int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	freed, i := 0, 0
+	for i < len(st.events) && now.Sub(st.events[i].at) > window {
+		freed += len(st.events[i].data)
+		i++
+	}
+	st.events = st.events[i:]
+	return freed
+}
+
+// shed drops the stream's oldest event to bring the session under its
+// budget: a response becomes an error response for the same id (so the
+// client learns it is lost), anything else goes. It returns the bytes freed.
+func (st *Stream) shed() (freed int, at time.Time, ok bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for i, ev := range st.events {
+		if ev.resp != nil && isTombstone(ev.data) {
+			continue // already as small as it gets
+		}
+		if ev.resp != nil {
+			tomb := jsonrpc.ErrorResponse(ev.resp, jsonrpc.CodeInternalError,
+				"the response was dropped: the client did not read it within the proxy's buffer").Raw
+			st.events[i].data = tomb
+			st.lost = max(st.lost, ev.seq)
+			return len(ev.data) - len(tomb), ev.at, true
+		}
+		st.events = append(st.events[:i:i], st.events[i+1:]...)
+		st.lost = max(st.lost, ev.seq)
+		return len(ev.data), ev.at, true
+	}
+	return 0, time.Time{}, false
+}
+
+func isTombstone(b []byte) bool {
+	return len(b) < 200 && strings.Contains(string(b), "the response was dropped")
+}
+
+// oldest is the time of the stream's oldest sheddable event.
+func (st *Stream) oldest() (time.Time, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, ev := range st.events {
+		if ev.resp == nil || !isTombstone(ev.data) {
+			return ev.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+func (st *Stream) idle(now time.Time, window time.Duration) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.events) == 0 && now.Sub(st.touched) > window
+}
+
+func newStreamID() string { return rand.Text()[:12] }
