@@ -1,20 +1,25 @@
 package token
 
 import (
-	"bufio"
+	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // ParseKeys parses signing keys written as "id:base64secret" separated by
 // commas or newlines; the first key signs, all verify. Lines starting with #
-// are comments.
+// are comments. It fails for an item without a colon, a secret that is not
+// base64 (standard or URL alphabet), or no key at all; NewSigner checks ids
+// and secret lengths.
 func ParseKeys(s string) ([]Key, error) {
 	var keys []Key
 	var items []string
@@ -46,40 +51,35 @@ func ParseKeys(s string) ([]Key, error) {
 	return keys, nil
 }
 
-// LoadOrCreateKeyFile reads keys from path in ParseKeys format, creating the
-// file with one fresh 256-bit key (mode 0600) when it does not exist, so a
-// restart keeps every link valid. It never generates a key when the file
-// exists but is unreadable or empty.
-func LoadOrCreateKeyFile(path string) ([]Key, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, err
-		}
-		secret := make([]byte, 32)
-		rand.Read(secret)
-		var id [6]byte
-		rand.Read(id[:])
-		line := "k" + base64.RawURLEncoding.EncodeToString(id[:]) + ":" + base64.StdEncoding.EncodeToString(secret) + "\n"
-		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("create key file: %w", err)
-		}
-		w := bufio.NewWriter(f)
-		w.WriteString("# Spillway URL-signing keys: id:base64secret, first line signs. Keep secret.\n" + line)
-		if err := w.Flush(); err != nil {
-			f.Close()
-			return nil, err
-		}
-		if err := f.Sync(); err != nil {
-			f.Close()
-			return nil, err
-		}
-		if err := f.Close(); err != nil {
-			return nil, err
-		}
-		return ParseKeys(line)
+// ReadSecretFile reads a file that holds secrets (signing keys, inbound
+// tokens, storage credentials). It refuses a file that others could read
+// or change (see checkSecretMode), so a leak by file mode is an error at
+// start, not a silent exposure.
+func ReadSecretFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
 	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSecretMode(fi); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(f); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// LoadKeyFile reads keys from path in ParseKeys format, with
+// ReadSecretFile's mode check. A missing file is an error wrapping
+// fs.ErrNotExist.
+func LoadKeyFile(path string) ([]Key, error) {
+	b, err := ReadSecretFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read key file: %w", err)
 	}
@@ -88,4 +88,127 @@ func LoadOrCreateKeyFile(path string) ([]Key, error) {
 		return nil, fmt.Errorf("key file %s: %w", path, err)
 	}
 	return keys, nil
+}
+
+// LoadOrCreateKeyFile reads keys from path (LoadKeyFile), creating the file
+// with one fresh 256-bit key (mode 0600) when it does not exist, so a
+// restart keeps every link valid. It never generates a key when the file
+// exists but is unreadable, too open or empty. The file is written under a
+// temporary name and linked into place complete and synced, so a failed
+// first write leaves no file behind, and of two processes creating it at
+// once both end up with the one that won.
+func LoadOrCreateKeyFile(path string) ([]Key, error) {
+	keys, err := LoadKeyFile(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		return keys, err
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create key file: %w", err)
+	}
+	secret := make([]byte, 32)
+	rand.Read(secret)
+	var id [6]byte
+	rand.Read(id[:])
+	content := "# Spillway URL-signing keys: id:base64secret, first line signs. Keep secret.\n" +
+		"k" + base64.RawURLEncoding.EncodeToString(id[:]) + ":" + base64.StdEncoding.EncodeToString(secret) + "\n"
+	if err := createFile(path, []byte(content)); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("create key file: %w", err)
+	}
+	return LoadKeyFile(path)
+}
+
+// createFile makes path hold b, or fails with fs.ErrExist when path exists:
+// temporary file (0600) in the same directory, write, sync, link, sync the
+// directory. link(2), unlike rename(2), never replaces an existing file.
+func createFile(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Link(f.Name(), path); err != nil {
+		return err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// DefaultKeyPoll is how often WatchKeyFile reads the key file unless told
+// otherwise: the bound, on every replica, between a key file change (a key
+// retired) and the links it affects failing to verify.
+const DefaultKeyPoll = time.Second
+
+// WatchKeyFile reads path every interval (DefaultKeyPoll when zero) until
+// ctx ends, and installs its keys in s whenever the content changes, so
+// keys rotate and retire without a restart. A file that cannot be read,
+// is too open, or does not parse leaves the keys as they are and is logged
+// once, until it changes. Replace the file atomically (write another and
+// rename it over, as Kubernetes does with secret volumes): a reader that
+// catches a half-written file may see fewer keys for one interval.
+func WatchKeyFile(ctx context.Context, path string, s *Signer, every time.Duration, log *slog.Logger) {
+	if every <= 0 {
+		every = DefaultKeyPoll
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	// The first poll installs whatever the file holds: it may have changed
+	// between s being built and this goroutine starting.
+	var last []byte
+	var lastErr string
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		b, err := ReadSecretFile(path)
+		if err == nil && bytes.Equal(b, last) {
+			lastErr = ""
+			continue
+		}
+		var keys []Key
+		if err == nil {
+			keys, err = ParseKeys(string(b))
+		}
+		if err == nil {
+			err = s.SetKeys(keys[0], keys[1:]...)
+		}
+		if err != nil {
+			if err.Error() != lastErr {
+				log.Error("key file not reloaded; the previous keys stay in use", "path", path, "err", err)
+				lastErr = err.Error()
+			}
+			continue
+		}
+		changed := s.SigningKeyID() != keys[0].ID || last != nil
+		last, lastErr = b, ""
+		if !changed {
+			continue
+		}
+		ids := make([]string, len(keys))
+		for i, k := range keys {
+			ids[i] = k.ID
+		}
+		log.Info("signing keys reloaded", "path", path, "signing", keys[0].ID, "keys", ids)
+	}
 }

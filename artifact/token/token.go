@@ -18,6 +18,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -64,7 +65,7 @@ type Claims struct {
 	CIDR      netip.Prefix // client address binding; zero means none
 	Tenant    string       // the artifact's tenant must equal it; "" means none
 	Audience  string       // free-form, for policy; "" means none
-	ID        string       // token id, for logs and revocation by policy
+	ID        string       // token id (ValidID), for logs and revocation
 }
 
 // Key is one HMAC-SHA256 key.
@@ -75,15 +76,22 @@ type Key struct {
 
 // Signer mints tokens with one key and verifies them with any of several, so
 // keys rotate without downtime: add the new key for verification everywhere,
-// then switch signing, then drop the old key. Safe for concurrent use; the
-// zero value is not usable (use NewSigner).
+// then switch signing, then drop the old key. SetKeys swaps the keys of a
+// running Signer (WatchKeyFile calls it when the key file changes). Safe for
+// concurrent use; the zero value is not usable (use NewSigner).
 type Signer struct {
-	signing Key
-	keys    map[string][]byte
+	keys atomic.Pointer[keySet]
 	// Leeway is the clock skew tolerated on NotBefore. Expires gets none:
 	// it is the httpUrlExpiresAt the holder was promised, and a replica
-	// whose clock runs behind must not stretch it.
+	// whose clock runs behind must not stretch it. Set it before first use.
 	Leeway time.Duration
+}
+
+// keySet is immutable once built: a swap replaces it whole, so a token is
+// always checked against one consistent set.
+type keySet struct {
+	signing Key
+	verify  map[string][]byte
 }
 
 // DefaultLeeway is the clock skew tolerated on not-before unless
@@ -91,26 +99,38 @@ type Signer struct {
 const DefaultLeeway = 5 * time.Second
 
 // NewSigner returns a Signer that signs with signing and verifies with
-// signing plus every key in verify.
+// signing plus every key in verify. It fails for an empty or malformed key
+// id, a secret shorter than 32 bytes, or one id given two secrets.
 func NewSigner(signing Key, verify ...Key) (*Signer, error) {
-	s := &Signer{signing: signing, keys: map[string][]byte{}, Leeway: DefaultLeeway}
-	for _, k := range append([]Key{signing}, verify...) {
-		if !ValidField(k.ID) || k.ID == "" {
-			return nil, fmt.Errorf("token: bad key id %q", k.ID)
-		}
-		if len(k.Secret) < 32 {
-			return nil, fmt.Errorf("token: key %q: secret shorter than 32 bytes", k.ID)
-		}
-		if old, dup := s.keys[k.ID]; dup && !bytes.Equal(old, k.Secret) {
-			return nil, fmt.Errorf("token: key id %q given twice with different secrets", k.ID)
-		}
-		s.keys[k.ID] = k.Secret
+	s := &Signer{Leeway: DefaultLeeway}
+	if err := s.SetKeys(signing, verify...); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
+// SetKeys replaces the keys, with NewSigner's checks; on error the old keys
+// stay. From its return on, tokens of a key no longer listed fail to verify.
+func (s *Signer) SetKeys(signing Key, verify ...Key) error {
+	ks := &keySet{signing: signing, verify: map[string][]byte{}}
+	for _, k := range append([]Key{signing}, verify...) {
+		if !ValidField(k.ID) || k.ID == "" {
+			return fmt.Errorf("token: bad key id %q", k.ID)
+		}
+		if len(k.Secret) < 32 {
+			return fmt.Errorf("token: key %q: secret shorter than 32 bytes", k.ID)
+		}
+		if old, dup := ks.verify[k.ID]; dup && !bytes.Equal(old, k.Secret) {
+			return fmt.Errorf("token: key id %q given twice with different secrets", k.ID)
+		}
+		ks.verify[k.ID] = k.Secret
+	}
+	s.keys.Store(ks)
+	return nil
+}
+
 // SigningKeyID returns the id of the key new tokens are signed with.
-func (s *Signer) SigningKeyID() string { return s.signing.ID }
+func (s *Signer) SigningKeyID() string { return s.keys.Load().signing.ID }
 
 const (
 	tokenVersion = "s1"
@@ -134,9 +154,13 @@ func (s *Signer) Mint(c Claims) (string, error) {
 	if !c.Expires.After(c.NotBefore) {
 		return "", fmt.Errorf("mint: %w: expiry not after not-before", ErrBadClaims)
 	}
-	c.KeyID = s.signing.ID
+	ks := s.keys.Load()
+	c.KeyID = ks.signing.ID
 	if c.ID == "" {
 		c.ID = NewID()
+	}
+	if !ValidID(c.ID) {
+		return "", fmt.Errorf("mint: %w: token id %q", ErrBadClaims, c.ID)
 	}
 	cidr := ""
 	if c.CIDR.IsValid() {
@@ -147,7 +171,7 @@ func (s *Signer) Mint(c Claims) (string, error) {
 		strconv.FormatInt(c.NotBefore.Unix(), 10), strconv.FormatInt(c.Expires.Unix(), 10),
 		cidr, c.Tenant, c.Audience, c.ID,
 	}, "\n")
-	mac := sum(s.signing.Secret, c.Artifact, payload)
+	mac := sum(ks.signing.Secret, c.Artifact, payload)
 	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + base64.RawURLEncoding.EncodeToString(mac), nil
 }
 
@@ -161,7 +185,7 @@ func (s *Signer) Verify(token, id string, now time.Time) (Claims, error) {
 	if err != nil {
 		return Claims{}, err
 	}
-	key, ok := s.keys[c.KeyID]
+	key, ok := s.keys.Load().verify[c.KeyID]
 	if !ok || id == "" || !ValidField(id) {
 		return Claims{}, ErrInvalid
 	}
@@ -184,6 +208,22 @@ func NewID() string {
 	var b [9]byte
 	rand.Read(b[:]) // never fails (crypto/rand since Go 1.24)
 	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// ValidID reports whether id can be a token id: 1 to 64 characters of the
+// base64url alphabet. Ids are what revocation names, so they are kept to
+// a shape that is safe in a file name or an object key.
+func ValidID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 func sum(key []byte, id, payload string) []byte {
@@ -215,7 +255,7 @@ func parseToken(token string) (c Claims, payload string, mac []byte, err error) 
 	}
 	payload = string(pb)
 	f := strings.Split(payload, "\n")
-	if len(f) != fieldCount || f[0] != tokenVersion || f[1] == "" || len(f[2]) != 1 || f[8] == "" {
+	if len(f) != fieldCount || f[0] != tokenVersion || f[1] == "" || len(f[2]) != 1 || !ValidID(f[8]) {
 		return c, "", nil, ErrInvalid
 	}
 	c.KeyID, c.Method, c.Tenant, c.Audience, c.ID = f[1], Method(f[2][0]), f[6], f[7], f[8]

@@ -27,6 +27,7 @@ type storeFlags struct {
 	store       string
 	keyFile     string
 	signingKeys string
+	storeSecret string
 	publicURL   string
 	policyDir   string
 	bundleKey   string
@@ -44,8 +45,9 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "YAML config `file` (keys are flag names)")
 	fs.StringVar(&f.data, "data", defaultDataDir(), "data `dir`: local artifacts and the generated signing key")
 	fs.StringVar(&f.store, "store", "", "artifact store: a `DIR` or s3://BUCKET[/PREFIX]?endpoint=HOST:PORT&secure=false (default DATA/artifacts)")
-	fs.StringVar(&f.keyFile, "key-file", "", "signing key `file`, created with a fresh key if missing (default DATA/signing.keys)")
-	fs.StringVar(&f.signingKeys, "signing-keys", "", "signing `keys` id:base64secret,...: first signs, all verify (overrides --key-file)")
+	fs.StringVar(&f.keyFile, "key-file", "", "signing key `file` (id:base64secret lines, first signs, mode 0600): created if missing, reloaded every second (default DATA/signing.keys)")
+	fs.StringVar(&f.signingKeys, "signing-keys", "", "signing `keys` id:base64secret,...: first signs, all verify (overrides --key-file, which is reloaded and keeps them off argv)")
+	fs.StringVar(&f.storeSecret, "store-secret-file", "", "`file` holding the S3 secret access key (mode 0600), instead of AWS_SECRET_ACCESS_KEY")
 	fs.StringVar(&f.publicURL, "public-url", "", "base `URL` of links handed out (default http://LISTEN)")
 	fs.StringVar(&f.policyDir, "policy", "", "Rego policy `dir` or bundle .tar.gz (default: the built-in policy)")
 	fs.StringVar(&f.bundleKey, "policy-bundle-key", "", "verify the --policy bundle's signature with this public key (PEM) or secret `file`")
@@ -86,9 +88,10 @@ func (f *storeFlags) logger(w io.Writer) (*slog.Logger, error) {
 
 // deps are what the flags open; close releases them.
 type deps struct {
-	svc    *artifact.Service
-	engine *policy.Engine
-	close  []func() error
+	svc     *artifact.Service
+	engine  *policy.Engine
+	keyFile string // the signing keys' file, to watch; "" when they came from --signing-keys
+	close   []func() error
 }
 
 func (d *deps) Close() error {
@@ -113,10 +116,11 @@ func (f *storeFlags) open(ctx context.Context, log *slog.Logger, stdout io.Write
 	if err != nil {
 		return nil, err
 	}
-	keys, err := f.keys()
+	keys, keyFile, err := f.keys()
 	if err != nil {
 		return nil, err
 	}
+	d.keyFile = keyFile
 	signer, err := token.NewSigner(keys[0], keys[1:]...)
 	if err != nil {
 		return nil, err
@@ -174,6 +178,13 @@ func (f *storeFlags) openStore(ctx context.Context) (artifact.Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--store: %w", err)
 		}
+		if f.storeSecret != "" {
+			b, err := token.ReadSecretFile(f.storeSecret)
+			if err != nil {
+				return nil, fmt.Errorf("--store-secret-file: %w", err)
+			}
+			o.SecretKey = strings.TrimSpace(string(b))
+		}
 		return s3store.New(ctx, o)
 	}
 	dir := f.store
@@ -183,13 +194,17 @@ func (f *storeFlags) openStore(ctx context.Context) (artifact.Store, error) {
 	return fsstore.New(dir)
 }
 
-func (f *storeFlags) keys() ([]token.Key, error) {
+// keys returns the signing keys and the file they came from ("" for
+// --signing-keys).
+func (f *storeFlags) keys() ([]token.Key, string, error) {
 	if f.signingKeys != "" {
-		return token.ParseKeys(f.signingKeys)
+		keys, err := token.ParseKeys(f.signingKeys)
+		return keys, "", err
 	}
 	path := f.keyFile
 	if path == "" {
 		path = filepath.Join(f.data, "signing.keys")
 	}
-	return token.LoadOrCreateKeyFile(path)
+	keys, err := token.LoadOrCreateKeyFile(path)
+	return keys, path, err
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/token"
 	"github.com/spillway-dev/spillway/mcpproxy"
 )
 
@@ -169,6 +170,10 @@ func (s *server) Run(ctx context.Context) error {
 	defer cancel()
 	go s.deps.svc.RunSweeper(ctx, s.cfg.sweepEvery, s.log)
 	go s.deps.engine.Watch(ctx)
+	if s.deps.keyFile != "" {
+		// Keys retired from the file stop verifying within a second.
+		go token.WatchKeyFile(ctx, s.deps.keyFile, s.deps.svc.Signer, 0, s.log)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- s.http.Serve(s.ln) }()
 	s.log.Info("spillway listening", "addr", "http://"+s.Addr(), "public_url", s.deps.svc.PublicURL.String(),
