@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,9 +32,11 @@ type Options struct {
 	Dir string
 	// Bundle is an OPA bundle (.tar.gz), verified with BundleKey when set.
 	Bundle string
-	// BundleKey is the PEM public key (or HMAC secret) that signed Bundle;
-	// BundleKeyID names it as the bundle's signature does ("default" if
-	// empty), BundleAlg is its algorithm (default RS256).
+	// BundleKey is a file holding the PEM public key (or HMAC secret) that
+	// signed Bundle; BundleKeyID names it as the bundle's signature does
+	// ("default" if empty), BundleAlg is its algorithm (default RS256).
+	// With a key, New fails unless Bundle is set and the key file exists,
+	// and a reload refuses an older signed revision (see Reload).
 	BundleKey, BundleKeyID, BundleAlg string
 	// Candidate is a policy folder evaluated beside the enforced one in
 	// dry-run: disagreements are logged, never enforced.
@@ -56,6 +60,8 @@ type Engine struct {
 	logMu sync.Mutex // serializes decision log lines
 
 	mu        sync.Mutex
+	past      map[string]string // signed bundles once active: digest → revision
+	pastRevs  map[string]bool
 	lastErr   error
 	lastPrint string
 	reloads   int64
@@ -65,7 +71,7 @@ type Engine struct {
 }
 
 type compiled struct {
-	revision             string
+	revision, digest     string
 	fetch, offload, mint rego.PreparedEvalQuery
 	mask                 *rego.PreparedEvalQuery // data.system.log.mask, when defined
 }
@@ -79,7 +85,10 @@ func New(ctx context.Context, o Options) (*Engine, error) {
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second
 	}
-	e := &Engine{o: o, log: o.Logger}
+	if err := checkBundleKey(o); err != nil {
+		return nil, err
+	}
+	e := &Engine{o: o, log: o.Logger, past: map[string]string{}, pastRevs: map[string]bool{}}
 	c, fp, err := e.build(ctx, o.Dir, o.Bundle)
 	if err != nil {
 		return nil, err
@@ -95,6 +104,25 @@ func New(ctx context.Context, o Options) (*Engine, error) {
 	}
 	e.log.Info("policy active", "revision", c.revision, "source", describe(o))
 	return e, nil
+}
+
+// checkBundleKey fails closed: a key that cannot be enforced is a
+// configuration error, never a silent no-op.
+func checkBundleKey(o Options) error {
+	if o.BundleKey == "" {
+		return nil
+	}
+	if o.Bundle == "" {
+		return fmt.Errorf("policy: a bundle key is set but the policy %q is not a bundle (.tar.gz): its signature could not be checked", describe(o))
+	}
+	key, err := os.ReadFile(o.BundleKey)
+	if err != nil {
+		return fmt.Errorf("policy: bundle key: %w", err)
+	}
+	if len(bytes.TrimSpace(key)) == 0 {
+		return fmt.Errorf("policy: bundle key %s is empty", o.BundleKey)
+	}
+	return nil
 }
 
 func describe(o Options) string {
@@ -132,7 +160,7 @@ func (s *source) compile(ctx context.Context) (*compiled, error) {
 		}
 		return rego.New(opts...).PrepareForEval(ctx)
 	}
-	c := &compiled{revision: s.revision}
+	c := &compiled{revision: s.revision, digest: s.digest}
 	var err error
 	for q, dst := range map[string]*rego.PreparedEvalQuery{
 		"data.spillway.fetch": &c.fetch, "data.spillway.offload": &c.offload, "data.spillway.mint": &c.mint,
@@ -218,7 +246,7 @@ func (e *Engine) record(ctx context.Context, c *compiled, point string, pq func(
 	json.Unmarshal(inDoc, &input)
 	entry := map[string]any{
 		"decision_id": newID(), "time": time.Now().UTC().Format(time.RFC3339Nano), "point": point,
-		"revision": c.revision, "input": input, "eval_ns": took.Nanoseconds(),
+		"revision": c.revision, "digest": c.digest[:16], "input": input, "eval_ns": took.Nanoseconds(),
 	}
 	if err != nil {
 		entry["error"] = err.Error()
@@ -273,7 +301,10 @@ func newID() string {
 
 // Status is what /readyz and /metrics report about the policy.
 type Status struct {
-	Revision   string    `json:"revision"`
+	Revision string `json:"revision"`
+	// Digest identifies the active modules and data (two bundles may carry
+	// the same revision).
+	Digest     string    `json:"digest"`
 	LoadedAt   time.Time `json:"loaded_at"`
 	Reloads    int64     `json:"reloads"`
 	Refusals   int64     `json:"refusals"`
@@ -287,7 +318,8 @@ type Status struct {
 func (e *Engine) Status() Status {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := Status{Revision: e.cur.Load().revision, LoadedAt: e.loadedAt, Reloads: e.reloads,
+	c := e.cur.Load()
+	s := Status{Revision: c.revision, Digest: c.digest[:16], LoadedAt: e.loadedAt, Reloads: e.reloads,
 		Refusals: e.refusals, EvalErrors: e.evalErrs.Load()}
 	if e.lastErr != nil {
 		s.LastError = e.lastErr.Error()
@@ -329,7 +361,9 @@ func (e *Engine) Watch(ctx context.Context) {
 }
 
 // Reload loads the policy again if its files changed. It reports whether
-// a new policy was swapped in.
+// a new policy was swapped in. A policy whose content changed is swapped
+// in whatever its revision says. With a bundle key, a signed bundle that
+// is older than the active one is refused (see refuseOlder).
 func (e *Engine) Reload(ctx context.Context) bool {
 	fp, err := fingerprint(e.o.Dir, e.o.Bundle)
 	e.mu.Lock()
@@ -342,22 +376,57 @@ func (e *Engine) Reload(ctx context.Context) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.lastPrint = fp // a refused version is not retried until it changes again
+	cur := e.cur.Load()
+	if err == nil && e.o.BundleKey != "" {
+		err = e.refuseOlder(cur, c)
+	}
 	if err != nil {
 		e.refusals++
 		e.lastErr = err
-		e.log.Error("policy refused; the last good one keeps serving", "active", e.cur.Load().revision, "err", err)
+		e.log.Error("policy refused; the last good one keeps serving", "active", cur.revision, "err", err)
 		return false
 	}
 	e.lastPrint = fp2
 	e.lastErr = nil
-	if c.revision == e.cur.Load().revision {
+	if c.digest == cur.digest {
 		return false
 	}
+	e.past[cur.digest] = cur.revision
+	e.pastRevs[cur.revision] = true
 	e.cur.Store(c)
 	e.reloads++
 	e.loadedAt = time.Now()
-	e.log.Info("policy reloaded", "revision", c.revision)
+	e.log.Info("policy reloaded", "revision", c.revision, "digest", c.digest[:16])
 	return true
+}
+
+// refuseOlder says why a signed bundle must not replace the active one:
+// it is a replay of a bundle that was active earlier in this process, or
+// its revision was, or both revisions are decimal numbers (a build number,
+// a Unix time) and its is lower. Without that convention, ordering is only
+// known for revisions this process has seen. Called with e.mu held.
+func (e *Engine) refuseOlder(cur, c *compiled) error {
+	if c.digest == cur.digest {
+		return nil
+	}
+	if rev, ok := e.past[c.digest]; ok {
+		return fmt.Errorf("policy: bundle revision %q is a replay of one active earlier (revision %q); publish a rollback under a new revision", c.revision, rev)
+	}
+	if c.revision != cur.revision && e.pastRevs[c.revision] {
+		return fmt.Errorf("policy: bundle revision %q was active before %q: an older revision is refused; publish a rollback under a new revision", c.revision, cur.revision)
+	}
+	if n, ok := decimal(c.revision); ok {
+		if m, ok := decimal(cur.revision); ok && n < m {
+			return fmt.Errorf("policy: bundle revision %s is older than the active %s", c.revision, cur.revision)
+		}
+	}
+	return nil
+}
+
+// decimal parses a revision made of decimal digits only.
+func decimal(rev string) (uint64, bool) {
+	n, err := strconv.ParseUint(rev, 10, 64)
+	return n, err == nil
 }
 
 // WriteMetrics writes the engine's counters in the Prometheus text format.

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -30,6 +31,7 @@ type source struct {
 	modules     map[string]*ast.Module
 	store       storage.Store
 	revision    string
+	digest      string // of the modules and data: what is enforced, whatever the revision says
 	fingerprint string
 }
 
@@ -121,8 +123,9 @@ func load(dir, bundlePath string, o Options) (*source, error) {
 	}
 	db, _ := json.Marshal(data)
 	h.Write(db)
+	s.digest = hex.EncodeToString(h.Sum(nil))
 	if s.revision == "" {
-		s.revision = hex.EncodeToString(h.Sum(nil))[:16]
+		s.revision = s.digest[:16]
 	}
 	var err error
 	s.fingerprint, err = fingerprint(dir, bundlePath)
@@ -176,8 +179,9 @@ func (s *source) definesMask() bool {
 	return false
 }
 
-// fingerprint changes when any file of the policy changes: names, sizes
-// and modification times, cheap enough to poll every second.
+// fingerprint changes when any file of the policy changes: names and
+// contents (not modification times, which a copy or a reproducible build
+// can keep), cheap enough to poll every second for a policy's size.
 func fingerprint(dir, bundlePath string) (string, error) {
 	if dir == "" && bundlePath == "" {
 		return "built-in", nil
@@ -195,11 +199,17 @@ func fingerprint(dir, bundlePath string) (string, error) {
 			return filepath.SkipDir
 		}
 		info, err := os.Stat(p) // follows links: ConfigMaps swap a symlink
+		if err != nil || info.IsDir() {
+			return err
+		}
+		f, err := os.Open(p)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(h, "%s\x00%d\x00%d\x00", p, info.Size(), info.ModTime().UnixNano())
-		return nil
+		defer f.Close()
+		fmt.Fprintf(h, "%s\x00%d\x00", p, info.Size())
+		_, err = io.Copy(h, f)
+		return err
 	})
 	return hex.EncodeToString(h.Sum(nil)), err
 }

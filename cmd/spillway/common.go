@@ -133,10 +133,12 @@ func (f *storeFlags) open(ctx context.Context, log *slog.Logger, stdout io.Write
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
 		return nil, fmt.Errorf("--public-url %q: want an absolute http(s) URL without query", pub)
 	}
-	po := policy.Options{Logger: log, Candidate: f.dryRun}
-	if strings.HasSuffix(f.policyDir, ".tar.gz") {
+	// The key goes to the engine whatever --policy is: it refuses a key it
+	// cannot enforce instead of ignoring it.
+	po := policy.Options{Logger: log, Candidate: f.dryRun,
+		BundleKey: f.bundleKey, BundleKeyID: f.bundleKeyID, BundleAlg: f.bundleAlg}
+	if isBundle(f.policyDir) {
 		po.Bundle = f.policyDir
-		po.BundleKey, po.BundleKeyID, po.BundleAlg = f.bundleKey, f.bundleKeyID, f.bundleAlg
 	} else {
 		po.Dir = f.policyDir
 	}
@@ -170,6 +172,18 @@ func (f *storeFlags) open(ctx context.Context, log *slog.Logger, stdout io.Write
 	}
 	ok = true
 	return d, nil
+}
+
+// isBundle reports whether --policy names a bundle file rather than a
+// folder of Rego files.
+func isBundle(p string) bool {
+	if p == "" {
+		return false
+	}
+	if fi, err := os.Stat(p); err == nil {
+		return fi.Mode().IsRegular()
+	}
+	return strings.HasSuffix(p, ".tar.gz")
 }
 
 func (f *storeFlags) openStore(ctx context.Context) (artifact.Store, error) {

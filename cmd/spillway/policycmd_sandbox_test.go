@@ -5,71 +5,14 @@ package main
 import (
 	"bytes"
 	"context"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/spillway-dev/spillway/policy/policytest"
 )
-
-// syncBuffer is a bytes.Buffer a running server may write to while the
-// test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// serveRun runs `spillway serve` through run() on a free loopback port.
-// It returns the base URL, the exit code channel and the server's log.
-func serveRun(t *testing.T, ctx context.Context, data string, extra ...string) (string, <-chan int, *syncBuffer) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	args := append([]string{"serve", "--listen", addr, "--data", data, "--log-level", "info"}, extra...)
-	var log syncBuffer
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, args, nil, &log, &log, func(string) string { return "" }) }()
-	return "http://" + addr, done, &log
-}
-
-// waitUp polls base until it answers or the server exits.
-func waitUp(t *testing.T, base string, done <-chan int) (exited bool, code int) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		select {
-		case code := <-done:
-			return true, code
-		default:
-		}
-		if resp, err := http.Get(base + "/healthz"); err == nil {
-			resp.Body.Close()
-			return false, 0
-		}
-	}
-	t.Fatal("serve neither answered nor exited within 10 s")
-	return
-}
 
 // Finding 2, through the CLI and the running server: `spillway policy
 // test|check|eval` and `serve --policy` (and --policy-dry-run, and a hot
