@@ -151,34 +151,3 @@ func Line(raw []byte) []byte {
 	out := make([]byte, 0, len(raw)+1)
 	return append(append(out, raw...), '\n')
 }
-
-// PeekID finds the top-level "id" of a message from the first bytes of
-// it, which need not be complete JSON: when a message is too large to
-// read, its id (if it came before the cut) still lets the proxy answer the
-// request that waits for it with an error. ok is false when the prefix
-// does not show a valid id.
-func PeekID(prefix []byte) (id []byte, ok bool) {
-	d := json.NewDecoder(bytes.NewReader(prefix))
-	d.UseNumber()
-	if t, err := d.Token(); err != nil || t != json.Delim('{') {
-		return nil, false
-	}
-	for d.More() {
-		k, err := d.Token()
-		if err != nil {
-			return nil, false
-		}
-		var v json.RawMessage
-		if err := d.Decode(&v); err != nil {
-			return nil, false
-		}
-		if k == "id" {
-			v = bytes.TrimSpace(v)
-			if len(v) == 0 || (v[0] != '"' && v[0] != '-' && (v[0] < '0' || v[0] > '9')) {
-				return nil, false
-			}
-			return v, true
-		}
-	}
-	return nil, false
-}

@@ -1,0 +1,194 @@
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+)
+
+// ErrPeerClosed is a Conn's Err when its input ended without Close.
+var ErrPeerClosed = errors.New("wire: peer closed the connection")
+
+// Options configure a Conn. The zero value is usable.
+type Options struct {
+	// MaxMessage caps one incoming message, in bytes (≤ 0:
+	// DefaultMaxMessage).
+	MaxMessage int64
+	// Peer names the other side in the errors the Conn makes up ("upstream
+	// message exceeds …"); default "peer".
+	Peer string
+	// Logger receives what the Conn drops and why; nil discards.
+	Logger *slog.Logger
+	// End, when set, turns the reason the input ended (io.EOF or a read
+	// error) into the Conn's Err: a child reports its exit status there.
+	// It runs on the reading goroutine before Recv is closed, and not at
+	// all when Close came first.
+	End func(error) error
+	// Stop, when set, runs once in Close, after writing has stopped: it
+	// ends the peer (a child process) and closes what the Conn reads from
+	// and writes to. Its error is Close's.
+	Stop func() error
+}
+
+// Conn is one JSON-RPC connection over a byte stream: it reads messages
+// from r with a Reader on a goroutine of its own and writes them to w with
+// a Writer. It implements the upstream connection contract (Send, Recv,
+// Err, Close) and is safe for concurrent use.
+//
+// A message over MaxMessage is never delivered: when its two ends show
+// that it answers a request, Recv delivers in its place an error response
+// (jsonrpc.CodeUpstream, "<peer> message exceeds the N byte limit") so the
+// caller waiting for it gets an answer; when it is a request, the peer gets
+// an error response (jsonrpc.CodeInvalidRequest) instead; anything else is
+// logged and dropped, as are malformed lines. The connection goes on.
+type Conn struct {
+	o    Options
+	log  *slog.Logger
+	w    *Writer
+	recv chan *jsonrpc.Message
+	done chan struct{} // closed when Close starts
+
+	closeOnce sync.Once
+	closeErr  error
+
+	mu  sync.Mutex
+	err error
+}
+
+// NewConn starts reading r. Nothing is closed by the Conn itself: closing
+// r and w is Options.Stop's job (the stdio face leaves its own stdin and
+// stdout open, a child closes its pipes). Until r returns, the reading
+// goroutine lives on, and Recv stays open, after Close.
+func NewConn(r io.Reader, w io.Writer, o Options) *Conn {
+	if o.Peer == "" {
+		o.Peer = "peer"
+	}
+	c := &Conn{o: o, log: orDiscard(o.Logger), recv: make(chan *jsonrpc.Message, 16), done: make(chan struct{})}
+	c.w = NewWriter(w, c.log)
+	go c.read(NewReader(r, o.MaxMessage))
+	return c
+}
+
+func (c *Conn) read(r *Reader) {
+	err := c.safely("reading from the "+c.o.Peer, func() error { return c.readLoop(r) })
+	select {
+	case <-c.done:
+		err = nil // closed: not worth a word
+	default:
+		if c.o.End != nil {
+			err = c.safely("ending the connection", func() error { return c.o.End(err) })
+		} else if err == io.EOF {
+			err = ErrPeerClosed
+		}
+	}
+	c.mu.Lock()
+	c.err = err
+	c.mu.Unlock()
+	close(c.recv)
+}
+
+// readLoop delivers messages until the input ends (its error, io.EOF at
+// the end) or Close (nil).
+func (c *Conn) readLoop(r *Reader) error {
+	for {
+		m, err := r.Read()
+		var tooLarge *TooLargeError
+		var malformed *MalformedError
+		switch {
+		case err == nil:
+		case errors.As(err, &tooLarge):
+			m = c.tooLarge(tooLarge)
+		case errors.As(err, &malformed):
+			c.log.Warn("dropping a malformed message from the "+c.o.Peer, "err", malformed.Err,
+				"bytes", malformed.Size, "start", string(malformed.Line))
+		default:
+			return err
+		}
+		if m == nil {
+			continue
+		}
+		select {
+		case c.recv <- m:
+		case <-c.done:
+			return nil
+		}
+	}
+}
+
+// safely runs f, turning a panic into an error (logged with its stack):
+// a bug in one connection must not end the process.
+func (c *Conn) safely(what string, f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			c.log.Error("panic "+what, "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("wire: panic %s: %v", what, p)
+		}
+	}()
+	return f()
+}
+
+// tooLarge decides what stands for a message over the cap: an error
+// response to deliver, or nil.
+func (c *Conn) tooLarge(e *TooLargeError) *jsonrpc.Message {
+	g := jsonrpc.Peek(e.Head, e.Tail)
+	log := c.log.With("bytes", e.Size, "limit", e.Limit, "id", string(g.ID))
+	text := fmt.Sprintf("%s message exceeds the %d byte limit", c.o.Peer, e.Limit)
+	switch {
+	case g.ID != nil && g.Response:
+		log.Warn("a response over the size limit: answering its request with an error")
+		return jsonrpc.ErrorResponse(g.ID, jsonrpc.CodeUpstream, text)
+	case g.ID != nil && g.Method:
+		log.Warn("a request over the size limit: answering it with an error")
+		go c.safely("answering a request over the size limit", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return c.w.Write(ctx, jsonrpc.ErrorResponse(g.ID, jsonrpc.CodeInvalidRequest, "message exceeds the size limit").Raw)
+		})
+	default:
+		log.Warn("dropping a message over the size limit", "start", string(e.Head[:min(len(e.Head), tailSize)]))
+	}
+	return nil
+}
+
+// Send writes m as one line. It honours ctx: a write still blocked when
+// ctx ends returns ctx.Err() (the line may be written later, whole) and
+// never holds up Close. Concurrent Sends are written in the order they
+// started. After Close it returns ErrClosed; after a failed write, that
+// write's error.
+func (c *Conn) Send(ctx context.Context, m *jsonrpc.Message) error {
+	return c.w.Write(ctx, m.Raw)
+}
+
+// Recv yields every message the peer sends, in order. It is closed when
+// the input ends, after which Err says why.
+func (c *Conn) Recv() <-chan *jsonrpc.Message { return c.recv }
+
+// Err says why Recv was closed: nil when Close came first, ErrPeerClosed
+// (or what Options.End made of it) when the peer ended, the read error or
+// panic otherwise. Before Recv is closed it is nil.
+func (c *Conn) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// Close stops writing, stops delivering and runs Options.Stop. Safe to
+// call more than once and concurrently: every call returns once the first
+// has finished, with its error.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.done)
+		c.w.Close()
+		if c.o.Stop != nil {
+			c.closeErr = c.o.Stop()
+		}
+	})
+	return c.closeErr
+}

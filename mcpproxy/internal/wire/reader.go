@@ -1,0 +1,212 @@
+// Package wire is the stdio transport of MCP: newline-delimited JSON-RPC
+// over a byte stream, used for a child process's stdin/stdout and for
+// Spillway's own stdio face.
+//
+// A Reader yields one message per line under a size cap: a longer line is
+// discarded as it streams past, never held, and reported as a
+// *TooLargeError carrying its first and last bytes, so the request waiting
+// for it can still be answered. A Writer writes each message as exactly one
+// line in one Write, from a goroutine of its own, so a peer that never reads
+// blocks neither the caller past its context nor Close. Conn joins the two
+// into the connection contract the upstream clients share.
+package wire
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+)
+
+// DefaultMaxMessage is the cap on one message when none is given: the
+// same as for an HTTP upstream's JSON bodies.
+const DefaultMaxMessage = 1 << 30
+
+const (
+	bufSize = 64 << 10
+	// headSize and tailSize are what a too-large message keeps of itself:
+	// room for an envelope's id at either end, and for a log line.
+	headSize = 4 << 10
+	tailSize = 256
+	// firstBlock and maxBlock bound the blocks a long line is gathered in.
+	firstBlock = 256 << 10
+	maxBlock   = 1 << 20
+)
+
+// TooLargeError reports a line longer than the Reader's cap. The line was
+// discarded; reading goes on with the next one.
+type TooLargeError struct {
+	Limit int64  // the cap
+	Size  int64  // the line's length, without its terminator
+	Head  []byte // its first bytes
+	Tail  []byte // its last bytes
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("wire: message of %d bytes exceeds the %d byte limit", e.Size, e.Limit)
+}
+
+// MalformedError reports a line that is not one JSON-RPC message (invalid
+// JSON, a batch, pretty-printed JSON split over lines). The line was
+// discarded; reading goes on with the next one.
+type MalformedError struct {
+	Line []byte // the line's first bytes, for the log
+	Size int    // the line's length
+	Err  error  // what the decoder said
+}
+
+func (e *MalformedError) Error() string {
+	return fmt.Sprintf("wire: malformed message (%d bytes): %v", e.Size, e.Err)
+}
+
+func (e *MalformedError) Unwrap() error { return e.Err }
+
+// Reader reads newline-delimited JSON-RPC messages. Lines may end in
+// "\r\n"; blank lines are skipped; a last line without a newline counts.
+// A line within the cap is kept in about its own size, however long: it is
+// gathered in blocks (up to 1 MiB each) and joined once, never grown in a
+// doubling buffer; only while it is joined are blocks and copy both alive.
+//
+// A Reader is not safe for concurrent use.
+type Reader struct {
+	br  *bufio.Reader
+	max int64
+	err error // sticky: the underlying reader's error
+}
+
+// NewReader reads from r with a cap of max bytes per message (≤ 0:
+// DefaultMaxMessage).
+func NewReader(r io.Reader, max int64) *Reader {
+	return newReaderSize(r, max, bufSize)
+}
+
+// newReaderSize lets tests use a small buffer, to cross its edges often.
+func newReaderSize(r io.Reader, max int64, size int) *Reader {
+	if max <= 0 {
+		max = DefaultMaxMessage
+	}
+	return &Reader{br: bufio.NewReaderSize(r, size), max: max}
+}
+
+// Read returns the next message. A *TooLargeError or a *MalformedError
+// reports one line skipped, and the next Read goes on after it; io.EOF
+// reports the end of input; any other error is the underlying reader's,
+// and every later Read returns it again.
+func (r *Reader) Read() (*jsonrpc.Message, error) {
+	for {
+		line, err := r.line()
+		if err != nil {
+			return nil, err
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		m, err := jsonrpc.DecodeMessage(line)
+		if err != nil {
+			return nil, &MalformedError{Line: bytes.Clone(line[:min(len(line), tailSize)]), Size: len(line), Err: err}
+		}
+		return m, nil
+	}
+}
+
+// line reads up to and without "\n" or "\r\n".
+func (r *Reader) line() ([]byte, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	var (
+		blocks [][]byte // full blocks of a long line
+		cur    []byte   // the block being filled
+		total  int64    // bytes of the line so far
+		over   *TooLargeError
+	)
+	for {
+		chunk, err := r.br.ReadSlice('\n')
+		if err == nil {
+			chunk = chunk[:len(chunk)-1]
+		}
+		total += int64(len(chunk))
+		switch {
+		case over != nil:
+			over.Tail = keepTail(over.Tail, chunk)
+		case total > r.max+1: // +1: a "\r" before the "\n" is not the message's
+			over = &TooLargeError{Limit: r.max}
+			for _, p := range append(append(blocks, cur), chunk) {
+				over.Head = append(over.Head, p[:min(len(p), headSize-len(over.Head))]...)
+				over.Tail = keepTail(over.Tail, p)
+			}
+			blocks, cur = nil, nil
+		case cur == nil && err != bufio.ErrBufferFull:
+			// The common case: the whole line was in the buffer.
+			cur = bytes.Clone(chunk)
+		default:
+			for len(chunk) > 0 {
+				if len(cur) == cap(cur) {
+					if cur != nil {
+						blocks = append(blocks, cur)
+					}
+					cur = make([]byte, 0, min(max(2*cap(cur), firstBlock), maxBlock))
+				}
+				n := copy(cur[len(cur):cap(cur)], chunk)
+				cur, chunk = cur[:len(cur)+n], chunk[n:]
+			}
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			r.err = err // for the next call
+			if err != io.EOF {
+				return nil, err // the line is cut: drop it
+			}
+		}
+		if over != nil {
+			over.Size = total
+			if bytes.HasSuffix(over.Tail, []byte("\r")) {
+				over.Size--
+				over.Tail = over.Tail[:len(over.Tail)-1]
+			}
+			return nil, over
+		}
+		line := bytes.TrimSuffix(join(blocks, cur), []byte("\r"))
+		switch {
+		case int64(len(line)) > r.max: // over by the byte of room kept for a "\r"
+			return nil, &TooLargeError{Limit: r.max, Size: int64(len(line)),
+				Head: bytes.Clone(line[:min(len(line), headSize)]), Tail: keepTail(nil, line)}
+		case len(line) == 0 && err != nil:
+			return nil, err
+		}
+		return line, nil
+	}
+}
+
+// join makes the blocks one slice. A single block is kept unless most of
+// a gathering block would be wasted.
+func join(blocks [][]byte, cur []byte) []byte {
+	if len(blocks) == 0 && (cap(cur) < firstBlock || cap(cur)-len(cur) <= len(cur)/8) {
+		return cur
+	}
+	n := len(cur)
+	for _, b := range blocks {
+		n += len(b)
+	}
+	line := make([]byte, 0, n)
+	for _, b := range blocks {
+		line = append(line, b...)
+	}
+	return append(line, cur...)
+}
+
+// keepTail appends p to tail and keeps the last tailSize bytes.
+func keepTail(tail, p []byte) []byte {
+	if len(p) >= tailSize {
+		return append(tail[:0], p[len(p)-tailSize:]...)
+	}
+	tail = append(tail, p...)
+	if len(tail) > tailSize {
+		tail = append(tail[:0], tail[len(tail)-tailSize:]...)
+	}
+	return tail
+}
