@@ -171,15 +171,11 @@ func (s *Service) Link(ctx context.Context, a Artifact, o LinkOptions) (Link, er
 		if d.MaxTTLSeconds > 0 {
 			ttl = min(ttl, time.Duration(d.MaxTTLSeconds)*time.Second)
 		}
-		if d.RequireCIDR != "" {
-			p, err := netip.ParsePrefix(d.RequireCIDR)
-			if err != nil {
-				return Link{}, fmt.Errorf("mint decision: bad require_cidr %q: %w", d.RequireCIDR, err)
-			}
-			o.CIDR = p
-		}
-		if d.Audience != "" {
-			o.Audience = d.Audience
+		// The decision narrows what the caller asked for, never widens it.
+		if o.CIDR, o.Audience, err = d.Narrow(o.CIDR, o.Audience); errors.Is(err, policy.ErrWiden) {
+			return Link{}, &DeniedError{Reason: err.Error()}
+		} else if err != nil {
+			return Link{}, fmt.Errorf("mint decision: %w", err)
 		}
 	}
 	exp := now.Add(ttl).Truncate(time.Second)
