@@ -417,8 +417,6 @@ func toHTTP(err error) *httpError {
 		return he
 	case errors.As(err, &de):
 		return &httpError{http.StatusForbidden, "denied", de.Error()}
-	case errors.Is(err, ErrUnauthenticated):
-		return &httpError{http.StatusUnauthorized, "unauthenticated", "a valid bearer token is required"}
 	case errors.Is(err, ErrNotFound):
 		return &httpError{http.StatusNotFound, "not_found", "no such artifact"}
 	case errors.Is(err, ErrExpired):
@@ -439,10 +437,21 @@ func toHTTP(err error) *httpError {
 }
 
 // WriteError writes err as a small JSON body {"code","message"} with the
-// status toHTTP chooses. Other handlers of the artifact service use it too.
-func WriteError(w http.ResponseWriter, err error) { writeError(w, err) }
+// status toHTTP chooses, and returns that status. Other handlers of the
+// artifact service use it too.
+func WriteError(w http.ResponseWriter, err error) int { return writeError(w, err) }
 
-func writeError(w http.ResponseWriter, err error) {
+// NewHTTPError returns an error that WriteError answers with status and a
+// stable code and message, which must be safe for any client to read.
+func NewHTTPError(status int, code, message string) error {
+	return &httpError{status, code, message}
+}
+
+// SetSafetyHeaders sets the headers every response of the service carries
+// (nosniff, CSP sandbox, no referrer, no caching, same-origin resources).
+func SetSafetyHeaders(h http.Header) { setSafetyHeaders(h) }
+
+func writeError(w http.ResponseWriter, err error) int {
 	he := toHTTP(err)
 	h := w.Header()
 	setSafetyHeaders(h)
@@ -464,6 +473,7 @@ func writeError(w http.ResponseWriter, err error) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(he.status)
 	w.Write(body)
+	return he.status
 }
 
 type countingWriter struct {

@@ -35,6 +35,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/identity"
 )
 
 // Protocol revisions the proxy knows by name.
@@ -71,7 +72,7 @@ type Options struct {
 	Artifacts *artifact.Service
 	// Tenants authenticates callers with bearer tokens; nil or empty means
 	// no inbound auth (the command refuses that off loopback).
-	Tenants *artifact.Tenants
+	Tenants *identity.Tenants
 	// AllowedHosts and AllowedOrigins extend DNS-rebinding protection:
 	// by default only loopback Host names, and Origins equal to the Host,
 	// are accepted.

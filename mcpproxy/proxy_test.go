@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/mcpproxy"
 )
 
@@ -43,7 +43,7 @@ func errorCode(t *testing.T, body []byte) int {
 
 // A dead HTTP upstream still lets the proxy judge its own input.
 func TestBadInput(t *testing.T) {
-	tenants, _ := artifact.ParseTenants("s3cret-token-0123456789=acme")
+	tenants, _ := identity.ParseTenants("s3cret-token-0123456789=acme")
 	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: "http://127.0.0.1:1/mcp"}, MaxBody: 1 << 10, Tenants: tenants})
 	if err != nil {
 		t.Fatal(err)

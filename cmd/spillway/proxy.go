@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/mcpproxy"
 )
 
@@ -61,7 +61,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 }
 
 // build returns the proxy, or nil when no upstream is configured.
-func (f *proxyFlags) build(d *deps, tenants *artifact.Tenants, fetch http.Handler, log *slog.Logger) (*mcpproxy.Proxy, error) {
+func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, fetch http.Handler, log *slog.Logger) (*mcpproxy.Proxy, error) {
 	switch f.streamMode {
 	case mcpproxy.StreamDirect, mcpproxy.StreamRedirect, mcpproxy.StreamDownload:
 	default:

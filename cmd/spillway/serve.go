@@ -16,6 +16,8 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/api"
+	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/artifact/token"
 	"github.com/spillway-dev/spillway/mcpproxy"
 )
@@ -28,6 +30,7 @@ type serveConfig struct {
 	redirect       bool
 	sweepEvery     time.Duration
 	authTokens     string
+	authTokensFile string
 	maxUpload      int64
 	proxyFlags
 }
@@ -38,7 +41,8 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "allow a non-loopback --listen without inbound auth tokens")
 	fs.BoolVar(&c.redirect, "redirect", false, "answer fetches with a 302 to a storage URL presigned for 60s (S3 stores)")
 	fs.DurationVar(&c.sweepEvery, "sweep-every", time.Minute, "how often expired artifacts are deleted")
-	fs.StringVar(&c.authTokens, "auth-tokens", "", "inbound bearer `tokens` for /mcp and /v1/artifacts, as token=tenant,...")
+	fs.StringVar(&c.authTokens, "auth-tokens", "", "inbound bearer `tokens` for /mcp and /v1/artifacts, as token=tenant,... (the tenant follows the last =)")
+	fs.StringVar(&c.authTokensFile, "auth-tokens-file", "", "`file` of inbound bearer tokens, one token=tenant per line, # comments; mode 600 (instead of --auth-tokens)")
 	fs.Int64Var(&c.maxUpload, "max-upload", 1<<30, "largest upload to /v1/artifacts, in `bytes`")
 	c.proxyFlags.register(fs)
 }
@@ -104,9 +108,9 @@ type server struct {
 }
 
 func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Writer) (*server, error) {
-	tenants, err := artifact.ParseTenants(c.authTokens)
+	tenants, err := c.tenants()
 	if err != nil {
-		return nil, fmt.Errorf("--auth-tokens: %w", err)
+		return nil, err
 	}
 	if err := checkExposure(c, tenants.Required()); err != nil {
 		return nil, err
@@ -128,7 +132,7 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.
 		Redirect: c.redirect,
 	})
 	fetch.Register(r)
-	artifact.NewAPI(d.svc, artifact.APIOptions{Tenants: tenants, MaxUpload: c.maxUpload, Logger: log}).Register(r)
+	api.New(d.svc, api.Options{Tenants: tenants, MaxUpload: c.maxUpload, Logger: log}).Register(r)
 	if s.proxy, err = c.proxyFlags.build(d, tenants, fetch, log); err != nil {
 		d.Close()
 		ln.Close()
@@ -217,6 +221,25 @@ func (s *server) metrics(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 	s.deps.svc.Metrics.WritePrometheus(w)
 	s.deps.engine.WriteMetrics(w)
+}
+
+// tenants reads the inbound tokens from --auth-tokens or --auth-tokens-file.
+func (c *serveConfig) tenants() (*identity.Tenants, error) {
+	switch {
+	case c.authTokens != "" && c.authTokensFile != "":
+		return nil, errors.New("--auth-tokens and --auth-tokens-file exclude each other")
+	case c.authTokensFile != "":
+		t, err := identity.ReadTenantsFile(c.authTokensFile)
+		if err != nil {
+			return nil, fmt.Errorf("--auth-tokens-file: %w", err)
+		}
+		return t, nil
+	}
+	t, err := identity.ParseTenants(c.authTokens)
+	if err != nil {
+		return nil, fmt.Errorf("--auth-tokens: %w", err)
+	}
+	return t, nil
 }
 
 // checkExposure refuses to listen beyond loopback without inbound auth.

@@ -1,4 +1,4 @@
-package artifact
+package api
 
 import (
 	"bytes"
@@ -8,24 +8,63 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/gorilla/mux"
+
+	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/artifacttest"
+	"github.com/spillway-dev/spillway/artifact/fsstore"
+	"github.com/spillway-dev/spillway/artifact/identity"
 )
 
-func newAPIFixture(t *testing.T) *fixture {
-	f := newFixture(t)
-	tenants, err := ParseTenants("alice-token-0123456789=alice, bob-token-0123456789=bob")
+type fixture struct {
+	svc *artifact.Service
+	url string // the API's server
+}
+
+// newFixture serves the API over a real local store with the built-in
+// policy, on loopback; links point at artifacttest's fetch endpoint.
+func newFixture(t *testing.T, o Options) *fixture {
+	t.Helper()
+	store, err := fsstore.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
+	svc, _ := artifacttest.Serve(t, store, artifacttest.Options{})
+	svc.Metrics = &artifact.Metrics{}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
 	r := mux.NewRouter()
-	log := slog.New(slog.DiscardHandler)
-	NewHandler(f.svc, HandlerOptions{Policy: f.pol, Logger: log}).Register(r)
-	NewAPI(f.svc, APIOptions{Tenants: tenants, MaxUpload: 1 << 20, Logger: log}).Register(r)
-	f.srv.Config.Handler = r
-	return f
+	New(svc, o).Register(r)
+	srv := httptest.NewServer(r)
+	t.Cleanup(srv.Close)
+	return &fixture{svc: svc, url: srv.URL}
+}
+
+func newAPIFixture(t *testing.T) *fixture {
+	tenants, err := identity.ParseTenants("alice-token-0123456789=alice, bob-token-0123456789=bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newFixture(t, Options{Tenants: tenants, MaxUpload: 1 << 20})
+}
+
+func get(t *testing.T, method, u string, hdr map[string]string) (*http.Response, []byte) {
+	t.Helper()
+	return call(t, method, u, "", nil, hdr)
+}
+
+func errCode(t *testing.T, b []byte) string {
+	t.Helper()
+	var e struct{ Code string }
+	if err := json.Unmarshal(b, &e); err != nil {
+		t.Fatalf("error body %q is not JSON: %v", b, err)
+	}
+	return e.Code
 }
 
 func call(t *testing.T, method, u, token string, body io.Reader, hdr map[string]string) (*http.Response, []byte) {
@@ -48,7 +87,7 @@ func call(t *testing.T, method, u, token string, body io.Reader, hdr map[string]
 
 func TestAPI(t *testing.T) {
 	f := newAPIFixture(t)
-	base := f.srv.URL + "/v1/artifacts"
+	base := f.url + "/v1/artifacts"
 	const alice, bob = "alice-token-0123456789", "bob-token-0123456789"
 	body := []byte(`{"rows":[1,2,3]}`)
 	sum := sha256.Sum256(body)
@@ -65,12 +104,12 @@ func TestAPI(t *testing.T) {
 	if resp.StatusCode != 201 {
 		t.Fatalf("upload = %d %s", resp.StatusCode, b)
 	}
-	var link ResourceLink
+	var link artifact.ResourceLink
 	if err := json.Unmarshal(b, &link); err != nil {
 		t.Fatal(err)
 	}
-	id, ok := IDFromURI(link.URI)
-	if !ok || link.Name != "rows.json" || link.MimeType != "application/json" || link.Size != int64(len(body)) || link.Meta[MetaSHA256] != hex.EncodeToString(sum[:]) {
+	id, ok := artifact.IDFromURI(link.URI)
+	if !ok || link.Name != "rows.json" || link.MimeType != "application/json" || link.Size != int64(len(body)) || link.Meta[artifact.MetaSHA256] != hex.EncodeToString(sum[:]) {
 		t.Fatalf("link = %+v", link)
 	}
 	if _, got := get(t, "GET", link.HTTPURL, nil); !bytes.Equal(got, body) {
@@ -95,7 +134,7 @@ func TestAPI(t *testing.T) {
 	if resp.StatusCode != 201 {
 		t.Fatalf("mint = %d %s", resp.StatusCode, b)
 	}
-	var head ResourceLink
+	var head artifact.ResourceLink
 	json.Unmarshal(b, &head)
 	if r, _ := get(t, "GET", head.HTTPURL, nil); r.StatusCode != 403 {
 		t.Fatalf("GET with minted HEAD link = %d", r.StatusCode)
