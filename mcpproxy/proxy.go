@@ -36,6 +36,7 @@ import (
 
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/identity"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/offload"
 )
 
 // Protocol revisions the proxy knows by name.
@@ -235,9 +236,12 @@ func (p *Proxy) after(ctx context.Context, c *Call, resp *jsonrpc.Message) *json
 		if resp.Result == nil || p.o.Offloader == nil {
 			return resp
 		}
-		r, stored, err := p.o.Offloader.Rewrite(ctx, *c, resp.Result)
+		r, stored, err := p.o.Offloader.Rewrite(ctx, offload.Call{Method: c.Method, Tool: c.Tool, URI: c.URI, Tenant: c.Tenant}, resp.Result)
 		for _, a := range stored {
 			p.Remember(c.Tenant, a)
+		}
+		if errors.Is(err, offload.ErrWithheld) {
+			return jsonrpc.ErrorResponse(resp.ID, jsonrpc.CodeInternalError, "the resource is too large to return inline and could not be stored for download; try again later")
 		}
 		if err != nil {
 			p.log.Warn("offload failed; result passes inline", "method", c.Method, "tool", c.Tool, "err", err)
@@ -380,7 +384,7 @@ func (p *Proxy) readArtifact(ctx context.Context, tenant string, reqID []byte, i
 		return artifactError(reqID, id, err)
 	}
 	item := map[string]any{"uri": artifact.URI(id), "mimeType": a.MimeType}
-	if isText(a.MimeType) && utf8.Valid(data) {
+	if offload.IsText(a.MimeType) && utf8.Valid(data) {
 		item["text"] = string(data)
 	} else {
 		item["blob"] = base64.StdEncoding.EncodeToString(data)
@@ -399,12 +403,6 @@ func artifactError(reqID []byte, id string, err error) *jsonrpc.Message {
 		return jsonrpc.ErrorResponse(reqID, jsonrpc.CodeInternalError, "artifact store unavailable; retry later")
 	}
 	return jsonrpc.ErrorResponse(reqID, jsonrpc.CodeInternalError, "reading the artifact failed")
-}
-
-func isText(mime string) bool {
-	mime, _, _ = strings.Cut(mime, ";")
-	return strings.HasPrefix(mime, "text/") || mime == "application/json" ||
-		strings.HasSuffix(mime, "+json") || mime == "application/xml" || mime == "application/x-ndjson"
 }
 
 // ---- HTTP face: checks shared by both upstream kinds ----

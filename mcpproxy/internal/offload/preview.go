@@ -1,4 +1,4 @@
-package mcpproxy
+package offload
 
 import (
 	"bytes"
@@ -148,7 +148,7 @@ func (p *previewer) text(kind string, a itemMeta, l linkMeta) string {
 	var b strings.Builder
 	mime := a.mime
 	switch {
-	case kind == "image" || kind == "audio" || (kind == "resource" && !isText(mime) && !utf8.Valid(p.head)):
+	case kind == "image" || kind == "audio" || (kind == "resource" && !IsText(mime) && !utf8.Valid(p.head)):
 		fmt.Fprintf(&b, "[%s offloaded: %s, %s, sha256 %s]\n", kind, mime, humanSize(p.size), a.sha256)
 	case p.jsonComplete() && p.top == '[':
 		fmt.Fprintf(&b, "JSON array of %d items (%s). First items:\n", p.items, humanSize(p.size))

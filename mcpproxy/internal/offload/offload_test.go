@@ -1,4 +1,4 @@
-package mcpproxy
+package offload
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/fsstore"
 	"github.com/spillway-dev/spillway/artifact/token"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/schematest"
 	"github.com/spillway-dev/spillway/policy"
 )
 
@@ -54,7 +55,7 @@ func toolResult(items ...any) []byte {
 
 func TestOffloadItems(t *testing.T) {
 	svc := testService(t, nil)
-	off := NewOffloader(svc, threshold{0}, OffloadOptions{TextThreshold: 1000, BinaryThreshold: 500})
+	off := New(svc, threshold{0}, Options{TextThreshold: 1000, BinaryThreshold: 500})
 	var rows []map[string]any
 	for i := range 300 {
 		rows = append(rows, map[string]any{"id": i, "name": fmt.Sprintf("row \"%d\" é\n", i)})
@@ -127,7 +128,7 @@ func TestOffloadItems(t *testing.T) {
 }
 
 func TestOffloadObjectPreview(t *testing.T) {
-	off := NewOffloader(testService(t, nil), threshold{0}, OffloadOptions{TextThreshold: 100})
+	off := New(testService(t, nil), threshold{0}, Options{TextThreshold: 100})
 	obj := fmt.Sprintf(`{"users":[%s],"total":3,"note":"x"}`, strings.Repeat(`{"n":"abcdefgh"},`, 50)+`{}`)
 	out, _, err := off.Rewrite(context.Background(), Call{Method: "tools/call", Tool: "t"}, toolResult(map[string]any{"type": "text", "text": obj}))
 	if err != nil {
@@ -142,11 +143,11 @@ func TestOffloadObjectPreview(t *testing.T) {
 
 func TestOffloadPolicyAndToolSwitch(t *testing.T) {
 	big := toolResult(map[string]any{"type": "text", "text": strings.Repeat("x", 5000)})
-	off := NewOffloader(testService(t, nil), threshold{1 << 20}, OffloadOptions{TextThreshold: 100})
+	off := New(testService(t, nil), threshold{1 << 20}, Options{TextThreshold: 100})
 	if out, _, _ := off.Rewrite(context.Background(), Call{Method: "tools/call"}, big); !bytes.Equal(out, big) {
 		t.Error("the policy said no, yet the result changed")
 	}
-	off = NewOffloader(testService(t, nil), threshold{0}, OffloadOptions{TextThreshold: 100, Tools: map[string]bool{"secrets_dump": false}})
+	off = New(testService(t, nil), threshold{0}, Options{TextThreshold: 100, Tools: map[string]bool{"secrets_dump": false}})
 	if out, _, _ := off.Rewrite(context.Background(), Call{Method: "tools/call", Tool: "secrets_dump"}, big); !bytes.Equal(out, big) {
 		t.Error("a tool switched off was offloaded")
 	}
@@ -162,26 +163,80 @@ func (deadStore) Put(context.Context, artifact.Artifact, io.Reader) (artifact.Ar
 func TestOffloadStoreDown(t *testing.T) {
 	big := toolResult(map[string]any{"type": "text", "text": strings.Repeat("x", 5000)})
 	svc := testService(t, deadStore{})
-	out, _, err := NewOffloader(svc, threshold{0}, OffloadOptions{TextThreshold: 100}).Rewrite(context.Background(), Call{Method: "tools/call"}, big)
+	out, _, err := New(svc, threshold{0}, Options{TextThreshold: 100}).Rewrite(context.Background(), Call{Method: "tools/call"}, big)
 	if err != nil || !bytes.Equal(out, big) {
 		t.Errorf("store down: the result must pass inline unchanged (%v)", err)
 	}
-	out, _, err = NewOffloader(svc, threshold{0}, OffloadOptions{TextThreshold: 100, FailClosed: true}).Rewrite(context.Background(), Call{Method: "tools/call"}, big)
+	out, _, err = New(svc, threshold{0}, Options{TextThreshold: 100, FailClosed: true}).Rewrite(context.Background(), Call{Method: "tools/call"}, big)
 	if err != nil || !bytes.Contains(out, []byte(`"isError":true`)) {
 		t.Errorf("fail closed: got %s, %v", out, err)
 	}
 }
 
-func TestOffloadResourcesRead(t *testing.T) {
+// An offloaded upstream resources/read item stays a resource-contents
+// item (the schema allows nothing else in contents): the preview as text
+// for the same uri, the link in _meta. Content blocks (a text item and a
+// resource_link) used to end up in contents, which clients reject.
+func TestOffloadResourcesReadSchemaValid(t *testing.T) {
 	svc := testService(t, nil)
-	data := bytes.Repeat([]byte{1, 2, 3}, 3000)
-	in, _ := json.Marshal(map[string]any{"contents": []any{map[string]any{"uri": "x://a", "mimeType": "application/octet-stream", "blob": base64.StdEncoding.EncodeToString(data)}}})
-	out, stored, err := NewOffloader(svc, threshold{0}, OffloadOptions{}).Rewrite(context.Background(), Call{Method: "resources/read", URI: "x://a"}, in)
-	if err != nil || len(stored) != 1 || stored[0].SHA256 != sum(data) {
+	data := bytes.Repeat([]byte{0xff, 1, 2}, 3000) // not UTF-8: a binary preview
+	text := strings.Repeat("a line of a log\n", 2000)
+	in, _ := json.Marshal(map[string]any{
+		"contents": []any{
+			map[string]any{"uri": "x://a", "mimeType": "application/octet-stream", "blob": base64.StdEncoding.EncodeToString(data), "_meta": map[string]any{"keep": 1}},
+			map[string]any{"uri": "x://b", "mimeType": "text/plain", "text": text},
+			map[string]any{"uri": "x://c", "text": "small stays"},
+		},
+		"x-unknown": true,
+	})
+	schematest.Check(t, "2025-11-25", "ReadResourceResult", in)
+	out, stored, err := New(svc, threshold{0}, Options{}).Rewrite(context.Background(), Call{Method: "resources/read", URI: "x://a", Tenant: "acme"}, in)
+	if err != nil || len(stored) != 2 || stored[0].SHA256 != sum(data) || stored[1].SHA256 != sum([]byte(text)) {
 		t.Fatalf("resources/read: %d stored, %v", len(stored), err)
 	}
-	if !bytes.Contains(out, []byte(`"resource_link"`)) {
-		t.Errorf("no resource_link in %s", out)
+	schematest.Check(t, "2025-11-25", "ReadResourceResult", out)
+	var r struct {
+		Contents []struct {
+			URI, MimeType, Text string
+			Blob                *string
+			Meta                map[string]json.RawMessage `json:"_meta"`
+		}
+		Unknown *bool `json:"x-unknown"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil || len(r.Contents) != 3 || r.Unknown == nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	for i, want := range []struct{ uri, preview string }{{"x://a", "[resource offloaded: application/octet-stream"}, {"x://b", "Text, 2000 lines"}} {
+		c := r.Contents[i]
+		var link artifact.ResourceLink
+		if err := json.Unmarshal(c.Meta[MetaOffloaded], &link); err != nil {
+			t.Fatalf("item %d: no link in _meta: %v", i, c.Meta)
+		}
+		if c.URI != want.uri || c.Blob != nil || c.MimeType != "text/plain" || !strings.Contains(c.Text, want.preview) ||
+			!strings.Contains(c.Text, link.HTTPURL) || link.URI != artifact.URI(stored[i].ID) || link.HTTPURLExpiresAt == "" {
+			t.Errorf("item %d: %+v, link %+v", i, c, link)
+		}
+	}
+	if string(r.Contents[0].Meta["keep"]) != "1" {
+		t.Errorf("the item's own _meta was lost: %v", r.Contents[0].Meta)
+	}
+	if r.Contents[2].Text != "small stays" {
+		t.Errorf("a small item changed: %+v", r.Contents[2])
+	}
+}
+
+// FailClosed withholds a resources/read result as an error (a tool error
+// result would be invalid there); tools/call gets a tool error.
+func TestOffloadResourcesReadFailClosed(t *testing.T) {
+	svc := testService(t, deadStore{})
+	in, _ := json.Marshal(map[string]any{"contents": []any{map[string]any{"uri": "x://a", "text": strings.Repeat("x", 5000)}}})
+	f := New(svc, threshold{0}, Options{TextThreshold: 100, FailClosed: true})
+	if out, _, err := f.Rewrite(context.Background(), Call{Method: "resources/read", URI: "x://a"}, in); !errors.Is(err, ErrWithheld) || out != nil {
+		t.Errorf("resources/read, store down, fail closed: %s, %v", out, err)
+	}
+	out, _, err := New(svc, threshold{0}, Options{TextThreshold: 100}).Rewrite(context.Background(), Call{Method: "resources/read", URI: "x://a"}, in)
+	if err != nil || !bytes.Equal(out, in) {
+		t.Errorf("resources/read, store down, fail open: the result must pass unchanged: %v", err)
 	}
 }
 
@@ -190,7 +245,7 @@ func TestOffloadResourcesRead(t *testing.T) {
 func TestOffloadDoesNotCopyTheItem(t *testing.T) {
 	text := strings.Repeat("0123456789abcdef\\n", 3<<20) // ~54 MB raw, 51 MB decoded
 	in := []byte(`{"content":[{"type":"text","text":"` + text + `"}]}`)
-	off := NewOffloader(testService(t, nil), threshold{0}, OffloadOptions{})
+	off := New(testService(t, nil), threshold{0}, Options{})
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -210,7 +265,7 @@ func TestOffloadDoesNotCopyTheItem(t *testing.T) {
 func BenchmarkOffload50MB(b *testing.B) {
 	text := strings.Repeat("0123456789abcdef", 50<<16)
 	in := []byte(`{"content":[{"type":"text","text":"` + text + `"}]}`)
-	off := NewOffloader(testService(b, nil), threshold{0}, OffloadOptions{})
+	off := New(testService(b, nil), threshold{0}, Options{})
 	b.SetBytes(int64(len(in)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -222,17 +277,23 @@ func BenchmarkOffload50MB(b *testing.B) {
 
 // FuzzRewrite: the output is always valid JSON; with nothing over the
 // thresholds it is the input itself; otherwise every member outside the
-// content array is unchanged.
+// content array is unchanged, and a resources/read result that was valid
+// against the schema stays valid.
 func FuzzRewrite(f *testing.F) {
-	f.Add([]byte(`{"content":[{"type":"text","text":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}],"isError":false}`))
-	f.Add([]byte(`{"content":[{"type":"image","data":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","mimeType":"image/png"},{"type":"resource","resource":{"uri":"a","text":"\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9"}}],"_meta":{"k":[1]}}`))
-	f.Add([]byte(`{"content":"x"}`))
-	f.Add([]byte(`[1]`))
+	f.Add([]byte(`{"content":[{"type":"text","text":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}],"isError":false}`), false)
+	f.Add([]byte(`{"content":[{"type":"image","data":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","mimeType":"image/png"},{"type":"resource","resource":{"uri":"a","text":"\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9"}}],"_meta":{"k":[1]}}`), false)
+	f.Add([]byte(`{"content":"x"}`), false)
+	f.Add([]byte(`[1]`), false)
+	f.Add([]byte(`{"contents":[{"uri":"x://a","text":"aaaaaaaaaaaaaaaaaaaaaaaaaaa","_meta":{"k":1}},{"uri":"x://b","blob":"AAAAAAAAAAAAAAAAAAAAAAAA"}]}`), true)
+	f.Add([]byte(`{"contents":[{"uri":1,"text":"aaaaaaaaaaaaaaaaaaaaaaaaaaa","_meta":[]}]}`), true)
 	svc := testService(f, nil)
-	low := NewOffloader(svc, threshold{0}, OffloadOptions{TextThreshold: 8, BinaryThreshold: 8})
-	high := NewOffloader(svc, threshold{0}, OffloadOptions{TextThreshold: 1 << 40, BinaryThreshold: 1 << 40})
-	f.Fuzz(func(t *testing.T, in []byte) {
-		c := Call{Method: "tools/call", Tool: "fz"}
+	low := New(svc, threshold{0}, Options{TextThreshold: 8, BinaryThreshold: 8})
+	high := New(svc, threshold{0}, Options{TextThreshold: 1 << 40, BinaryThreshold: 1 << 40})
+	f.Fuzz(func(t *testing.T, in []byte, read bool) {
+		c, key := Call{Method: "tools/call", Tool: "fz"}, "content"
+		if read {
+			c, key = Call{Method: "resources/read", URI: "x://fz"}, "contents"
+		}
 		out, _, err := high.Rewrite(context.Background(), c, in)
 		if err != nil {
 			if json.Valid(in) {
@@ -250,6 +311,9 @@ func FuzzRewrite(f *testing.F) {
 		if !json.Valid(out) {
 			t.Fatalf("invalid JSON out: %q", out)
 		}
+		if read && schematest.Validate("2025-11-25", "ReadResourceResult", in) == nil {
+			schematest.Check(t, "2025-11-25", "ReadResourceResult", out)
+		}
 		var a, b map[string]json.RawMessage
 		if json.Unmarshal(in, &a) != nil {
 			return
@@ -258,7 +322,7 @@ func FuzzRewrite(f *testing.F) {
 			t.Fatal(err)
 		}
 		for k, v := range a {
-			if k != "content" && !bytes.Equal(v, b[k]) {
+			if k != key && !bytes.Equal(v, b[k]) {
 				t.Fatalf("member %q changed: %s → %s", k, v, b[k])
 			}
 		}

@@ -1,0 +1,299 @@
+// Package offload replaces the large items of MCP results with a preview
+// and a link: text over a threshold, image and audio data, embedded
+// resources with a large text or blob. The bytes go to an
+// artifact.Service (durable before the link is handed out) and the item
+// becomes a text preview plus a resource_link carrying httpUrl and
+// httpUrlExpiresAt.
+//
+// It works on raw JSON: a result is never decoded into Go values, the
+// bytes outside the replaced items are copied unchanged, and an item's
+// string literal is decoded on its way to the store, so a 50 MB text is
+// never copied into memory a second time.
+package offload
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/policy"
+)
+
+// Decider decides whether an item is offloaded; *policy.Engine is one.
+type Decider interface {
+	Offload(ctx context.Context, in policy.OffloadInput) (policy.OffloadDecision, error)
+}
+
+// Options tune a Rewriter. Zero values take the defaults.
+type Options struct {
+	// Items at or below these sizes (decoded bytes) are never offloaded,
+	// nor shown to the policy. Defaults: 16 KiB text, 4 KiB binary.
+	TextThreshold, BinaryThreshold int64
+	// TTL of the links handed out, unless the policy says otherwise.
+	// Default 15 minutes.
+	TTL time.Duration
+	// FailClosed withholds a result whose large item could not be stored
+	// (a tool error for tools/call, ErrWithheld for resources/read)
+	// instead of returning the content inline.
+	FailClosed bool
+	// Tools switches offloading off (false) for the named tools.
+	Tools map[string]bool
+	// Server names the upstream in policy inputs.
+	Server string
+	Logger *slog.Logger
+}
+
+// Call says what a result answers: the policy sees it, and the stored
+// artifacts are named after it and belong to its tenant.
+type Call struct {
+	Method string // "tools/call" or "resources/read"
+	Tool   string // tools/call: the tool's name
+	URI    string // resources/read: the resource read
+	Tenant string // the caller ("" when inbound auth is off)
+}
+
+// Rewriter replaces large items of tools/call and resources/read results
+// with a preview and a link. Create it with New; it is safe for
+// concurrent use.
+type Rewriter struct {
+	svc *artifact.Service
+	dec Decider
+	o   Options
+	log *slog.Logger
+}
+
+// New returns a Rewriter storing into svc and asking dec about every item
+// over the thresholds.
+func New(svc *artifact.Service, dec Decider, o Options) *Rewriter {
+	if o.TextThreshold <= 0 {
+		o.TextThreshold = 16 << 10
+	}
+	if o.BinaryThreshold <= 0 {
+		o.BinaryThreshold = 4 << 10
+	}
+	if o.TTL <= 0 {
+		o.TTL = 15 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Rewriter{svc: svc, dec: dec, o: o, log: o.Logger}
+}
+
+// ErrWithheld is returned by Rewrite for a resources/read result that
+// FailClosed withholds: an item was too large to return inline and could
+// not be stored. (A tools/call result is withheld as a tool error.)
+var ErrWithheld = errors.New("offload: the result was too large to return inline and could not be stored")
+
+// errStore marks a failure to store an item that FailClosed turns into a
+// withheld result.
+type errStore struct{ err error }
+
+func (e *errStore) Error() string { return "storing the item failed: " + e.err.Error() }
+
+// Rewrite returns result with every large item offloaded, and the
+// artifacts it stored. When nothing is offloaded it returns result itself.
+// Bytes outside the replaced items are copied unchanged, and the result
+// keeps its method's shape: tools/call items become a text preview and a
+// resource_link; a resources/read item stays a resource-contents item
+// (see resourceItem). An error means result is not valid JSON, or
+// ErrWithheld; the artifacts stored before it are returned all the same.
+func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, []artifact.Artifact, error) {
+	if c.Method == "tools/call" && f.o.Tools != nil {
+		if on, ok := f.o.Tools[c.Tool]; ok && !on {
+			return result, nil, nil
+		}
+	}
+	key := "content"
+	if c.Method == "resources/read" {
+		key = "contents"
+	}
+	if !json.Valid(result) {
+		return nil, nil, fmt.Errorf("offload: result is not valid JSON")
+	}
+	arr, ok := jsonrpc.Member(result, key)
+	if !ok || result[arr[0]] != '[' {
+		return result, nil, nil
+	}
+	var out []byte
+	var stored []artifact.Artifact
+	last, n := 0, 0
+	for _, it := range jsonrpc.Elements(result, arr) {
+		repl, a, err := f.item(ctx, c, result[it[0]:it[1]], n+1)
+		if err != nil {
+			if f.o.FailClosed {
+				f.log.Error("offload failed; withholding the result", "method", c.Method, "tool", c.Tool, "err", err)
+				if c.Method == "resources/read" {
+					return nil, stored, ErrWithheld
+				}
+				return toolError, stored, nil
+			}
+			f.log.Warn("offload failed; the item stays inline", "method", c.Method, "tool", c.Tool, "err", err)
+			continue
+		}
+		if repl == nil {
+			continue
+		}
+		n++
+		stored = append(stored, a)
+		out = append(out, result[last:it[0]]...)
+		out = append(out, repl...)
+		last = it[1]
+	}
+	if out == nil {
+		return result, nil, nil
+	}
+	return append(out, result[last:]...), stored, nil
+}
+
+// toolError is the tools/call result FailClosed answers with.
+var toolError = []byte(`{"content":[{"type":"text","text":"The result was too large to return inline and could not be stored for download; try again later."}],"isError":true}`)
+
+// item offloads one content item, or returns nil to keep it.
+func (f *Rewriter) item(ctx context.Context, c Call, it []byte, n int) ([]byte, artifact.Artifact, error) {
+	if len(it) == 0 || it[0] != '{' {
+		return nil, artifact.Artifact{}, nil
+	}
+	typ := jsonrpc.StringMember(it, "type")
+	mime := jsonrpc.StringMember(it, "mimeType")
+	var lit []byte
+	var binary bool
+	kind := typ
+	switch {
+	case c.Method == "resources/read":
+		kind = "resource"
+		lit, binary = pick(it)
+	case typ == "text":
+		lit = jsonrpc.RawMember(it, "text")
+	case typ == "image" || typ == "audio":
+		lit, binary = jsonrpc.RawMember(it, "data"), true
+	case typ == "resource":
+		if r, ok := jsonrpc.Member(it, "resource"); ok && it[r[0]] == '{' {
+			res := it[r[0]:r[1]]
+			mime = jsonrpc.StringMember(res, "mimeType")
+			lit, binary = pick(res)
+		}
+	}
+	if len(lit) < 2 || lit[0] != '"' {
+		return nil, artifact.Artifact{}, nil
+	}
+	size, threshold := int64(len(lit)-2), f.o.TextThreshold
+	if binary {
+		size, threshold = base64Size(lit), f.o.BinaryThreshold
+	}
+	if size <= threshold {
+		return nil, artifact.Artifact{}, nil
+	}
+	if !binary {
+		size, _ = io.Copy(io.Discard, newStringReader(lit)) // exact, without a copy
+		if size <= threshold {
+			return nil, artifact.Artifact{}, nil
+		}
+		if mime == "" {
+			mime = sniffText(lit)
+		}
+	}
+	d, err := f.dec.Offload(ctx, policy.OffloadInput{
+		Server: f.o.Server, Tool: c.Tool, Method: c.Method, Kind: kind,
+		MimeType: mime, Size: size, Tenant: c.Tenant, Threshold: threshold,
+	})
+	if err != nil || !d.Offload {
+		if err != nil {
+			f.log.Warn("offload decision failed; keeping the item inline", "err", err)
+		}
+		return nil, artifact.Artifact{}, nil
+	}
+	ttl := f.o.TTL
+	if d.TTLSeconds > 0 {
+		ttl = time.Duration(d.TTLSeconds) * time.Second
+	}
+	var src io.Reader = newStringReader(lit)
+	if binary {
+		src = base64.NewDecoder(base64.StdEncoding, src)
+	}
+	if mime == "" {
+		mime = "application/octet-stream"
+	}
+	pv := &previewer{}
+	name, source := c.Tool, "tool:"+c.Tool
+	if c.Method == "resources/read" {
+		name, source = "resource", "resources/read"
+	}
+	a, l, err := f.svc.Publish(ctx, artifact.Artifact{
+		Name:     fmt.Sprintf("%s-%d%s", name, n, extension(mime)),
+		MimeType: mime,
+		Tenant:   c.Tenant,
+		Source:   source,
+	}, io.TeeReader(src, pv), artifact.LinkOptions{TTL: ttl, Tenant: c.Tenant, Audience: d.Audience, Source: "offload"})
+	if err != nil {
+		return nil, artifact.Artifact{}, &errStore{err}
+	}
+	preview := pv.text(kind, itemMeta{mime: mime, sha256: a.SHA256, uri: artifact.URI(a.ID)},
+		linkMeta{url: l.URL, expires: l.Expires})
+	link := artifact.NewResourceLink(a, l)
+	if c.Method == "resources/read" {
+		return resourceItem(it, preview, link), a, nil
+	}
+	text, _ := json.Marshal(map[string]string{"type": "text", "text": preview})
+	lb, _ := json.Marshal(link)
+	return bytes.Join([][]byte{text, lb}, []byte(",")), a, nil
+}
+
+// MetaOffloaded is the _meta key under which an offloaded resources/read
+// item carries its link: the same resource_link object a tools/call
+// result gets (uri, httpUrl, httpUrlExpiresAt, size, mimeType, sha256).
+const MetaOffloaded = "dev.spillway/offloaded"
+
+// resourceItem is what an offloaded resources/read item becomes. The
+// schema allows only resource-contents items in contents (uri, mimeType,
+// text or blob, _meta), so the item stays one: a TextResourceContents for
+// the same uri whose text is the preview (mimeType text/plain, as that is
+// what the text is), with the link in _meta under MetaOffloaded. The
+// item's other _meta members are kept.
+func resourceItem(orig []byte, preview string, link artifact.ResourceLink) []byte {
+	uri := jsonrpc.RawMember(orig, "uri")
+	if len(uri) == 0 || uri[0] != '"' {
+		uri, _ = json.Marshal(link.URI) // not a valid item; name the artifact
+	}
+	meta := jsonrpc.RawMember(orig, "_meta")
+	if len(meta) == 0 || meta[0] != '{' {
+		meta = []byte(`{}`)
+	}
+	lb, _ := json.Marshal(link)
+	meta, _ = jsonrpc.SetPath(meta, lb, MetaOffloaded)
+	text, _ := json.Marshal(preview)
+	out := make([]byte, 0, len(uri)+len(text)+len(meta)+64)
+	out = append(out, `{"uri":`...)
+	out = append(out, uri...)
+	out = append(out, `,"mimeType":"text/plain","text":`...)
+	out = append(out, text...)
+	out = append(out, `,"_meta":`...)
+	out = append(out, meta...)
+	return append(out, '}')
+}
+
+// pick returns the text or blob literal of a resource contents object.
+func pick(obj []byte) ([]byte, bool) {
+	if b := jsonrpc.RawMember(obj, "blob"); b != nil {
+		return b, true
+	}
+	return jsonrpc.RawMember(obj, "text"), false
+}
+
+// base64Size is the decoded size of a base64 literal without escapes.
+func base64Size(lit []byte) int64 {
+	s := lit[1 : len(lit)-1]
+	pad := 0
+	for i := len(s) - 1; i >= 0 && s[i] == '='; i-- {
+		pad++
+	}
+	return int64(len(s)/4*3 - pad)
+}
