@@ -41,8 +41,18 @@ type Options struct {
 	// Candidate is a policy folder evaluated beside the enforced one in
 	// dry-run: disagreements are logged, never enforced.
 	Candidate string
-	// DecisionLog receives one JSON line per decision; nil = off.
+	// DecisionLog receives one JSON line per decision; nil = off. Lines
+	// are written from a queue on their own goroutine, so a slow or failing
+	// writer never delays a decision: when the queue is full a line is
+	// dropped, and drops and write errors are counted (WriteMetrics).
+	// Close flushes the queue.
 	DecisionLog io.Writer
+	// DecisionLogQueue is how many lines may wait for the writer (default
+	// 4096; at most 16 MiB in all).
+	DecisionLogQueue int
+	// DecisionLogFlush bounds how long Close waits for the writer to
+	// take the queued lines (default 5 s).
+	DecisionLogFlush time.Duration
 	// PollInterval is how often Watch looks for changes; default 1s.
 	PollInterval time.Duration
 	Logger       *slog.Logger
@@ -57,7 +67,7 @@ type Engine struct {
 	cur atomic.Pointer[compiled]
 	dry atomic.Pointer[compiled] // the dry-run candidate, if any
 
-	logMu sync.Mutex // serializes decision log lines
+	dlog *decisionLog // nil without Options.DecisionLog
 
 	mu        sync.Mutex
 	past      map[string]string // signed bundles once active: digest → revision
@@ -101,6 +111,9 @@ func New(ctx context.Context, o Options) (*Engine, error) {
 			return nil, fmt.Errorf("dry-run candidate: %w", err)
 		}
 		e.dry.Store(d)
+	}
+	if o.DecisionLog != nil {
+		e.dlog = newDecisionLog(o.DecisionLog, o.DecisionLogQueue, o.DecisionLogFlush, e.log)
 	}
 	e.log.Info("policy active", "revision", c.revision, "source", describe(o))
 	return e, nil
@@ -227,7 +240,7 @@ func eval[T any](ctx context.Context, e *Engine, point string, pq func(*compiled
 			err = fmt.Errorf("decision has the wrong shape: %v", uerr)
 		}
 	}
-	if e.o.DecisionLog != nil || e.dry.Load() != nil {
+	if e.dlog != nil || e.dry.Load() != nil {
 		e.record(ctx, c, point, pq, in, raw, err, took)
 	}
 	if err != nil {
@@ -270,17 +283,16 @@ func (e *Engine) record(ctx context.Context, c *compiled, point string, pq func(
 			e.log.Info("dry-run policy disagrees", "point", point, "enforced", c.revision, "candidate", dry.revision)
 		}
 	}
-	if e.o.DecisionLog == nil {
+	if e.dlog == nil {
 		return
 	}
 	mask(ctx, c, entry)
 	line, merr := json.Marshal(entry)
 	if merr != nil {
+		e.dlog.dropped.Add(1)
 		return
 	}
-	e.logMu.Lock()
-	e.o.DecisionLog.Write(append(line, '\n'))
-	e.logMu.Unlock()
+	e.dlog.enqueue(append(line, '\n'))
 }
 
 func jsonEqual(a, b json.RawMessage) bool {
@@ -312,6 +324,10 @@ type Status struct {
 	// LastError is why the newest policy was refused; "" when the newest
 	// one is active.
 	LastError string `json:"last_error,omitempty"`
+	// DecisionLogDropped counts decision log lines dropped (queue full,
+	// or not flushed at Close); DecisionLogWriteErrors failed writes.
+	DecisionLogDropped     int64 `json:"decision_log_dropped,omitempty"`
+	DecisionLogWriteErrors int64 `json:"decision_log_write_errors,omitempty"`
 }
 
 // Status reports the active revision and the reload history.
@@ -323,6 +339,9 @@ func (e *Engine) Status() Status {
 		Refusals: e.refusals, EvalErrors: e.evalErrs.Load()}
 	if e.lastErr != nil {
 		s.LastError = e.lastErr.Error()
+	}
+	if e.dlog != nil {
+		s.DecisionLogDropped, s.DecisionLogWriteErrors = e.dlog.dropped.Load(), e.dlog.errs.Load()
 	}
 	return s
 }
@@ -440,7 +459,15 @@ func (e *Engine) WriteMetrics(w io.Writer) {
 		refused = 1
 	}
 	fmt.Fprintf(w, "# HELP spillway_policy_last_reload_refused 1 when the newest policy on disk was refused.\n# TYPE spillway_policy_last_reload_refused gauge\nspillway_policy_last_reload_refused %d\n", refused)
+	fmt.Fprintf(w, "# HELP spillway_policy_decision_log_dropped_total Decision log lines dropped because the queue was full.\n# TYPE spillway_policy_decision_log_dropped_total counter\nspillway_policy_decision_log_dropped_total %d\n", s.DecisionLogDropped)
+	fmt.Fprintf(w, "# HELP spillway_policy_decision_log_write_errors_total Decision log lines the writer failed to write.\n# TYPE spillway_policy_decision_log_write_errors_total counter\nspillway_policy_decision_log_write_errors_total %d\n", s.DecisionLogWriteErrors)
 }
 
-// Close releases the engine.
-func (e *Engine) Close() error { return nil }
+// Close flushes the decision log (see Options.DecisionLogFlush); the
+// engine must not be used afterwards.
+func (e *Engine) Close() error {
+	if e.dlog == nil {
+		return nil
+	}
+	return e.dlog.Close()
+}

@@ -186,6 +186,7 @@ mint := {"allow": true}
 	if !errors.Is(err, ErrEval) || od.Offload {
 		t.Errorf("an undefined decision must deny: %+v %v", od, err)
 	}
+	e.Close() // flushes the decision log
 	if !strings.Contains(log.String(), `"error"`) || e.Status().EvalErrors != 2 {
 		t.Errorf("decision log:\n%s", log.String())
 	}
@@ -204,6 +205,7 @@ mask contains "/input/request/headers/x-secret"
 		t.Fatal(err)
 	}
 	e.Fetch(ctx, fetchIn("GET", "t1"))
+	e.Close()
 	var entry struct {
 		DecisionID string         `json:"decision_id"`
 		Point      string         `json:"point"`
@@ -239,6 +241,7 @@ func TestDryRun(t *testing.T) {
 	if d, _ := e.Fetch(ctx, fetchIn("GET", "")); !d.Allow {
 		t.Error("the dry-run candidate was enforced")
 	}
+	e.Close()
 	if !strings.Contains(log.String(), `"dry_run_disagreement"`) || !strings.Contains(log.String(), `"v2"`) {
 		t.Errorf("no disagreement logged:\n%s", log.String())
 	}

@@ -5,33 +5,15 @@ import (
 	"context"
 	"net"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/spillway-dev/spillway/policy/policytest"
 )
-
-// syncBuffer is a bytes.Buffer a running server may write to while the
-// test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // serveRun runs `spillway serve` through run() on a free loopback port.
 // It returns the base URL, the exit code channel and the server's log.
-func serveRun(t *testing.T, ctx context.Context, data string, extra ...string) (string, <-chan int, *syncBuffer) {
+func serveRun(t *testing.T, ctx context.Context, data string, extra ...string) (string, <-chan int, *policytest.Buffer) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -40,7 +22,7 @@ func serveRun(t *testing.T, ctx context.Context, data string, extra ...string) (
 	addr := ln.Addr().String()
 	ln.Close()
 	args := append([]string{"serve", "--listen", addr, "--data", data, "--log-level", "info"}, extra...)
-	var log syncBuffer
+	var log policytest.Buffer
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, args, nil, &log, &log, func(string) string { return "" }) }()
 	return "http://" + addr, done, &log

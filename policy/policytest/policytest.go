@@ -1,8 +1,5 @@
 //go:build unix
 
-// Package policytest is a hostile peer for tests of the policy sandbox: a
-// loopback HTTP server and a named pipe that count every attempt to reach
-// them, and policy folders that try every known way out of the sandbox.
 package policytest
 
 import (
