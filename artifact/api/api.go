@@ -24,9 +24,21 @@ import (
 
 // Options configure the API.
 type Options struct {
-	Tenants   *identity.Tenants // nil or empty: anyone who can reach it, as tenant ""
-	MaxUpload int64             // bytes; 0: 1 GiB
-	Logger    *slog.Logger      // nil: slog.Default()
+	// Tenants identifies callers by bearer token. Nil or empty: the API is
+	// off (every route answers 404 "api_off") unless Anonymous is set.
+	Tenants *identity.Tenants
+	// Anonymous serves the API without inbound tokens, to anyone who can
+	// reach it, as tenant "". Set it only for a listener that no link
+	// holder can reach (spillway serve --api-listen on loopback): knowing
+	// an artifact id, which every link shows, is then enough to mint and
+	// delete. Ignored when Tenants requires tokens.
+	Anonymous bool
+	// Guard checks Host, Origin and cross-site requests of every caller;
+	// nil: the zero Guard (IP-literal and localhost Hosts, same-origin
+	// browsers).
+	Guard     *identity.Guard
+	MaxUpload int64        // bytes; 0: 1 GiB
+	Logger    *slog.Logger // nil: slog.Default()
 }
 
 // API is the artifact service's management API for tool authors and SDKs:
@@ -35,6 +47,9 @@ type Options struct {
 //	POST   /v1/artifacts/{id}/links  mint a fresh link     → resource_link
 //	GET    /v1/artifacts/{id}        metadata
 //	DELETE /v1/artifacts/{id}        delete; every link dies with it
+//
+// Every route passes authentication, then the Guard; another tenant's
+// artifact answers 404 like an unknown one. Safe for concurrent use.
 type API struct {
 	svc *artifact.Service
 	o   Options
@@ -53,30 +68,77 @@ func New(svc *artifact.Service, o Options) *API {
 
 // Register mounts the API's routes on r.
 func (a *API) Register(r *mux.Router) {
-	r.HandleFunc("/v1/artifacts", a.upload).Methods(http.MethodPost)
-	r.HandleFunc("/v1/artifacts/{id}/links", a.mint).Methods(http.MethodPost)
-	r.HandleFunc("/v1/artifacts/{id}", a.stat).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/v1/artifacts/{id}", a.delete).Methods(http.MethodDelete)
+	r.Handle("/v1/artifacts", a.route(a.upload)).Methods(http.MethodPost)
+	r.Handle("/v1/artifacts/{id}/links", a.route(a.mint)).Methods(http.MethodPost)
+	r.Handle("/v1/artifacts/{id}", a.route(a.stat)).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/v1/artifacts/{id}", a.route(a.delete)).Methods(http.MethodDelete)
 }
 
-// fail answers err. Identity's errors are mapped here; the domain's by
-// artifact.WriteError, the one mapping the fetch endpoint uses too.
+var errOff = artifact.NewHTTPError(http.StatusNotFound, "api_off",
+	"the management API is off: no inbound authentication is configured")
+
+// route admits a request (API on, token, Guard) and calls h with the
+// caller's tenant.
+func (a *API) route(h func(http.ResponseWriter, *http.Request, string)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !a.o.Tenants.Required() && !a.o.Anonymous {
+			a.fail(w, r, errOff)
+			return
+		}
+		// A missing token is told so (401) before the Guard speaks: a
+		// request without Authorization is also one it would refuse.
+		tenant, err := a.o.Tenants.Authenticate(r)
+		if err == nil {
+			err = a.o.Guard.Check(r)
+		}
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		h(w, r, tenant)
+	})
+}
+
+// Guarded passes to h only the requests g admits, and answers the others
+// with 403 in the API's error format: for the service's other non-link
+// routes (/healthz, /readyz, /metrics, /mcp).
+func Guarded(g *identity.Guard, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := g.Check(r); err != nil {
+			writeError(w, err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// fail answers err, logging what is the server's fault.
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, identity.ErrUnauthenticated) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="spillway"`)
-		err = artifact.NewHTTPError(http.StatusUnauthorized, "unauthenticated", "a valid bearer token is required")
-	}
-	if status := artifact.WriteError(w, err); status >= 500 {
+	if status := writeError(w, err); status >= 500 {
 		a.o.Logger.Warn("api error", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 }
 
-func (a *API) upload(w http.ResponseWriter, r *http.Request) {
-	tenant, err := a.o.Tenants.Authenticate(r)
-	if err != nil {
-		a.fail(w, r, err)
-		return
+// writeError answers err and returns the status. Identity's errors are
+// mapped here; the domain's by artifact.WriteError, the one mapping the
+// fetch endpoint uses too.
+func writeError(w http.ResponseWriter, err error) int {
+	msg := strings.TrimPrefix(err.Error(), "identity: ")
+	switch {
+	case errors.Is(err, identity.ErrUnauthenticated):
+		w.Header().Set("WWW-Authenticate", `Bearer realm="spillway"`)
+		err = artifact.NewHTTPError(http.StatusUnauthorized, "unauthenticated", "a valid bearer token is required")
+	case errors.Is(err, identity.ErrHost):
+		err = artifact.NewHTTPError(http.StatusForbidden, "forbidden_host", msg)
+	case errors.Is(err, identity.ErrOrigin):
+		err = artifact.NewHTTPError(http.StatusForbidden, "forbidden_origin", msg)
+	case errors.Is(err, identity.ErrCrossSite):
+		err = artifact.NewHTTPError(http.StatusForbidden, "cross_site", msg)
 	}
+	return artifact.WriteError(w, err)
+}
+
+func (a *API) upload(w http.ResponseWriter, r *http.Request, tenant string) {
 	if r.ContentLength > a.o.MaxUpload {
 		a.fail(w, r, artifact.ErrTooLarge)
 		return
@@ -113,24 +175,22 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, artifact.NewResourceLink(art, link))
 }
 
-// owned returns the artifact named by the route if the caller's tenant owns it.
-func (a *API) owned(r *http.Request) (artifact.Artifact, string, error) {
-	tenant, err := a.o.Tenants.Authenticate(r)
+// owned returns the artifact named by the route if tenant owns it. Another
+// tenant's artifact is not found, as an unknown one: no existence oracle.
+func (a *API) owned(r *http.Request, tenant string) (artifact.Artifact, error) {
+	id := mux.Vars(r)["id"]
+	art, err := a.svc.Stat(r.Context(), id)
 	if err != nil {
-		return artifact.Artifact{}, "", err
-	}
-	art, err := a.svc.Stat(r.Context(), mux.Vars(r)["id"])
-	if err != nil {
-		return artifact.Artifact{}, "", err
+		return artifact.Artifact{}, err
 	}
 	if art.Tenant != tenant {
-		return artifact.Artifact{}, "", artifact.NewHTTPError(http.StatusForbidden, "forbidden", "this artifact belongs to another tenant")
+		return artifact.Artifact{}, fmt.Errorf("artifact %s of another tenant: %w", id, artifact.ErrNotFound)
 	}
-	return art, tenant, nil
+	return art, nil
 }
 
-func (a *API) mint(w http.ResponseWriter, r *http.Request) {
-	art, tenant, err := a.owned(r)
+func (a *API) mint(w http.ResponseWriter, r *http.Request, tenant string) {
+	art, err := a.owned(r, tenant)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -176,8 +236,8 @@ func (a *API) mint(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, artifact.NewResourceLink(art, link))
 }
 
-func (a *API) stat(w http.ResponseWriter, r *http.Request) {
-	art, _, err := a.owned(r)
+func (a *API) stat(w http.ResponseWriter, r *http.Request, tenant string) {
+	art, err := a.owned(r, tenant)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -185,8 +245,8 @@ func (a *API) stat(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, art)
 }
 
-func (a *API) delete(w http.ResponseWriter, r *http.Request) {
-	art, _, err := a.owned(r)
+func (a *API) delete(w http.ResponseWriter, r *http.Request, tenant string) {
+	art, err := a.owned(r, tenant)
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -74,6 +74,10 @@ func call(t *testing.T, method, u, token string, body io.Reader, hdr map[string]
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	for k, v := range hdr {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -127,7 +131,8 @@ func TestAPI(t *testing.T) {
 		t.Fatalf("too large chunked = %d %s", resp.StatusCode, b)
 	}
 
-	if resp, b := call(t, "POST", base+"/"+id+"/links", bob, nil, nil); resp.StatusCode != 403 || errCode(t, b) != "forbidden" {
+	// Another tenant's artifact is as unknown as a missing one.
+	if resp, b := call(t, "POST", base+"/"+id+"/links", bob, nil, nil); resp.StatusCode != 404 || errCode(t, b) != "not_found" {
 		t.Fatalf("other tenant mint = %d %s", resp.StatusCode, b)
 	}
 	resp, b = call(t, "POST", base+"/"+id+"/links", alice, strings.NewReader(`{"ttl":"1m","method":"HEAD"}`), nil)
@@ -143,7 +148,7 @@ func TestAPI(t *testing.T) {
 		t.Fatalf("unknown field = %d %s", resp.StatusCode, b)
 	}
 
-	if resp, _ := call(t, "DELETE", base+"/"+id, bob, nil, nil); resp.StatusCode != 403 {
+	if resp, _ := call(t, "DELETE", base+"/"+id, bob, nil, nil); resp.StatusCode != 404 {
 		t.Fatalf("other tenant delete = %d", resp.StatusCode)
 	}
 	if resp, b := call(t, "DELETE", base+"/"+id, alice, nil, nil); resp.StatusCode != 204 {
@@ -154,5 +159,40 @@ func TestAPI(t *testing.T) {
 	}
 	if resp, _ := call(t, "DELETE", base+"/"+id, alice, nil, nil); resp.StatusCode != 404 {
 		t.Fatalf("second delete = %d", resp.StatusCode)
+	}
+}
+
+// Without inbound tokens the API is off, unless it is explicitly anonymous
+// (its own loopback listener); then the Guard keeps browsers of other
+// sites out.
+func TestAPIOffWithoutTokens(t *testing.T) {
+	f := newFixture(t, Options{})
+	resp, b := call(t, "POST", f.url+"/v1/artifacts", "", strings.NewReader("x"), map[string]string{"Content-Type": "application/octet-stream"})
+	if resp.StatusCode != 404 || errCode(t, b) != "api_off" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+		t.Fatalf("upload to an API without tokens = %d %s", resp.StatusCode, b)
+	}
+}
+
+func TestAPIAnonymousGuard(t *testing.T) {
+	f := newFixture(t, Options{Anonymous: true})
+	base := f.url + "/v1/artifacts"
+	for _, tt := range []struct {
+		name string
+		hdr  map[string]string
+		code string
+	}{
+		{"text/plain", map[string]string{"Content-Type": "text/plain"}, "cross_site"},
+		{"form", map[string]string{"Content-Type": "application/x-www-form-urlencoded"}, "cross_site"},
+		{"cross-site", map[string]string{"Content-Type": "application/octet-stream", "Sec-Fetch-Site": "cross-site"}, "cross_site"},
+		{"foreign origin", map[string]string{"Content-Type": "application/octet-stream", "Origin": "http://evil.example"}, "forbidden_origin"},
+		{"rebinding", map[string]string{"Content-Type": "application/octet-stream", "Host": "evil.example"}, "forbidden_host"},
+	} {
+		if resp, b := call(t, "POST", base, "", strings.NewReader("x"), tt.hdr); resp.StatusCode != 403 || errCode(t, b) != tt.code {
+			t.Errorf("%s: upload = %d %s", tt.name, resp.StatusCode, b)
+		}
+	}
+	resp, b := call(t, "POST", base, "", strings.NewReader("x"), map[string]string{"Content-Type": "text/plain", "X-Spillway-Name": "x.txt"})
+	if resp.StatusCode != 201 {
+		t.Fatalf("upload with an X-Spillway header = %d %s", resp.StatusCode, b)
 	}
 }

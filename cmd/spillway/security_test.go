@@ -2,13 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/token"
 )
 
 // newServeErr builds `spillway serve` with args and returns why it refused.
@@ -23,8 +30,7 @@ func newServeErr(t *testing.T, args ...string) error {
 	}
 	s, err := newServer(context.Background(), &c, slog.New(slog.DiscardHandler), io.Discard)
 	if err == nil {
-		s.deps.Close()
-		s.ln.Close()
+		s.close()
 	}
 	return err
 }
@@ -76,5 +82,186 @@ func TestServeAuthTokensFile(t *testing.T) {
 	if resp, _ := apiCall(t, "POST", base+"/v1/artifacts", strings.NewReader("hello"),
 		"Authorization", "Bearer "+strings.TrimRight(token, "="), "Content-Type", "application/octet-stream"); resp.StatusCode != 401 {
 		t.Fatalf("upload with the token unpadded = %d", resp.StatusCode)
+	}
+}
+
+// narrowLink stores body through the running service (as an offload
+// would) and mints the kind of link a sandbox is handed: HEAD only, bound
+// to 127.0.0.1/32, 30 s.
+func narrowLink(t *testing.T, s *server, tenant string) (artifact.Artifact, artifact.Link) {
+	t.Helper()
+	ctx := context.Background()
+	a, err := s.deps.svc.Put(ctx, artifact.Artifact{Tenant: tenant, MimeType: "text/plain"}, time.Hour, strings.NewReader("secret bytes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.deps.svc.Link(ctx, a, artifact.LinkOptions{Tenant: tenant, Method: token.MethodHead,
+		CIDR: netip.MustParsePrefix("127.0.0.1/32"), TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, l
+}
+
+func linkToken(t *testing.T, l artifact.Link) string {
+	t.Helper()
+	u, err := url.Parse(l.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Query().Get("t")
+}
+
+// stillThere asserts the sandbox's own link still works: nothing was deleted.
+func stillThere(t *testing.T, l artifact.Link) {
+	t.Helper()
+	if resp, b := apiCall(t, "HEAD", l.URL, nil); resp.StatusCode != 200 {
+		t.Fatalf("the artifact is gone: HEAD = %d %s", resp.StatusCode, b)
+	}
+}
+
+// Finding 1, the default configuration: with no inbound tokens, a sandbox
+// holding a narrow link (so knowing the artifact id) minted itself a wide
+// one and deleted the artifact; a cross-site text/plain POST uploaded.
+// Now the API is off on the listener links point at.
+func TestServeAPIOffWithoutAuth(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	base := "http://" + s.Addr()
+	a, l := narrowLink(t, s, "")
+	v1 := base + "/v1/artifacts/" + a.ID
+	for _, tt := range []struct {
+		name, method, url, body string
+		hdr                     []string
+	}{
+		{"mint", "POST", v1 + "/links", `{"ttl":"30m"}`, []string{"Content-Type", "application/json"}},
+		{"mint with the link token", "POST", v1 + "/links", `{"ttl":"30m"}`, []string{"Content-Type", "application/json", "Authorization", "Bearer " + linkToken(t, l)}},
+		{"stat", "GET", v1, "", nil},
+		{"delete", "DELETE", v1, "", nil},
+		{"upload", "POST", base + "/v1/artifacts", "x", []string{"Content-Type", "application/octet-stream"}},
+		{"cross-site text/plain upload", "POST", base + "/v1/artifacts", "x", []string{"Content-Type", "text/plain",
+			"Origin", "http://evil.example", "Sec-Fetch-Site", "cross-site"}},
+	} {
+		if resp, b := apiCall(t, tt.method, tt.url, strings.NewReader(tt.body), tt.hdr...); resp.StatusCode < 400 {
+			t.Errorf("%s = %d %s", tt.name, resp.StatusCode, b)
+		} else if resp.StatusCode != 404 && resp.StatusCode != 403 {
+			t.Errorf("%s = %d %s, want 404 (API off) or 403", tt.name, resp.StatusCode, b)
+		}
+	}
+	stillThere(t, l)
+}
+
+// With inbound tokens the API is on, and a link token is no identity.
+func TestServeLinkHolderCannotUseAPI(t *testing.T) {
+	const owner = "owner-token-0123456789"
+	s := startServer(t, t.TempDir(), "--auth-tokens", owner+"=team")
+	base := "http://" + s.Addr()
+	a, l := narrowLink(t, s, "team")
+	tok := linkToken(t, l)
+	v1 := base + "/v1/artifacts/" + a.ID
+	for _, auth := range [][]string{nil, {"Authorization", "Bearer " + tok}} {
+		for _, tt := range []struct{ method, url, body string }{
+			{"POST", v1 + "/links", `{"ttl":"30m"}`},
+			{"POST", v1 + "/links?t=" + tok, `{"ttl":"30m"}`},
+			{"GET", v1, ""},
+			{"DELETE", v1, ""},
+			{"DELETE", v1 + "?t=" + tok, ""},
+			{"POST", base + "/v1/artifacts", "x"},
+		} {
+			hdr := append([]string{"Content-Type", "application/json"}, auth...)
+			if resp, b := apiCall(t, tt.method, tt.url, strings.NewReader(tt.body), hdr...); resp.StatusCode != 401 {
+				t.Errorf("%s %s with %v = %d %s", tt.method, tt.url, auth, resp.StatusCode, b)
+			}
+		}
+	}
+	stillThere(t, l)
+	// The owner can.
+	if resp, b := apiCall(t, "POST", v1+"/links", strings.NewReader(`{"ttl":"1m"}`), "Authorization", "Bearer "+owner, "Content-Type", "application/json"); resp.StatusCode != 201 {
+		t.Fatalf("owner mint = %d %s", resp.StatusCode, b)
+	}
+}
+
+// --api-listen serves the API on an address of its own, without tokens
+// when it is loopback; the link listener has no API then, and browsers of
+// other sites cannot use the open one.
+func TestServeAPIListen(t *testing.T) {
+	if err := newServeErr(t, "--api-listen", "0.0.0.0:0"); err == nil || !strings.Contains(err.Error(), "--api-listen") {
+		t.Fatalf("non-loopback --api-listen without tokens: err = %v", err)
+	}
+	s := startServer(t, t.TempDir(), "--api-listen", "127.0.0.1:0")
+	base, api := "http://"+s.Addr(), "http://"+s.APIAddr()
+	if resp, b := apiCall(t, "POST", base+"/v1/artifacts", strings.NewReader("x"), "Content-Type", "application/octet-stream"); resp.StatusCode != 404 {
+		t.Fatalf("upload on the link listener = %d %s", resp.StatusCode, b)
+	}
+	// CSRF: what a page of another site can send, even to loopback.
+	for _, hdr := range [][]string{
+		{"Content-Type", "text/plain", "Origin", "http://evil.example", "Sec-Fetch-Site", "cross-site"},
+		{"Content-Type", "text/plain", "Sec-Fetch-Site", "cross-site"},
+		{"Content-Type", "text/plain"},
+		{"Content-Type", "application/x-www-form-urlencoded"},
+		{"Content-Type", "application/octet-stream", "Sec-Fetch-Site", "same-site"},
+	} {
+		if resp, b := apiCall(t, "POST", api+"/v1/artifacts", strings.NewReader("x"), hdr...); resp.StatusCode != 403 {
+			t.Errorf("upload with %q = %d %s", hdr, resp.StatusCode, b)
+		}
+	}
+	resp, b := apiCall(t, "POST", api+"/v1/artifacts", strings.NewReader("x"), "Content-Type", "application/octet-stream")
+	if resp.StatusCode != 201 {
+		t.Fatalf("upload on --api-listen = %d %s", resp.StatusCode, b)
+	}
+	var link artifact.ResourceLink
+	json.Unmarshal(b, &link)
+	id, _ := artifact.IDFromURI(link.URI)
+	if resp, b := apiCall(t, "POST", api+"/v1/artifacts/"+id+"/links", strings.NewReader(`{"ttl":"1m"}`), "Content-Type", "application/json"); resp.StatusCode != 201 {
+		t.Fatalf("mint on --api-listen = %d %s", resp.StatusCode, b)
+	}
+	if resp, b := apiCall(t, "DELETE", api+"/v1/artifacts/"+id, nil, "Origin", "http://evil.example"); resp.StatusCode != 403 {
+		t.Fatalf("cross-origin delete = %d %s", resp.StatusCode, b)
+	}
+	if resp, b := apiCall(t, "DELETE", api+"/v1/artifacts/"+id, nil); resp.StatusCode != 204 {
+		t.Fatalf("delete on --api-listen = %d %s", resp.StatusCode, b)
+	}
+}
+
+// DNS rebinding: a page on a name that resolves to this server sends that
+// name as Host. Every route but /a/ refuses it, on both listeners.
+func TestServeForeignHostRefused(t *testing.T) {
+	const owner = "owner-token-0123456789"
+	auth := []string{"Authorization", "Bearer " + owner}
+	for _, apiListen := range []bool{false, true} {
+		args := []string{"--auth-tokens", owner + "=team", "--allowed-hosts", "spill.example.com"}
+		if apiListen {
+			args = append(args, "--api-listen", "127.0.0.1:0")
+		}
+		s := startServer(t, t.TempDir(), args...)
+		a, l := narrowLink(t, s, "team")
+		probes := []string{"/readyz", "/metrics", "/healthz"}
+		apiBase, bases := "http://"+s.Addr(), []string{"http://" + s.Addr()}
+		if apiListen {
+			apiBase = "http://" + s.APIAddr()
+			bases = append(bases, apiBase)
+		}
+		type req struct{ method, url string }
+		var reqs []req
+		for _, b := range bases {
+			for _, p := range probes {
+				reqs = append(reqs, req{"GET", b + p})
+			}
+		}
+		reqs = append(reqs, req{"GET", apiBase + "/v1/artifacts/" + a.ID}, req{"DELETE", apiBase + "/v1/artifacts/" + a.ID})
+		for _, r := range reqs {
+			u, _ := url.Parse(r.url)
+			port := u.Port()
+			resp, b := apiCall(t, r.method, r.url, nil, append([]string{"Host", "rebound.evil.example:" + port}, auth...)...)
+			if resp.StatusCode != 403 || !strings.Contains(string(b), "forbidden_host") {
+				t.Errorf("%s %s with a foreign Host = %d %s", r.method, r.url, resp.StatusCode, b)
+			}
+			if resp, b := apiCall(t, "GET", r.url, nil, append([]string{"Host", "spill.example.com"}, auth...)...); resp.StatusCode != 200 {
+				t.Errorf("GET %s with an allowed Host = %d %s", r.url, resp.StatusCode, b)
+			}
+		}
+		// The link endpoint authenticates by its token alone.
+		if resp, b := apiCall(t, "HEAD", l.URL, nil, "Host", "rebound.evil.example"); resp.StatusCode != 200 {
+			t.Fatalf("link with a foreign Host = %d %s", resp.StatusCode, b)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -26,6 +27,7 @@ import (
 type serveConfig struct {
 	storeFlags
 	listen         string
+	apiListen      string
 	insecureNoAuth bool
 	redirect       bool
 	sweepEvery     time.Duration
@@ -38,7 +40,8 @@ type serveConfig struct {
 func (c *serveConfig) register(fs *flag.FlagSet) {
 	c.storeFlags.register(fs)
 	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "`address` to listen on; a non-loopback address needs inbound auth")
-	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "allow a non-loopback --listen without inbound auth tokens")
+	fs.StringVar(&c.apiListen, "api-listen", "", "serve the management API (/v1) on this `address` of its own instead of --listen; without auth tokens it is open to whoever reaches it, so it must be loopback")
+	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "allow a non-loopback --listen or --api-listen without inbound auth tokens")
 	fs.BoolVar(&c.redirect, "redirect", false, "answer fetches with a 302 to a storage URL presigned for 60s (S3 stores)")
 	fs.DurationVar(&c.sweepEvery, "sweep-every", time.Minute, "how often expired artifacts are deleted")
 	fs.StringVar(&c.authTokens, "auth-tokens", "", "inbound bearer `tokens` for /mcp and /v1/artifacts, as token=tenant,... (the tenant follows the last =)")
@@ -99,12 +102,18 @@ func serveMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 // server is a running `spillway serve`: tests build one with newServer and
 // an address of 127.0.0.1:0.
 type server struct {
-	cfg   *serveConfig
-	log   *slog.Logger
-	deps  *deps
-	ln    net.Listener
-	http  *http.Server
-	proxy *mcpproxy.Proxy // nil without an upstream
+	cfg     *serveConfig
+	log     *slog.Logger
+	deps    *deps
+	tenants *identity.Tenants
+	ln      net.Listener
+	http    *http.Server
+	apiLn   net.Listener // --api-listen; nil without
+	apiHTTP *http.Server
+	proxy   *mcpproxy.Proxy // nil without an upstream
+	// notReady is the last not-ready detail logged, so a failing probe
+	// logs its cause once, not every few seconds.
+	notReady atomic.Value
 }
 
 func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Writer) (*server, error) {
@@ -112,53 +121,122 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.
 	if err != nil {
 		return nil, err
 	}
-	if err := checkExposure(c, tenants.Required()); err != nil {
+	if err := checkExposure("--listen", c.listen, c.insecureNoAuth || tenants.Required()); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", c.listen)
-	if err != nil {
+	if c.apiListen != "" {
+		if err := checkExposure("--api-listen", c.apiListen, c.insecureNoAuth || tenants.Required()); err != nil {
+			return nil, err
+		}
+	}
+	s := &server{cfg: c, log: log, tenants: tenants}
+	ok := false
+	defer func() {
+		if !ok {
+			s.close()
+		}
+	}()
+	if s.ln, err = net.Listen("tcp", c.listen); err != nil {
 		return nil, err
 	}
-	d, err := c.open(ctx, log, stdout, "http://"+ln.Addr().String())
-	if err != nil {
-		ln.Close()
+	if c.apiListen != "" {
+		if s.apiLn, err = net.Listen("tcp", c.apiListen); err != nil {
+			return nil, fmt.Errorf("--api-listen: %w", err)
+		}
+	}
+	if s.deps, err = c.open(ctx, log, stdout, "http://"+s.ln.Addr().String()); err != nil {
 		return nil, err
 	}
-	s := &server{cfg: c, log: log, deps: d, ln: ln}
-	r := mux.NewRouter()
+	d := s.deps
+	// Every route but /a/ checks Host and Origin; the public URL's host is
+	// this server's name.
+	guard := &identity.Guard{Hosts: append(splitList(c.allowedHosts), d.svc.PublicURL.Host), Origins: splitList(c.allowedOrigins)}
+	r := newRouter()
 	fetch := artifact.NewHandler(d.svc, artifact.HandlerOptions{
 		Policy:   d.engine,
 		Logger:   log,
 		Redirect: c.redirect,
 	})
 	fetch.Register(r)
-	api.New(d.svc, api.Options{Tenants: tenants, MaxUpload: c.maxUpload, Logger: log}).Register(r)
+	apiOpts := api.Options{Tenants: tenants, Guard: guard, MaxUpload: c.maxUpload, Logger: log}
+	if s.apiLn == nil {
+		// Off (404) unless inbound tokens are configured: on this
+		// listener, sandboxes holding links may be callers.
+		api.New(d.svc, apiOpts).Register(r)
+	}
 	if s.proxy, err = c.proxyFlags.build(d, tenants, fetch, log); err != nil {
-		d.Close()
-		ln.Close()
 		return nil, err
 	}
 	if s.proxy != nil {
-		r.Handle("/mcp", s.proxy)
+		r.Handle("/mcp", api.Guarded(guard, s.proxy))
 	}
-	r.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		io.WriteString(w, "ok\n")
-	}).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/readyz", s.readyz).Methods(http.MethodGet, http.MethodHead)
-	r.HandleFunc("/metrics", s.metrics).Methods(http.MethodGet)
+	s.registerProbes(r, guard, s.authenticated)
+	s.http = newHTTPServer(r, log)
+	if s.apiLn != nil {
+		ar := newRouter()
+		apiOpts.Anonymous = true
+		api.New(d.svc, apiOpts).Register(ar)
+		s.registerProbes(ar, guard, func(*http.Request) bool { return true })
+		s.apiHTTP = newHTTPServer(ar, log)
+	}
+	ok = true
+	return s, nil
+}
+
+func newRouter() *mux.Router {
+	r := mux.NewRouter()
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		artifact.WriteError(w, fmt.Errorf("no route %s: %w", r.URL.Path, artifact.ErrNotFound))
 	})
-	s.http = &http.Server{
-		Handler:           r,
+	return r
+}
+
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		// No WriteTimeout: fetches and MCP streams may legitimately run long.
 	}
-	return s, nil
+}
+
+// registerProbes mounts /healthz, /readyz and /metrics behind the guard;
+// /readyz tells its details only to callers detail admits.
+func (s *server) registerProbes(r *mux.Router, g *identity.Guard, detail func(*http.Request) bool) {
+	r.Handle("/healthz", api.Guarded(g, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		io.WriteString(w, "ok\n")
+	}))).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/readyz", api.Guarded(g, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.readyz(w, r, detail(r))
+	}))).Methods(http.MethodGet, http.MethodHead)
+	r.Handle("/metrics", api.Guarded(g, http.HandlerFunc(s.metrics))).Methods(http.MethodGet)
+}
+
+// authenticated reports whether r carries a valid inbound token.
+func (s *server) authenticated(r *http.Request) bool {
+	if !s.tenants.Required() {
+		return false
+	}
+	_, err := s.tenants.Authenticate(r)
+	return err == nil
+}
+
+// close releases what newServer opened, for a server that never ran.
+func (s *server) close() {
+	if s.proxy != nil {
+		s.proxy.Close()
+	}
+	if s.deps != nil {
+		s.deps.Close()
+	}
+	for _, ln := range []net.Listener{s.ln, s.apiLn} {
+		if ln != nil {
+			ln.Close()
+		}
+	}
 }
 
 // Addr is the address the server listens on.
@@ -178,26 +256,46 @@ func (s *server) Run(ctx context.Context) error {
 		// Keys retired from the file stop verifying within a second.
 		go token.WatchKeyFile(ctx, s.deps.keyFile, s.deps.svc.Signer, 0, s.log)
 	}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- s.http.Serve(s.ln) }()
-	s.log.Info("spillway listening", "addr", "http://"+s.Addr(), "public_url", s.deps.svc.PublicURL.String(),
-		"version", versionString(), "policy_revision", s.deps.engine.Revision())
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
+	attrs := []any{"addr", "http://" + s.Addr(), "public_url", s.deps.svc.PublicURL.String(),
+		"version", versionString(), "policy_revision", s.deps.engine.Revision()}
+	if s.apiHTTP != nil {
+		go func() { errc <- s.apiHTTP.Serve(s.apiLn) }()
+		attrs = append(attrs, "api_addr", "http://"+s.APIAddr())
 	}
-	s.log.Info("shutting down")
+	s.log.Info("spillway listening", attrs...)
+	var err error
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		s.log.Info("shutting down")
+	}
 	sctx, scancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer scancel()
-	if err := s.http.Shutdown(sctx); err != nil {
-		s.http.Close()
-		return fmt.Errorf("shutdown: %w", err)
+	for _, h := range []*http.Server{s.http, s.apiHTTP} {
+		if h == nil {
+			continue
+		}
+		if serr := h.Shutdown(sctx); serr != nil {
+			h.Close()
+			err = errors.Join(err, fmt.Errorf("shutdown: %w", serr))
+		}
 	}
-	return nil
+	return err
 }
 
-func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
+// APIAddr is the address of --api-listen; "" without it.
+func (s *server) APIAddr() string {
+	if s.apiLn == nil {
+		return ""
+	}
+	return s.apiLn.Addr().String()
+}
+
+// readyz answers 200 or 503. Only with detail does the body say why (store
+// and policy errors name endpoints, buckets and paths); the log always does.
+func (s *server) readyz(w http.ResponseWriter, r *http.Request, detail bool) {
 	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
 	defer cancel()
 	checks := map[string]string{"store": "ok", "policy": "ok"}
@@ -208,13 +306,23 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := s.deps.engine.Ready(); err != nil {
 		checks["policy"], status = err.Error(), http.StatusServiceUnavailable
 	}
-	// A refused policy reload leaves the last good policy serving: the
-	// replica stays ready, and says what was refused.
+	why := ""
+	if status != http.StatusOK {
+		why = "store: " + checks["store"] + "; policy: " + checks["policy"]
+	}
+	if prev, _ := s.notReady.Swap(why).(string); why != prev && why != "" {
+		s.log.Warn("not ready", "store", checks["store"], "policy", checks["policy"])
+	}
+	body := map[string]any{"ready": status == http.StatusOK, "policy_revision": s.deps.engine.Revision()}
+	if detail {
+		// A refused policy reload leaves the last good policy serving: the
+		// replica stays ready, and says what was refused.
+		body["checks"], body["policy"] = checks, s.deps.engine.Status()
+	}
+	artifact.SetSafetyHeaders(w.Header())
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(map[string]any{"ready": status == http.StatusOK, "checks": checks,
-		"policy_revision": s.deps.engine.Revision(), "policy": s.deps.engine.Status()})
+	json.NewEncoder(w).Encode(body)
 }
 
 func (s *server) metrics(w http.ResponseWriter, r *http.Request) {
@@ -242,11 +350,11 @@ func (c *serveConfig) tenants() (*identity.Tenants, error) {
 	return t, nil
 }
 
-// checkExposure refuses to listen beyond loopback without inbound auth.
-func checkExposure(c *serveConfig, authed bool) error {
-	host, _, err := net.SplitHostPort(c.listen)
+// checkExposure refuses to listen beyond loopback unless allowed.
+func checkExposure(flag, addr string, allowed bool) error {
+	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("--listen %q: %w", c.listen, err)
+		return fmt.Errorf("%s %q: %w", flag, addr, err)
 	}
 	if host == "localhost" {
 		return nil
@@ -254,8 +362,8 @@ func checkExposure(c *serveConfig, authed bool) error {
 	if a, err := netip.ParseAddr(host); err == nil && a.IsLoopback() {
 		return nil
 	}
-	if c.insecureNoAuth || authed {
+	if allowed {
 		return nil
 	}
-	return fmt.Errorf("--listen %s is not loopback: configure inbound auth tokens or pass --insecure-no-auth", c.listen)
+	return fmt.Errorf("%s %s is not loopback: configure inbound auth tokens or pass --insecure-no-auth", flag, addr)
 }

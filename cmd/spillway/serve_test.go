@@ -23,6 +23,12 @@ import (
 // the given extra flags and returns its base URL.
 func startServe(t *testing.T, data string, extra ...string) string {
 	t.Helper()
+	return "http://" + startServer(t, data, extra...).Addr()
+}
+
+// startServer is startServe returning the running server.
+func startServer(t *testing.T, data string, extra ...string) *server {
+	t.Helper()
 	fs := newFlagSet("serve")
 	var c serveConfig
 	c.register(fs)
@@ -44,7 +50,7 @@ func startServe(t *testing.T, data string, extra ...string) string {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return "http://" + s.Addr()
+	return s
 }
 
 // putFile runs `spillway put` in-process and decodes the resource_link it prints.
