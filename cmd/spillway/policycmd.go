@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spillway-dev/spillway/policy"
 )
@@ -67,6 +68,11 @@ func policyTest(ctx context.Context, dir string, args []string, stdout io.Writer
 				msg = "ERROR " + res.Error.Error()
 			}
 			fmt.Fprintf(stdout, "%s %s.%s\n", msg, res.Package, res.Name)
+			for _, l := range strings.Split(strings.TrimRight(string(res.Output), "\n"), "\n") {
+				if l != "" {
+					fmt.Fprintf(stdout, "  %s\n", l) // print() output, as opa test shows it
+				}
+			}
 		}
 	}
 	fmt.Fprintf(stdout, "PASS: %d/%d\n", n-fail, n)

@@ -78,8 +78,8 @@ func TestPolicyEvalAndFailures(t *testing.T) {
 		t.Error("policy check accepted http.send")
 	}
 	os.WriteFile(filepath.Join(bad, "p.rego"), []byte("package spillway\nfetch := {\"allow\": true}\n"), 0o644)
-	os.WriteFile(filepath.Join(bad, "p_test.rego"), []byte("package spillway_test\nimport data.spillway\ntest_denies if not spillway.fetch.allow\n"), 0o644)
-	if code := policyMain(context.Background(), []string{"test", bad}, &out, &errb); code == 0 || !strings.Contains(out.String(), "FAIL") {
+	os.WriteFile(filepath.Join(bad, "p_test.rego"), []byte("package spillway_test\nimport data.spillway\ntest_denies if {\n\tprint(\"fetch is\", spillway.fetch)\n\tnot spillway.fetch.allow\n}\n"), 0o644)
+	if code := policyMain(context.Background(), []string{"test", bad}, &out, &errb); code == 0 || !strings.Contains(out.String(), "FAIL") || !strings.Contains(out.String(), `fetch is {"allow": true}`) {
 		t.Errorf("a failing Rego test passed: %s", out.String())
 	}
 }
