@@ -37,6 +37,11 @@ var (
 	// ErrExists is returned by Put when the id is already taken: artifacts
 	// are immutable.
 	ErrExists = errors.New("artifact: already exists")
+	// ErrLinkRefused is returned when a link's token does not allow the
+	// request: malformed, tampered, of a retired key, revoked, or used
+	// outside its bindings (method, client address). The fetch endpoint
+	// answers every such case with the same 403, whatever was wrong.
+	ErrLinkRefused = errors.New("artifact: link not valid for this request")
 )
 
 // Artifact is the metadata stored with every artifact. It is immutable once
@@ -79,6 +84,16 @@ type Store interface {
 	ListExpired(ctx context.Context, now time.Time, fn func(id string) error) error
 	// Ping reports whether the store is reachable and writable: ErrUnavailable if not.
 	Ping(ctx context.Context) error
+	// Revoke durably records that the link token tokenID is refused until
+	// expires (whole seconds), where every replica sharing the store will
+	// see it. Recording an id again is not an error; the later expiry
+	// wins. A malformed id (token.ValidID) is ErrInvalid.
+	Revoke(ctx context.Context, tokenID string, expires time.Time) error
+	// Revocations calls fn for every revocation whose expiry is after now,
+	// stopping at the first error fn returns. An id recorded more than
+	// once may be reported more than once. Revocations past their expiry
+	// are not reported, and the store may remove them.
+	Revocations(ctx context.Context, now time.Time, fn func(tokenID string, expires time.Time) error) error
 }
 
 // Presigner is implemented by stores that can hand out a short-lived URL of

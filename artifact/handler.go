@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -18,24 +19,18 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/spillway-dev/spillway/artifact/token"
-	"github.com/spillway-dev/spillway/policy"
 )
 
-// FetchAuthorizer is the policy's fetch decision. *policy.Engine implements it.
-type FetchAuthorizer interface {
-	Fetch(ctx context.Context, in policy.FetchInput) (policy.FetchDecision, error)
-}
-
 // HandlerOptions configure the fetch endpoint. The zero value serves bytes
-// itself and denies every fetch (no policy).
+// itself; every fetch is decided by Service.Authorize (Service.Fetch nil
+// denies all).
 type HandlerOptions struct {
-	// Policy decides every fetch after the token verified. Nil denies all:
-	// a misconfigured server must not be open.
-	Policy FetchAuthorizer
 	// Logger receives one line per request (never the token). Nil: slog.Default().
 	Logger *slog.Logger
-	// Redirect answers an allowed GET with a 302 to a storage URL presigned
-	// for RedirectTTL, when the store is a Presigner.
+	// Redirect lets an allowed GET be answered with a 302 to a storage URL
+	// presigned for RedirectTTL, when the store is a Presigner and the fetch
+	// decision allows redirect (policy.FetchDecision.Redirect). The storage
+	// URL gives up the link's client-address binding and revocation.
 	Redirect    bool
 	RedirectTTL time.Duration // default and maximum 60s
 }
@@ -87,34 +82,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.logRequest(r, id, claims.ID, cw, time.Since(start), err)
 }
 
-// forbidden is the one answer to every token problem, whatever it was.
-var forbidden = &httpError{http.StatusForbidden, "forbidden", "this link is not valid for this request"}
-
 func (h *Handler) serve(w *countingWriter, r *http.Request, id string) (token.Claims, error) {
 	tok, ok := tokenOf(r)
 	if !ok || !ValidID(id) {
-		return token.Claims{}, forbidden
+		return token.Claims{}, fmt.Errorf("no token: %w", ErrLinkRefused)
 	}
-	now := h.svc.now()
-	c, err := h.svc.Signer.Verify(tok, id, now)
+	c, err := h.svc.Signer.Verify(tok, id, h.svc.now())
 	switch {
 	case errors.Is(err, token.ErrExpired):
 		return c, &httpError{http.StatusGone, "expired", "this link has expired; ask for a fresh one"}
 	case err != nil:
-		return c, forbidden
+		return c, fmt.Errorf("%w: %w", ErrLinkRefused, err)
 	}
-	src := remoteAddr(r)
-	if !c.Method.Allows(r.Method) || (c.CIDR.IsValid() && !c.CIDR.Contains(src)) {
-		return c, forbidden
-	}
-	a, err := h.svc.Stat(r.Context(), id)
-	if err != nil {
-		return c, err
-	}
-	if c.Tenant != a.Tenant {
-		return c, forbidden
-	}
-	d, err := h.authorize(r, c, a, src, now)
+	a, d, err := h.svc.Authorize(r.Context(), Access{
+		ID: id, Tenant: c.Tenant, Via: ViaLink,
+		Method: r.Method, Path: r.URL.Path, Source: remoteAddr(r), Header: r.Header,
+		Token: &c,
+	})
 	if err != nil {
 		return c, err
 	}
@@ -124,49 +108,22 @@ func (h *Handler) serve(w *countingWriter, r *http.Request, id string) (token.Cl
 			hdr.Set(k, v)
 		}
 	}
-	if h.o.Redirect && r.Method == http.MethodGet {
+	if h.o.Redirect && d.Redirect && r.Method == http.MethodGet {
 		if p, ok := h.svc.Store.(Presigner); ok {
 			u, err := p.PresignGet(r.Context(), id, h.o.RedirectTTL, contentType(a), disposition(a))
 			if err != nil {
 				return c, err
 			}
-			http.Redirect(w, r, u.String(), http.StatusFound)
+			// No body: the safety headers set on every response are all
+			// the 302 carries besides Location.
+			hdr.Set("Location", u.String())
+			hdr.Set("Content-Length", "0")
+			w.WriteHeader(http.StatusFound)
 			return c, nil
 		}
 	}
 	h.serveContent(w, r, a)
 	return c, nil
-}
-
-func (h *Handler) authorize(r *http.Request, c token.Claims, a Artifact, src netip.Addr, now time.Time) (policy.FetchDecision, error) {
-	if h.o.Policy == nil {
-		return policy.FetchDecision{}, &httpError{http.StatusForbidden, "denied", "no fetch policy is configured"}
-	}
-	in := policy.FetchInput{
-		Request: policy.Request{
-			Method:        r.Method,
-			Path:          strings.Split(strings.Trim(r.URL.Path, "/"), "/"),
-			Headers:       policyHeaders(r.Header),
-			SourceAddress: src.String(),
-		},
-		Token:    tokenInfo(c),
-		Artifact: Info(a),
-		Now:      now.Unix(),
-	}
-	d, err := h.o.Policy.Fetch(r.Context(), in)
-	if err != nil {
-		// An evaluation failure denies; the cause is for the log only.
-		h.log.Warn("fetch policy failed; denying", "artifact", a.ID, "err", err)
-		return d, &httpError{http.StatusForbidden, "denied", "the fetch policy could not be evaluated"}
-	}
-	if !d.Allow {
-		msg := "denied by policy"
-		if d.Reason != "" {
-			msg += ": " + d.Reason
-		}
-		return d, &httpError{http.StatusForbidden, "denied", msg}
-	}
-	return d, nil
 }
 
 // serveContent writes a's bytes honouring HEAD, If-None-Match and Range.
@@ -292,35 +249,6 @@ func remoteAddr(r *http.Request) netip.Addr {
 	return a.Unmap()
 }
 
-func tokenInfo(c token.Claims) policy.TokenClaims {
-	t := policy.TokenClaims{
-		ID: c.ID, KeyID: c.KeyID, Method: "GET",
-		NotBefore: c.NotBefore.Unix(), Expires: c.Expires.Unix(),
-		Tenant: c.Tenant, Audience: c.Audience,
-	}
-	if c.Method == token.MethodHead {
-		t.Method = "HEAD"
-	}
-	if c.CIDR.IsValid() {
-		t.CIDR = c.CIDR.String()
-	}
-	return t
-}
-
-// policyHeaders copies request headers with lower-case names, minus credentials.
-func policyHeaders(h http.Header) map[string][]string {
-	out := make(map[string][]string, len(h))
-	for k, v := range h {
-		k = strings.ToLower(k)
-		switch k {
-		case "authorization", "cookie", "proxy-authorization":
-			continue
-		}
-		out[k] = v
-	}
-	return out
-}
-
 // setSafetyHeaders applies to every response, errors included.
 func setSafetyHeaders(h http.Header) {
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -416,7 +344,10 @@ func toHTTP(err error) *httpError {
 	case errors.As(err, &he):
 		return he
 	case errors.As(err, &de):
-		return &httpError{http.StatusForbidden, "denied", de.Error()}
+		return &httpError{http.StatusForbidden, "denied", de.message()}
+	case errors.Is(err, ErrLinkRefused):
+		// One answer to every token problem, whatever it was.
+		return &httpError{http.StatusForbidden, "forbidden", "this link is not valid for this request"}
 	case errors.Is(err, ErrNotFound):
 		return &httpError{http.StatusNotFound, "not_found", "no such artifact"}
 	case errors.Is(err, ErrExpired):

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -28,9 +29,10 @@ import (
 // memStore is a unit-test fake of our own Store interface; the real stores
 // run the shared suite in package storetest.
 type memStore struct {
-	mu   sync.Mutex
-	objs map[string]memObj
-	down bool
+	mu      sync.Mutex
+	objs    map[string]memObj
+	revoked map[string]time.Time
+	down    bool
 }
 
 type memObj struct {
@@ -112,11 +114,43 @@ func (m *memStore) ListExpired(ctx context.Context, now time.Time, fn func(strin
 
 func (m *memStore) Ping(ctx context.Context) error { return nil }
 
+func (m *memStore) Revoke(ctx context.Context, id string, until time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.down {
+		return ErrUnavailable
+	}
+	if m.revoked == nil {
+		m.revoked = map[string]time.Time{}
+	}
+	m.revoked[id] = until
+	return nil
+}
+
+func (m *memStore) Revocations(ctx context.Context, now time.Time, fn func(string, time.Time) error) error {
+	m.mu.Lock()
+	if m.down {
+		m.mu.Unlock()
+		return ErrUnavailable
+	}
+	rs := maps.Clone(m.revoked)
+	m.mu.Unlock()
+	for id, until := range rs {
+		if now.Before(until) {
+			if err := fn(id, until); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 type allowAll struct {
-	mu   sync.Mutex
-	last policy.FetchInput
-	deny string
-	err  error
+	mu       sync.Mutex
+	last     policy.FetchInput
+	deny     string
+	err      error
+	redirect bool
 }
 
 func (p *allowAll) Fetch(ctx context.Context, in policy.FetchInput) (policy.FetchDecision, error) {
@@ -129,7 +163,7 @@ func (p *allowAll) Fetch(ctx context.Context, in policy.FetchInput) (policy.Fetc
 	if p.deny != "" {
 		return policy.FetchDecision{Reason: p.deny}, nil
 	}
-	return policy.FetchDecision{Allow: true, Headers: map[string]string{"X-Policy": "yes", "Content-Type": "text/html"}}, nil
+	return policy.FetchDecision{Allow: true, Redirect: p.redirect, Headers: map[string]string{"X-Policy": "yes", "Content-Type": "text/html"}}, nil
 }
 
 type fixture struct {
@@ -153,9 +187,9 @@ func newFixture(t testing.TB) *fixture {
 	signer := testSigner(t)
 	f.srv = httptest.NewServer(nil)
 	u, _ := url.Parse(f.srv.URL)
-	f.svc = &Service{Store: f.store, Signer: signer, PublicURL: u, Cache: NewCache(CacheOptions{}), Now: func() time.Time { return f.now }}
+	f.svc = &Service{Store: f.store, Signer: signer, PublicURL: u, Fetch: f.pol, Cache: NewCache(CacheOptions{}), Now: func() time.Time { return f.now }}
 	r := mux.NewRouter()
-	NewHandler(f.svc, HandlerOptions{Policy: f.pol, Logger: slog.New(slog.DiscardHandler)}).Register(r)
+	NewHandler(f.svc, HandlerOptions{Logger: slog.New(slog.DiscardHandler)}).Register(r)
 	f.srv.Config.Handler = r
 	t.Cleanup(f.srv.Close)
 	return f
@@ -374,9 +408,7 @@ func TestActiveContentIsAttachment(t *testing.T) {
 func TestNoPolicyDenies(t *testing.T) {
 	f := newFixture(t)
 	_, l := f.publish(t, []byte("x"), "text/plain", "", LinkOptions{})
-	r := mux.NewRouter()
-	NewHandler(f.svc, HandlerOptions{Logger: slog.New(slog.DiscardHandler)}).Register(r)
-	f.srv.Config.Handler = r
+	f.svc.Fetch = nil
 	if resp, _ := get(t, "GET", l.URL, nil); resp.StatusCode != 403 {
 		t.Fatalf("no policy = %d, want 403", resp.StatusCode)
 	}

@@ -36,9 +36,11 @@ type Link struct {
 	TokenID string
 }
 
-// Service ties a Store to a Signer: it stores artifacts, mints links to them
-// and serves their metadata through a cache. Fields must be set before first
-// use and not changed afterwards; methods are safe for concurrent use.
+// Service ties a Store to a Signer: it stores artifacts, mints links to them,
+// serves their metadata through a cache, and decides every read of their
+// bytes (Authorize). Fields must be set before first use and not changed
+// afterwards; a Service must not be copied after first use. Methods are safe
+// for concurrent use.
 type Service struct {
 	Store     Store
 	Signer    *token.Signer
@@ -47,9 +49,15 @@ type Service struct {
 	Cache     *Cache         // nil disables caching
 	Metrics   *Metrics       // nil counts nothing
 
+	// Fetch decides every read of an artifact's bytes (Authorize). Nil
+	// denies them all: a misconfigured server must not be open.
+	Fetch FetchAuthorizer
+
 	DefaultTTL time.Duration // 0: 15 minutes
 	MaxTTL     time.Duration // 0: 1 hour
 	Now        func() time.Time
+
+	revoked revocations
 }
 
 func (s *Service) now() time.Time {
@@ -66,11 +74,14 @@ func (s *Service) ttl(d time.Duration) time.Duration {
 			d = 15 * time.Minute
 		}
 	}
-	maxTTL := s.MaxTTL
-	if maxTTL <= 0 {
-		maxTTL = time.Hour
+	return min(d, s.maxTTL())
+}
+
+func (s *Service) maxTTL() time.Duration {
+	if s.MaxTTL <= 0 {
+		return time.Hour
 	}
-	return min(d, maxTTL)
+	return s.MaxTTL
 }
 
 // Put stores r as a new artifact that lives for ttl (capped by MaxTTL). An
@@ -234,14 +245,35 @@ func joinPath(base, p string) string {
 	return base + p
 }
 
-// DeniedError is returned when a policy decision denies; Reason is the policy's.
-type DeniedError struct{ Reason string }
+// DeniedError is returned when a policy decision denies, or when no
+// decision could be made (no policy, an evaluation error): an error denies.
+type DeniedError struct {
+	Reason string // the policy's, safe to show the client
+	Err    error  // why no decision was made; for the log, never the client
+}
 
 func (e *DeniedError) Error() string {
-	if e.Reason == "" {
-		return "artifact: denied by policy"
+	msg := "artifact: denied by policy"
+	if e.Reason != "" {
+		msg += ": " + e.Reason
 	}
-	return "artifact: denied by policy: " + e.Reason
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *DeniedError) Unwrap() error { return e.Err }
+
+// message is what the client is told.
+func (e *DeniedError) message() string {
+	switch {
+	case e.Err != nil:
+		return "the policy could not be evaluated"
+	case e.Reason != "":
+		return "denied by policy: " + e.Reason
+	}
+	return "denied by policy"
 }
 
 // Info converts metadata to the shape policies see.

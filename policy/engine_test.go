@@ -22,7 +22,7 @@ var ctx = context.Background()
 func fetchIn(method, tenant string) FetchInput {
 	return FetchInput{
 		Request:  Request{Method: method, Path: []string{"a", "x"}, Headers: map[string][]string{"authorization": {"Bearer secret"}, "x-secret": {"s"}, "accept": {"*/*"}}},
-		Token:    TokenClaims{Method: "GET", Tenant: tenant},
+		Token:    &TokenClaims{Method: "GET", Tenant: tenant},
 		Artifact: ArtifactInfo{ID: "x", Tenant: tenant, MimeType: "text/plain"},
 	}
 }

@@ -84,9 +84,12 @@ func (c TokenClaims) term() *ast.Term {
 }
 
 func (in FetchInput) value() (ast.Value, error) {
-	f := make(fields, 0, 4)
+	f := make(fields, 0, 5)
+	f.str("via", in.Via, false)
 	f.add("request", in.Request.term())
-	f.add("token", in.Token.term())
+	if in.Token != nil {
+		f.add("token", in.Token.term())
+	}
 	f.add("artifact", in.Artifact.term())
 	f.num("now", in.Now, false)
 	return f.term().Value, nil

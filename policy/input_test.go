@@ -13,7 +13,7 @@ func TestInputValues(t *testing.T) {
 		"fetch zero": FetchInput{},
 		"fetch full": FetchInput{
 			Request:  Request{Method: "GET", Path: []string{"a", "x"}, Headers: map[string][]string{"range": {"bytes=0-1"}, "empty": {}, "nil": nil}, SourceAddress: "::1"},
-			Token:    TokenClaims{ID: "a", KeyID: "k", Method: "HEAD", NotBefore: 3, Expires: 4, CIDR: "10.0.0.0/8", Tenant: "t", Audience: "u"},
+			Token:    &TokenClaims{ID: "a", KeyID: "k", Method: "HEAD", NotBefore: 3, Expires: 4, CIDR: "10.0.0.0/8", Tenant: "t", Audience: "u"},
 			Artifact: art, Now: 5,
 		},
 		"offload zero": OffloadInput{},

@@ -17,6 +17,8 @@ var update = flag.Bool("update", false, "rewrite policy/schema from the Go types
 // this test keeps them equal to what Spillway actually sends and expects.
 func schemaOf(t reflect.Type) map[string]any {
 	switch t.Kind() {
+	case reflect.Pointer:
+		return schemaOf(t.Elem())
 	case reflect.Struct:
 		props := map[string]any{}
 		var required []string

@@ -27,7 +27,7 @@ type Request struct {
 	SourceAddress string              `json:"source_address"` // IP, no port
 }
 
-// TokenClaims are the verified claims of the fetch token.
+// TokenClaims are the verified claims of the link token.
 type TokenClaims struct {
 	ID        string `json:"id"`
 	KeyID     string `json:"key_id"`
@@ -39,10 +39,19 @@ type TokenClaims struct {
 	Audience  string `json:"audience,omitempty"`
 }
 
-// FetchInput is the input of the fetch decision (data.spillway.fetch).
+// FetchInput is the input of the fetch decision (data.spillway.fetch),
+// asked before any artifact bytes leave Spillway, whatever the way.
 type FetchInput struct {
-	Request  Request      `json:"request"`
-	Token    TokenClaims  `json:"token"`
+	// Via is the way the bytes leave: "link" (the /a/ endpoint, with a
+	// token), "redirect" (a presigned storage URL handed out without a
+	// request of the holder's own: resources/stream's redirect mode),
+	// "resources/read" or "resources/stream" (MCP, no token).
+	Via     string  `json:"via"`
+	Request Request `json:"request"`
+	// Token is present only for "link": MCP callers were authenticated by
+	// their session, and the caller's tenant was checked against the
+	// artifact's before the policy is asked.
+	Token    *TokenClaims `json:"token,omitempty"`
 	Artifact ArtifactInfo `json:"artifact"`
 	Now      int64        `json:"now"` // Unix seconds
 }
@@ -52,6 +61,11 @@ type FetchDecision struct {
 	Allow   bool              `json:"allow"`
 	Reason  string            `json:"reason,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"` // added to the response; safety headers cannot be overridden
+	// Redirect lets this fetch be answered with a presigned storage URL
+	// (where the operator enabled --redirect, and always for via
+	// "redirect"). A storage URL is bound to nothing but its expiry: no
+	// client CIDR, no revocation, no policy on later use.
+	Redirect bool `json:"redirect,omitempty"`
 }
 
 // OffloadInput is the input of the offload decision (data.spillway.offload).

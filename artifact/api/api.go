@@ -176,17 +176,10 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request, tenant string) {
 }
 
 // owned returns the artifact named by the route if tenant owns it. Another
-// tenant's artifact is not found, as an unknown one: no existence oracle.
+// tenant's artifact is not found, as an unknown one: no existence oracle
+// (Service.Owned, the tenant rule of every path).
 func (a *API) owned(r *http.Request, tenant string) (artifact.Artifact, error) {
-	id := mux.Vars(r)["id"]
-	art, err := a.svc.Stat(r.Context(), id)
-	if err != nil {
-		return artifact.Artifact{}, err
-	}
-	if art.Tenant != tenant {
-		return artifact.Artifact{}, fmt.Errorf("artifact %s of another tenant: %w", id, artifact.ErrNotFound)
-	}
-	return art, nil
+	return a.svc.Owned(r.Context(), mux.Vars(r)["id"], tenant)
 }
 
 func (a *API) mint(w http.ResponseWriter, r *http.Request, tenant string) {

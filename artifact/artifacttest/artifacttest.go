@@ -52,8 +52,8 @@ func Serve(t testing.TB, store artifact.Store, o Options) (*artifact.Service, *a
 	if o.Policy == nil {
 		o.Policy = eng
 	}
-	svc := &artifact.Service{Store: store, Signer: signer, PublicURL: u, Mint: eng, Cache: o.Cache}
-	h := artifact.NewHandler(svc, artifact.HandlerOptions{Policy: o.Policy, Redirect: o.Redirect, Logger: slog.New(slog.DiscardHandler)})
+	svc := &artifact.Service{Store: store, Signer: signer, PublicURL: u, Mint: eng, Fetch: o.Policy, Cache: o.Cache}
+	h := artifact.NewHandler(svc, artifact.HandlerOptions{Redirect: o.Redirect, Logger: slog.New(slog.DiscardHandler)})
 	r := mux.NewRouter()
 	h.Register(r)
 	srv := &http.Server{Handler: r}

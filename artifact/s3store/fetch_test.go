@@ -13,29 +13,60 @@ import (
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/artifacttest"
 	"github.com/spillway-dev/spillway/artifact/s3store/miniotest"
+	"github.com/spillway-dev/spillway/policy"
 )
 
-// Redirect mode answers with a short-lived presigned MinIO URL that
-// serves the same bytes, with the artifact's safe content headers.
-func TestFetchRedirect(t *testing.T) {
-	store := miniotest.Shared(t).Store(t)
-	svc, _ := artifacttest.Serve(t, store, artifacttest.Options{Redirect: true})
-	data := []byte("<html><script>alert(1)</script></html>")
-	a, l, err := svc.Publish(t.Context(), artifact.Artifact{MimeType: "text/html"}, bytes.NewReader(data), artifact.LinkOptions{TTL: time.Minute})
+var noFollow = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+// fetchNoFollow publishes data on a MinIO-backed service and GETs its link
+// once, without following a redirect.
+func fetchNoFollow(t *testing.T, o artifacttest.Options, data []byte, mimeType string) (*artifact.Service, artifact.Artifact, artifact.Link, *http.Response) {
+	t.Helper()
+	svc, _ := artifacttest.Serve(t, miniotest.Shared(t).Store(t), o)
+	a, l, err := svc.Publish(t.Context(), artifact.Artifact{MimeType: mimeType}, bytes.NewReader(data), artifact.LinkOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := c.Get(l.URL)
+	resp, err := noFollow.Get(l.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	return svc, a, l, resp
+}
+
+// noRedirect allows every fetch but never a redirect.
+type noRedirect struct{}
+
+func (noRedirect) Fetch(context.Context, policy.FetchInput) (policy.FetchDecision, error) {
+	return policy.FetchDecision{Allow: true}, nil
+}
+
+// Redirect mode is the fetch decision's: with --redirect on, a policy that
+// does not allow redirect gets the bytes served, not a storage URL.
+func TestFetchRedirectNeedsDecision(t *testing.T) {
+	_, _, _, resp := fetchNoFollow(t, artifacttest.Options{Redirect: true, Policy: noRedirect{}}, []byte("x"), "text/plain")
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("redirect refused by policy: %s, want 200 with the bytes", resp.Status)
+	}
+}
+
+// Redirect mode answers with a short-lived presigned MinIO URL that
+// serves the same bytes, with the artifact's safe content headers; the 302
+// itself carries the safety headers.
+func TestFetchRedirect(t *testing.T) {
+	data := []byte("<html><script>alert(1)</script></html>")
+	svc, a, l, resp := fetchNoFollow(t, artifacttest.Options{Redirect: true}, data, "text/html")
 	loc := resp.Header.Get("Location")
 	if resp.StatusCode != http.StatusFound || loc == "" {
 		t.Fatalf("redirect mode: %s, Location %q", resp.Status, loc)
 	}
-	resp, err = http.Get(loc)
+	for _, k := range []string{"X-Content-Type-Options", "Content-Security-Policy", "Referrer-Policy", "Cache-Control"} {
+		if resp.Header.Get(k) == "" {
+			t.Errorf("302 without %s", k)
+		}
+	}
+	resp, err := http.Get(loc)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +78,7 @@ func TestFetchRedirect(t *testing.T) {
 	if err := svc.Delete(t.Context(), a.ID); err != nil {
 		t.Fatal(err)
 	}
-	if resp, err := c.Get(l.URL); err != nil || resp.StatusCode != http.StatusNotFound {
+	if resp, err := noFollow.Get(l.URL); err != nil || resp.StatusCode != http.StatusNotFound {
 		t.Errorf("after delete: %v %v, want 404", resp.Status, err)
 	}
 }

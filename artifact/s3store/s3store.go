@@ -7,7 +7,8 @@
 // One object per artifact, at PREFIX<id>. The metadata travels with it as
 // user metadata (x-amz-meta-spillway-*; the MIME type is the Content-Type,
 // the size the object's own), so Stat is one HEAD and nothing can separate
-// bytes from metadata.
+// bytes from metadata. Link revocations are empty objects under
+// PREFIXrevoked/, each named by artifact.RevocationKey.
 //
 // # Put
 //
@@ -83,6 +84,9 @@ const (
 	// pingKey is written and removed by Ping. It is not a valid id, so
 	// nothing else ever sees it.
 	pingKey = ".spillway-ping"
+	// emptySHA256 is the SHA-256 of no bytes, for the empty objects of Ping
+	// and Revoke.
+	emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 )
 
 // Store is an artifact.Store in one bucket under a key prefix. Create it
@@ -570,7 +574,6 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ping: %w", err)
 	}
-	const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 	key := s.prefix + pingKey
 	if _, err := s.core.PutObject(ctx, s.bucket, key, bytes.NewReader(nil), 0, "", emptySHA256, minio.PutObjectOptions{}); err != nil {
 		return convert("ping", s.bucket, err)

@@ -15,6 +15,9 @@
 //   - failures: when Put fails for any reason (integrity, the reader's
 //     error, which it wraps, cancellation) nothing is visible and the id is
 //     still free; of racing Puts of one id exactly one wins;
+//   - revocations: Revoke's expiry is kept to the second; of two records
+//     of one id the later expiry is reported; ids are case-sensitive;
+//     revocations and artifacts never appear in each other's listings;
 //   - cancellation: every method returns an error wrapping ctx's.
 package storetest
 
@@ -72,6 +75,7 @@ func Run(t *testing.T, newStore func(t *testing.T) artifact.Store) {
 		{"Concurrent", testConcurrent},
 		{"Cancel", testCancel},
 		{"Ping", testPing},
+		{"Revocations", testRevocations},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, newStore(t)) })

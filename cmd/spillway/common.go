@@ -165,6 +165,7 @@ func (f *storeFlags) open(ctx context.Context, log *slog.Logger, stdout io.Write
 		Signer:     signer,
 		PublicURL:  u,
 		Mint:       engine,
+		Fetch:      engine,
 		Cache:      artifact.NewCache(artifact.CacheOptions{}),
 		Metrics:    &artifact.Metrics{},
 		DefaultTTL: f.defaultTTL,

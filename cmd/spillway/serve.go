@@ -153,7 +153,6 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.
 	guard := &identity.Guard{Hosts: append(splitList(c.allowedHosts), d.svc.PublicURL.Host), Origins: splitList(c.allowedOrigins)}
 	r := newRouter()
 	fetch := artifact.NewHandler(d.svc, artifact.HandlerOptions{
-		Policy:   d.engine,
 		Logger:   log,
 		Redirect: c.redirect,
 	})

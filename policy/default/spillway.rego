@@ -20,13 +20,22 @@ offload := {"offload": true, "threshold": threshold, "ttl_seconds": 900} if {
 
 default mint := {"allow": true, "max_ttl_seconds": 3600}
 
-# The handler asks only after the token verified; this checks what it asserts.
+# Asked before any bytes leave, whatever the way (input.via). Links are
+# asked only after the token verified; this checks what it asserts. MCP
+# reads carry no token: their session was authenticated and the tenant
+# checked before the policy is asked.
 default fetch := {"allow": false, "reason": "the link does not allow this request"}
 
-fetch := {"allow": true} if {
+# Redirect (a presigned storage URL) is allowed: it still happens only where
+# the operator enabled --redirect, or in resources/stream's redirect mode.
+# A storage URL gives up the link's client-address binding and revocation;
+# a stricter policy refuses it for CIDR-bound links.
+fetch := {"allow": true, "redirect": true} if {
 	method_allowed
 	tenant_matches
 }
+
+method_allowed if not input.token
 
 method_allowed if input.token.method == "GET"
 

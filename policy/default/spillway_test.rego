@@ -10,6 +10,10 @@ test_fetch_get if spillway.fetch.allow with input as {"token": {"method": "GET"}
 
 test_fetch_head_token_no_get if not spillway.fetch.allow with input as {"token": {"method": "HEAD"}, "request": {"method": "GET"}, "artifact": {}}
 
+test_fetch_redirect_allowed if spillway.fetch.redirect with input as {"via": "link", "token": {"method": "GET"}, "request": {"method": "GET"}, "artifact": {}}
+
+test_fetch_mcp_read_without_token if spillway.fetch.allow with input as {"via": "resources/read", "request": {"method": "GET"}, "artifact": {"tenant": "a"}}
+
 test_fetch_other_tenant if not spillway.fetch.allow with input as {"token": {"method": "GET", "tenant": "a"}, "request": {"method": "GET"}, "artifact": {"tenant": "b"}}
 
 test_mint_capped if spillway.mint.max_ttl_seconds == 3600
