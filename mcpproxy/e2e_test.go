@@ -21,6 +21,7 @@ import (
 	"github.com/spillway-dev/spillway/artifact/artifacttest"
 	"github.com/spillway-dev/spillway/artifact/fsstore"
 	"github.com/spillway-dev/spillway/mcpproxy"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 	"github.com/spillway-dev/spillway/policy"
 )
 
@@ -106,7 +107,7 @@ func (a *agent) call(t *testing.T, method string, params any) (result []byte) {
 	}
 	var msgs [][]byte
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		r := mcpproxy.NewSSEReader(resp.Body)
+		r := sse.NewReader(resp.Body, 0)
 		for {
 			ev, err := r.Next()
 			if err != nil {

@@ -2,6 +2,7 @@ package mcpproxy
 
 import (
 	"crypto/rand"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 	"strconv"
 	"strings"
 	"sync"
@@ -61,7 +62,7 @@ func (l *eventLog) add(stream string, data []byte) string {
 
 // after returns the events of id's stream that came after it. ok is
 // false when the stream is unknown or already forgotten.
-func (l *eventLog) after(id string) (events []Event, ok bool) {
+func (l *eventLog) after(id string) (events []sse.Event, ok bool) {
 	stream, n, found := strings.Cut(id, "_")
 	seq, err := strconv.Atoi(n)
 	if !found || err != nil {
@@ -76,7 +77,7 @@ func (l *eventLog) after(id string) (events []Event, ok bool) {
 	}
 	for _, e := range s.events {
 		if e.seq > seq {
-			events = append(events, Event{ID: stream + "_" + strconv.Itoa(e.seq), Data: e.data})
+			events = append(events, sse.Event{ID: stream + "_" + strconv.Itoa(e.seq), Data: e.data})
 		}
 	}
 	return events, true

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 	"io"
 	"net/http"
 	"strings"
@@ -153,7 +154,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, up *HTTPUpstream
 	ct := resp.Header.Get("Content-Type")
 	switch {
 	case strings.HasPrefix(ct, "text/event-stream"):
-		p.relaySSE(ctx, w, resp, session, pending)
+		p.relaySSE(ctx, w, resp, up.maxMessage(), session, pending)
 	case strings.HasPrefix(ct, "application/json") && len(calls) > 0:
 		p.relayJSON(ctx, w, resp, up, session, calls)
 	default:
@@ -265,21 +266,34 @@ func (p *Proxy) relayJSON(ctx context.Context, w http.ResponseWriter, resp *http
 // If the upstream's stream breaks, or ends without event ids (so the
 // client cannot resume it) while requests of the POST are unanswered,
 // each of them gets a JSON-RPC error: no client waits for ever.
-func (p *Proxy) relaySSE(ctx context.Context, w http.ResponseWriter, resp *http.Response, session string, pending map[string][]byte) {
-	sw := NewSSEWriter(w)
+func (p *Proxy) relaySSE(ctx context.Context, w http.ResponseWriter, resp *http.Response, max int64, session string, pending map[string][]byte) {
+	sse.SetHeaders(w.Header())
+	sw := sse.NewWriter(w)
 	w.WriteHeader(resp.StatusCode)
 	sw.Flush()
-	sr := NewSSEReader(resp.Body)
+	sr := sse.NewReader(resp.Body, max)
 	resumable := false
 	for {
 		ev, err := sr.Next()
+		var big *sse.TooLargeError
+		if errors.As(err, &big) {
+			// Too large to relay: whoever waits for it gets an error.
+			p.log.Warn("dropping an upstream event over the size limit", "err", err)
+			if g := jsonrpc.Peek(big.Head, big.Tail); g.ID != nil && g.Response {
+				delete(pending, jsonrpc.Key(g.ID))
+				err = sw.Write(sse.Event{ID: big.ID, HasID: big.HasID, Data: jsonrpc.ErrorResponse(g.ID, jsonrpc.CodeUpstream, big.Error()).Raw})
+			}
+			if err == nil {
+				continue
+			}
+		}
 		if err != nil {
 			if ctx.Err() != nil || len(pending) == 0 || (errors.Is(err, io.EOF) && resumable) {
 				return
 			}
 			p.log.Warn("upstream event stream ended before answering", "err", err, "unanswered", len(pending))
 			for _, id := range pending {
-				if sw.Write(Event{Data: jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, "upstream MCP server ended the stream without answering").Raw}) != nil {
+				if sw.Write(sse.Event{Data: jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, "upstream MCP server ended the stream without answering").Raw}) != nil {
 					return
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 	"io"
 	"net/http"
 	"net/url"
@@ -52,7 +53,7 @@ func (u *HTTPUpstream) legacy(ctx context.Context) (bool, error) {
 	defer resp.Body.Close()
 	u.probe.done = true
 	if resp.StatusCode == http.StatusOK && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		ev, err := NewSSEReader(resp.Body).Next()
+		ev, err := sse.NewReader(resp.Body, u.maxMessage()).Next()
 		u.probe.legacy = err == nil && ev.Name == "endpoint"
 	}
 	return u.probe.legacy, nil
@@ -90,7 +91,7 @@ func dialLegacy(up *HTTPUpstream, p *Proxy) (*legacyConn, error) {
 		cancel()
 		return nil, fmt.Errorf("legacy SSE upstream answered %s", resp.Status)
 	}
-	sr := NewSSEReader(resp.Body)
+	sr := sse.NewReader(resp.Body, up.maxMessage())
 	timer := time.AfterFunc(10*time.Second, cancel) // no endpoint event: give up
 	ev, err := sr.Next()
 	timer.Stop()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/mcpproxy"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 )
 
 func post(t *testing.T, h http.Handler, body string, hdr map[string]string) *httptest.ResponseRecorder {
@@ -145,7 +146,7 @@ func lastData(body []byte) []byte {
 		return body
 	}
 	var last []byte
-	r := mcpproxy.NewSSEReader(bytes.NewReader(body))
+	r := sse.NewReader(bytes.NewReader(body), 0)
 	for {
 		ev, err := r.Next()
 		if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/spillway-dev/spillway/mcpproxy"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 )
 
 func buildBigtool(t *testing.T) string {
@@ -29,8 +30,8 @@ func buildBigtool(t *testing.T) string {
 	return bin
 }
 
-// sse opens a request and returns an event reader on its response.
-func sse(t *testing.T, method, url, session string, hdr map[string]string, body string) (*http.Response, *mcpproxy.SSEReader) {
+// sseRequest opens a request and returns an event reader on its response.
+func sseRequest(t *testing.T, method, url, session string, hdr map[string]string, body string) (*http.Response, *sse.Reader) {
 	t.Helper()
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -47,7 +48,7 @@ func sse(t *testing.T, method, url, session string, hdr map[string]string, body 
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		t.Fatalf("%s: %s, %s", method, resp.Status, resp.Header.Get("Content-Type"))
 	}
-	return resp, mcpproxy.NewSSEReader(resp.Body)
+	return resp, sse.NewReader(resp.Body, 0)
 }
 
 // exactlyOnce checks that each of want distinct messages came once.
@@ -92,7 +93,7 @@ func TestResumeAfterCut(t *testing.T) {
 			seen := map[string]int{} // message → times received
 			var lastID string
 			var result bool
-			record := func(ev mcpproxy.Event) {
+			record := func(ev sse.Event) {
 				if ev.ID != "" {
 					lastID = ev.ID
 				}
@@ -109,7 +110,7 @@ func TestResumeAfterCut(t *testing.T) {
 					result = true
 				}
 			}
-			resp, r := sse(t, http.MethodPost, url, a.session, nil, up.call)
+			resp, r := sseRequest(t, http.MethodPost, url, a.session, nil, up.call)
 			for n := 0; n < 4 && !result; n++ { // the priming event and a few more, then cut
 				ev, err := r.Next()
 				if err != nil {
@@ -123,7 +124,7 @@ func TestResumeAfterCut(t *testing.T) {
 			}
 			time.Sleep(300 * time.Millisecond) // events go on while the client is away
 			for attempt := 0; !result && attempt < 20; attempt++ {
-				resp, r = sse(t, http.MethodGet, url, a.session, map[string]string{"Last-Event-ID": lastID}, "")
+				resp, r = sseRequest(t, http.MethodGet, url, a.session, map[string]string{"Last-Event-ID": lastID}, "")
 				for !result {
 					ev, err := r.Next()
 					if err != nil {
@@ -239,9 +240,9 @@ func TestServerClosesForPolling(t *testing.T) {
 			"clientInfo": map[string]any{"name": "r", "version": "1"}})
 		seen := map[string]int{}
 		var lastID string
-		var retry int
+		var retry time.Duration
 		var result bool
-		read := func(r *mcpproxy.SSEReader) {
+		read := func(r *sse.Reader) {
 			for {
 				ev, err := r.Next()
 				if err != nil {
@@ -262,7 +263,7 @@ func TestServerClosesForPolling(t *testing.T) {
 				}
 			}
 		}
-		resp, r := sse(t, http.MethodPost, url, a.session, nil,
+		resp, r := sseRequest(t, http.MethodPost, url, a.session, nil,
 			`{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"slow_report","arguments":{"seconds":1.5,"interval_ms":100,"size":500},"_meta":{"progressToken":"p"}}}`)
 		read(r) // to the end of the stream: the proxy closes it
 		resp.Body.Close()
@@ -270,11 +271,11 @@ func TestServerClosesForPolling(t *testing.T) {
 			t.Fatal("the POST stream carried the result of a 1.5 s call: it was not closed for polling")
 		}
 		if retry <= 0 || lastID == "" {
-			t.Fatalf("closed without an event id (%q) and a retry hint (%d)", lastID, retry)
+			t.Fatalf("closed without an event id (%q) and a retry hint (%v)", lastID, retry)
 		}
 		for polls := 0; !result && polls < 20; polls++ {
-			time.Sleep(time.Duration(retry) * time.Millisecond)
-			resp, r = sse(t, http.MethodGet, url, a.session, map[string]string{"Last-Event-ID": lastID}, "")
+			time.Sleep(retry)
+			resp, r = sseRequest(t, http.MethodGet, url, a.session, map[string]string{"Last-Event-ID": lastID}, "")
 			read(r)
 			resp.Body.Close()
 		}

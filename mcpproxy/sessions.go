@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 	"net/http"
 	"strings"
 	"sync"
@@ -265,11 +266,12 @@ func (ss *sessions) serveGET(w http.ResponseWriter, r *http.Request, s *session)
 		s.mu.Unlock()
 		st.close()
 	}()
-	var replay []Event
+	var replay []sse.Event
 	if lid := r.Header.Get("Last-Event-ID"); lid != "" {
 		replay, _ = s.log.after(lid) // unknown or expired: nothing to replay
 	}
-	sw := NewSSEWriter(w)
+	sse.SetHeaders(w.Header())
+	sw := sse.NewWriter(w)
 	w.WriteHeader(http.StatusOK)
 	sw.Flush()
 	ctx := r.Context()
@@ -281,7 +283,7 @@ func (ss *sessions) serveGET(w http.ResponseWriter, r *http.Request, s *session)
 	sid := newStreamID()
 	send := func(d delivery) error {
 		data := ss.p.after(ctx, d.c, d.m).Raw
-		return sw.Write(Event{ID: s.log.add(sid, data), Data: data})
+		return sw.Write(sse.Event{ID: s.log.add(sid, data), Data: data})
 	}
 	for _, d := range backlog {
 		if send(d) != nil {
@@ -448,7 +450,7 @@ func (ss *sessions) post(w http.ResponseWriter, r *http.Request, tenant string) 
 // event, an id and a retry hint, so a client that loses the stream
 // reconnects with GET and Last-Event-ID and gets what it missed (SEP-1699).
 func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Request, st *stream, want map[string]bool, statelessEra bool, log *eventLog, prime bool) {
-	var sw *SSEWriter
+	var sw *sse.Writer
 	sid := newStreamID()
 	last := sid + "_0" // the id the client saw last
 	var poll <-chan time.Time
@@ -471,8 +473,8 @@ func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Requ
 		if m.IsResponse() {
 			delete(want, jsonrpc.Key(m.ID))
 		}
-		sse := strings.Contains(r.Header.Get("Accept"), "text/event-stream")
-		if sw == nil && len(want) == 0 && (!sse || (statelessEra && errorStatus(m) != http.StatusOK)) {
+		wantsSSE := strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+		if sw == nil && len(want) == 0 && (!wantsSSE || (statelessEra && errorStatus(m) != http.StatusOK)) {
 			// One answer, and a client that takes JSON or a stateless
 			// error whose HTTP status must say what it is.
 			status := http.StatusOK
@@ -485,22 +487,24 @@ func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Requ
 			return
 		}
 		if sw == nil {
-			if !sse {
+			if !wantsSSE {
 				// A JSON-only client gets the responses alone.
 				if m.IsResponse() {
 					p.respondJSON(ctx, w, st, want, m)
 				}
 				continue
 			}
-			sw = NewSSEWriter(w)
+			sse.SetHeaders(w.Header())
+			sw = sse.NewWriter(w)
 			w.WriteHeader(http.StatusOK)
 			if log != nil && prime {
-				if sw.Write(Event{ID: sid + "_0", Retry: 1000}) != nil {
+				// The priming event: an id and empty data (SEP-1699).
+				if sw.Write(sse.Event{ID: sid + "_0", HasData: true, Retry: 1000 * time.Millisecond}) != nil {
 					return
 				}
 			}
 		}
-		ev := Event{Data: m.Raw}
+		ev := sse.Event{Data: m.Raw}
 		if log != nil {
 			// Logged before it is written: if the write is what fails, the
 			// replay still has it.
@@ -516,12 +520,13 @@ func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Requ
 // pollClose ends a session-era stream on purpose (SEP-1699): the client
 // has seen an event id and a retry hint, so it reconnects with GET and
 // Last-Event-ID. A stream not yet open is opened just to carry them.
-func (p *Proxy) pollClose(w http.ResponseWriter, sw *SSEWriter, last string) {
+func (p *Proxy) pollClose(w http.ResponseWriter, sw *sse.Writer, last string) {
 	if sw == nil {
-		sw = NewSSEWriter(w)
+		sse.SetHeaders(w.Header())
+		sw = sse.NewWriter(w)
 		w.WriteHeader(http.StatusOK)
 	}
-	sw.Write(Event{ID: last, Retry: pollRetry})
+	sw.Write(sse.Event{ID: last, HasData: true, Retry: pollRetry * time.Millisecond})
 }
 
 // pollRetry is the retry hint, in milliseconds, of a stream closed for

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 	"io"
 	"net/http"
 	"strings"
@@ -279,11 +280,12 @@ func (h *httpConn) roundTrip(req *http.Request, m *jsonrpc.Message) {
 	case strings.HasPrefix(ct, "text/event-stream"):
 		lastID := ""
 		read := func(body io.Reader) {
-			sr := NewSSEReader(body)
+			sr := sse.NewReader(body, h.up.maxMessage())
 			for !got {
 				ev, err := sr.Next()
-				if err == io.EOF && ev.Retry == 0 {
-					polling = polling || sr.retry > 0
+				if err == io.EOF && !ev.HasRetry {
+					_, hinted := sr.Retry()
+					polling = polling || hinted
 				}
 				if err != nil {
 					return
@@ -408,7 +410,7 @@ func (h *httpConn) listen() {
 				}
 			} else {
 				backoff = 100 * time.Millisecond
-				sr := NewSSEReader(resp.Body)
+				sr := sse.NewReader(resp.Body, h.up.maxMessage())
 				for {
 					ev, err := sr.Next()
 					if err != nil {

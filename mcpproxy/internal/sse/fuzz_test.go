@@ -1,0 +1,110 @@
+package sse
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// FuzzReader: the reader never panics on any stream; whatever it reads,
+// the writer accepts, and reading the written stream gives the same
+// events (so a relay reproduces what it read).
+func FuzzReader(f *testing.F) {
+	f.Add([]byte("id: 1\ndata: {}\n\n"), uint16(0))
+	f.Add([]byte("data: a\ndata: b\r\n\r\n: c\n\nevent: x\nretry: 10\ndata:\n\n"), uint16(0))
+	f.Add([]byte("data: a\rdata: b\r\rid: 2\r\r:\r\r"), uint16(8))
+	f.Add([]byte("\xEF\xBB\xBFid\ndata\nretry\nevent\n\nid: x\x00\n\n"), uint16(3))
+	f.Fuzz(func(t *testing.T, in []byte, max uint16) {
+		evs := readEvents(t, in, int64(max))
+		var b bytes.Buffer
+		w := NewWriter(&b)
+		for _, ev := range evs {
+			if err := w.Write(ev); err != nil {
+				t.Fatalf("the writer refuses what the reader read: %+v: %v", ev, err)
+			}
+		}
+		again := readEvents(t, b.Bytes(), 0)
+		if len(again) != len(evs) {
+			t.Fatalf("%d events became %d:\n%q", len(evs), len(again), b.Bytes())
+		}
+		for i := range evs {
+			if !reflect.DeepEqual(normal(evs[i]), normal(again[i])) {
+				t.Fatalf("event %d = %+v, read back %+v", i, evs[i], again[i])
+			}
+		}
+	})
+}
+
+// readEvents reads every event, skipping too-large ones, up to the first
+// other error.
+func readEvents(t *testing.T, in []byte, max int64) []Event {
+	rd := NewReader(bytes.NewReader(in), max)
+	var evs []Event
+	for {
+		ev, err := rd.Next()
+		if errors.As(err, new(*TooLargeError)) {
+			continue
+		}
+		if err != nil {
+			return evs
+		}
+		if ev.HasData && ev.Data == nil {
+			t.Fatal("HasData with nil Data")
+		}
+		evs = append(evs, ev)
+	}
+}
+
+// FuzzRoundTrip: any event the writer accepts reads back the same, its
+// line breaks in data as LF.
+func FuzzRoundTrip(f *testing.F) {
+	f.Add("1", "message", []byte("{\n}"), "ping", int64(1000), uint8(0))
+	f.Add("", "", []byte(nil), "", int64(0), uint8(7))
+	f.Add("a\nb", "x", []byte("a\r\nb\rc"), "", int64(5), uint8(2))
+	f.Fuzz(func(t *testing.T, id, name string, data []byte, comment string, retryMS int64, flags uint8) {
+		ev := Event{ID: id, HasID: flags&1 != 0, Name: name, Data: data, HasData: flags&2 != 0,
+			Retry: time.Duration(retryMS) * time.Millisecond, HasRetry: flags&4 != 0}
+		if flags&8 != 0 {
+			ev.Comments = []string{comment, comment}
+		}
+		var b bytes.Buffer
+		if err := NewWriter(&b).Write(ev); err != nil {
+			if !errors.Is(err, ErrInvalid) || b.Len() > 0 {
+				t.Fatalf("refusal %v wrote %q", err, b.Bytes())
+			}
+			return
+		}
+		got := readEvents(t, b.Bytes(), 0)
+		want := normal(ev)
+		if reflect.DeepEqual(want, Event{}) {
+			if len(got) != 0 {
+				t.Fatalf("an empty event read back as %+v", got)
+			}
+			return
+		}
+		if len(got) != 1 || !reflect.DeepEqual(normal(got[0]), want) {
+			t.Fatalf("wrote %+v as %q, read back %+v", ev, b.Bytes(), got)
+		}
+	})
+}
+
+// normal is an event as the wire keeps it: presence flags implied by
+// values, data line breaks as LF, a nil slice where there is nothing.
+func normal(ev Event) Event {
+	ev.HasID = ev.HasID || ev.ID != ""
+	ev.HasRetry = ev.HasRetry || ev.Retry != 0
+	ev.HasData = ev.HasData || len(ev.Data) > 0
+	if ev.HasData {
+		d := strings.ReplaceAll(string(ev.Data), "\r\n", "\n")
+		ev.Data = []byte(strings.ReplaceAll(d, "\r", "\n"))
+	} else {
+		ev.Data = nil
+	}
+	if len(ev.Comments) == 0 {
+		ev.Comments = nil
+	}
+	return ev
+}

@@ -1,0 +1,431 @@
+// Package sse reads and writes server-sent event streams (the WHATWG
+// "text/event-stream" format) exactly enough for a relay to reproduce what
+// it read: event ids (an id-only event stays id-only), event names,
+// multi-line data, retry hints and comments such as keepalives.
+//
+// The Reader accepts LF, CRLF and lone CR line endings and never waits for
+// the byte after a CR, so a live stream that ends its lines with CR does
+// not stall. It bounds each event: an event over the limit is discarded up
+// to its end and reported as a *TooLargeError carrying its id and first
+// bytes, after which reading goes on with the next event.
+//
+// The Writer refuses what cannot be written as one field (an id, event
+// name or comment containing a line break), so a value from a peer cannot
+// inject fields or events, and flushes after each event.
+package sse
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+)
+
+// DefaultMaxEvent is the event size limit of a Reader given none.
+const DefaultMaxEvent = 1 << 30
+
+// headLen and tailLen are how much of a too-large event's data a
+// TooLargeError keeps: room for a JSON-RPC envelope's id at either end
+// (jsonrpc.Peek), and for a log line.
+const (
+	headLen = 4 << 10
+	tailLen = 256
+)
+
+// Event is one block of an event stream: the fields and comments between
+// two blank lines. The zero Event has no field at all.
+//
+// The Has flags record that a field was present even when its value is
+// zero: an "id:" with an empty value resets the last event id, "retry: 0"
+// asks for an immediate reconnection and "data:" alone is an event with
+// empty data. The Writer writes a field when its value is non-zero or its
+// flag is set.
+type Event struct {
+	ID    string
+	HasID bool
+	// Name is the "event" field; "" is the default type, "message".
+	Name string
+	// Data is the event's data lines joined by "\n".
+	Data    []byte
+	HasData bool
+	// Retry is the reconnection delay the stream asks for, a whole number
+	// of milliseconds.
+	Retry    time.Duration
+	HasRetry bool
+	// Comments are the comment lines (":" lines) without the colon and one
+	// following space, in order; keepalives such as ": ping" arrive here.
+	Comments []string
+}
+
+// IsDispatched reports whether a browser's EventSource would fire this
+// event: it carries data. An event with only an id, a retry hint or
+// comments sets state or keeps the connection alive, nothing more.
+func (e *Event) IsDispatched() bool { return e.HasData }
+
+// TooLargeError reports an event larger than the Reader's limit. The event
+// was discarded up to its end; the Reader goes on with the next one.
+type TooLargeError struct {
+	Limit int64 // the cap
+	Size  int64 // the event's size, every line and line end counted
+	// ID and HasID are the event's id field, when it had one short enough
+	// to keep.
+	ID    string
+	HasID bool
+	// Head and Tail are the first (up to 4 KiB) and last (up to 256)
+	// bytes of the event's data, for finding out which request the lost
+	// message answered.
+	Head, Tail []byte
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("sse: event of %d bytes exceeds the %d byte limit", e.Size, e.Limit)
+}
+
+// keep records data of the discarded event: its head, then its tail.
+func (e *TooLargeError) keep(b []byte) {
+	if room := headLen - len(e.Head); room > 0 {
+		e.Head = append(e.Head, b[:min(len(b), room)]...)
+	}
+	if len(b) >= tailLen {
+		e.Tail = append(e.Tail[:0], b[len(b)-tailLen:]...)
+		return
+	}
+	if over := len(e.Tail) + len(b) - tailLen; over > 0 {
+		e.Tail = e.Tail[:copy(e.Tail, e.Tail[over:])]
+	}
+	e.Tail = append(e.Tail, b...)
+}
+
+// Reader reads events from a stream. It is not safe for concurrent use.
+type Reader struct {
+	src  io.Reader
+	buf  []byte
+	r, w int
+	err  error // the source's sticky error, returned once buffered bytes are used
+
+	skipLF  bool  // the last line ended with CR: a LF right after it belongs to it
+	started bool  // a leading byte-order mark was looked for
+	off     int64 // bytes consumed so far
+	max     int64
+
+	lastID   string
+	retry    time.Duration
+	hasRetry bool
+}
+
+// NewReader returns a Reader of src whose events may hold at most
+// maxEvent bytes (their lines, terminators included); maxEvent <= 0 means
+// DefaultMaxEvent.
+func NewReader(src io.Reader, maxEvent int64) *Reader {
+	if maxEvent <= 0 {
+		maxEvent = DefaultMaxEvent
+	}
+	return &Reader{src: src, buf: make([]byte, 32<<10), max: maxEvent}
+}
+
+// LastEventID is the value of the last id field read, the one to resume
+// the stream from with Last-Event-ID ("" when none, or after a reset).
+func (rd *Reader) LastEventID() string { return rd.lastID }
+
+// Retry is the last retry hint the stream gave, and whether it gave one.
+func (rd *Reader) Retry() (time.Duration, bool) { return rd.retry, rd.hasRetry }
+
+// field kinds
+const (
+	fUnknown = iota
+	fComment
+	fData
+	fID
+	fEvent
+	fRetry
+)
+
+// Next returns the next event that has at least one known field or a
+// comment; blocks of unknown fields only are skipped. It returns io.EOF
+// at a clean end of stream, io.ErrUnexpectedEOF when the stream ends
+// inside an event (which is then lost, as the format says), a
+// *TooLargeError for an event over the limit (Next may be called again),
+// or the source's error.
+func (rd *Reader) Next() (Event, error) {
+	var (
+		ev        Event
+		start     int64 // the offset the block starts at
+		inBlock   bool  // some line of this block was read
+		known     bool  // the block has something to report
+		big       *TooLargeError
+		scratch   []byte
+		dataLines int
+	)
+	for {
+		if !inBlock {
+			start = rd.off
+		}
+		kind, n, err := rd.fieldStart()
+		if err != nil {
+			if err == io.EOF && inBlock {
+				err = io.ErrUnexpectedEOF
+			}
+			return Event{}, err
+		}
+		if n < 0 { // a blank line ends the block
+			switch {
+			case big != nil:
+				big.Size = rd.off - start
+				return Event{}, big
+			case known:
+				return ev, nil
+			}
+			inBlock, known, dataLines = false, false, 0
+			continue
+		}
+		inBlock = true
+		if kind == fData && dataLines > 0 {
+			if big == nil {
+				ev.Data = append(ev.Data, '\n')
+			} else {
+				big.keep([]byte{'\n'})
+			}
+		}
+		scratch = scratch[:0]
+		// cut turns the event into a discarded one once it is over the
+		// limit: from then on only its id and the ends of its data are kept.
+		cut := func(pending int) bool {
+			if big != nil || rd.off+int64(pending)-start <= rd.max {
+				return false
+			}
+			big = &TooLargeError{Limit: rd.max, ID: ev.ID, HasID: ev.HasID}
+			big.keep(ev.Data)
+			ev = Event{}
+			scratch = append(scratch[:0], 0) // a value cut in two is never kept
+			return true
+		}
+		err = rd.value(func(b []byte) {
+			if cut(len(b)) && kind != fData {
+				return
+			}
+			switch {
+			case kind == fData && big == nil:
+				ev.Data = append(ev.Data, b...)
+			case kind == fData:
+				big.keep(b)
+			case kind == fUnknown:
+			case big == nil || len(scratch)+len(b) <= headLen:
+				scratch = append(scratch, b...)
+			default:
+				scratch = append(scratch[:0], 0) // too long to keep: invalid as an id
+			}
+		})
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return Event{}, err
+		}
+		cut(0) // lines with no value count too
+		switch kind {
+		case fData:
+			dataLines++
+			if big == nil {
+				ev.HasData, known = true, true
+				if ev.Data == nil {
+					ev.Data = []byte{}
+				}
+			}
+		case fID:
+			if bytes.IndexByte(scratch, 0) >= 0 {
+				break // the format ignores an id with NUL
+			}
+			rd.lastID = string(scratch)
+			if big != nil {
+				big.ID, big.HasID = rd.lastID, true
+				break
+			}
+			ev.ID, ev.HasID, known = rd.lastID, true, true
+		case fEvent:
+			if big == nil {
+				// An empty name is the default: a field that says nothing.
+				ev.Name, known = string(scratch), known || len(scratch) > 0
+			}
+		case fRetry:
+			if d, ok := parseRetry(scratch); ok {
+				rd.retry, rd.hasRetry = d, true
+				if big == nil {
+					ev.Retry, ev.HasRetry, known = d, true, true
+				}
+			}
+		case fComment:
+			if big == nil {
+				ev.Comments, known = append(ev.Comments, string(scratch)), true
+			}
+		}
+	}
+}
+
+// parseRetry reads a retry value: ASCII digits only, else it is ignored.
+func parseRetry(b []byte) (time.Duration, bool) {
+	if len(b) == 0 {
+		return 0, false
+	}
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	ms, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil || ms > int64(time.Duration(1<<63-1)/time.Millisecond) {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
+}
+
+// fieldStart reads the start of a line: its field name, the colon and one
+// following space. n is the length of the name (-1 for a blank line).
+func (rd *Reader) fieldStart() (kind, n int, err error) {
+	if err := rd.fill(1); err != nil {
+		return 0, 0, err
+	}
+	if rd.skipLF {
+		rd.skipLF = false
+		if rd.buf[rd.r] == '\n' {
+			rd.advance(1)
+			if err := rd.fill(1); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	if !rd.started {
+		rd.started = true
+		rd.fill(3)
+		if bytes.HasPrefix(rd.buf[rd.r:rd.w], []byte("\xEF\xBB\xBF")) {
+			rd.advance(3)
+			if err := rd.fill(1); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	// The longest name we know is "retry": 6 bytes show whether a line is
+	// one of ours, and fill stops early at a line end.
+	rd.fill(6)
+	b := rd.buf[rd.r:rd.w]
+	b = b[:min(len(b), 6)]
+	switch b[0] {
+	case '\r':
+		rd.advance(1)
+		rd.skipLF = true
+		return 0, -1, nil
+	case '\n':
+		rd.advance(1)
+		return 0, -1, nil
+	case ':':
+		rd.advance(1)
+		return fComment, 0, rd.skipSpace()
+	}
+	i := bytes.IndexAny(b, ":\r\n")
+	if i < 0 {
+		return fUnknown, 0, nil // a long name: the whole line is discarded
+	}
+	kind = fUnknown
+	switch string(b[:i]) {
+	case "data":
+		kind = fData
+	case "id":
+		kind = fID
+	case "event":
+		kind = fEvent
+	case "retry":
+		kind = fRetry
+	}
+	rd.advance(i)
+	if b[i] != ':' {
+		return kind, i, nil // a name alone: its value is empty
+	}
+	rd.advance(1)
+	return kind, i, rd.skipSpace()
+}
+
+// skipSpace drops the one space the format allows after a colon.
+func (rd *Reader) skipSpace() error {
+	if err := rd.fill(1); err != nil {
+		return err
+	}
+	if rd.buf[rd.r] == ' ' {
+		rd.advance(1)
+	}
+	return nil
+}
+
+// value passes the rest of the line to sink in pieces, as it arrives, and
+// consumes the line end.
+func (rd *Reader) value(sink func([]byte)) error {
+	for {
+		if err := rd.fill(1); err != nil {
+			return err
+		}
+		b := rd.buf[rd.r:rd.w]
+		i := lineEnd(b)
+		if i < 0 {
+			sink(b)
+			rd.advance(len(b))
+			continue
+		}
+		if i > 0 {
+			sink(b[:i])
+		}
+		rd.advance(i + 1)
+		rd.skipLF = b[i] == '\r'
+		return nil
+	}
+}
+
+// lineEnd is the index of the first CR or LF in b, or -1.
+func lineEnd(b []byte) int {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		i = len(b)
+	}
+	if j := bytes.IndexByte(b[:i], '\r'); j >= 0 {
+		return j
+	}
+	if i == len(b) {
+		return -1
+	}
+	return i
+}
+
+// advance consumes n buffered bytes.
+func (rd *Reader) advance(n int) {
+	rd.r += n
+	rd.off += int64(n)
+}
+
+// fill reads until n bytes are buffered or a line end is, whichever comes
+// first. It returns an error only when nothing is buffered.
+func (rd *Reader) fill(n int) error {
+	for empty := 0; rd.w-rd.r < n && lineEnd(rd.buf[rd.r:rd.w]) < 0 && rd.err == nil; {
+		if rd.r > 0 {
+			rd.w = copy(rd.buf, rd.buf[rd.r:rd.w])
+			rd.r = 0
+		}
+		m, err := rd.src.Read(rd.buf[rd.w:])
+		if m < 0 || m > len(rd.buf)-rd.w {
+			m, err = 0, errors.New("sse: the source returned an invalid count")
+		}
+		rd.w += m
+		switch {
+		case err != nil:
+			rd.err = err
+		case m > 0:
+			empty = 0
+		default: // io.Reader allows a few empty reads, not endless ones
+			if empty++; empty >= 100 {
+				rd.err = io.ErrNoProgress
+			}
+		}
+	}
+	if rd.w == rd.r {
+		return rd.err
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package sse
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrInvalid is wrapped by Write for an event that cannot be written as
+// given: an id, event name or comment with a line break (or an id with
+// NUL), or a retry that is negative or not whole milliseconds.
+var ErrInvalid = errors.New("sse: invalid event")
+
+// SetHeaders sets the headers of an event-stream response on h.
+func SetHeaders(h http.Header) {
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache, no-transform")
+	// Reverse proxies such as nginx buffer responses by default, which
+	// would hold every event back until the stream ends.
+	h.Set("X-Accel-Buffering", "no")
+	h.Del("Content-Length")
+}
+
+// Writer writes events, each in full and flushed before Write returns.
+// It is safe for concurrent use: events never interleave.
+type Writer struct {
+	mu    sync.Mutex
+	w     io.Writer
+	flush func() error
+	buf   []byte
+}
+
+// NewWriter returns a Writer to w. When w is an http.ResponseWriter (or
+// has a Flush method) each event is flushed; the caller sets the headers
+// (SetHeaders) and status before the first event.
+func NewWriter(w io.Writer) *Writer {
+	sw := &Writer{w: w}
+	switch f := w.(type) {
+	case http.ResponseWriter:
+		rc := http.NewResponseController(f)
+		sw.flush = func() error {
+			if err := rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+				return err
+			}
+			return nil
+		}
+	case interface{ Flush() error }:
+		sw.flush = f.Flush
+	}
+	return sw
+}
+
+// Flush sends what is buffered; it fails when the peer is gone.
+func (sw *Writer) Flush() error {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	return sw.flushLocked()
+}
+
+func (sw *Writer) flushLocked() error {
+	if sw.flush == nil {
+		return nil
+	}
+	return sw.flush()
+}
+
+// Check reports, wrapping ErrInvalid, why ev cannot be written.
+func Check(ev *Event) error {
+	if strings.ContainsAny(ev.ID, "\r\n\x00") {
+		return fmt.Errorf("%w: id %.40q has a line break or NUL", ErrInvalid, ev.ID)
+	}
+	if strings.ContainsAny(ev.Name, "\r\n") {
+		return fmt.Errorf("%w: event name %.40q has a line break", ErrInvalid, ev.Name)
+	}
+	for _, c := range ev.Comments {
+		if strings.ContainsAny(c, "\r\n") {
+			return fmt.Errorf("%w: comment %.40q has a line break", ErrInvalid, c)
+		}
+	}
+	if ev.Retry < 0 || ev.Retry%time.Millisecond != 0 {
+		return fmt.Errorf("%w: retry %v is not a whole number of milliseconds", ErrInvalid, ev.Retry)
+	}
+	return nil
+}
+
+// Write writes ev, field by field, then a blank line, and flushes. Line
+// breaks in Data (LF, CRLF or CR) each start a new data line, which a
+// reader joins back with LF. An event with no field writes nothing. Write
+// returns an error wrapping ErrInvalid (see Check) before writing
+// anything, or the underlying writer's error.
+func (sw *Writer) Write(ev Event) error {
+	if err := Check(&ev); err != nil {
+		return err
+	}
+	hasID := ev.HasID || ev.ID != ""
+	hasRetry := ev.HasRetry || ev.Retry != 0
+	hasData := ev.HasData || len(ev.Data) > 0
+	if !hasID && ev.Name == "" && !hasRetry && !hasData && len(ev.Comments) == 0 {
+		return nil
+	}
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	b := sw.buf[:0]
+	for _, c := range ev.Comments {
+		b = append(append(append(b, ": "...), c...), '\n')
+	}
+	if hasID {
+		b = append(append(append(b, "id: "...), ev.ID...), '\n')
+	}
+	if ev.Name != "" {
+		b = append(append(append(b, "event: "...), ev.Name...), '\n')
+	}
+	if hasRetry {
+		b = strconv.AppendInt(append(b, "retry: "...), ev.Retry.Milliseconds(), 10)
+		b = append(b, '\n')
+	}
+	if hasData {
+		data := ev.Data
+		for {
+			i := lineEnd(data)
+			line := data
+			if i >= 0 {
+				line = data[:i]
+			}
+			// "data:" even when empty: some readers refuse a bare field name.
+			b = append(b, "data:"...)
+			if len(line) > 0 {
+				b = append(b, ' ')
+				// A long line goes out as it is, not through a second copy.
+				if len(line) > 32<<10 {
+					if _, err := sw.w.Write(b); err != nil {
+						return err
+					}
+					if _, err := sw.w.Write(line); err != nil {
+						return err
+					}
+					b = b[:0]
+				} else {
+					b = append(b, line...)
+				}
+			}
+			b = append(b, '\n')
+			if i < 0 {
+				break
+			}
+			if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+				i++
+			}
+			data = data[i+1:]
+		}
+	}
+	b = append(b, '\n')
+	_, err := sw.w.Write(b)
+	if cap(b) <= 64<<10 {
+		sw.buf = b[:0]
+	}
+	if err != nil {
+		return err
+	}
+	return sw.flushLocked()
+}
