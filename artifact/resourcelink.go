@@ -6,6 +6,11 @@ import "time"
 // artifact's SHA-256 (lower-case hex).
 const MetaSHA256 = "dev.spillway/sha256"
 
+// MetaTokenID is the _meta key under which a resource_link carries its
+// link's token id: what the management API's revoke route names. It is no
+// secret (the httpUrl shows it too) and authorises nothing.
+const MetaTokenID = "dev.spillway/tokenId"
+
 // ResourceLink is an MCP resource_link content item carrying the out-of-band
 // fields httpUrl and httpUrlExpiresAt (draft SEP "Out-of-Band Resource Access
 // via HTTPS URLs").
@@ -29,6 +34,10 @@ func NewResourceLink(a Artifact, l Link) ResourceLink {
 	if name == "" {
 		name = a.ID
 	}
+	meta := map[string]any{MetaSHA256: a.SHA256}
+	if l.TokenID != "" {
+		meta[MetaTokenID] = l.TokenID
+	}
 	return ResourceLink{
 		Type:             "resource_link",
 		URI:              URI(a.ID),
@@ -38,6 +47,6 @@ func NewResourceLink(a Artifact, l Link) ResourceLink {
 		HTTPURL:          l.URL,
 		HTTPURLExpiresAt: l.Expires.UTC().Format(time.RFC3339),
 		Streamable:       true,
-		Meta:             map[string]any{MetaSHA256: a.SHA256},
+		Meta:             meta,
 	}
 }

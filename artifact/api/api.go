@@ -1,5 +1,5 @@
 // Package api is the artifact service's management API, for tool authors
-// and SDKs: upload, mint a fresh link, read metadata, delete. Callers are
+// and SDKs: upload, mint a fresh link, read metadata, delete, revoke a link. Callers are
 // identified by package identity; a link token is never accepted here.
 package api
 
@@ -72,6 +72,7 @@ func (a *API) Register(r *mux.Router) {
 	r.Handle("/v1/artifacts/{id}/links", a.route(a.mint)).Methods(http.MethodPost)
 	r.Handle("/v1/artifacts/{id}", a.route(a.stat)).Methods(http.MethodGet, http.MethodHead)
 	r.Handle("/v1/artifacts/{id}", a.route(a.delete)).Methods(http.MethodDelete)
+	r.Handle("/v1/artifacts/{id}/links/{token}", a.route(a.revoke)).Methods(http.MethodDelete)
 }
 
 var errOff = artifact.NewHTTPError(http.StatusNotFound, "api_off",
@@ -245,6 +246,23 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request, tenant string) {
 		return
 	}
 	if err := a.svc.Delete(r.Context(), art.ID); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// revoke refuses one link to an artifact the caller owns, named by its
+// token id (a resource_link's _meta "dev.spillway/tokenId"), on every
+// replica within artifact.RevocationMaxAge, until the longest link lifetime
+// has passed. Revoking an id twice, or one that never existed, is not an
+// error: nothing tells a token id's existence.
+func (a *API) revoke(w http.ResponseWriter, r *http.Request, tenant string) {
+	if _, err := a.owned(r, tenant); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if err := a.svc.Revoke(r.Context(), mux.Vars(r)["token"], time.Time{}); err != nil {
 		a.fail(w, r, err)
 		return
 	}
