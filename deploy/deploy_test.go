@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -321,15 +322,22 @@ func TestSpillwayDeployment(t *testing.T) {
 		}
 	}
 
-	// Signing keys come from a Secret.
-	var keysFromSecret bool
-	for _, e := range list(c, "env") {
-		if str(e, "name") == "SPILLWAY_SIGNING_KEYS" && str(e, "valueFrom", "secretKeyRef", "name") != "" {
-			keysFromSecret = true
-		}
+	// Signing keys: the key file is a Secret mounted as a directory (a
+	// subPath mount would never see a key rotated or retired).
+	keyFile := str(k.config, "key-file")
+	keyMount := mounts[path.Dir(keyFile)]
+	switch {
+	case keyFile == "" || keyMount == nil:
+		t.Errorf("key-file %q is not in a mounted directory", keyFile)
+	case str(volumes[str(keyMount, "name")], "secret", "secretName") != "spillway-signing-keys":
+		t.Errorf("key-file mount %v is not the spillway-signing-keys Secret", keyMount)
+	case str(keyMount, "subPath") != "":
+		t.Error("signing keys are mounted with subPath: a retired key would stay valid until a restart")
 	}
-	if !keysFromSecret {
-		t.Error("SPILLWAY_SIGNING_KEYS does not come from a Secret")
+	for _, e := range list(c, "env") {
+		if str(e, "name") == "SPILLWAY_SIGNING_KEYS" {
+			t.Error("SPILLWAY_SIGNING_KEYS overrides the reloaded key file")
+		}
 	}
 
 	// Something to route to it, and a disruption budget that keeps one up.
@@ -861,7 +869,7 @@ func usedFlags(t *testing.T) map[string][]string {
 
 func TestConfigFlagsExist(t *testing.T) {
 	used := usedFlags(t)
-	for _, want := range []string{"config", "listen", "public-url", "store", "upstream-url", "signing-keys", "auth-tokens", "policy"} {
+	for _, want := range []string{"config", "listen", "public-url", "store", "upstream-url", "key-file", "auth-tokens", "policy"} {
 		if used[want] == nil {
 			t.Errorf("no deployment file sets --%s", want)
 		}
