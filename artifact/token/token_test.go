@@ -151,3 +151,20 @@ func FuzzVerify(f *testing.F) {
 
 // testID is an opaque artifact id: the token package does not care about its shape.
 func testID() string { return "art-" + NewID() }
+
+// Token ids are what revocation names: base64url only, so a record's name
+// is safe anywhere, and a token cannot carry an id no revocation can name.
+func TestTokenIDShape(t *testing.T) {
+	s := testSigner(t)
+	now := time.Unix(1_800_000_000, 0)
+	for _, id := range []string{"a/b", "a b", "..", strings.Repeat("a", 65), "é"} {
+		if _, err := s.Mint(Claims{ID: id, Artifact: testID(), Method: MethodGet, NotBefore: now, Expires: now.Add(time.Minute)}); !errors.Is(err, ErrBadClaims) {
+			t.Errorf("Mint with id %q: %v", id, err)
+		}
+	}
+	for _, id := range []string{"a", "A-_9", strings.Repeat("z", 64), NewID()} {
+		if !ValidID(id) {
+			t.Errorf("ValidID(%q) = false", id)
+		}
+	}
+}

@@ -222,3 +222,26 @@ func TestConfigLayers(t *testing.T) {
 		t.Fatal("unknown config key accepted")
 	}
 }
+
+// Secret files others may read are refused at start, with the flag named.
+func TestServeRefusesOpenSecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	open := filepath.Join(dir, "secret")
+	os.WriteFile(open, []byte("k1:"+strings.Repeat("A", 44)+"\n"), 0o600)
+	os.Chmod(open, 0o644)
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--key-file", open}, "chmod 600"},
+		{[]string{"--store", "s3://bucket?endpoint=127.0.0.1:1&secure=false", "--store-secret-file", open}, "--store-secret-file"},
+	} {
+		fs := newFlagSet("serve")
+		var c serveConfig
+		c.register(fs)
+		parseLayered(fs, append([]string{"--listen", "127.0.0.1:0", "--data", t.TempDir()}, tt.args...), func(string) string { return "" })
+		if _, err := newServer(context.Background(), &c, slog.New(slog.DiscardHandler), io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: err = %v, want %q", tt.args, err, tt.want)
+		}
+	}
+}
