@@ -236,8 +236,13 @@ func TestArtifactTemplate(t *testing.T) {
 // stdio upstream (notifications/cancelled with the id the upstream knows).
 func TestStatelessCancelPropagates(t *testing.T) {
 	seen := filepath.Join(t.TempDir(), "seen")
-	// A stdio "server" that records what it gets and never answers.
-	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.CommandUpstream{Command: "sh", Args: []string{"-c", "while read l; do echo \"$l\" >> " + seen + "; done"}}})
+	// A stdio "server" that records what it gets and answers only
+	// tools/list (which the proxy sends first, to learn the tool's
+	// Mcp-Param headers: were it left unanswered, the call would wait for
+	// it past the client's cancel and, Send honouring its context, never
+	// be sent at all).
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.CommandUpstream{Command: "sh", Args: []string{"-c", `while read l; do echo "$l" >> ` + seen + `
+		case "$l" in *'"tools/list"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"tools":[]}}\n' "$(echo "$l" | sed 's/.*"id":\([0-9]*\).*/\1/')";; esac; done`}}})
 	if err != nil {
 		t.Fatal(err)
 	}

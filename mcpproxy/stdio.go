@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire"
 	"io"
 	"net/http"
 	"strings"
@@ -23,7 +24,7 @@ import (
 func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	client := newStreamConn(in, out, nil, p.log)
+	client := wire.NewConn(in, out, wire.Options{Peer: "client", Logger: p.log})
 	defer client.Close()
 	st := newStream(nil)
 	defer st.close()

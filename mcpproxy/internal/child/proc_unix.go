@@ -1,0 +1,27 @@
+//go:build unix
+
+package child
+
+import (
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+var (
+	termSignal = syscall.SIGTERM
+	killSignal = syscall.SIGKILL
+)
+
+// ownGroup starts the child in a process group of its own (its id is the
+// child's pid), so that signals reach everything it started and none of
+// what Spillway's terminal sends (Ctrl-C) reaches it directly.
+func ownGroup(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+}
+
+// signalGroup signals the child's process group. Errors (the group is
+// gone) mean there is nothing left to signal.
+func signalGroup(p *os.Process, sig syscall.Signal) {
+	_ = syscall.Kill(-p.Pid, sig)
+}
