@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -18,6 +19,7 @@ import (
 type proxyFlags struct {
 	upstreamURL    string
 	upstreamCmd    string
+	upstreamEnv    envList
 	upstreamHeader string
 	upstreamTrans  string
 	stdio          bool
@@ -41,6 +43,7 @@ type proxyFlags struct {
 func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.upstreamURL, "upstream-url", "", "MCP server to proxy, over Streamable HTTP (`URL`)")
 	fs.StringVar(&f.upstreamCmd, "upstream-cmd", "", "MCP server to proxy, run as a stdio child process (`command` line)")
+	fs.Var(&f.upstreamEnv, "upstream-env", "environment of the --upstream-cmd child beyond PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TZ, TMPDIR, TERM: NAME passes Spillway's value, NAME=VALUE sets one (`list`, comma-separated, repeatable)")
 	fs.StringVar(&f.upstreamHeader, "upstream-header", "", "`header`s sent to --upstream-url, as Name: value; Name: value")
 	fs.StringVar(&f.upstreamTrans, "upstream-transport", "auto", "transport of --upstream-url: streamable, sse (legacy HTTP+SSE) or auto (probe once)")
 	fs.BoolVar(&f.stdio, "stdio", false, "also serve MCP on stdin/stdout (for agents that launch servers); ends when stdin does")
@@ -67,6 +70,9 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, fetch http.Handle
 	default:
 		return nil, errors.New("--stream-mode: want direct, redirect or download")
 	}
+	if len(f.upstreamEnv) > 0 && f.upstreamCmd == "" {
+		return nil, errors.New("--upstream-env needs --upstream-cmd")
+	}
 	var up mcpproxy.Upstream
 	switch {
 	case f.upstreamURL != "" && f.upstreamCmd != "":
@@ -92,9 +98,11 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, fetch http.Handle
 		if err != nil {
 			return nil, errors.New("--upstream-cmd: " + err.Error())
 		}
+		cu.Env = f.upstreamEnv
 		up = cu
 	case f.stdio:
 		return nil, errors.New("--stdio needs --upstream-url or --upstream-cmd")
+
 	default:
 		return nil, nil
 	}
@@ -143,6 +151,24 @@ func upstreamName(f *proxyFlags) string {
 		return filepath.Base(cu.Command)
 	}
 	return ""
+}
+
+// envList is --upstream-env: entries NAME or NAME=VALUE, from a comma
+// list, the flag repeated, or both. A VALUE holding a comma cannot be
+// given here: set it in Spillway's environment and pass its NAME.
+type envList []string
+
+func (l *envList) String() string { return strings.Join(*l, ",") }
+
+func (l *envList) Set(s string) error {
+	for _, e := range splitList(s) {
+		name, _, _ := strings.Cut(e, "=")
+		if name == "" || strings.ContainsAny(name, " \t\x00") {
+			return fmt.Errorf("%q is not NAME or NAME=VALUE", e)
+		}
+		*l = append(*l, e)
+	}
+	return nil
 }
 
 func splitList(s string) []string {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func mcpPost(t *testing.T, url, session, body string) *http.Response {
@@ -76,3 +77,62 @@ func TestServeWiresTheProxy(t *testing.T) {
 }
 
 func writeFile(name string, b []byte) error { return os.WriteFile(name, b, 0o644) }
+
+// --upstream-env: the child of --upstream-cmd sees the allow-list and what
+// was configured, never Spillway's settings or store credentials.
+func TestUpstreamEnv(t *testing.T) {
+	t.Setenv("SPILLWAY_TEST_SECRET", "secret-1")
+	t.Setenv("SPILLWAY_OTHER", "secret-2")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret-3")
+	t.Setenv("PASS_ME", "yes")
+	out := filepath.Join(t.TempDir(), "env")
+	base := startServe(t, t.TempDir(), "--upstream-cmd", `sh -c "env > `+out+`; exec cat > /dev/null"`,
+		"--upstream-env", "PASS_ME,SET_ME=v=1", "--upstream-env", "SPILLWAY_TEST_SECRET")
+	// The child starts with the session; it never answers, nor need it.
+	go func() {
+		c := &http.Client{Timeout: 2 * time.Second}
+		req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if resp, err := c.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	var env string
+	for deadline := time.Now().Add(10 * time.Second); !strings.HasSuffix(env, "\n"); time.Sleep(50 * time.Millisecond) {
+		b, _ := os.ReadFile(out)
+		env = string(b)
+		if time.Now().After(deadline) {
+			t.Fatal("the child did not start")
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // env writes in one go, but be sure it is done
+	b, _ := os.ReadFile(out)
+	env = string(b)
+	for _, want := range []string{"PASS_ME=yes\n", "SET_ME=v=1\n", "SPILLWAY_TEST_SECRET=secret-1\n", "PATH="} {
+		if !strings.Contains(env, want) {
+			t.Errorf("the child did not see %q:\n%s", want, env)
+		}
+	}
+	for _, secret := range []string{"secret-2", "secret-3", "SPILLWAY_OTHER", "AWS_"} {
+		if strings.Contains(env, secret) {
+			t.Errorf("the child saw %s:\n%s", secret, env)
+		}
+	}
+}
+
+func TestUpstreamEnvFlag(t *testing.T) {
+	var l envList
+	for _, bad := range []string{"=v", "A B=1"} {
+		if err := l.Set(bad); err == nil {
+			t.Errorf("--upstream-env %q accepted", bad)
+		}
+	}
+	if err := l.Set("A, B=x=y"); err != nil || l.String() != "A,B=x=y" {
+		t.Fatalf("Set: %v %q", err, l.String())
+	}
+	f := proxyFlags{upstreamURL: "http://127.0.0.1:1/mcp", upstreamEnv: envList{"A"}, streamMode: "direct"}
+	if _, err := f.build(nil, nil, nil, nil); err == nil || !strings.Contains(err.Error(), "--upstream-env needs --upstream-cmd") {
+		t.Fatalf("build = %v", err)
+	}
+}
