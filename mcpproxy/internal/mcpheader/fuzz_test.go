@@ -1,0 +1,78 @@
+package mcpheader
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+)
+
+// FuzzParamHeaders: Mcp-Param-* headers come from clients. Whatever a
+// header says, the check does not panic and accepts only a value equal to
+// the argument; and what Set (the client side) writes for an argument
+// always passes the check for the same arguments.
+func FuzzParamHeaders(f *testing.F) {
+	for _, c := range [][2]string{
+		{`"eu-west"`, "eu-west"}, {`" padded "`, "=?base64?IHBhZGRlZCA=?="}, {`42`, "42"}, {`true`, "true"},
+		{`"=?base64?eA==?="`, "=?base64?eA==?="}, {`1e300`, "1e300"}, {`{"a":1}`, ""}, {`"é"`, "=?base64?w6k=?="},
+		{`-0`, "0"}, {`42`, "42.0"},
+	} {
+		f.Add([]byte(c[0]), c[1])
+	}
+	bs := []Binding{{Path: []string{"region"}, Header: "Region"}}
+	f.Fuzz(func(t *testing.T, arg []byte, header string) {
+		params := []byte(`{"name":"t","arguments":{"region":` + string(arg) + `}}`)
+		if !json.Valid(params) {
+			return
+		}
+		h := http.Header{}
+		setParams(h, bs, params)
+		if v := h.Get("Mcp-Param-Region"); v != "" {
+			if err := CheckParams(h, bs, params); err != nil {
+				t.Fatalf("argument %s: header %q written, then refused: %v", arg, v, err)
+			}
+		}
+
+		h = http.Header{"Mcp-Param-Region": {header}}
+		if CheckParams(h, bs, params) != nil {
+			return
+		}
+		var s string
+		if json.Unmarshal(arg, &s) == nil {
+			if v, err := Decode(header); err != nil || v != s {
+				t.Fatalf("header %q accepted for argument %s", header, arg)
+			}
+		}
+	})
+}
+
+// FuzzName: whatever the tool's name, the Mcp-Name that Set writes passes
+// Check; whatever Mcp-Name a client sends, Check accepts it only when it
+// decodes to the name in the body.
+func FuzzName(f *testing.F) {
+	for _, c := range [][2]string{{"get_weather", "get_weather"}, {"météo", "=?base64?bcOpdMOpbw==?="},
+		{" x", " x"}, {"=?base64?eA==?=", "=?base64?eA==?="}, {"a\tb", "a\tb"}} {
+		f.Add(c[0], c[1])
+	}
+	f.Fuzz(func(t *testing.T, name, header string) {
+		n, _ := json.Marshal(name)
+		m, err := jsonrpc.DecodeMessage([]byte(`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":` + string(n) +
+			`,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`))
+		if err != nil {
+			return
+		}
+		want, _ := RoutingName(m) // invalid UTF-8 in name became U+FFFD
+		h := http.Header{ProtocolVersion: {"2026-07-28"}}
+		Set(h, m, nil)
+		if err := Check(h, []*jsonrpc.Message{m}); err != nil {
+			t.Fatalf("name %q: Set wrote %q, Check refused it: %v", want, h.Get(Name), err)
+		}
+		h.Set(Name, header)
+		if Check(h, []*jsonrpc.Message{m}) == nil {
+			if got, err := Decode(header); err != nil || got != want {
+				t.Fatalf("name %q: Mcp-Name %q accepted", want, header)
+			}
+		}
+	})
+}
