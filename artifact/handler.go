@@ -33,6 +33,10 @@ type HandlerOptions struct {
 	// URL gives up the link's client-address binding and revocation.
 	Redirect    bool
 	RedirectTTL time.Duration // default and maximum 60s
+	// WriteStallTimeout cuts a response whose client stops reading: each
+	// write of at most 64 KiB of body must complete within it, so a slow
+	// reader that keeps reading is never cut. [30s; <0: none]
+	WriteStallTimeout time.Duration
 }
 
 // Handler serves artifact bytes to holders of a valid link: GET and HEAD on
@@ -51,6 +55,9 @@ func NewHandler(svc *Service, o HandlerOptions) *Handler {
 	}
 	if o.RedirectTTL <= 0 || o.RedirectTTL > time.Minute {
 		o.RedirectTTL = time.Minute
+	}
+	if o.WriteStallTimeout == 0 {
+		o.WriteStallTimeout = 30 * time.Second
 	}
 	return &Handler{svc: svc, o: o, log: o.Logger}
 }
@@ -162,9 +169,11 @@ func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, a Artifac
 		w.WriteHeader(status)
 		return
 	}
+	body := h.bodyWriter(w)
 	if b, ok := h.svc.Cache.blob(a.ID); ok && int64(len(b)) == a.Size {
 		w.WriteHeader(status)
-		w.Write(b[off : off+n])
+		body.Write(b[off : off+n])
+		body.done()
 		return
 	}
 	ctx := r.Context()
@@ -172,7 +181,8 @@ func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, a Artifac
 		if b, err := h.readSmall(ctx, a); err == nil {
 			h.svc.Cache.addBlob(a.ID, b)
 			w.WriteHeader(status)
-			w.Write(b)
+			body.Write(b)
+			body.done()
 			return
 		} else {
 			writeError(w, err)
@@ -192,10 +202,17 @@ func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, a Artifac
 	// than the server's ReadFrom and its 32 KiB one: a store reader is not
 	// a file sendfile could take, and bigger reads cut the per-byte cost.
 	bp := copyBufs.Get().(*[]byte)
-	if _, err := io.CopyBuffer(struct{ io.Writer }{w}, rc, *bp); err != nil && ctx.Err() == nil {
+	if _, err := io.CopyBuffer(body, rc, *bp); err != nil && ctx.Err() == nil {
 		h.log.Warn("fetch stream broken", "artifact", a.ID, "err", err)
+	} else {
+		body.done()
 	}
 	copyBufs.Put(bp)
+}
+
+// bodyWriter writes a response body under WriteStallTimeout (limit.go).
+func (h *Handler) bodyWriter(w http.ResponseWriter) *stallWriter {
+	return &stallWriter{w: w, ctl: http.NewResponseController(w), timeout: h.o.WriteStallTimeout}
 }
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 512<<10); return &b }}

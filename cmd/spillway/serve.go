@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,6 +35,8 @@ type serveConfig struct {
 	authTokens     string
 	authTokensFile string
 	maxUpload      int64
+	limits         artifact.Limits
+	writeStall     time.Duration
 	proxyFlags
 }
 
@@ -47,6 +50,10 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.authTokens, "auth-tokens", "", "inbound bearer `tokens` for /mcp and /v1/artifacts, as token=tenant,... (the tenant follows the last =)")
 	fs.StringVar(&c.authTokensFile, "auth-tokens-file", "", "`file` of inbound bearer tokens, one token=tenant per line, # comments; mode 600 (instead of --auth-tokens)")
 	fs.Int64Var(&c.maxUpload, "max-upload", 1<<30, "largest upload to /v1/artifacts, in `bytes`")
+	fs.IntVar(&c.limits.MaxPerAddr, "max-per-addr", 64, "requests to /a/ and /v1/ one client address may have in flight; more get 503 (0: no cap)")
+	fs.Int64Var(&c.limits.MinUploadRate, "min-upload-rate", 1024, "slowest upload accepted, in `bytes` per second over --upload-window; slower ones are cut (0: none)")
+	fs.DurationVar(&c.limits.UploadWindow, "upload-window", 20*time.Second, "window over which --min-upload-rate is measured")
+	fs.DurationVar(&c.writeStall, "write-stall-timeout", 30*time.Second, "cut a fetch whose client reads nothing for this long (0: never)")
 	c.proxyFlags.register(fs)
 }
 
@@ -153,15 +160,20 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.
 	guard := &identity.Guard{Hosts: append(splitList(c.allowedHosts), d.svc.PublicURL.Host), Origins: splitList(c.allowedOrigins)}
 	r := newRouter()
 	fetch := artifact.NewHandler(d.svc, artifact.HandlerOptions{
-		Logger:   log,
-		Redirect: c.redirect,
+		Logger:            log,
+		Redirect:          c.redirect,
+		WriteStallTimeout: cmp.Or(c.writeStall, -1), // the flag's 0 is "never"
 	})
-	fetch.Register(r)
+	// Fetches and uploads share the per-address cap and the upload rate.
+	lim := artifact.NewLimiter(c.limits)
+	limited := r.NewRoute().Subrouter()
+	limited.Use(lim.Middleware)
+	fetch.Register(limited)
 	apiOpts := api.Options{Tenants: tenants, Guard: guard, MaxUpload: c.maxUpload, Logger: log}
 	if s.apiLn == nil {
 		// Off (404) unless inbound tokens are configured: on this
 		// listener, sandboxes holding links may be callers.
-		api.New(d.svc, apiOpts).Register(r)
+		api.New(d.svc, apiOpts).Register(limited)
 	}
 	if s.proxy, err = c.proxyFlags.build(d, tenants, fetch, log); err != nil {
 		return nil, err
@@ -174,7 +186,9 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.
 	if s.apiLn != nil {
 		ar := newRouter()
 		apiOpts.Anonymous = true
-		api.New(d.svc, apiOpts).Register(ar)
+		limitedAPI := ar.NewRoute().Subrouter()
+		limitedAPI.Use(lim.Middleware)
+		api.New(d.svc, apiOpts).Register(limitedAPI)
 		s.registerProbes(ar, guard, func(*http.Request) bool { return true })
 		s.apiHTTP = newHTTPServer(ar, log)
 	}

@@ -1,0 +1,202 @@
+package artifact
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Limits bound what one client can hold of a server through the artifact
+// routes (fetches and uploads): concurrent requests per address, and how
+// slowly a request body may arrive. Write deadlines on fetch responses are
+// HandlerOptions.WriteStallTimeout.
+type Limits struct {
+	// MaxPerAddr caps the requests one client address has in flight (IPv6:
+	// one /64); the next is refused with 503 and Retry-After. Behind a
+	// reverse proxy every client has the proxy's address. 0: no cap.
+	MaxPerAddr int
+	// MinUploadRate is the slowest request body accepted, in bytes per
+	// second: at least MinUploadRate×UploadWindow bytes must arrive within
+	// each UploadWindow spent waiting for the client (time the server
+	// spends elsewhere, e.g. storing, does not count). A slower body is cut
+	// with 408 and whatever it was written to is removed. 0: no minimum.
+	MinUploadRate int64
+	// UploadWindow is the window of MinUploadRate [20s].
+	UploadWindow time.Duration
+}
+
+// Limiter enforces Limits as HTTP middleware. Create it with NewLimiter;
+// safe for concurrent use.
+type Limiter struct {
+	o     Limits
+	mu    sync.Mutex
+	inUse map[netip.Prefix]int
+}
+
+// NewLimiter returns a Limiter for o.
+func NewLimiter(o Limits) *Limiter {
+	if o.UploadWindow <= 0 {
+		o.UploadWindow = 20 * time.Second
+	}
+	return &Limiter{o: o, inUse: map[netip.Prefix]int{}}
+}
+
+// errBusy answers a request over the per-address cap (503 adds Retry-After).
+var errBusy = &httpError{http.StatusServiceUnavailable, "busy", "too many requests in flight from this address; retry shortly"}
+
+// errTooSlow ends a request body slower than the minimum upload rate.
+var errTooSlow = &httpError{http.StatusRequestTimeout, "too_slow", "the request body arrived slower than the minimum upload rate"}
+
+// Middleware wraps h with the limits; it fits mux.Router.Use.
+func (l *Limiter) Middleware(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if l.o.MaxPerAddr > 0 {
+			key := addrKey(remoteAddr(r))
+			if !l.acquire(key) {
+				writeError(w, errBusy)
+				return
+			}
+			defer l.release(key)
+		}
+		if l.o.MinUploadRate > 0 && r.Body != nil && r.Body != http.NoBody {
+			quota := max(1, int64(float64(l.o.MinUploadRate)*l.o.UploadWindow.Seconds()))
+			r.Body = &rateBody{rc: r.Body, ctl: http.NewResponseController(w), window: l.o.UploadWindow, quota: quota}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// addrKey is what the per-address cap counts: the address, or its /64 for
+// IPv6, where one client commonly holds a whole /64.
+func addrKey(a netip.Addr) netip.Prefix {
+	bits := 32
+	if a.Is6() {
+		bits = 64
+	}
+	p, _ := a.Prefix(bits)
+	return p
+}
+
+func (l *Limiter) acquire(k netip.Prefix) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inUse[k] >= l.o.MaxPerAddr {
+		return false
+	}
+	l.inUse[k]++
+	return true
+}
+
+func (l *Limiter) release(k netip.Prefix) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inUse[k]--; l.inUse[k] <= 0 {
+		delete(l.inUse, k)
+	}
+}
+
+// rateBody cuts a request body that delivers less than quota bytes within
+// window of waiting: before each Read, the connection's read deadline is
+// set to what is left of the window; the window starts afresh once the
+// quota arrived.
+type rateBody struct {
+	rc     io.ReadCloser
+	ctl    *http.ResponseController
+	window time.Duration
+	quota  int64
+
+	waited time.Duration // in Read, this window
+	got    int64         // this window
+	err    error
+}
+
+func (b *rateBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	start := time.Now()
+	if err := b.ctl.SetReadDeadline(start.Add(b.window - b.waited)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return 0, err
+	}
+	n, err := b.rc.Read(p)
+	b.waited += time.Since(start)
+	if b.got += int64(n); b.got >= b.quota {
+		b.got, b.waited = 0, 0
+	}
+	var ne net.Error
+	switch {
+	case err == io.EOF:
+		// The server reads on in the background from here; it must not
+		// inherit this deadline (its failure would cancel the request).
+		b.ctl.SetReadDeadline(time.Time{})
+	case errors.As(err, &ne) && ne.Timeout():
+		b.err = errTooSlow
+		return n, b.err
+	}
+	return n, err
+}
+
+func (b *rateBody) Close() error { return b.rc.Close() }
+
+// stallChunk is the most one write deadline covers: at the default
+// WriteStallTimeout of 30 s, a client reading under about 2 KiB/s is cut.
+const stallChunk = 64 << 10
+
+// stallWriter writes a response body in chunks of stallChunk, each under
+// a fresh write deadline, so a client that stops reading is cut after
+// timeout while one that reads slowly but steadily never is. No global
+// WriteTimeout could tell the two apart on a long download.
+type stallWriter struct {
+	w       io.Writer
+	ctl     *http.ResponseController
+	timeout time.Duration
+}
+
+func (s *stallWriter) Write(p []byte) (int, error) {
+	if s.timeout < 0 {
+		return s.w.Write(p)
+	}
+	return WriteWithin(s.w, p, stallChunk, s.timeout, func(t time.Time) error {
+		if err := s.ctl.SetWriteDeadline(t); !errors.Is(err, http.ErrNotSupported) {
+			return err
+		}
+		return nil
+	})
+}
+
+// WriteWithin writes p to w in chunks of at most chunk bytes, calling
+// setDeadline with now+timeout before each: a write deadline that extends
+// on progress, so a peer that stops reading fails the write after timeout
+// while a slow one that keeps reading never does. It returns the bytes
+// written and the first error of setDeadline or w.
+func WriteWithin(w io.Writer, p []byte, chunk int, timeout time.Duration, setDeadline func(time.Time) error) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		if err := setDeadline(time.Now().Add(timeout)); err != nil {
+			return n, err
+		}
+		m, err := w.Write(p[:min(len(p), chunk)])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[m:]
+	}
+	return n, nil
+}
+
+// done flushes what is buffered under the last deadline, then clears it:
+// the connection may serve further requests, which must not inherit it.
+func (s *stallWriter) done() {
+	if s.timeout < 0 {
+		return
+	}
+	s.ctl.SetWriteDeadline(time.Now().Add(s.timeout))
+	if s.ctl.Flush() == nil {
+		s.ctl.SetWriteDeadline(time.Time{})
+	}
+}
