@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spillway-dev/spillway/artifact"
 )
@@ -33,7 +34,22 @@ type Options struct {
 	// (and abandoned multipart uploads after one day): a backstop to the
 	// sweeper. Keep it longer than the longest artifact TTL. [0: off]
 	LifecycleDays int
+	// Timeout bounds how long the service may take to start answering a
+	// request: connecting, then the response headers once the request is
+	// sent. Stat, Delete, Ping, PresignGet, Open until its body starts and
+	// each page of ListExpired fail with ErrUnavailable after it, retries
+	// included. At most MaxTimeout. [DefaultTimeout, 5s]
+	Timeout time.Duration
+	// IdleTimeout aborts a transfer that makes no progress for this long:
+	// a download body with a read pending (Open's reader then fails with
+	// ErrUnavailable) or an upload the service stops accepting. It is not
+	// a total deadline: a slow transfer that keeps moving is never cut.
+	// At most MaxTimeout. [DefaultIdleTimeout, 15s]
+	IdleTimeout time.Duration
 }
+
+// MaxTimeout is the largest Timeout and IdleTimeout.
+const MaxTimeout = 10 * time.Minute
 
 // check validates o and normalizes Prefix.
 func (o *Options) check() error {
@@ -57,6 +73,9 @@ func (o *Options) check() error {
 	}
 	if o.LifecycleDays < 0 {
 		return bad("negative lifecycle days")
+	}
+	if o.Timeout < 0 || o.Timeout > MaxTimeout || o.IdleTimeout < 0 || o.IdleTimeout > MaxTimeout {
+		return bad("timeouts must be within 0-%v", MaxTimeout)
 	}
 	return nil
 }
@@ -106,10 +125,11 @@ func checkPrefix(p string) error {
 
 // ParseURL parses a store URL:
 //
-//	s3://BUCKET[/PREFIX]?endpoint=HOST[:PORT][&secure=false][&region=R][&create=true][&lifecycle-days=N][&part-size=SIZE]
+//	s3://BUCKET[/PREFIX]?endpoint=HOST[:PORT][&secure=false][&region=R][&create=true][&lifecycle-days=N][&part-size=SIZE][&timeout=D][&idle-timeout=D]
 //
 // endpoint is required; secure defaults to true; region defaults to
-// AWS_REGION; SIZE is bytes or a number with KiB, MiB or GiB. Credentials
+// AWS_REGION; SIZE is bytes or a number with KiB, MiB or GiB; D is a Go
+// duration such as 5s (Options.Timeout, Options.IdleTimeout). Credentials
 // never come from the URL (user info is refused) but from
 // AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN. Unknown
 // or repeated parameters are errors. Errors wrap artifact.ErrInvalid.
@@ -181,6 +201,16 @@ func parseURL(s string, getenv func(string) string) (Options, error) {
 				return bad("part-size=%q: %v", v, err)
 			}
 			o.PartSize = n
+		case "timeout", "idle-timeout":
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 || d > MaxTimeout {
+				return bad("%s=%q: want a duration such as 5s, up to %v", k, v, MaxTimeout)
+			}
+			if k == "timeout" {
+				o.Timeout = d
+			} else {
+				o.IdleTimeout = d
+			}
 		default:
 			return bad("unknown parameter %q", k)
 		}
@@ -237,6 +267,12 @@ func (o Options) String() string {
 	}
 	if o.PartSize > 0 {
 		q.Set("part-size", strconv.FormatInt(o.PartSize, 10))
+	}
+	if o.Timeout > 0 {
+		q.Set("timeout", o.Timeout.String())
+	}
+	if o.IdleTimeout > 0 {
+		q.Set("idle-timeout", o.IdleTimeout.String())
 	}
 	u.RawQuery = q.Encode()
 	return u.String()

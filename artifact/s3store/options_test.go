@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/s3store"
@@ -38,6 +39,12 @@ func TestParseURL(t *testing.T) {
 			want: with(s3store.Options{Endpoint: "s3.example.com", Bucket: "bk1", Prefix: "p/", Secure: true, Region: "eu-west-1", PartSize: 6 << 20})},
 		{in: "s3://bk1?endpoint=[::1]:9000",
 			want: with(s3store.Options{Endpoint: "[::1]:9000", Bucket: "bk1", Secure: true, Region: "eu-west-1"})},
+		{in: "s3://bk1?endpoint=h:9000&timeout=2s&idle-timeout=1m30s",
+			want: with(s3store.Options{Endpoint: "h:9000", Bucket: "bk1", Secure: true, Region: "eu-west-1", Timeout: 2 * time.Second, IdleTimeout: 90 * time.Second})},
+		{in: "s3://spillway?endpoint=h:9000&timeout=0s", wantErr: "timeout="},
+		{in: "s3://spillway?endpoint=h:9000&timeout=-1s", wantErr: "timeout="},
+		{in: "s3://spillway?endpoint=h:9000&idle-timeout=11m", wantErr: "idle-timeout="},
+		{in: "s3://spillway?endpoint=h:9000&idle-timeout=5", wantErr: "idle-timeout="},
 		{in: "s3://spillway", wantErr: "endpoint parameter is required"},
 		{in: "s3://spillway?endpoint=http://h:9000", wantErr: "no scheme"},
 		{in: "s3://spillway?endpoint=h:99999", wantErr: "bad port"},
@@ -105,6 +112,7 @@ func FuzzParseURL(f *testing.F) {
 		"s3://spillway?endpoint=127.0.0.1:9000&secure=false",
 		"s3://bk1/a/b/?endpoint=minio:9000&region=us-east-1&create=true&lifecycle-days=2&part-size=8MiB",
 		"s3://bk1/p%20q?endpoint=[::1]:9000&part-size=6291456",
+		"s3://bk1?endpoint=h:1&timeout=250ms&idle-timeout=2m",
 		"s3://bk1/%2e%2e/x?endpoint=h",
 		"s3://u:p@b1?endpoint=h:1",
 		"s3://bk1/é/ü?endpoint=h:1#x",
@@ -129,7 +137,8 @@ func FuzzParseURL(f *testing.F) {
 			strings.Contains(o.Prefix, "//") || strings.Contains("/"+o.Prefix, "/../") || strings.Contains("/"+o.Prefix, "/./")) {
 			t.Fatalf("ParseURL(%q) accepted prefix %q", s, o.Prefix)
 		}
-		if o.PartSize != 0 && (o.PartSize < s3store.MinPartSize || o.PartSize > s3store.MaxPartSize) || o.LifecycleDays < 0 {
+		if o.PartSize != 0 && (o.PartSize < s3store.MinPartSize || o.PartSize > s3store.MaxPartSize) || o.LifecycleDays < 0 ||
+			o.Timeout < 0 || o.Timeout > s3store.MaxTimeout || o.IdleTimeout < 0 || o.IdleTimeout > s3store.MaxTimeout {
 			t.Fatalf("ParseURL(%q) accepted %+v", s, o)
 		}
 		if o.AccessKey != testEnv["AWS_ACCESS_KEY_ID"] || o.SecretKey != testEnv["AWS_SECRET_ACCESS_KEY"] {

@@ -40,15 +40,11 @@ package s3store
 
 import (
 	"bytes"
+	"cmp"
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -93,11 +89,13 @@ const (
 // with New; the zero value is not usable. Its methods are safe for
 // concurrent use; Put holds one part buffer (Options.PartSize) per call.
 type Store struct {
-	c        *minio.Client
-	core     minio.Core
-	bucket   string
-	prefix   string
-	partSize int64
+	c          *minio.Client
+	core       minio.Core
+	bucket     string
+	prefix     string
+	partSize   int64
+	timeout    time.Duration // Options.Timeout (see deadline.go)
+	errTimeout error         // the cause of a bounded call's expired deadline
 }
 
 // New connects to o.Bucket and checks that it exists, creating it when
@@ -108,10 +106,16 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
+	timeout, idle := cmp.Or(o.Timeout, DefaultTimeout), cmp.Or(o.IdleTimeout, DefaultIdleTimeout)
+	tr, err := newTransport(o.Secure, timeout, idle)
+	if err != nil {
+		return nil, fmt.Errorf("s3store: %w: %w", artifact.ErrInvalid, err)
+	}
 	c, err := minio.New(o.Endpoint, &minio.Options{
-		Creds:  credentials.NewStaticV4(o.AccessKey, o.SecretKey, o.SessionToken),
-		Secure: o.Secure,
-		Region: o.Region,
+		Creds:     credentials.NewStaticV4(o.AccessKey, o.SecretKey, o.SessionToken),
+		Secure:    o.Secure,
+		Region:    o.Region,
+		Transport: tr,
 		// Lets Put send x-amz-checksum-sha256 (minio-go only allows
 		// checksum headers on clients that declare trailer support).
 		TrailingHeaders: true,
@@ -122,28 +126,39 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("s3store: %w: %w", artifact.ErrInvalid, err)
 	}
-	s := &Store{c: c, core: minio.Core{Client: c}, bucket: o.Bucket, prefix: o.Prefix, partSize: o.PartSize}
+	s := &Store{c: c, core: minio.Core{Client: c}, bucket: o.Bucket, prefix: o.Prefix, partSize: o.PartSize,
+		timeout: timeout, errTimeout: newTimeoutError(timeout)}
 	if s.partSize == 0 {
 		s.partSize = DefaultPartSize
 	}
-	ok, err := c.BucketExists(ctx, o.Bucket)
+	exists := func() (bool, error) {
+		bctx, cancel := s.bounded(ctx)
+		defer cancel()
+		ok, err := c.BucketExists(bctx, o.Bucket)
+		return ok, convert(bctx, "bucket", o.Bucket, err)
+	}
+	ok, err := exists()
 	// A server that has just started may answer before it is ready
 	// (MinIO: "Server not initialized yet"): wait for it, a little.
 	for try := 0; err != nil && starting(err) && try < 40 && ctx.Err() == nil; try++ {
 		time.Sleep(250 * time.Millisecond)
-		ok, err = c.BucketExists(ctx, o.Bucket)
+		ok, err = exists()
 	}
 	if err != nil {
-		return nil, convert("bucket", o.Bucket, err)
+		return nil, err
 	}
 	if !ok {
 		if !o.CreateBucket {
 			return nil, fmt.Errorf("s3store: bucket %s does not exist (create it, or set create=true): %w", o.Bucket, artifact.ErrUnavailable)
 		}
-		err := c.MakeBucket(ctx, o.Bucket, minio.MakeBucketOptions{Region: o.Region})
+		bctx, cancel := s.bounded(ctx)
+		err := c.MakeBucket(bctx, o.Bucket, minio.MakeBucketOptions{Region: o.Region})
 		if err != nil && minio.ToErrorResponse(err).Code != "BucketAlreadyOwnedByYou" {
-			return nil, convert("create bucket", o.Bucket, err)
+			err = convert(bctx, "create bucket", o.Bucket, err)
+			cancel()
+			return nil, err
 		}
+		cancel()
 	}
 	if o.LifecycleDays > 0 {
 		if err := s.setLifecycle(ctx, o.LifecycleDays); err != nil {
@@ -155,7 +170,11 @@ func New(ctx context.Context, o Options) (*Store, error) {
 
 // starting reports an error of a service that is still starting up.
 func starting(err error) bool {
-	switch minio.ToErrorResponse(err).Code {
+	var er minio.ErrorResponse
+	if !errors.As(err, &er) {
+		return false
+	}
+	switch er.Code {
 	case "XMinioServerNotInitialized", "ServiceUnavailable", "SlowDown":
 		return true
 	}
@@ -169,10 +188,12 @@ func LifecycleRuleID(prefix string) string { return "spillway-expiry:" + prefix 
 // other rules: expire objects under the prefix after days, and abort
 // multipart uploads abandoned for a day.
 func (s *Store) setLifecycle(ctx context.Context, days int) error {
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	cfg, err := s.c.GetBucketLifecycle(ctx, s.bucket)
 	if err != nil {
 		if minio.ToErrorResponse(err).Code != "NoSuchLifecycleConfiguration" {
-			return convert("get lifecycle", s.bucket, err)
+			return convert(ctx, "get lifecycle", s.bucket, err)
 		}
 		cfg = lifecycle.NewConfiguration()
 	}
@@ -197,19 +218,30 @@ func (s *Store) setLifecycle(ctx context.Context, days int) error {
 	}
 	cfg.Rules = append(rules, rule)
 	if err := s.c.SetBucketLifecycle(ctx, s.bucket, cfg); err != nil {
-		return convert("set lifecycle", s.bucket, err)
+		return convert(ctx, "set lifecycle", s.bucket, err)
 	}
 	return nil
 }
 
 func (s *Store) key(id string) string { return s.prefix + id }
 
-// convert turns a minio-go error into one wrapping artifact's sentinels:
-// missing object → ErrNotFound, failed If-None-Match → ErrExists, ctx's
-// own error kept as is, anything else (network, credentials, server) →
-// ErrUnavailable with the cause.
-func convert(op, id string, err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+// convert turns a minio-go error of a call made with ctx into one wrapping
+// artifact's sentinels: missing object → ErrNotFound, failed If-None-Match
+// → ErrExists, the store's own deadline (see bounded) → ErrUnavailable,
+// the caller's cancellation kept as is, anything else (network,
+// credentials, server) → ErrUnavailable with the cause. A nil err stays nil.
+func convert(ctx context.Context, op, id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, artifact.ErrUnavailable) {
+			return fmt.Errorf("%s %s: %w", op, id, cause)
+		}
+	}
+	// Only the caller's own end is kept as is: net/http's timeouts also
+	// match context.DeadlineExceeded, and they are the service's fault.
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return fmt.Errorf("%s %s: %w", op, id, err)
 	}
 	switch minio.ToErrorResponse(err).Code {
@@ -219,196 +251,6 @@ func convert(op, id string, err error) error {
 		return fmt.Errorf("%s %s: %w", op, id, artifact.ErrExists)
 	}
 	return fmt.Errorf("%s %s: %w: %w", op, id, artifact.ErrUnavailable, err)
-}
-
-// readError marks an error of the caller's reader.
-type readError struct{ err error }
-
-func (e readError) Error() string { return "read: " + e.err.Error() }
-func (e readError) Unwrap() error { return e.err }
-
-// source reads the caller's stream, hashing and counting, checking ctx
-// between reads, and failing as soon as it passes a declared size.
-type source struct {
-	ctx   context.Context
-	r     io.Reader
-	hash  hash.Hash
-	n     int64
-	limit int64 // declared size; 0: none
-}
-
-func (s *source) Read(p []byte) (int, error) {
-	if err := s.ctx.Err(); err != nil {
-		return 0, err
-	}
-	n, err := s.r.Read(p)
-	s.hash.Write(p[:n])
-	s.n += int64(n)
-	if s.limit > 0 && s.n > s.limit {
-		return n, fmt.Errorf("more than the declared %d bytes: %w", s.limit, artifact.ErrIntegrity)
-	}
-	if err != nil && err != io.EOF {
-		err = readError{err}
-	}
-	return n, err
-}
-
-// fill reads from src into buf until it holds limit bytes or src ends,
-// growing buf (by doubling, so small artifacts stay small). eof reports
-// that src ended.
-func fill(src io.Reader, buf []byte, limit int) (_ []byte, eof bool, _ error) {
-	for len(buf) < limit {
-		if len(buf) == cap(buf) {
-			nb := make([]byte, len(buf), min(limit, max(2*cap(buf), 64<<10)))
-			copy(nb, buf)
-			buf = nb
-		}
-		n, err := src.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, true, nil
-		}
-		if err != nil {
-			return buf, false, err
-		}
-	}
-	return buf, false, nil
-}
-
-// Put stores r under meta.ID; see artifact.Store and the package doc. It
-// returns ErrInvalid for a malformed id or metadata (the same limits as
-// fsstore), ErrExists when the id is taken, ErrIntegrity when the bytes
-// disagree with a declared Size or SHA256, ctx's error when ctx ends first,
-// the reader's error (wrapped) when r fails, ErrTooLarge past 10,000 parts,
-// and ErrUnavailable when the service fails. On any error no artifact is
-// visible. An empty MimeType is stored as application/octet-stream.
-func (s *Store) Put(ctx context.Context, meta artifact.Artifact, r io.Reader) (artifact.Artifact, error) {
-	a, err := artifact.Normalize(meta)
-	if err != nil {
-		return artifact.Artifact{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return artifact.Artifact{}, fmt.Errorf("put %s: %w", a.ID, err)
-	}
-	src := &source{ctx: ctx, r: r, hash: sha256.New(), limit: a.Size}
-	buf, eof, err := fill(src, nil, int(s.partSize))
-	if err != nil {
-		return artifact.Artifact{}, fmt.Errorf("put %s: %w", a.ID, err)
-	}
-	if eof {
-		return s.putSmall(ctx, a, buf, hex.EncodeToString(src.hash.Sum(nil)))
-	}
-	return s.putMultipart(ctx, a, buf, src)
-}
-
-// verify checks the stream's size and sum against what a declares.
-func verify(a artifact.Artifact, n int64, sum string) error {
-	if (a.Size > 0 && n != a.Size) || (a.SHA256 != "" && sum != a.SHA256) {
-		return fmt.Errorf("put %s: got %d bytes with sha256 %s: %w", a.ID, n, sum, artifact.ErrIntegrity)
-	}
-	return nil
-}
-
-func (s *Store) putSmall(ctx context.Context, a artifact.Artifact, b []byte, sum string) (artifact.Artifact, error) {
-	if err := verify(a, int64(len(b)), sum); err != nil {
-		return artifact.Artifact{}, err
-	}
-	a.Size, a.SHA256 = int64(len(b)), sum
-	raw, _ := hex.DecodeString(sum)
-	// The server verifies x-amz-checksum-sha256 and keeps it; signing the
-	// payload too would only make it hash the bytes twice.
-	opts := minio.PutObjectOptions{ContentType: a.MimeType, UserMetadata: encodeMeta(a, false), DisableContentSha256: true}
-	opts.UserMetadata[minio.ChecksumSHA256.Key()] = base64.StdEncoding.EncodeToString(raw)
-	opts.SetMatchETagExcept("*")
-	if _, err := s.core.PutObject(ctx, s.bucket, s.key(a.ID), bytes.NewReader(b), a.Size, "", "", opts); err != nil {
-		return artifact.Artifact{}, convert("put", a.ID, err)
-	}
-	return a, nil
-}
-
-func (s *Store) putMultipart(ctx context.Context, a artifact.Artifact, buf []byte, src *source) (artifact.Artifact, error) {
-	key := s.key(a.ID)
-	// A full-object CRC-64/NVME checksum: each part and, at completion, the
-	// whole object are verified by the server. It also lets MinIO replace
-	// the metadata below without copying the data (it recomputes a checksum,
-	// copying, for an object that has none).
-	crc := minio.ChecksumCRC64NVME
-	opts := minio.PutObjectOptions{ContentType: a.MimeType, UserMetadata: encodeMeta(a, true)}
-	opts.UserMetadata[checksumAlgorithm] = crc.String()
-	opts.UserMetadata[checksumType] = fullObject
-	opts.SetMatchETagExcept("*")
-	uploadID, err := s.core.NewMultipartUpload(ctx, s.bucket, key, opts)
-	if err != nil {
-		return artifact.Artifact{}, convert("put", a.ID, err)
-	}
-	completed := false
-	defer func() {
-		if !completed {
-			// Best effort, on a context of its own: ctx may be why we stop.
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			s.core.AbortMultipartUpload(actx, s.bucket, key, uploadID)
-			cancel()
-		}
-	}()
-
-	whole, part := crc.Hasher(), crc.Hasher()
-	var parts []minio.CompletePart
-	for eof := false; len(buf) > 0; {
-		if len(parts) == maxParts {
-			return artifact.Artifact{}, fmt.Errorf("put %s: more than %d parts of %d bytes: %w", a.ID, maxParts, s.partSize, artifact.ErrTooLarge)
-		}
-		whole.Write(buf)
-		part.Reset()
-		part.Write(buf)
-		hdr := http.Header{}
-		hdr.Set(crc.Key(), base64.StdEncoding.EncodeToString(part.Sum(nil)))
-		hdr.Set(checksumAlgorithm, crc.String())
-		hdr.Set(checksumType, fullObject)
-		p, err := s.core.PutObjectPart(ctx, s.bucket, key, uploadID, len(parts)+1, bytes.NewReader(buf), int64(len(buf)),
-			minio.PutObjectPartOptions{CustomHeader: hdr, DisableContentSha256: true})
-		if err != nil {
-			return artifact.Artifact{}, convert("put", a.ID, err)
-		}
-		parts = append(parts, minio.CompletePart{PartNumber: p.PartNumber, ETag: p.ETag, ChecksumCRC64NVME: p.ChecksumCRC64NVME})
-		if eof {
-			break
-		}
-		if buf, eof, err = fill(src, buf[:0], int(s.partSize)); err != nil {
-			return artifact.Artifact{}, fmt.Errorf("put %s: %w", a.ID, err)
-		}
-	}
-	sum := hex.EncodeToString(src.hash.Sum(nil))
-	if err := verify(a, src.n, sum); err != nil {
-		return artifact.Artifact{}, err
-	}
-	a.Size, a.SHA256 = src.n, sum
-
-	copts := minio.PutObjectOptions{UserMetadata: map[string]string{
-		crc.Key():    base64.StdEncoding.EncodeToString(whole.Sum(nil)),
-		checksumType: fullObject,
-	}}
-	copts.SetMatchETagExcept("*")
-	info, err := s.core.CompleteMultipartUpload(ctx, s.bucket, key, uploadID, parts, copts)
-	if err != nil {
-		return artifact.Artifact{}, convert("put", a.ID, err)
-	}
-	completed = true
-	// The object exists, marked pending. Make its metadata final in place;
-	// the ETag condition makes sure it is still the object we uploaded.
-	_, err = s.c.CopyObject(ctx,
-		minio.CopyDestOptions{Bucket: s.bucket, Object: key, ContentType: a.MimeType, UserMetadata: encodeMeta(a, false), ReplaceMetadata: true},
-		minio.CopySrcOptions{Bucket: s.bucket, Object: key, MatchETag: info.ETag})
-	if err != nil {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		s.c.RemoveObject(dctx, s.bucket, key, minio.RemoveObjectOptions{})
-		cancel()
-		if minio.ToErrorResponse(err).Code == "PreconditionFailed" {
-			// Someone replaced our pending object: not our artifact any more.
-			return artifact.Artifact{}, fmt.Errorf("put %s: object changed during upload: %w", a.ID, artifact.ErrUnavailable)
-		}
-		return artifact.Artifact{}, convert("put", a.ID, err)
-	}
-	return a, nil
 }
 
 // Stat returns id's metadata with one HEAD: ErrNotFound when id is absent,
@@ -421,9 +263,11 @@ func (s *Store) Stat(ctx context.Context, id string) (artifact.Artifact, error) 
 	if err := ctx.Err(); err != nil {
 		return artifact.Artifact{}, fmt.Errorf("stat %s: %w", id, err)
 	}
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	info, err := s.c.StatObject(ctx, s.bucket, s.key(id), minio.StatObjectOptions{})
 	if err != nil {
-		return artifact.Artifact{}, convert("stat", id, err)
+		return artifact.Artifact{}, convert(ctx, "stat", id, err)
 	}
 	return s.decode("stat", id, info)
 }
@@ -471,32 +315,50 @@ func (s *Store) Open(ctx context.Context, id string, offset, length int64) (io.R
 	case offset > 0:
 		opts.SetRange(offset, 0)
 	}
-	body, info, _, err := s.core.GetObject(ctx, s.bucket, s.key(id), opts)
+	// Bounded like Stat until the body starts; the body then has the
+	// transport's idle deadline only, however long it takes.
+	rctx, cancel := op(ctx)
+	timer := time.AfterFunc(s.timeout, func() { cancel(s.errTimeout) })
+	body, info, _, err := s.core.GetObject(rctx, s.bucket, s.key(id), opts)
+	if !timer.Stop() && err == nil {
+		body.Close()
+		err = context.Cause(rctx)
+	}
 	if err != nil {
+		defer cancel(nil)
 		if minio.ToErrorResponse(err).Code == "InvalidRange" {
 			return empty() // the object exists; the offset is past its end
 		}
-		return nil, convert("open", id, err)
+		return nil, convert(rctx, "open", id, err)
 	}
 	if _, err := s.decode("open", id, info); err != nil {
 		body.Close()
+		cancel(nil)
 		return nil, err
 	}
-	return &objectReader{ReadCloser: body, id: id}, nil
+	return &objectReader{ReadCloser: body, id: id, ctx: rctx, cancel: cancel}, nil
 }
 
 // objectReader turns a broken download into ErrUnavailable.
 type objectReader struct {
 	io.ReadCloser
-	id string
+	id     string
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 }
 
 func (r *objectReader) Read(p []byte) (int, error) {
 	n, err := r.ReadCloser.Read(p)
 	if err != nil && err != io.EOF {
-		err = convert("read", r.id, err)
+		err = convert(r.ctx, "read", r.id, err)
 	}
 	return n, err
+}
+
+func (r *objectReader) Close() error {
+	err := r.ReadCloser.Close()
+	r.cancel(nil)
+	return err
 }
 
 // Delete removes id; an absent id is not an error, a malformed one is
@@ -508,8 +370,10 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("delete %s: %w", id, err)
 	}
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	if err := s.c.RemoveObject(ctx, s.bucket, s.key(id), minio.RemoveObjectOptions{}); err != nil {
-		if err = convert("delete", id, err); !errors.Is(err, artifact.ErrNotFound) {
+		if err = convert(ctx, "delete", id, err); !errors.Is(err, artifact.ErrNotFound) {
 			return err
 		}
 	}
@@ -525,45 +389,66 @@ func (s *Store) ListExpired(ctx context.Context, now time.Time, fn func(id strin
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("list expired: %w", err)
 	}
-	lctx, cancel := context.WithCancel(ctx) // stops the listing goroutine on early return
-	defer cancel()
+	// lctx stops the listing goroutine on early return, and when the
+	// listing yields nothing for Timeout (a hung service). The watchdog
+	// runs only while waiting for the listing, not while fn works.
+	lctx, cancel := op(ctx)
+	defer cancel(nil)
+	watchdog := time.AfterFunc(s.timeout, func() { cancel(s.errTimeout) })
+	defer watchdog.Stop()
 	for obj := range s.c.ListObjects(lctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix, WithMetadata: true}) {
+		if !watchdog.Stop() {
+			break
+		}
 		if obj.Err != nil {
-			return convert("list", s.prefix, obj.Err)
+			return convert(lctx, "list", s.prefix, obj.Err)
 		}
-		id := strings.TrimPrefix(obj.Key, s.prefix)
-		if !artifact.ValidID(id) {
-			continue
+		if err := s.visitExpired(ctx, now, obj, fn); err != nil {
+			return err
 		}
-		get := mapGetter(obj.UserMetadata)
-		if get(keySHA256) == "" && get(keyPending) == "" {
-			info, err := s.c.StatObject(ctx, s.bucket, obj.Key, minio.StatObjectOptions{})
-			if err != nil {
-				if err = convert("list", id, err); errors.Is(err, artifact.ErrNotFound) {
-					continue // deleted meanwhile
-				}
-				return err
-			}
-			get = headerGetter(info.Metadata)
-		}
-		expired := false
-		switch {
-		case get(keyPending) != "":
-			expired = now.Sub(obj.LastModified) > pendingMaxAge
-		case get(keySHA256) != "":
-			if v := get(keyExpires); v != "" {
-				exp, err := time.Parse(time.RFC3339Nano, v)
-				expired = err == nil && !now.Before(exp)
-			}
-		}
-		if expired {
-			if err := fn(id); err != nil {
-				return err
-			}
-		}
+		watchdog.Reset(s.timeout)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("list expired: %w", err)
+	}
+	if lctx.Err() != nil {
+		return convert(lctx, "list", s.prefix, lctx.Err())
+	}
+	return nil
+}
+
+// visitExpired calls fn with obj's id if it is expired at now (see ListExpired).
+func (s *Store) visitExpired(ctx context.Context, now time.Time, obj minio.ObjectInfo, fn func(id string) error) error {
+	id := strings.TrimPrefix(obj.Key, s.prefix)
+	if !artifact.ValidID(id) {
+		return nil
+	}
+	get := mapGetter(obj.UserMetadata)
+	if get(keySHA256) == "" && get(keyPending) == "" {
+		sctx, cancel := s.bounded(ctx)
+		info, err := s.c.StatObject(sctx, s.bucket, obj.Key, minio.StatObjectOptions{})
+		err = convert(sctx, "list", id, err)
+		cancel()
+		if errors.Is(err, artifact.ErrNotFound) {
+			return nil // deleted meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		get = headerGetter(info.Metadata)
+	}
+	expired := false
+	switch {
+	case get(keyPending) != "":
+		expired = now.Sub(obj.LastModified) > pendingMaxAge
+	case get(keySHA256) != "":
+		if v := get(keyExpires); v != "" {
+			exp, err := time.Parse(time.RFC3339Nano, v)
+			expired = err == nil && !now.Before(exp)
+		}
+	}
+	if expired {
+		return fn(id)
 	}
 	return nil
 }
@@ -574,12 +459,14 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("ping: %w", err)
 	}
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	key := s.prefix + pingKey
 	if _, err := s.core.PutObject(ctx, s.bucket, key, bytes.NewReader(nil), 0, "", emptySHA256, minio.PutObjectOptions{}); err != nil {
-		return convert("ping", s.bucket, err)
+		return convert(ctx, "ping", s.bucket, err)
 	}
 	if err := s.c.RemoveObject(ctx, s.bucket, key, minio.RemoveObjectOptions{}); err != nil {
-		return convert("ping", s.bucket, err)
+		return convert(ctx, "ping", s.bucket, err)
 	}
 	return nil
 }
@@ -604,9 +491,11 @@ func (s *Store) PresignGet(ctx context.Context, id string, ttl time.Duration, co
 		q.Set("response-content-disposition", disposition)
 	}
 	q.Set("response-cache-control", "private, no-store")
+	ctx, cancel := s.bounded(ctx) // signs locally, but may ask the bucket's region once
+	defer cancel()
 	u, err := s.c.PresignedGetObject(ctx, s.bucket, s.key(id), ttl, q)
 	if err != nil {
-		return nil, convert("presign", id, err)
+		return nil, convert(ctx, "presign", id, err)
 	}
 	return u, nil
 }

@@ -1,0 +1,210 @@
+package s3store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/spillway-dev/spillway/artifact"
+)
+
+// readError marks an error of the caller's reader.
+type readError struct{ err error }
+
+func (e readError) Error() string { return "read: " + e.err.Error() }
+func (e readError) Unwrap() error { return e.err }
+
+// source reads the caller's stream, hashing and counting, checking ctx
+// between reads, and failing as soon as it passes a declared size.
+type source struct {
+	ctx   context.Context
+	r     io.Reader
+	hash  hash.Hash
+	n     int64
+	limit int64 // declared size; 0: none
+}
+
+func (s *source) Read(p []byte) (int, error) {
+	if err := s.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := s.r.Read(p)
+	s.hash.Write(p[:n])
+	s.n += int64(n)
+	if s.limit > 0 && s.n > s.limit {
+		return n, fmt.Errorf("more than the declared %d bytes: %w", s.limit, artifact.ErrIntegrity)
+	}
+	if err != nil && err != io.EOF {
+		err = readError{err}
+	}
+	return n, err
+}
+
+// fill reads from src into buf until it holds limit bytes or src ends,
+// growing buf (by doubling, so small artifacts stay small). eof reports
+// that src ended.
+func fill(src io.Reader, buf []byte, limit int) (_ []byte, eof bool, _ error) {
+	for len(buf) < limit {
+		if len(buf) == cap(buf) {
+			nb := make([]byte, len(buf), min(limit, max(2*cap(buf), 64<<10)))
+			copy(nb, buf)
+			buf = nb
+		}
+		n, err := src.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, true, nil
+		}
+		if err != nil {
+			return buf, false, err
+		}
+	}
+	return buf, false, nil
+}
+
+// Put stores r under meta.ID; see artifact.Store and the package doc. It
+// returns ErrInvalid for a malformed id or metadata (the same limits as
+// fsstore), ErrExists when the id is taken, ErrIntegrity when the bytes
+// disagree with a declared Size or SHA256, ctx's error when ctx ends first,
+// the reader's error (wrapped) when r fails, ErrTooLarge past 10,000 parts,
+// and ErrUnavailable when the service fails. On any error no artifact is
+// visible. An empty MimeType is stored as application/octet-stream.
+func (s *Store) Put(ctx context.Context, meta artifact.Artifact, r io.Reader) (artifact.Artifact, error) {
+	a, err := artifact.Normalize(meta)
+	if err != nil {
+		return artifact.Artifact{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return artifact.Artifact{}, fmt.Errorf("put %s: %w", a.ID, err)
+	}
+	ctx, cancel := op(ctx) // uploads: per-request deadlines only (deadline.go)
+	defer cancel(nil)
+	src := &source{ctx: ctx, r: r, hash: sha256.New(), limit: a.Size}
+	buf, eof, err := fill(src, nil, int(s.partSize))
+	if err != nil {
+		return artifact.Artifact{}, fmt.Errorf("put %s: %w", a.ID, err)
+	}
+	if eof {
+		return s.putSmall(ctx, a, buf, hex.EncodeToString(src.hash.Sum(nil)))
+	}
+	return s.putMultipart(ctx, a, buf, src)
+}
+
+// verify checks the stream's size and sum against what a declares.
+func verify(a artifact.Artifact, n int64, sum string) error {
+	if (a.Size > 0 && n != a.Size) || (a.SHA256 != "" && sum != a.SHA256) {
+		return fmt.Errorf("put %s: got %d bytes with sha256 %s: %w", a.ID, n, sum, artifact.ErrIntegrity)
+	}
+	return nil
+}
+
+func (s *Store) putSmall(ctx context.Context, a artifact.Artifact, b []byte, sum string) (artifact.Artifact, error) {
+	if err := verify(a, int64(len(b)), sum); err != nil {
+		return artifact.Artifact{}, err
+	}
+	a.Size, a.SHA256 = int64(len(b)), sum
+	raw, _ := hex.DecodeString(sum)
+	// The server verifies x-amz-checksum-sha256 and keeps it; signing the
+	// payload too would only make it hash the bytes twice.
+	opts := minio.PutObjectOptions{ContentType: a.MimeType, UserMetadata: encodeMeta(a, false), DisableContentSha256: true}
+	opts.UserMetadata[minio.ChecksumSHA256.Key()] = base64.StdEncoding.EncodeToString(raw)
+	opts.SetMatchETagExcept("*")
+	if _, err := s.core.PutObject(ctx, s.bucket, s.key(a.ID), bytes.NewReader(b), a.Size, "", "", opts); err != nil {
+		return artifact.Artifact{}, convert(ctx, "put", a.ID, err)
+	}
+	return a, nil
+}
+
+func (s *Store) putMultipart(ctx context.Context, a artifact.Artifact, buf []byte, src *source) (artifact.Artifact, error) {
+	key := s.key(a.ID)
+	// A full-object CRC-64/NVME checksum: each part and, at completion, the
+	// whole object are verified by the server. It also lets MinIO replace
+	// the metadata below without copying the data (it recomputes a checksum,
+	// copying, for an object that has none).
+	crc := minio.ChecksumCRC64NVME
+	opts := minio.PutObjectOptions{ContentType: a.MimeType, UserMetadata: encodeMeta(a, true)}
+	opts.UserMetadata[checksumAlgorithm] = crc.String()
+	opts.UserMetadata[checksumType] = fullObject
+	opts.SetMatchETagExcept("*")
+	uploadID, err := s.core.NewMultipartUpload(ctx, s.bucket, key, opts)
+	if err != nil {
+		return artifact.Artifact{}, convert(ctx, "put", a.ID, err)
+	}
+	completed := false
+	defer func() {
+		if !completed && hung(ctx) == nil { // a hung service would only hang again
+			// Best effort, on a context of its own: ctx may be why we stop.
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			s.core.AbortMultipartUpload(actx, s.bucket, key, uploadID)
+			cancel()
+		}
+	}()
+
+	whole, part := crc.Hasher(), crc.Hasher()
+	var parts []minio.CompletePart
+	for eof := false; len(buf) > 0; {
+		if len(parts) == maxParts {
+			return artifact.Artifact{}, fmt.Errorf("put %s: more than %d parts of %d bytes: %w", a.ID, maxParts, s.partSize, artifact.ErrTooLarge)
+		}
+		whole.Write(buf)
+		part.Reset()
+		part.Write(buf)
+		hdr := http.Header{}
+		hdr.Set(crc.Key(), base64.StdEncoding.EncodeToString(part.Sum(nil)))
+		hdr.Set(checksumAlgorithm, crc.String())
+		hdr.Set(checksumType, fullObject)
+		p, err := s.core.PutObjectPart(ctx, s.bucket, key, uploadID, len(parts)+1, bytes.NewReader(buf), int64(len(buf)),
+			minio.PutObjectPartOptions{CustomHeader: hdr, DisableContentSha256: true})
+		if err != nil {
+			return artifact.Artifact{}, convert(ctx, "put", a.ID, err)
+		}
+		parts = append(parts, minio.CompletePart{PartNumber: p.PartNumber, ETag: p.ETag, ChecksumCRC64NVME: p.ChecksumCRC64NVME})
+		if eof {
+			break
+		}
+		if buf, eof, err = fill(src, buf[:0], int(s.partSize)); err != nil {
+			return artifact.Artifact{}, fmt.Errorf("put %s: %w", a.ID, err)
+		}
+	}
+	sum := hex.EncodeToString(src.hash.Sum(nil))
+	if err := verify(a, src.n, sum); err != nil {
+		return artifact.Artifact{}, err
+	}
+	a.Size, a.SHA256 = src.n, sum
+
+	copts := minio.PutObjectOptions{UserMetadata: map[string]string{
+		crc.Key():    base64.StdEncoding.EncodeToString(whole.Sum(nil)),
+		checksumType: fullObject,
+	}}
+	copts.SetMatchETagExcept("*")
+	info, err := s.core.CompleteMultipartUpload(ctx, s.bucket, key, uploadID, parts, copts)
+	if err != nil {
+		return artifact.Artifact{}, convert(ctx, "put", a.ID, err)
+	}
+	completed = true
+	// The object exists, marked pending. Make its metadata final in place;
+	// the ETag condition makes sure it is still the object we uploaded.
+	_, err = s.c.CopyObject(ctx,
+		minio.CopyDestOptions{Bucket: s.bucket, Object: key, ContentType: a.MimeType, UserMetadata: encodeMeta(a, false), ReplaceMetadata: true},
+		minio.CopySrcOptions{Bucket: s.bucket, Object: key, MatchETag: info.ETag})
+	if err != nil {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		s.c.RemoveObject(dctx, s.bucket, key, minio.RemoveObjectOptions{})
+		cancel()
+		if minio.ToErrorResponse(err).Code == "PreconditionFailed" {
+			// Someone replaced our pending object: not our artifact any more.
+			return artifact.Artifact{}, fmt.Errorf("put %s: object changed during upload: %w", a.ID, artifact.ErrUnavailable)
+		}
+		return artifact.Artifact{}, convert(ctx, "put", a.ID, err)
+	}
+	return a, nil
+}
