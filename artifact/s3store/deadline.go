@@ -26,13 +26,13 @@ import (
 //   - reading the response body: IdleTimeout without progress while a read
 //     is pending (watchedBody), so a slow consumer never trips it.
 //
-// A request that times out ends its store call (op): a service that hung
-// once is not given two more chances to hang, as minio-go's retries would.
-// Quick failures are still retried. Calls that
-// only ask (Stat, Open until its body starts, Delete, Ping, PresignGet, a
-// page of ListExpired) carry a deadline of Timeout as a whole, retries and
-// back-off included. Uploads carry none: a large part on a slow link must
-// be able to take as long as it keeps moving.
+// A request that times out ends its store call (startOp): a service that
+// hung once is not given two more chances to hang, as minio-go's retries
+// would. Quick failures are still retried. Calls that only ask or write
+// nothing large (Stat, Open until its body starts, Delete, Ping, Revoke,
+// PresignGet, each page of a listing) carry a deadline of Timeout as a
+// whole, retries and back-off included. Uploads carry none: a large part on
+// a slow link must be able to take as long as it keeps moving.
 const (
 	// DefaultTimeout is Options.Timeout when it is 0.
 	DefaultTimeout = 5 * time.Second
@@ -82,11 +82,11 @@ type opState struct {
 	cancel context.CancelCauseFunc
 }
 
-// op starts a store call on ctx. A request of the call that times out
+// startOp starts a store call on ctx. A request of the call that times out
 // cancels the returned context with a cause wrapping ErrUnavailable (see
 // convert); so does cancel with such a cause. Call cancel(nil) when the
 // call is over.
-func op(ctx context.Context) (context.Context, context.CancelCauseFunc) {
+func startOp(ctx context.Context) (context.Context, context.CancelCauseFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	return context.WithValue(ctx, opKey{}, &opState{ctx: ctx, cancel: cancel}), cancel
 }
@@ -230,7 +230,7 @@ func (b *watchedBody) Close() error {
 // Timeout as a whole; when it passes, the call's error wraps ErrUnavailable
 // (see convert), while the caller's own cancellation stays what it is.
 func (s *Store) bounded(ctx context.Context) (context.Context, context.CancelFunc) {
-	octx, ocancel := op(ctx)
+	octx, ocancel := startOp(ctx)
 	tctx, tcancel := context.WithTimeoutCause(octx, s.timeout, s.errTimeout)
 	return tctx, func() { tcancel(); ocancel(nil) }
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/s3store"
 	"github.com/spillway-dev/spillway/artifact/s3store/miniotest"
+	"github.com/spillway-dev/spillway/artifact/token"
 )
 
 // within runs f and fails t unless it returns within bound.
@@ -63,8 +64,9 @@ func wantUnavailable(t *testing.T, what string, err error) {
 
 // A store that accepts connections and never answers costs each call
 // Timeout (5 s by default), not minio-go's 60 s header timeout tried three
-// times: New, Stat, Open, Delete, Ping, ListExpired (the sweeper) and Put,
-// small or multipart, all fail with ErrUnavailable within the bound.
+// times: New, Stat, Open, Delete, Ping, ListExpired (the sweeper), Revoke,
+// Revocations and Put, small or multipart, all fail with ErrUnavailable
+// within the bound.
 func TestHungStore(t *testing.T) {
 	const bound = s3store.DefaultTimeout + 3*time.Second
 
@@ -92,6 +94,10 @@ func TestHungStore(t *testing.T) {
 		"Sweep": func() error {
 			_, err := (&artifact.Service{Store: st}).Sweep(ctx)
 			return err
+		},
+		"Revoke": func() error { return st.Revoke(ctx, token.NewID(), time.Now().Add(time.Hour)) },
+		"Revocations": func() error {
+			return st.Revocations(ctx, time.Now(), func(string, time.Time) error { return nil })
 		},
 		"Put small": func() error {
 			_, err := st.Put(ctx, artifact.Artifact{ID: artifact.NewID()}, bytes.NewReader(small))

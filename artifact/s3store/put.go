@@ -86,7 +86,7 @@ func (s *Store) Put(ctx context.Context, meta artifact.Artifact, r io.Reader) (a
 	if err := ctx.Err(); err != nil {
 		return artifact.Artifact{}, fmt.Errorf("put %s: %w", a.ID, err)
 	}
-	ctx, cancel := op(ctx) // uploads: per-request deadlines only (deadline.go)
+	ctx, cancel := startOp(ctx) // uploads: per-request deadlines only (deadline.go)
 	defer cancel(nil)
 	src := &source{ctx: ctx, r: r, hash: sha256.New(), limit: a.Size}
 	buf, eof, err := fill(src, nil, int(s.partSize))

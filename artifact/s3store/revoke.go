@@ -27,9 +27,11 @@ func (s *Store) Revoke(ctx context.Context, tokenID string, expires time.Time) e
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("revoke: %w", err)
 	}
+	ctx, cancel := s.bounded(ctx)
+	defer cancel()
 	key := s.prefix + revokedPrefix + artifact.RevocationKey(tokenID, expires)
 	if _, err := s.core.PutObject(ctx, s.bucket, key, bytes.NewReader(nil), 0, "", emptySHA256, minio.PutObjectOptions{}); err != nil {
-		return convert("revoke", tokenID, err)
+		return convert(ctx, "revoke", tokenID, err)
 	}
 	return nil
 }
@@ -40,25 +42,23 @@ func (s *Store) Revocations(ctx context.Context, now time.Time, fn func(tokenID 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("revocations: %w", err)
 	}
-	lctx, cancel := context.WithCancel(ctx) // stops the listing goroutine on early return
-	defer cancel()
 	prefix := s.prefix + revokedPrefix
-	for obj := range s.c.ListObjects(lctx, s.bucket, minio.ListObjectsOptions{Prefix: prefix}) {
-		if obj.Err != nil {
-			return convert("revocations", prefix, obj.Err)
-		}
+	err := s.list(ctx, "revocations", minio.ListObjectsOptions{Prefix: prefix}, func(obj minio.ObjectInfo) error {
 		id, exp, ok := artifact.ParseRevocationKey(strings.TrimPrefix(obj.Key, prefix))
 		if !ok {
-			continue
+			return nil
 		}
 		if !now.Before(exp) {
 			// Best effort: the next listing retries.
-			s.c.RemoveObject(ctx, s.bucket, obj.Key, minio.RemoveObjectOptions{})
-			continue
+			rctx, cancel := s.bounded(ctx)
+			s.c.RemoveObject(rctx, s.bucket, obj.Key, minio.RemoveObjectOptions{})
+			cancel()
+			return nil
 		}
-		if err := fn(id, exp); err != nil {
-			return err
-		}
+		return fn(id, exp)
+	})
+	if err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("revocations: %w", err)

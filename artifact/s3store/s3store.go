@@ -317,7 +317,7 @@ func (s *Store) Open(ctx context.Context, id string, offset, length int64) (io.R
 	}
 	// Bounded like Stat until the body starts; the body then has the
 	// transport's idle deadline only, however long it takes.
-	rctx, cancel := op(ctx)
+	rctx, cancel := startOp(ctx)
 	timer := time.AfterFunc(s.timeout, func() { cancel(s.errTimeout) })
 	body, info, _, err := s.core.GetObject(rctx, s.bucket, s.key(id), opts)
 	if !timer.Stop() && err == nil {
@@ -389,30 +389,42 @@ func (s *Store) ListExpired(ctx context.Context, now time.Time, fn func(id strin
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("list expired: %w", err)
 	}
-	// lctx stops the listing goroutine on early return, and when the
-	// listing yields nothing for Timeout (a hung service). The watchdog
-	// runs only while waiting for the listing, not while fn works.
-	lctx, cancel := op(ctx)
-	defer cancel(nil)
-	watchdog := time.AfterFunc(s.timeout, func() { cancel(s.errTimeout) })
-	defer watchdog.Stop()
-	for obj := range s.c.ListObjects(lctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix, WithMetadata: true}) {
-		if !watchdog.Stop() {
-			break
-		}
-		if obj.Err != nil {
-			return convert(lctx, "list", s.prefix, obj.Err)
-		}
-		if err := s.visitExpired(ctx, now, obj, fn); err != nil {
-			return err
-		}
-		watchdog.Reset(s.timeout)
+	err := s.list(ctx, "list", minio.ListObjectsOptions{Prefix: s.prefix, WithMetadata: true}, func(obj minio.ObjectInfo) error {
+		return s.visitExpired(ctx, now, obj, fn)
+	})
+	if err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("list expired: %w", err)
 	}
-	if lctx.Err() != nil {
-		return convert(lctx, "list", s.prefix, lctx.Err())
+	return nil
+}
+
+// list calls visit with each object the listing o yields, stopping at
+// visit's first error. The listing is bounded like a call that only asks:
+// when it yields nothing for Timeout (the time visit takes does not
+// count), it fails with ErrUnavailable. The caller's own cancellation
+// ends it without an error of its own: check ctx after.
+func (s *Store) list(ctx context.Context, op string, o minio.ListObjectsOptions, visit func(minio.ObjectInfo) error) error {
+	lctx, cancel := startOp(ctx) // also stops the listing goroutine on early return
+	defer cancel(nil)
+	watchdog := time.AfterFunc(s.timeout, func() { cancel(s.errTimeout) })
+	defer watchdog.Stop()
+	for obj := range s.c.ListObjects(lctx, s.bucket, o) {
+		if !watchdog.Stop() {
+			break
+		}
+		if obj.Err != nil {
+			return convert(lctx, op, o.Prefix, obj.Err)
+		}
+		if err := visit(obj); err != nil {
+			return err
+		}
+		watchdog.Reset(s.timeout)
+	}
+	if lctx.Err() != nil && ctx.Err() == nil {
+		return convert(lctx, op, o.Prefix, lctx.Err())
 	}
 	return nil
 }
