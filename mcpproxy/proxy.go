@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
 	"io"
 	"log/slog"
 	"net"
@@ -118,7 +119,7 @@ type Proxy struct {
 	recent map[string][]artifact.Artifact // tenant → artifacts offloaded lately, for resources/list
 
 	sessions *sessions // stdio upstream only
-	tools    toolHeaders
+	tools    mcpheader.Tools
 	streams  streamState
 	// upstreamStream: the upstream declared resources.stream.
 	upstreamStream atomic.Bool
@@ -230,7 +231,7 @@ func (p *Proxy) after(ctx context.Context, c *Call, resp *jsonrpc.Message) *json
 		return addToList(resp, "resourceTemplates", []json.RawMessage{artifactTemplate})
 	case "tools/list":
 		if resp.Result != nil {
-			p.tools.learn(resp.Result)
+			p.tools.Learn(resp.Result)
 		}
 	case "tools/call", "resources/read":
 		if resp.Result == nil || p.o.Offloader == nil {
@@ -554,4 +555,4 @@ func metaProtocolVersion(params []byte) string {
 	return v
 }
 
-func stateless(version string) bool { return version >= Version20260728 }
+func stateless(version string) bool { return mcpheader.Stateless(version) }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 	"net/http"
 	"strings"
@@ -346,8 +347,9 @@ func (ss *sessions) post(w http.ResponseWriter, r *http.Request, tenant string) 
 		w.Header().Set("Mcp-Session-Id", s.id)
 		pe = s.pe
 	case stateless(version) || hasMethod(msgs, "server/discover"):
-		if msg := checkStatelessHeaders(r, msgs); msg != nil {
-			writeJSONError(w, http.StatusBadRequest, msg.ID, msg.code, msg.text)
+		if err := mcpheader.Check(r.Header, msgs); err != nil {
+			e := err.(*mcpheader.Error)
+			writeJSONError(w, http.StatusBadRequest, msgs[0].ID, e.Code, e.Message)
 			return
 		}
 		var err error
@@ -357,11 +359,12 @@ func (ss *sessions) post(w http.ResponseWriter, r *http.Request, tenant string) 
 			return
 		}
 		if m := msgs[0]; len(msgs) == 1 && m.Method == "tools/call" {
-			name, _ := routingName(m)
-			ss.p.tools.ensure(pe, name, metaOf(m.Params))
-			bs, _ := ss.p.tools.lookup(name)
-			if err := checkParamHeaders(r.Header, bs, m.Params); err != nil {
-				writeJSONError(w, http.StatusBadRequest, m.ID, CodeHeaderMismatch, err.Error())
+			name, _ := mcpheader.RoutingName(m)
+			ss.p.tools.Ensure(r.Context(), name, listTools(pe, metaOf(m.Params)))
+			bs, _ := ss.p.tools.Lookup(name)
+			if err := mcpheader.CheckParams(r.Header, bs, m.Params); err != nil {
+				e := err.(*mcpheader.Error)
+				writeJSONError(w, http.StatusBadRequest, m.ID, e.Code, e.Message)
 				return
 			}
 		}
@@ -560,72 +563,6 @@ func hasMethod(msgs []*jsonrpc.Message, method string) bool {
 		}
 	}
 	return false
-}
-
-type headerError struct {
-	ID   []byte
-	code int
-	text string
-}
-
-// CodeHeaderMismatch is the stateless era's error for HTTP headers that
-// disagree with the body.
-const CodeHeaderMismatch = -32020
-
-// checkStatelessHeaders validates the routing headers of a stateless-era
-// request (SEP-2243/2575) when the proxy terminates HTTP itself: an HTTP
-// upstream checks its own.
-func checkStatelessHeaders(r *http.Request, msgs []*jsonrpc.Message) *headerError {
-	if len(msgs) != 1 || !msgs[0].IsRequest() {
-		return nil
-	}
-	m := msgs[0]
-	header := r.Header.Get("Mcp-Protocol-Version")
-	meta := metaProtocolVersion(m.Params)
-	switch {
-	case meta != "" && header == "":
-		return &headerError{m.ID, CodeHeaderMismatch, "Mcp-Protocol-Version header is required"}
-	case stateless(header) && meta == "":
-		return &headerError{m.ID, jsonrpc.CodeInvalidParams, "missing or invalid _meta field " + metaVersion}
-	case meta != "" && header != meta:
-		return &headerError{m.ID, CodeHeaderMismatch, "Mcp-Protocol-Version header does not match _meta"}
-	}
-	if !stateless(header) {
-		return nil
-	}
-	if got := r.Header.Get("Mcp-Method"); got != m.Method {
-		if got == "" {
-			return &headerError{m.ID, CodeHeaderMismatch, "missing required Mcp-Method header"}
-		}
-		return &headerError{m.ID, CodeHeaderMismatch, "Mcp-Method header does not match the body"}
-	}
-	if name, ok := routingName(m); ok {
-		got := r.Header.Get("Mcp-Name")
-		if got == "" {
-			return &headerError{m.ID, CodeHeaderMismatch, "missing required Mcp-Name header"}
-		}
-		if got != name {
-			return &headerError{m.ID, CodeHeaderMismatch, "Mcp-Name header does not match the body"}
-		}
-	}
-	return nil
-}
-
-// routingName is what Mcp-Name carries for m's method.
-func routingName(m *jsonrpc.Message) (string, bool) {
-	var p struct {
-		Name string `json:"name"`
-		URI  string `json:"uri"`
-	}
-	switch m.Method {
-	case "tools/call", "prompts/get":
-		json.Unmarshal(m.Params, &p)
-		return p.Name, true
-	case "resources/read":
-		json.Unmarshal(m.Params, &p)
-		return p.URI, true
-	}
-	return "", false
 }
 
 // supervisor keeps one shared child running, restarting it with

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire"
 	"io"
@@ -235,15 +236,13 @@ func (h *httpConn) Send(ctx context.Context, m *jsonrpc.Message) error {
 	if version != "" && m.Method != "initialize" {
 		req.Header.Set("Mcp-Protocol-Version", version)
 	}
-	if stateless(version) && m.HasMethod() {
-		req.Header.Set("Mcp-Method", m.Method)
-		if name, ok := routingName(m); ok {
-			req.Header.Set("Mcp-Name", name)
-			if m.Method == "tools/call" {
-				bs, _ := h.p.tools.lookup(name)
-				setParamHeaders(req.Header, bs, m.Params)
-			}
+	if stateless(version) {
+		var bs []mcpheader.Binding
+		if m.Method == "tools/call" {
+			name, _ := mcpheader.RoutingName(m)
+			bs, _ = h.p.tools.Lookup(name)
 		}
+		mcpheader.Set(req.Header, m, bs)
 	}
 	h.setHeaders(req)
 	go h.roundTrip(req, m)
