@@ -42,6 +42,13 @@ var (
 	// outside its bindings (method, client address). The fetch endpoint
 	// answers every such case with the same 403, whatever was wrong.
 	ErrLinkRefused = errors.New("artifact: link not valid for this request")
+	// ErrNoSpace is returned when the store has no room left for the bytes
+	// (a full disk or an exhausted quota); nothing is stored.
+	ErrNoSpace = errors.New("artifact: store is full")
+	// ErrIncomplete is returned by Service.Put when the bytes could not be
+	// read to their end (a malformed or aborted upload): the sender's
+	// failure, not the store's. Nothing is stored.
+	ErrIncomplete = errors.New("artifact: the bytes ended before their end")
 )
 
 // Artifact is the metadata stored with every artifact. It is immutable once

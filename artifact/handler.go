@@ -375,6 +375,10 @@ func toHTTP(err error) *httpError {
 		return &httpError{http.StatusBadRequest, "integrity", "size or checksum mismatch"}
 	case errors.Is(err, ErrInvalid):
 		return &httpError{http.StatusBadRequest, "invalid", "invalid request"}
+	case errors.Is(err, ErrIncomplete):
+		return &httpError{http.StatusBadRequest, "incomplete", "the request body was malformed or ended early"}
+	case errors.Is(err, ErrNoSpace):
+		return &httpError{http.StatusInsufficientStorage, "insufficient_storage", "the store is full; retry later"}
 	case errors.Is(err, ErrExists):
 		return &httpError{http.StatusConflict, "exists", "artifact already exists"}
 	case errors.Is(err, context.Canceled):

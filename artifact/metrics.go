@@ -1,6 +1,8 @@
 package artifact
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync/atomic"
@@ -33,11 +35,24 @@ func (m *Metrics) put(size int64, err error) {
 		return
 	}
 	if err != nil {
-		m.putFailures.Add(1)
+		if !senderFault(err) {
+			m.putFailures.Add(1)
+		}
 		return
 	}
 	m.puts.Add(1)
 	m.putBytes.Add(size)
+}
+
+// senderFault reports whether a Put failed because of what was sent (or
+// the sender leaving) rather than because of the store.
+func senderFault(err error) bool {
+	for _, e := range []error{ErrIncomplete, ErrTooLarge, ErrIntegrity, ErrInvalid, ErrExists, context.Canceled} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // WritePrometheus writes the counters in the Prometheus text format.
@@ -56,7 +71,7 @@ func (m *Metrics) WritePrometheus(w io.Writer) {
 	fmt.Fprintln(w, "# HELP spillway_artifact_bytes_stored_total Artifact bytes stored.")
 	fmt.Fprintln(w, "# TYPE spillway_artifact_bytes_stored_total counter")
 	fmt.Fprintf(w, "spillway_artifact_bytes_stored_total %d\n", m.putBytes.Load())
-	fmt.Fprintln(w, "# HELP spillway_artifact_store_failures_total Puts that failed.")
+	fmt.Fprintln(w, "# HELP spillway_artifact_store_failures_total Puts that failed in the store, not for what was sent.")
 	fmt.Fprintln(w, "# TYPE spillway_artifact_store_failures_total counter")
 	fmt.Fprintf(w, "spillway_artifact_store_failures_total %d\n", m.putFailures.Load())
 }

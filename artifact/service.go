@@ -99,13 +99,33 @@ func (s *Service) Put(ctx context.Context, meta Artifact, ttl time.Duration, r i
 	// One extra second so that a link minted now for the same ttl, whose
 	// expiry is rounded to the second, never outlives the artifact.
 	meta.Expires = now.Add(s.ttl(ttl) + time.Second)
-	a, err := s.Store.Put(ctx, meta, r)
+	src := &source{r: r}
+	a, err := s.Store.Put(ctx, meta, src)
+	if err != nil && src.err != nil {
+		// The store failed because its input did: say so, whatever the
+		// store wrapped the reader's error in.
+		err = fmt.Errorf("put %s: %w: %w", meta.ID, ErrIncomplete, src.err)
+	}
 	s.Metrics.put(a.Size, err)
 	if err != nil {
 		return Artifact{}, err
 	}
 	s.Cache.addMeta(a)
 	return a, nil
+}
+
+// source remembers the first error of the reader of a Put.
+type source struct {
+	r   io.Reader
+	err error
+}
+
+func (s *source) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF && s.err == nil {
+		s.err = err
+	}
+	return n, err
 }
 
 // Stat returns id's metadata, from the cache when it holds it. An expired

@@ -1,16 +1,19 @@
 package api
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gorilla/mux"
 
@@ -33,6 +36,11 @@ func newFixture(t *testing.T, o Options) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newStoreFixture(t, store, o)
+}
+
+func newStoreFixture(t *testing.T, store artifact.Store, o Options) *fixture {
+	t.Helper()
 	svc, _ := artifacttest.Serve(t, store, artifacttest.Options{})
 	svc.Metrics = &artifact.Metrics{}
 	if o.Logger == nil {
@@ -198,5 +206,51 @@ func TestAPIAnonymousGuard(t *testing.T) {
 	resp, b := call(t, "POST", base, "", strings.NewReader("x"), map[string]string{"Content-Type": "text/plain", "X-Spillway-Name": "x.txt"})
 	if resp.StatusCode != 201 {
 		t.Fatalf("upload with an X-Spillway header = %d %s", resp.StatusCode, b)
+	}
+}
+
+// rawUpload sends head (request line and headers, up to the blank line)
+// and body over one TCP connection, half-closes it, and reads the answer.
+func rawUpload(t *testing.T, base, head, body string) (*http.Response, []byte) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(conn, head+"\r\n"+body); err != nil {
+		t.Fatal(err)
+	}
+	conn.(*net.TCPConn).CloseWrite()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+// Finding 10: a malformed or aborted upload body answered 503
+// "unavailable" and counted as a store failure. It is the sender's fault.
+func TestUploadBrokenBody(t *testing.T) {
+	f := newAPIFixture(t)
+	const hdr = "POST /v1/artifacts HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer alice-token-0123456789\r\n" +
+		"Content-Type: application/octet-stream\r\n"
+	for _, tt := range []struct{ name, head, body string }{
+		{"malformed chunk", hdr + "Transfer-Encoding: chunked\r\n", "5\r\nhello\r\nzz\r\nmore\r\n"},
+		{"aborted", hdr + "Content-Length: 100000\r\n", strings.Repeat("x", 1000)},
+		{"aborted chunked", hdr + "Transfer-Encoding: chunked\r\n", "400\r\n" + strings.Repeat("x", 100)},
+	} {
+		resp, b := rawUpload(t, f.url, tt.head, tt.body)
+		if resp.StatusCode != 400 || errCode(t, b) != "incomplete" {
+			t.Errorf("%s: upload = %d %s", tt.name, resp.StatusCode, b)
+		}
+	}
+	var m bytes.Buffer
+	f.svc.Metrics.WritePrometheus(&m)
+	if !strings.Contains(m.String(), "spillway_artifact_store_failures_total 0\n") {
+		t.Errorf("broken uploads counted as store failures:\n%s", m.String())
 	}
 }

@@ -41,6 +41,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/spillway-dev/spillway/artifact"
@@ -121,8 +122,17 @@ func (s *Store) cleanTemp(now time.Time) error {
 	return nil
 }
 
+// unavailable wraps a file-system error in ErrUnavailable, or in ErrNoSpace
+// when the disk or the quota is full.
 func unavailable(op, id string, err error) error {
-	return fmt.Errorf("%s %s: %w: %w", op, id, artifact.ErrUnavailable, err)
+	return fmt.Errorf("%s %s: %w: %w", op, id, sentinel(err), err)
+}
+
+func sentinel(err error) error {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return artifact.ErrNoSpace
+	}
+	return artifact.ErrUnavailable
 }
 
 // Put stores r under meta.ID; see artifact.Store. It returns ErrInvalid for
@@ -130,7 +140,8 @@ func unavailable(op, id string, err error) error {
 // MIME type that is not printable ASCII, invalid UTF-8), ErrExists when the
 // id is taken, ErrIntegrity when the bytes disagree with a declared Size or
 // SHA256, ctx's error when ctx ends first, the reader's error (wrapped) when
-// r fails, and ErrUnavailable when the file system fails. On any error
+// r fails, ErrNoSpace when the disk or quota is full, and ErrUnavailable
+// when the file system fails otherwise. On any error
 // nothing is stored. An empty MimeType is stored as application/octet-stream.
 // Cancellation is checked between reads of r.
 func (s *Store) Put(ctx context.Context, meta artifact.Artifact, r io.Reader) (artifact.Artifact, error) {
@@ -238,7 +249,7 @@ func (e readError) Error() string { return "read: " + e.err.Error() }
 func (e readError) Unwrap() error { return e.err }
 
 // copyData writes src to f after the header and into h, checking ctx between
-// reads. Disk errors are wrapped in ErrUnavailable.
+// reads. Disk errors are wrapped in ErrUnavailable (ErrNoSpace when full).
 func copyData(ctx context.Context, f *os.File, h io.Writer, src io.Reader) (int64, error) {
 	bp := bufs.Get().(*[]byte)
 	defer bufs.Put(bp)
@@ -252,7 +263,7 @@ func copyData(ctx context.Context, f *os.File, h io.Writer, src io.Reader) (int6
 		if n > 0 {
 			h.Write(buf[:n])
 			if _, err := f.WriteAt(buf[:n], off); err != nil {
-				return off - headerSize, fmt.Errorf("%w: %w", artifact.ErrUnavailable, err)
+				return off - headerSize, fmt.Errorf("%w: %w", sentinel(err), err)
 			}
 			off += int64(n)
 		}

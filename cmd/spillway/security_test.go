@@ -265,3 +265,58 @@ func TestServeForeignHostRefused(t *testing.T) {
 		}
 	}
 }
+
+// Finding 10: mux cleaned /a//ID?t=TOKEN with a 301 whose Location repeated
+// the token, without the safety headers.
+func TestServeUncleanPathNoRedirect(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	_, l := narrowLink(t, s, "")
+	u, _ := url.Parse(l.URL)
+	tok := u.Query().Get("t")
+	id := u.Path[strings.LastIndexByte(u.Path, '/')+1:]
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, p := range []string{"/a//" + id, "/a/./" + id, "/x/../a/" + id, "/a/" + id + "/"} {
+		req, _ := http.NewRequest("HEAD", "http://"+s.Addr()+p+"?t="+tok, nil)
+		req.URL.Opaque = p // sent as written, not cleaned by the client
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 404 || resp.Header.Get("Location") != "" ||
+			resp.Header.Get("X-Content-Type-Options") != "nosniff" || resp.Header.Get("Referrer-Policy") != "no-referrer" {
+			t.Errorf("HEAD %s = %d, Location %q, headers %v", p, resp.StatusCode, resp.Header.Get("Location"), resp.Header)
+		}
+	}
+	stillThere(t, l)
+}
+
+// Finding 10: /readyz told anyone the store's and policy's error text
+// (endpoints, buckets, paths). Only an authenticated caller, the
+// management listener and the log get it now.
+func TestServeReadyzHidesDetail(t *testing.T) {
+	const owner = "owner-token-0123456789"
+	data := t.TempDir()
+	s := startServer(t, data, "--auth-tokens", owner+"=team", "--api-listen", "127.0.0.1:0")
+	// The store can no longer write: Ping fails naming the path.
+	if err := os.RemoveAll(filepath.Join(data, "artifacts", "tmp")); err != nil {
+		t.Fatal(err)
+	}
+	resp, b := apiCall(t, "GET", "http://"+s.Addr()+"/readyz", nil)
+	if resp.StatusCode != 503 || strings.Contains(string(b), data) || strings.Contains(string(b), "checks") {
+		t.Errorf("anonymous readyz = %d %s", resp.StatusCode, b)
+	}
+	var ready struct{ Ready *bool }
+	if json.Unmarshal(b, &ready) != nil || ready.Ready == nil || *ready.Ready {
+		t.Errorf("anonymous readyz says nothing of readiness: %s", b)
+	}
+	for _, tt := range []struct{ url, auth string }{
+		{"http://" + s.Addr() + "/readyz", "Bearer " + owner},
+		{"http://" + s.APIAddr() + "/readyz", ""},
+	} {
+		resp, b := apiCall(t, "GET", tt.url, nil, "Authorization", tt.auth)
+		if resp.StatusCode != 503 || !strings.Contains(string(b), data) {
+			t.Errorf("readyz %s with %q = %d %s", tt.url, tt.auth, resp.StatusCode, b)
+		}
+	}
+}

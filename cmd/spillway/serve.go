@@ -196,8 +196,12 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.
 	return s, nil
 }
 
+// newRouter returns a router that answers unknown routes with the service's
+// JSON 404 and safety headers. Paths are taken as sent: mux's cleaning
+// would answer /a//ID?t=TOKEN with a 301 repeating the token in Location,
+// without the safety headers; an unclean path matches no route instead.
 func newRouter() *mux.Router {
-	r := mux.NewRouter()
+	r := mux.NewRouter().SkipClean(true)
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		artifact.WriteError(w, fmt.Errorf("no route %s: %w", r.URL.Path, artifact.ErrNotFound))
 	})
