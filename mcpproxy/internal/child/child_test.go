@@ -79,6 +79,20 @@ func closeWithin(t *testing.T, c *Conn) time.Duration {
 	took := time.Since(start)
 	t.Logf("Close took %v", took.Round(time.Millisecond))
 	assertGroupGone(t, c.Pid())
+	for drained := time.After(time.Second); ; { // Recv is closed too
+		select {
+		case m, ok := <-c.Recv():
+			if ok {
+				continue
+			}
+			if m != nil {
+				t.Fatalf("Recv after Close: %v", m)
+			}
+		case <-drained:
+			t.Fatal("Recv still open a second after Close")
+		}
+		break
+	}
 	return took
 }
 
