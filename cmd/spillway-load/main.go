@@ -2,7 +2,8 @@
 // machine and prints the figures BENCHMARKS.md records:
 //
 //   - a small tools/call through Spillway vs directly to the same upstream
-//     (latency percentiles and the added p50);
+//     and vs a bare httputil.ReverseProxy in front of it (latency
+//     percentiles, ratios, each server's peak RSS);
 //   - a ~50 MB tool output through Spillway with offloading vs plain
 //     pass-through (time, and the proxy's peak RSS against the message);
 //   - a 100 MiB fetch of an artifact from Spillway on MinIO vs a direct,
@@ -10,6 +11,7 @@
 //
 // Every server listens on loopback and is stopped at the end; the run is
 // bounded by its counts. Usage: make build && go run ./cmd/spillway-load
+// (-small-only for the small-call comparison alone).
 package main
 
 import (
@@ -61,6 +63,9 @@ func main() {
 	if *clientMode != "" {
 		os.Exit(client())
 	}
+	if *rproxyTarget != "" {
+		os.Exit(reverseProxy())
+	}
 	defer func() {
 		for _, c := range children {
 			c.Process.Signal(os.Interrupt)
@@ -90,9 +95,15 @@ func run() error {
 
 	up := start(*bigtoolBin, "-http", addr())
 	upURL := "http://" + up + "/mcp"
-	proxied := startSpillway("--upstream-url", upURL)
-	if err := smallCalls(upURL, "http://"+proxied+"/mcp"); err != nil {
+	rproxy, err := startReverseProxy("http://" + up)
+	if err != nil {
 		return err
+	}
+	if err := smallCalls(up, rproxy, startSpillway("--upstream-url", upURL)); err != nil {
+		return err
+	}
+	if *smallOnly {
+		return nil
 	}
 	if err := bigOutput(upURL); err != nil {
 		return err
@@ -128,12 +139,18 @@ func addr() string {
 	return ln.Addr().String()
 }
 
-// start runs a server whose last argument pair is its listen address and
-// waits until it accepts connections.
+// start runs a server whose last argument is its listen address and waits
+// until it accepts connections.
 func start(bin string, args ...string) string {
-	a := args[len(args)-1]
-	cmd := exec.Command(bin, args...)
-	cmd.Stderr = io.Discard
+	return launch(exec.Command(bin, args...))
+}
+
+// launch is start for a prepared command.
+func launch(cmd *exec.Cmd) string {
+	a := cmd.Args[len(cmd.Args)-1]
+	if cmd.Stderr == nil {
+		cmd.Stderr = io.Discard
+	}
 	if err := cmd.Start(); err != nil {
 		panic(err)
 	}
@@ -144,7 +161,7 @@ func start(bin string, args ...string) string {
 			return a
 		}
 	}
-	panic(bin + " never listened")
+	panic(cmd.Path + " never listened")
 }
 
 func startSpillway(extra ...string) string {
@@ -225,49 +242,6 @@ func (s *session) call(method, params string) ([]byte, error) {
 func percentile(d []time.Duration, p float64) time.Duration {
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
 	return d[int(float64(len(d)-1)*p)]
-}
-
-func smallCalls(direct, proxied string) error {
-	measure := func(url string) ([]time.Duration, error) {
-		s, err := open(url)
-		if err != nil {
-			return nil, err
-		}
-		var lat []time.Duration
-		for i := range *smallN + 200 {
-			t0 := time.Now()
-			if _, err := s.call("tools/call", `{"name":"small","arguments":{"echo":"x"}}`); err != nil {
-				return nil, err
-			}
-			if i >= 200 { // warm-up
-				lat = append(lat, time.Since(t0))
-			}
-		}
-		return lat, nil
-	}
-	// Interleave the two sides in rounds so drift hits both alike.
-	var d, p []time.Duration
-	for range 4 {
-		n := *smallN
-		*smallN = n / 4
-		a, err := measure(direct)
-		if err != nil {
-			return err
-		}
-		b, err := measure(proxied)
-		if err != nil {
-			return err
-		}
-		*smallN = n
-		d, p = append(d, a...), append(p, b...)
-	}
-	dp50, pp50 := percentile(d, .5), percentile(p, .5)
-	fmt.Printf("## small tools/call, %d round trips each (session era, HTTP upstream)\n\n", len(d))
-	fmt.Printf("| path | p50 | p90 | p99 |\n|---|---|---|---|\n")
-	fmt.Printf("| direct to bigtool (anchor) | %v | %v | %v |\n", dp50, percentile(d, .9), percentile(d, .99))
-	fmt.Printf("| through Spillway | %v | %v | %v |\n", pp50, percentile(p, .9), percentile(p, .99))
-	fmt.Printf("\nadded at p50: %v (ratio %.2f× the direct p50)\n\n", pp50-dp50, float64(pp50)/float64(dp50))
-	return nil
 }
 
 func bigOutput(upURL string) error {
