@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 )
 
 // HTTPUpstream is a Streamable HTTP tool server. The zero Client is a
@@ -86,28 +85,23 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, up *HTTPUpstream
 		if !ok {
 			return
 		}
+		rq := request(r, tenant, requestVersion(r, msgs))
 		if !batch && msgs[0].Method == "resources/stream" {
-			caps := p.streams.get(session)
-			if v := r.Header.Get("Mcp-Protocol-Version"); stateless(v) {
-				caps = requestStreamCaps(msgs[0])
-			}
-			caps.upstream = p.upstreamStream.Load()
-			if p.serveStream(w, r, msgs[0], tenant, caps) {
+			if p.owned.ServeStream(w, r, rq, msgs[0], p.owned.StreamCaps(rq, msgs[0])) {
 				return
 			}
 		}
 		if !batch && msgs[0].IsRequest() {
-			if reply, _ := p.before(ctx, tenant, msgs[0]); reply != nil {
+			if reply, _ := p.owned.Before(ctx, rq, msgs[0]); reply != nil {
 				writeReply(w, r, reply)
 				return
 			}
 		}
 		for _, m := range msgs {
 			if m.Method == "initialize" {
-				ok, max := clientStreamCaps(initCaps(m))
 				defer func() {
 					if sid := w.Header().Get("Mcp-Session-Id"); sid != "" {
-						p.streams.set(sid, streamCaps{client: ok, max: max})
+						p.owned.Initialized(sid, m)
 					}
 				}()
 			}
@@ -117,7 +111,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, up *HTTPUpstream
 			if m.IsRequest() {
 				pending[jsonrpc.Key(m.ID)] = m.ID
 			}
-			if _, c := p.before(ctx, tenant, m); c != nil {
+			if _, c := p.owned.Before(ctx, rq, m); c != nil {
 				calls[jsonrpc.Key(m.ID)] = c
 			}
 		}
@@ -126,7 +120,7 @@ func (p *Proxy) forward(w http.ResponseWriter, r *http.Request, up *HTTPUpstream
 	}
 
 	if r.Method == http.MethodDelete && session != "" {
-		p.streams.drop(session)
+		p.owned.Ended(session)
 	}
 	req, err := http.NewRequestWithContext(ctx, r.Method, up.URL, bytes.NewReader(body))
 	if err != nil {
@@ -243,7 +237,7 @@ func (p *Proxy) relayJSON(ctx context.Context, w http.ResponseWriter, resp *http
 	status := resp.StatusCode
 	var out [][]byte
 	for _, m := range msgs {
-		n := p.after(ctx, calls[jsonrpc.Key(m.ID)], m)
+		n := p.owned.After(ctx, calls[jsonrpc.Key(m.ID)], m)
 		if n != m && m.Error != nil && n.Error == nil && status >= 400 {
 			status = http.StatusOK // the proxy answered what the upstream could not
 		}
@@ -306,7 +300,7 @@ func (p *Proxy) relaySSE(ctx context.Context, w http.ResponseWriter, resp *http.
 					delete(pending, jsonrpc.Key(m.ID))
 				}
 				if c := p.tracked(session, m); c != nil {
-					ev.Data = p.after(ctx, c, m).Raw
+					ev.Data = p.owned.After(ctx, c, m).Raw
 				}
 			}
 		}
@@ -354,5 +348,3 @@ func readAllSized(r io.Reader, size, max int64) ([]byte, error) {
 	}
 	return buf.Bytes(), err
 }
-
-var nowFunc = time.Now

@@ -18,7 +18,6 @@ package mcpproxy
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,16 +27,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/identity"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/offload"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
 )
 
 // Protocol revisions the proxy knows by name.
@@ -50,16 +48,9 @@ const (
 	metaVersion = "io.modelcontextprotocol/protocolVersion"
 )
 
-// Call describes a request whose result the proxy may rewrite.
-type Call struct {
-	Method string // "tools/call" or "resources/read"
-	Tool   string // tools/call: the tool's name
-	URI    string // resources/read: the resource
-	Tenant string // the caller, from inbound auth ("" when auth is off)
-
-	stdio bool // asked on the stdio face
-	more  bool // a list request with a cursor: not the first page
-}
+// Call is what the proxy needs to rewrite the response to a request it
+// owns (package owned).
+type Call = owned.Call
 
 // Options configure a Proxy. Upstream is required; the rest may be zero.
 type Options struct {
@@ -114,15 +105,12 @@ type Proxy struct {
 	o   Options
 	log *slog.Logger
 
-	mu     sync.Mutex
-	calls  map[string]Call                // "session\x00id" → call awaiting its response (HTTP upstream)
-	recent map[string][]artifact.Artifact // tenant → artifacts offloaded lately, for resources/list
+	mu    sync.Mutex
+	calls map[string]Call // "session\x00id" → call awaiting its response (HTTP upstream)
 
 	sessions *sessions // stdio upstream only
 	tools    mcpheader.Tools
-	streams  streamState
-	// upstreamStream: the upstream declared resources.stream.
-	upstreamStream atomic.Bool
+	owned    *owned.Methods // the messages the proxy answers or rewrites
 }
 
 // New returns a proxy for o.Upstream.
@@ -145,7 +133,12 @@ func New(o Options) (*Proxy, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	p := &Proxy{o: o, log: o.Logger, calls: map[string]Call{}, recent: map[string][]artifact.Artifact{}}
+	p := &Proxy{o: o, log: o.Logger, calls: map[string]Call{}}
+	p.owned = owned.New(owned.Options{
+		Artifacts: o.Artifacts, Offloader: o.Offloader, OffloadResources: o.OffloadResources,
+		MaxInlineRead: o.MaxInlineRead, StreamMode: o.StreamMode, Fetch: o.Fetch,
+		LearnTools: func(r []byte) { p.tools.Learn(r) }, Logger: o.Logger,
+	})
 	switch up := o.Upstream.(type) {
 	case *CommandUpstream:
 		p.sessions = newSessions(p, func() (conn, error) { return up.start(p.log) })
@@ -168,242 +161,19 @@ func (p *Proxy) Close() error {
 // Upstream is where the proxy sends what it does not answer itself.
 type Upstream interface{ upstream() }
 
-// ---- the messages the proxy owns ----
-
-// before inspects a request from the client. It returns a reply when the
-// proxy answers the request itself, and the call to remember when the
-// response must be rewritten.
-func (p *Proxy) before(ctx context.Context, tenant string, m *jsonrpc.Message) (reply *jsonrpc.Message, c *Call) {
-	if !m.IsRequest() {
-		return nil, nil
-	}
-	switch m.Method {
-	case "initialize", "server/discover", "resources/list", "resources/templates/list", "tools/list":
-		var params struct {
-			Cursor string `json:"cursor"`
-		}
-		json.Unmarshal(m.Params, &params)
-		return nil, &Call{Method: m.Method, Tenant: tenant, more: params.Cursor != ""}
-	case "tools/call":
-		var params struct{ Name string }
-		json.Unmarshal(m.Params, &params)
-		return nil, &Call{Method: m.Method, Tool: params.Name, Tenant: tenant}
-	case "resources/read":
-		var params struct{ URI string }
-		json.Unmarshal(m.Params, &params)
-		if p.o.Artifacts != nil {
-			if id, ok := artifact.IDFromURI(params.URI); ok {
-				return p.readArtifact(ctx, tenant, m.ID, id), nil
-			}
-		}
-		if p.o.OffloadResources {
-			return nil, &Call{Method: m.Method, URI: params.URI, Tenant: tenant}
-		}
-	}
-	return nil, nil
-}
-
-// after rewrites the response to a call the proxy owns. A response it
-// cannot rewrite passes unchanged: the result is never lost.
-func (p *Proxy) after(ctx context.Context, c *Call, resp *jsonrpc.Message) *jsonrpc.Message {
-	if c == nil || !resp.IsResponse() {
-		return resp
-	}
-	switch c.Method {
-	case "initialize", "server/discover":
-		if resp.Result != nil {
-			p.upstreamStream.Store(upstreamStreams(resp.Result))
-			// resources/stream is for HTTP; over stdio it is not declared
-			// (SEP-2532 leaves stdio out).
-			if r, err := addResourcesCapability(resp.Result, !c.stdio); err == nil {
-				return resp.WithResult(r)
-			}
-		}
-	case "resources/list":
-		if c.more {
-			return resp
-		}
-		return p.listArtifacts(c.Tenant, resp)
-	case "resources/templates/list":
-		if c.more {
-			return resp
-		}
-		return addToList(resp, "resourceTemplates", []json.RawMessage{artifactTemplate})
-	case "tools/list":
-		if resp.Result != nil {
-			p.tools.Learn(resp.Result)
-		}
-	case "tools/call", "resources/read":
-		if resp.Result == nil || p.o.Offloader == nil {
-			return resp
-		}
-		r, stored, err := p.o.Offloader.Rewrite(ctx, offload.Call{Method: c.Method, Tool: c.Tool, URI: c.URI, Tenant: c.Tenant}, resp.Result)
-		for _, a := range stored {
-			p.Remember(c.Tenant, a)
-		}
-		if errors.Is(err, offload.ErrWithheld) {
-			return jsonrpc.ErrorResponse(resp.ID, jsonrpc.CodeInternalError, "the resource is too large to return inline and could not be stored for download; try again later")
-		}
-		if err != nil {
-			p.log.Warn("offload failed; result passes inline", "method", c.Method, "tool", c.Tool, "err", err)
-			return resp
-		}
-		if !json.Valid(r) {
-			p.log.Error("offload produced invalid JSON; result passes inline", "tool", c.Tool)
-			return resp
-		}
-		return resp.WithResult(r)
-	}
-	return resp
-}
-
-// addResourcesCapability declares the resources capability (for the
-// proxy's artifact URIs), with stream: true when the face can stream, in
-// an initialize or server/discover result, keeping every field the
-// upstream sent.
-func addResourcesCapability(result []byte, stream bool) ([]byte, error) {
-	var r map[string]json.RawMessage
-	if err := json.Unmarshal(result, &r); err != nil {
-		return nil, err
-	}
-	var caps map[string]json.RawMessage
-	if c, ok := r["capabilities"]; ok {
-		if err := json.Unmarshal(c, &caps); err != nil {
-			return nil, err
-		}
-	}
-	if caps == nil {
-		caps = map[string]json.RawMessage{}
-	}
-	var res map[string]json.RawMessage
-	if r, ok := caps["resources"]; ok {
-		if err := json.Unmarshal(r, &res); err != nil {
-			return nil, err
-		}
-	}
-	if res == nil {
-		res = map[string]json.RawMessage{}
-	}
-	if stream {
-		res["stream"] = json.RawMessage(`true`)
-	}
-	rb, err := json.Marshal(res)
-	if err != nil {
-		return nil, err
-	}
-	caps["resources"] = rb
-	b, err := json.Marshal(caps)
-	if err != nil {
-		return nil, err
-	}
-	r["capabilities"] = b
-	return json.Marshal(r)
-}
+// ---- the messages the proxy owns (package owned) ----
 
 // Remember records an artifact offloaded for tenant so resources/list can
 // show it; the list keeps the most recent 100 per tenant.
-func (p *Proxy) Remember(tenant string, a artifact.Artifact) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	l := append(p.recent[tenant], a)
-	if len(l) > 100 {
-		l = l[len(l)-100:]
-	}
-	p.recent[tenant] = l
-}
+func (p *Proxy) Remember(tenant string, a artifact.Artifact) { p.owned.Remember(tenant, a) }
 
-// artifactTemplate describes Spillway's artifact URIs in
-// resources/templates/list.
-var artifactTemplate = json.RawMessage(`{"uriTemplate":"spillway://artifacts/{id}","name":"spillway-artifact",` +
-	`"title":"Spillway artifact","description":"A large tool output stored by Spillway; read it, stream it, or fetch its httpUrl.",` +
-	`"streamable":true}`)
-
-// listArtifacts adds the tenant's live artifacts to the first page of a
-// resources/list response.
-func (p *Proxy) listArtifacts(tenant string, resp *jsonrpc.Message) *jsonrpc.Message {
-	p.mu.Lock()
-	var items []json.RawMessage
-	for _, a := range p.recent[tenant] {
-		if !a.Expired(nowFunc()) {
-			b, _ := json.Marshal(map[string]any{
-				"uri": artifact.URI(a.ID), "name": a.Name, "mimeType": a.MimeType, "size": a.Size, "streamable": true,
-			})
-			items = append(items, b)
-		}
+// request is who asks an HTTP request, for the proxy's own methods.
+func request(r *http.Request, tenant, version string) owned.Request {
+	rq := owned.Request{Tenant: tenant, Session: r.Header.Get("Mcp-Session-Id"), Version: version, Header: r.Header}
+	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
+		rq.Source = ap.Addr().Unmap()
 	}
-	p.mu.Unlock()
-	return addToList(resp, "resources", items)
-}
-
-// addToList appends items to the list under key in a list response. An
-// upstream without the method answers -32601; the proxy then answers
-// with its own items alone.
-func addToList(resp *jsonrpc.Message, key string, items []json.RawMessage) *jsonrpc.Message {
-	if resp.Error != nil {
-		if resp.ErrorCode() != jsonrpc.CodeMethodNotFound {
-			return resp
-		}
-		resp = jsonrpc.Response(resp.ID, []byte(`{"`+key+`":[]}`))
-	}
-	if len(items) == 0 {
-		return resp
-	}
-	var r map[string]json.RawMessage
-	if json.Unmarshal(resp.Result, &r) != nil {
-		return resp
-	}
-	var list []json.RawMessage
-	json.Unmarshal(r[key], &list)
-	r[key], _ = json.Marshal(append(list, items...))
-	b, err := json.Marshal(r)
-	if err != nil {
-		return resp
-	}
-	return resp.WithResult(b)
-}
-
-// readArtifact answers resources/read for one of the proxy's artifacts.
-func (p *Proxy) readArtifact(ctx context.Context, tenant string, reqID []byte, id string) *jsonrpc.Message {
-	svc := p.o.Artifacts
-	a, err := svc.Stat(ctx, id)
-	if err == nil && a.Tenant != "" && a.Tenant != tenant {
-		err = artifact.ErrNotFound // another tenant's artifact does not exist for this caller
-	}
-	if err != nil {
-		return artifactError(reqID, id, err)
-	}
-	if a.Size > p.o.MaxInlineRead {
-		return jsonrpc.ErrorResponse(reqID, jsonrpc.CodeInvalidParams, fmt.Sprintf("artifact is %d bytes, more than resources/read returns inline; use resources/stream or its httpUrl", a.Size))
-	}
-	rc, err := svc.Store.Open(ctx, id, 0, -1)
-	if err != nil {
-		return artifactError(reqID, id, err)
-	}
-	defer rc.Close()
-	data, err := io.ReadAll(io.LimitReader(rc, p.o.MaxInlineRead+1))
-	if err != nil {
-		return artifactError(reqID, id, err)
-	}
-	item := map[string]any{"uri": artifact.URI(id), "mimeType": a.MimeType}
-	if offload.IsText(a.MimeType) && utf8.Valid(data) {
-		item["text"] = string(data)
-	} else {
-		item["blob"] = base64.StdEncoding.EncodeToString(data)
-	}
-	b, _ := json.Marshal(map[string]any{"contents": []any{item}})
-	return jsonrpc.Response(reqID, b)
-}
-
-// artifactError is the one mapping of artifact errors to JSON-RPC.
-func artifactError(reqID []byte, id string, err error) *jsonrpc.Message {
-	switch {
-	case errors.Is(err, artifact.ErrNotFound), errors.Is(err, artifact.ErrExpired):
-		// -32002 is MCP's "resource not found".
-		return jsonrpc.ErrorResponse(reqID, -32002, "resource not found: "+artifact.URI(id))
-	case errors.Is(err, artifact.ErrUnavailable):
-		return jsonrpc.ErrorResponse(reqID, jsonrpc.CodeInternalError, "artifact store unavailable; retry later")
-	}
-	return jsonrpc.ErrorResponse(reqID, jsonrpc.CodeInternalError, "reading the artifact failed")
+	return rq
 }
 
 // ---- HTTP face: checks shared by both upstream kinds ----

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spillway-dev/spillway/artifact/fsstore"
 	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/mcpproxy"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
@@ -213,15 +214,21 @@ func TestHTTPUpstreamDiesMidStream(t *testing.T) {
 	}
 }
 
-// The proxy lists its artifact template, streamable, after the
-// upstream's own (an upstream without templates answers -32601).
+// A proxy that serves artifacts lists its artifact template, streamable,
+// after the upstream's own (an upstream without templates answers
+// -32601).
 func TestArtifactTemplate(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}`)
 	}))
 	defer up.Close()
-	p, _ := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL, Transport: "streamable"}})
+	fs, err := fsstore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, _ := serviceOn(t, fs)
+	p, _ := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL, Transport: "streamable"}, Artifacts: svc})
 	rec := post(t, p, `{"jsonrpc":"2.0","id":1,"method":"resources/templates/list","params":{}}`, nil)
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"uriTemplate":"spillway://artifacts/{id}"`) || !strings.Contains(rec.Body.String(), `"streamable":true`) {
 		t.Errorf("templates: %d %s", rec.Code, rec.Body)

@@ -71,7 +71,7 @@ func (ss *sessions) reap() {
 			s.mu.Unlock()
 			if s.idleSince(time.Now()) > idleSession || !s.pe.alive() {
 				delete(ss.byID, id)
-				ss.p.streams.drop(id)
+				ss.p.owned.Ended(id)
 				go s.pe.conn.Close()
 			}
 		}
@@ -232,7 +232,7 @@ func (ss *sessions) serveHTTP(w http.ResponseWriter, r *http.Request, tenant str
 			delete(ss.byID, sid)
 			ss.mu.Unlock()
 			s.pe.conn.Close()
-			ss.p.streams.drop(sid)
+			ss.p.owned.Ended(sid)
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
@@ -283,7 +283,7 @@ func (ss *sessions) serveGET(w http.ResponseWriter, r *http.Request, s *session)
 	}
 	sid := newStreamID()
 	send := func(d delivery) error {
-		data := ss.p.after(ctx, d.c, d.m).Raw
+		data := ss.p.owned.After(ctx, d.c, d.m).Raw
 		return sw.Write(sse.Event{ID: s.log.add(sid, data), Data: data})
 	}
 	for _, d := range backlog {
@@ -373,20 +373,20 @@ func (ss *sessions) post(w http.ResponseWriter, r *http.Request, tenant string) 
 		return
 	}
 
+	rq := request(r, tenant, version)
+	if s != nil {
+		rq.Session = s.id // a new session's id is not in the request
+	}
 	if len(msgs) == 1 && msgs[0].Method == "resources/stream" {
-		caps := requestStreamCaps(msgs[0])
-		if s != nil {
-			caps = ss.p.streams.get(s.id)
-		}
-		caps.upstream = false // a stdio or legacy upstream cannot stream over HTTP
-		ss.p.serveStream(w, r, msgs[0], tenant, caps)
+		caps := ss.p.owned.StreamCaps(rq, msgs[0])
+		caps.Upstream = false // a stdio or legacy upstream cannot stream over HTTP
+		ss.p.owned.ServeStream(w, r, rq, msgs[0], caps)
 		return
 	}
-	if s != nil && hasMethod(msgs, "initialize") {
+	if s != nil {
 		for _, m := range msgs {
 			if m.Method == "initialize" {
-				ok, max := clientStreamCaps(initCaps(m))
-				ss.p.streams.set(s.id, streamCaps{client: ok, max: max})
+				ss.p.owned.Initialized(s.id, m)
 			}
 		}
 	}
@@ -411,7 +411,7 @@ func (ss *sessions) post(w http.ResponseWriter, r *http.Request, tenant string) 
 			continue
 		}
 		want[jsonrpc.Key(m.ID)] = true
-		reply, c := ss.p.before(ctx, tenant, m)
+		reply, c := ss.p.owned.Before(ctx, rq, m)
 		if reply != nil {
 			st.deliver(reply, nil)
 			continue
@@ -472,7 +472,7 @@ func (p *Proxy) respond(ctx context.Context, w http.ResponseWriter, r *http.Requ
 			return // what comes next is parked for the client's GET
 		case d = <-st.ch:
 		}
-		m := p.after(ctx, d.c, d.m)
+		m := p.owned.After(ctx, d.c, d.m)
 		if m.IsResponse() {
 			delete(want, jsonrpc.Key(m.ID))
 		}
@@ -544,7 +544,7 @@ func (p *Proxy) respondJSON(ctx context.Context, w http.ResponseWriter, st *stre
 		case <-ctx.Done():
 			return
 		case d := <-st.ch:
-			m := p.after(ctx, d.c, d.m)
+			m := p.owned.After(ctx, d.c, d.m)
 			if m.IsResponse() {
 				delete(want, jsonrpc.Key(m.ID))
 				out = append(out, m.Raw)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire"
 	"io"
@@ -37,7 +38,7 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 			case <-ctx.Done():
 				return
 			case d := <-st.ch:
-				if err := client.Send(ctx, p.after(ctx, d.c, d.m)); err != nil {
+				if err := client.Send(ctx, p.owned.After(ctx, d.c, d.m)); err != nil {
 					cancel()
 					return
 				}
@@ -117,14 +118,9 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 			}
 			continue
 		}
-		if m.Method == "resources/stream" {
-			st.deliver(jsonrpc.ErrorResponse(m.ID, CodeNotStreamable, "resources/stream needs HTTP; over stdio use resources/read or the resource_link's httpUrl"), nil)
-			continue
-		}
-		reply, c := p.before(ctx, "", m)
-		if c != nil {
-			c.stdio = true
-		}
+		// The stdio face has no tenant; each request names its revision
+		// in _meta when it is a stateless-era one.
+		reply, c := p.owned.Before(ctx, owned.Request{Stdio: true}, m)
 		if reply != nil {
 			st.deliver(reply, nil)
 			continue
