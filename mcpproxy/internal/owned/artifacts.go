@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sync"
 	"unicode/utf8"
 
@@ -65,7 +66,7 @@ func (o *Methods) listArtifacts(ctx context.Context, rq Request) [][]byte {
 	o.recent.mu.Unlock()
 	var items [][]byte
 	for _, r := range l {
-		a, _, err := o.authorize(ctx, rq, r.ID, viaRead)
+		a, _, err := o.authorize(ctx, rq, r.ID, artifact.ViaRead)
 		if err != nil {
 			continue
 		}
@@ -83,7 +84,7 @@ func (o *Methods) listArtifacts(ctx context.Context, rq Request) [][]byte {
 
 // readArtifact answers resources/read for one of the proxy's artifacts.
 func (o *Methods) readArtifact(ctx context.Context, rq Request, reqID []byte, id string) *jsonrpc.Message {
-	a, _, err := o.authorize(ctx, rq, id, viaRead)
+	a, _, err := o.authorize(ctx, rq, id, artifact.ViaRead)
 	if err != nil {
 		return o.accessError(reqID, id, err)
 	}
@@ -120,7 +121,11 @@ func (o *Methods) accessError(reqID []byte, id string, err error) *jsonrpc.Messa
 		return jsonrpc.ErrorResponse(reqID, CodeResourceNotFound, "resource not found: "+artifact.URI(id))
 	case errors.As(err, &denied):
 		msg := "denied by policy"
-		if denied.Reason != "" {
+		switch {
+		case denied.Err != nil:
+			o.log.Warn("no fetch decision; denying", "artifact", id, "err", err)
+			msg = "denied: the policy could not be evaluated"
+		case denied.Reason != "":
 			msg += ": " + denied.Reason
 		}
 		return jsonrpc.ErrorResponse(reqID, jsonrpc.CodeInvalidRequest, msg)
@@ -132,22 +137,14 @@ func (o *Methods) accessError(reqID []byte, id string, err error) *jsonrpc.Messa
 	return jsonrpc.ErrorResponse(reqID, jsonrpc.CodeInternalError, "reading the artifact failed")
 }
 
-// The ways the proxy's methods read an artifact's bytes.
-const (
-	viaRead     = "resources/read" // resources/read, and what resources/list shows
-	viaStream   = "resources/stream"
-	viaRedirect = "redirect" // resources/stream's redirect mode: a presigned storage URL
-)
-
-// authorize is the one access rule for the proxy's methods.
+// authorize is the one access rule for the proxy's methods: the /a/
+// endpoint's (artifact.Service.Authorize), with the way the bytes leave
+// (artifact.ViaRead for resources/read and what resources/list shows,
+// ViaStream, ViaRedirect for a presigned storage URL).
 func (o *Methods) authorize(ctx context.Context, rq Request, id, via string) (artifact.Artifact, policy.FetchDecision, error) {
-	// Until artifact.Service.Authorize (the same rule as the /a/ endpoint,
-	// with the fetch decision) is on main: the tenant rule of the link
-	// endpoint, exactly (a tenant-less artifact is a tenant-less caller's).
-	_ = via
-	a, err := o.o.Artifacts.Stat(ctx, id)
-	if err == nil && a.Tenant != rq.Tenant {
-		err = fmt.Errorf("artifact %s: %w", id, artifact.ErrNotFound)
+	in := artifact.Access{ID: id, Tenant: rq.Tenant, Via: via, Method: http.MethodGet, Source: rq.Source, Header: rq.Header}
+	if !rq.Stdio {
+		in.Path = "/mcp"
 	}
-	return a, policy.FetchDecision{Allow: err == nil}, err
+	return o.o.Artifacts.Authorize(ctx, in)
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -48,6 +50,12 @@ type env struct {
 }
 
 func newEnv(t testing.TB, store artifact.Store, o Options) *env {
+	return newEnvPolicy(t, store, o, "")
+}
+
+// newEnvPolicy is newEnv with the Rego policy rego ("": the built-in
+// one) deciding offloads, mints and fetches.
+func newEnvPolicy(t testing.TB, store artifact.Store, o Options, rego string) *env {
 	t.Helper()
 	if store == nil {
 		s, err := fsstore.New(t.TempDir())
@@ -56,11 +64,19 @@ func newEnv(t testing.TB, store artifact.Store, o Options) *env {
 		}
 		store = s
 	}
-	svc, fetch := artifacttest.Serve(t, store, artifacttest.Options{})
-	eng, err := policy.New(ctx, policy.Options{Logger: slog.New(slog.DiscardHandler)})
+	po := policy.Options{Logger: slog.New(slog.DiscardHandler)}
+	if rego != "" {
+		po.Dir = t.TempDir()
+		if err := os.WriteFile(filepath.Join(po.Dir, "policy.rego"), []byte(rego), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eng, err := policy.New(ctx, po)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { eng.Close() })
+	svc, fetch := artifacttest.Serve(t, store, artifacttest.Options{Policy: eng})
 	l := &logs{}
 	o.Artifacts = svc
 	if o.Fetch == nil {
@@ -73,8 +89,12 @@ func newEnv(t testing.TB, store artifact.Store, o Options) *env {
 
 // publish stores data as tenant's artifact.
 func (e *env) publish(t testing.TB, tenant, mime string, data []byte) artifact.Artifact {
+	return e.publishNamed(t, "out.txt", tenant, mime, data)
+}
+
+func (e *env) publishNamed(t testing.TB, name, tenant, mime string, data []byte) artifact.Artifact {
 	t.Helper()
-	a, _, err := e.svc.Publish(ctx, artifact.Artifact{Name: "out.txt", MimeType: mime, Tenant: tenant}, bytes.NewReader(data), artifact.LinkOptions{Tenant: tenant})
+	a, _, err := e.svc.Publish(ctx, artifact.Artifact{Name: name, MimeType: mime, Tenant: tenant}, bytes.NewReader(data), artifact.LinkOptions{Tenant: tenant})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -148,7 +148,7 @@ func (o *Methods) ServeStream(w http.ResponseWriter, r *http.Request, rq Request
 	mode := o.o.StreamMode
 	if mode == StreamRedirect {
 		if ps, ok := svc.Store.(artifact.Presigner); ok {
-			a, _, err := o.authorize(ctx, rq, id, viaRedirect)
+			a, _, err := o.authorize(ctx, rq, id, artifact.ViaRedirect)
 			var denied *artifact.DeniedError
 			switch {
 			case errors.As(err, &denied):
@@ -172,7 +172,7 @@ func (o *Methods) ServeStream(w http.ResponseWriter, r *http.Request, rq Request
 		}
 		mode = StreamDirect
 	}
-	a, _, err := o.authorize(ctx, rq, id, viaStream)
+	a, _, err := o.authorize(ctx, rq, id, artifact.ViaStream)
 	if err != nil {
 		writeJSON(w, o.accessError(m.ID, id, err))
 		return true
