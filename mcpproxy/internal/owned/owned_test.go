@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/spillway-dev/spillway/artifact"
@@ -19,34 +18,17 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/offload"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/schematest"
 	"github.com/spillway-dev/spillway/policy"
+	"github.com/spillway-dev/spillway/policy/policytest"
 )
 
 var ctx = context.Background()
-
-// logs records what Methods logs; a test fails on what it must not see.
-type logs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
 
 // env is a real artifact service (fsstore, the built-in policy, the /a/
 // endpoint on loopback) and Methods over it.
 type env struct {
 	svc  *artifact.Service
 	m    *Methods
-	logs *logs
+	logs *policytest.Buffer // what Methods logged
 }
 
 func newEnv(t testing.TB, store artifact.Store, o Options) *env {
@@ -77,7 +59,7 @@ func newEnvPolicy(t testing.TB, store artifact.Store, o Options, rego string) *e
 	}
 	t.Cleanup(func() { eng.Close() })
 	svc, fetch := artifacttest.Serve(t, store, artifacttest.Options{Policy: eng})
-	l := &logs{}
+	l := &policytest.Buffer{}
 	o.Artifacts = svc
 	if o.Fetch == nil {
 		o.Fetch = fetch
