@@ -13,7 +13,6 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -198,24 +197,23 @@ func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, a Artifac
 	w.WriteHeader(status)
 	// A failure mid-stream leaves the body short of Content-Length, which the
 	// client sees as a broken transfer, as it must.
-	// The writer is wrapped so CopyBuffer uses this 512 KiB buffer rather
-	// than the server's ReadFrom and its 32 KiB one: a store reader is not
-	// a file sendfile could take, and bigger reads cut the per-byte cost.
-	bp := copyBufs.Get().(*[]byte)
-	if _, err := io.CopyBuffer(body, rc, *bp); err != nil && ctx.Err() == nil {
+	// CopyBuffer uses this buffer (512 KiB while few fetches hold one; see
+	// copyBuffer) rather than the server's ReadFrom and its 32 KiB one: a
+	// store reader is not a file sendfile could take, and bigger reads cut
+	// the per-byte cost.
+	buf, release := copyBuffer()
+	if _, err := io.CopyBuffer(body, rc, buf); err != nil && ctx.Err() == nil {
 		h.log.Warn("fetch stream broken", "artifact", a.ID, "err", err)
 	} else {
 		body.done()
 	}
-	copyBufs.Put(bp)
+	release()
 }
 
 // bodyWriter writes a response body under WriteStallTimeout (limit.go).
 func (h *Handler) bodyWriter(w http.ResponseWriter) *stallWriter {
 	return &stallWriter{w: w, ctl: http.NewResponseController(w), timeout: h.o.WriteStallTimeout}
 }
-
-var copyBufs = sync.Pool{New: func() any { b := make([]byte, 512<<10); return &b }}
 
 func (h *Handler) readSmall(ctx context.Context, a Artifact) ([]byte, error) {
 	rc, err := h.svc.Store.Open(ctx, a.ID, 0, a.Size)

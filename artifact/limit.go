@@ -200,3 +200,29 @@ func (s *stallWriter) done() {
 		s.ctl.SetWriteDeadline(time.Time{})
 	}
 }
+
+// Copy buffers of fetches. A big one streams faster, but a client that
+// stops reading holds its fetch's buffer until WriteStallTimeout cuts it:
+// so at most maxBigBufs fetches hold a big buffer at once, and the others
+// stream through a small one. Buffers held by stalled clients then stay
+// under maxBigBufs×512 KiB plus 32 KiB per fetch beyond.
+const maxBigBufs = 64
+
+var (
+	bigBufs   = sync.Pool{New: func() any { b := make([]byte, 512<<10); return &b }}
+	smallBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+	bigSlots  = make(chan struct{}, maxBigBufs)
+)
+
+// copyBuffer returns a buffer for one fetch and the function that gives it
+// back.
+func copyBuffer() ([]byte, func()) {
+	select {
+	case bigSlots <- struct{}{}:
+		bp := bigBufs.Get().(*[]byte)
+		return *bp, func() { bigBufs.Put(bp); <-bigSlots }
+	default:
+		bp := smallBufs.Get().(*[]byte)
+		return *bp, func() { smallBufs.Put(bp) }
+	}
+}
