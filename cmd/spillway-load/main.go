@@ -7,7 +7,10 @@
 //   - a ~50 MB tool output through Spillway with offloading vs plain
 //     pass-through (time, and the proxy's peak RSS against the message);
 //   - a 100 MiB fetch of an artifact from Spillway on MinIO vs a direct,
-//     presigned MinIO GET of the same object (throughput ratio).
+//     presigned MinIO GET of the same object (throughput ratio);
+//   - 1,000 slow and idle connections against Spillway vs a bare net/http
+//     server with the same server timeouts (memory and descriptors held,
+//     and for how long; slow.go). -slow-only runs just this one.
 //
 // Every server listens on loopback and is stopped at the end; the run is
 // bounded by its counts. Usage: make build && go run ./cmd/spillway-load
@@ -66,6 +69,9 @@ func main() {
 	if *rproxyTarget != "" {
 		os.Exit(reverseProxy())
 	}
+	if *anchorDir != "" {
+		os.Exit(anchorServe())
+	}
 	defer func() {
 		for _, c := range children {
 			c.Process.Signal(os.Interrupt)
@@ -92,6 +98,9 @@ func run() error {
 		}
 	}
 	fmt.Printf("machine: %s, %d cores, %s; %s; %s\n\n", cpu, runtime.NumCPU(), memTotal(), runtime.Version(), time.Now().UTC().Format("2006-01-02"))
+	if *slowOnly {
+		return slowClients()
+	}
 
 	up := start(*bigtoolBin, "-http", addr())
 	upURL := "http://" + up + "/mcp"
@@ -114,7 +123,12 @@ func run() error {
 		}
 	}
 	if *minioBin != "" {
-		return fetchVsMinIO()
+		if err := fetchVsMinIO(); err != nil {
+			return err
+		}
+	}
+	if *slowN > 0 {
+		return slowClients()
 	}
 	return nil
 }
