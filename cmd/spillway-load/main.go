@@ -294,6 +294,23 @@ func bigOutput(upURL string) error {
 	return nil
 }
 
+// upload stores body through the management API of the Spillway at sp
+// and returns its resource_link.
+func upload(sp, token string, body []byte) (link struct{ URI, HTTPURL string }, err error) {
+	req, _ := http.NewRequest(http.MethodPost, "http://"+sp+"/v1/artifacts?ttl=30m", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/octet-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return link, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		return link, fmt.Errorf("upload: %s", resp.Status)
+	}
+	return link, json.NewDecoder(resp.Body).Decode(&link)
+}
+
 func fetchVsMinIO() error {
 	if _, err := os.Stat(*minioBin); err != nil {
 		fmt.Printf("(no MinIO at %s: fetch comparison skipped)\n", *minioBin)
@@ -328,21 +345,9 @@ func fetchVsMinIO() error {
 
 	body := make([]byte, *fetchMiB<<20)
 	rand.Read(body)
-	req, _ := http.NewRequest(http.MethodPost, "http://"+sp+"/v1/artifacts?ttl=30m", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Content-Type", "application/octet-stream")
-	resp, err := http.DefaultClient.Do(req)
+	link, err := upload(sp, token, body)
 	if err != nil {
 		return err
-	}
-	var link struct {
-		URI     string `json:"uri"`
-		HTTPURL string `json:"httpUrl"`
-	}
-	json.NewDecoder(resp.Body).Decode(&link)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		return fmt.Errorf("upload: %s", resp.Status)
 	}
 	opts, err := s3store.ParseURL(storeURL)
 	if err != nil {
@@ -413,15 +418,10 @@ func streamVsRead(upURL string) error {
 			sp := startSpillway("--upstream-url", upURL, "--auth-tokens", token+"=load", "--max-inline-read", strconv.Itoa(200<<20))
 			body := make([]byte, mib<<20)
 			rand.Read(body)
-			req, _ := http.NewRequest(http.MethodPost, "http://"+sp+"/v1/artifacts", bytes.NewReader(body))
-			req.Header.Set("Authorization", "Bearer "+token)
-			resp, err := http.DefaultClient.Do(req)
+			link, err := upload(sp, token, body)
 			if err != nil {
 				return err
 			}
-			var link struct{ URI string }
-			json.NewDecoder(resp.Body).Decode(&link)
-			resp.Body.Close()
 			base := peakRSS(pid(sp))
 			out, err := exec.Command(self, "-client", method, "-client-url", "http://"+sp+"/mcp", "-client-uri", link.URI, "-client-token", token).Output()
 			if err != nil {

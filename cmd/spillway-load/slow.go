@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -48,17 +47,9 @@ func slowClients() error {
 	os.WriteFile(filepath.Join(dir, "small.txt"), []byte("ok\n"), 0o600)
 
 	sp := startSpillway("--auth-tokens", token+"=load")
-	req, _ := http.NewRequest(http.MethodPost, "http://"+sp+"/v1/artifacts?ttl=30m", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
+	link, err := upload(sp, token, body)
 	if err != nil {
 		return err
-	}
-	var link struct{ HTTPURL string }
-	json.NewDecoder(resp.Body).Decode(&link)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		return fmt.Errorf("upload: %s", resp.Status)
 	}
 	fetchURL, _ := url.Parse(link.HTTPURL)
 	self, err := os.Executable()
