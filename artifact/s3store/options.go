@@ -36,9 +36,10 @@ type Options struct {
 	LifecycleDays int
 	// Timeout bounds how long the service may take to start answering a
 	// request: connecting, then the response headers once the request is
-	// sent. Stat, Delete, Ping, PresignGet, Open until its body starts and
-	// each page of ListExpired fail with ErrUnavailable after it, retries
-	// included. At most MaxTimeout. [DefaultTimeout, 5s]
+	// sent. Stat, Delete, Ping, Revoke, PresignGet, Open until its body
+	// starts and each page of ListExpired and Revocations fail with
+	// ErrUnavailable after it, retries included; an upload's request that
+	// times out fails its Put at once. At most MaxTimeout. [DefaultTimeout, 5s]
 	Timeout time.Duration
 	// IdleTimeout aborts a transfer that makes no progress for this long:
 	// a download body with a read pending (Open's reader then fails with
