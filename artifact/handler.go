@@ -34,7 +34,10 @@ type HandlerOptions struct {
 	RedirectTTL time.Duration // default and maximum 60s
 	// WriteStallTimeout cuts a response whose client stops reading: each
 	// write of at most 64 KiB of body must complete within it, so a slow
-	// reader that keeps reading is never cut. [30s; <0: none]
+	// reader that keeps reading is never cut. (The kernel wakes a blocked
+	// writer once about a third of the socket's send buffer, at most 4 MiB
+	// on Linux, has drained: the client must take that much within it.)
+	// [30s; <0: none]
 	WriteStallTimeout time.Duration
 }
 

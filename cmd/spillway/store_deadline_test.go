@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +29,7 @@ func TestServeHungStore(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
 	store := fmt.Sprintf("s3://hung?endpoint=%s&secure=false&create=true&region=us-east-1&idle-timeout=2s", proxy.Addr)
-	base := startServe(t, t.TempDir(), "--store", store, "--auth-tokens", testToken+"=acme")
+	base := runServe(t, "--data", t.TempDir(), "--store", store, "--auth-tokens", testToken+"=acme")
 
 	upload := func(body []byte) (*http.Response, artifact.ResourceLink) {
 		req, _ := http.NewRequest(http.MethodPost, base+"/v1/artifacts", bytes.NewReader(body))
@@ -94,4 +97,61 @@ func TestServeHungStore(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("after the store recovered: %s, %d bytes, %v", resp.Status, len(got), err)
 	}
+}
+
+// runServe runs `spillway serve` through run, as main does, on a free
+// loopback port until t ends, and returns its base URL once it answers.
+func runServe(t *testing.T, args ...string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, append([]string{"serve", "--listen", addr, "--log-level", "warn"}, args...), nil, io.Discard, &stderr, func(string) string { return "" })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if code := <-done; code != 0 {
+			t.Errorf("serve exited %d: %s", code, stderr.String())
+		}
+	})
+	base := "http://" + addr
+	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
+		if resp, err := http.Get(base + "/healthz"); err == nil {
+			resp.Body.Close()
+			return base
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("serve exited %d: %s", code, stderr.String())
+		default:
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("serve did not answer within 30s: %s", stderr.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's and the test's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
