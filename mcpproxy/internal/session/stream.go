@@ -36,8 +36,9 @@ type Stream struct {
 
 	mu      sync.Mutex
 	events  []event
-	next    int // seq of the next event
-	lost    int // events dropped before a writer read them
+	next    int // seq of the last event appended
+	sentSeq int // seq of the last event a writer sent
+	lost    int // seq of the last event dropped before a writer read it
 	gen     uint64
 	wake    chan struct{} // closed on every change; then replaced
 	want    map[string]bool
@@ -169,6 +170,22 @@ func (st *Stream) Next(gen uint64, cursor int) Batch {
 	return b
 }
 
+// Sent records that a writer sent the events up to seq; a writer that
+// attaches without a Last-Event-ID starts after the last one sent.
+func (st *Stream) Sent(seq int) {
+	st.mu.Lock()
+	st.sentSeq = max(st.sentSeq, seq)
+	st.mu.Unlock()
+}
+
+// Resume is the cursor of a writer that attaches without a Last-Event-ID:
+// after the last event a writer sent.
+func (st *Stream) Resume() int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.sentSeq
+}
+
 // Seq is the sequence number in an event id of this stream.
 func Seq(eventID string) (stream string, seq int, ok bool) {
 	stream, n, found := strings.Cut(eventID, "_")
@@ -178,9 +195,6 @@ func Seq(eventID string) (stream string, seq int, ok bool) {
 	}
 	return stream, seq, true
 }
-
-// Cursor is the seq a new writer of a fresh stream starts after.
-const Cursor = 0
 
 // prune forgets events older than the window; it returns the bytes freed.
 func (st *Stream) prune(now time.Time, window time.Duration) int {

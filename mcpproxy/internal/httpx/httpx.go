@@ -1,0 +1,158 @@
+// Package httpx holds what both HTTP faces of the proxy (the relay and the
+// terminating face) do the same way: reading and decoding a client's POST
+// under the size cap, the protocol revision a request speaks, and the one
+// mapping of JSON-RPC errors to HTTP statuses. Pure functions; safe for
+// concurrent use.
+package httpx
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+)
+
+// Protocol revisions the proxy knows by name.
+const (
+	Version20250326 = "2025-03-26"
+	Version20250618 = "2025-06-18"
+	Version20251125 = "2025-11-25"
+	Version20260728 = "2026-07-28" // the first stateless revision
+)
+
+// Stateless reports whether a revision is of the stateless era.
+func Stateless(version string) bool { return version >= Version20260728 }
+
+// RequestVersion is the revision a POST speaks: the header, else the _meta
+// of its first request that has one.
+func RequestVersion(r *http.Request, msgs []*jsonrpc.Message) string {
+	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
+		return v
+	}
+	for _, m := range msgs {
+		if v := jsonrpc.MetaString(m, jsonrpc.MetaProtocolVersion); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// ReadBody reads a POST body under max; on failure it has answered (413
+// over the cap, 400 otherwise) and ok is false.
+func ReadBody(w http.ResponseWriter, r *http.Request, max int64) (body []byte, ok bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
+		} else {
+			http.Error(w, "reading the request body failed", http.StatusBadRequest)
+		}
+		return nil, false
+	}
+	return body, true
+}
+
+// DecodePOST decodes a client's POST body; malformed input is answered with
+// a JSON-RPC error and HTTP 400, and ok is false.
+func DecodePOST(w http.ResponseWriter, body []byte, version string) (msgs []*jsonrpc.Message, batch, ok bool) {
+	msgs, batch, err := jsonrpc.Decode(body)
+	if err != nil {
+		code := jsonrpc.CodeInvalidRequest
+		if errors.Is(err, jsonrpc.ErrMalformed) {
+			code = jsonrpc.CodeParseError
+		}
+		WriteError(w, http.StatusBadRequest, nil, code, err.Error())
+		return nil, false, false
+	}
+	if batch && version != "" && version >= Version20250618 {
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
+			"JSON-RPC batches are not part of protocol revision "+version)
+		return nil, false, false
+	}
+	return msgs, batch, true
+}
+
+// WriteError answers with one JSON-RPC error.
+func WriteError(w http.ResponseWriter, status int, id []byte, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(jsonrpc.ErrorResponse(id, code, msg).Raw)
+}
+
+// WriteReply answers a request with m as JSON; in the stateless era an
+// error carries its HTTP status.
+func WriteReply(w http.ResponseWriter, version string, m *jsonrpc.Message) {
+	status := http.StatusOK
+	if Stateless(version) {
+		status = ErrorStatus(m)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(m.Raw)
+}
+
+// ErrorStatus is the HTTP status of a stateless-era response (SEP-2575):
+// method not found is 404, bad params and header mismatches 400, else 200.
+func ErrorStatus(m *jsonrpc.Message) int {
+	switch m.ErrorCode() {
+	case jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	case jsonrpc.CodeInvalidParams, CodeHeaderMismatch, -32021, -32022:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}
+
+// CodeHeaderMismatch is the stateless era's error for HTTP headers that
+// disagree with the body.
+const CodeHeaderMismatch = -32020
+
+// WriteMessages writes raw messages as one JSON value: an array when batch.
+func WriteMessages(w io.Writer, out [][]byte, batch bool) {
+	if !batch && len(out) == 1 {
+		w.Write(out[0])
+		return
+	}
+	w.Write([]byte("["))
+	w.Write(bytes.Join(out, []byte(",")))
+	w.Write([]byte("]"))
+}
+
+// UpstreamDown answers every request of a POST that could not be forwarded
+// with a JSON-RPC error (502), so no client waits for an answer that will
+// not come.
+func UpstreamDown(w http.ResponseWriter, body []byte) {
+	msgs, batch, _ := jsonrpc.Decode(body)
+	var out [][]byte
+	for _, m := range msgs {
+		if m.IsRequest() {
+			out = append(out, jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeUpstream, "upstream MCP server unreachable").Raw)
+		}
+	}
+	if len(out) == 0 {
+		http.Error(w, "upstream MCP server unreachable", http.StatusBadGateway)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadGateway)
+	WriteMessages(w, out, batch)
+}
+
+// ReadAllSized reads r whole, at most limit bytes, allocating once when the
+// size is known.
+func ReadAllSized(r io.Reader, size, limit int64) ([]byte, error) {
+	if size > limit {
+		return nil, fmt.Errorf("message of %d bytes exceeds the %d byte limit", size, limit)
+	}
+	size = max(size, 0)
+	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
+	n, err := buf.ReadFrom(io.LimitReader(r, limit+1))
+	if n > limit {
+		return nil, fmt.Errorf("message exceeds the %d byte limit", limit)
+	}
+	return buf.Bytes(), err
+}

@@ -1,0 +1,366 @@
+// Package relay is the HTTP face in front of a Streamable HTTP upstream:
+// it forwards each HTTP request as it came (headers, status codes, SSE
+// event ids, retry hints and comments, sessions) and rewrites only the
+// responses to requests the proxy owns (offloading, its own resources).
+//
+// Each POST knows the requests it carried; their responses are rewritten
+// under that POST's context, never found by id in a table shared with
+// other clients. A response the upstream delivers on another stream of
+// the same session (a GET after a reconnection, or SEP-1699 polling) is
+// found in that session's own table, and a session answers only the
+// tenant that created it.
+package relay
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
+)
+
+// Options configure a Relay. URL and Methods are required.
+type Options struct {
+	URL    string
+	Client *http.Client // nil: a client without timeouts (streams last as long as a tool runs)
+	// Header is added to every upstream request (the upstream's own
+	// credentials); the client's Authorization is never forwarded.
+	Header http.Header
+	// MaxMessage caps one message (a JSON body or an SSE event) from the
+	// upstream; default 1 GiB.
+	MaxMessage int64
+	// MaxCalls caps the calls a session remembers for responses that
+	// arrive on another stream; default 4096.
+	MaxCalls int
+	Methods  *owned.Methods
+	Logger   *slog.Logger
+}
+
+// Relay forwards to one HTTP upstream. Safe for concurrent use.
+type Relay struct {
+	o   Options
+	log *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*session // the upstream's session id → who owns it
+}
+
+// session is what the relay knows of one upstream session.
+type session struct {
+	tenant string
+	mu     sync.Mutex
+	calls  map[string]*owned.Call // request id → call, until its response passes
+	order  []string
+}
+
+// New returns a relay.
+func New(o Options) *Relay {
+	if o.Client == nil {
+		o.Client = &http.Client{}
+	}
+	if o.MaxMessage <= 0 {
+		o.MaxMessage = 1 << 30
+	}
+	if o.MaxCalls <= 0 {
+		o.MaxCalls = 4096
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Relay{o: o, log: o.Logger, sessions: map[string]*session{}}
+}
+
+// maxSessions bounds the relay's session table; past it the oldest
+// binding is forgotten (its client then gets 404 and starts over).
+const maxSessions = 100_000
+
+// Headers that describe one hop, or that the proxy owns on each side.
+var hopHeaders = map[string]bool{
+	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
+	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Proxy-Connection": true,
+	"Content-Length": true, "Host": true, "Authorization": true, "Origin": true, "Referer": true,
+	"Cookie": true, "Accept-Encoding": true, "Content-Encoding": true,
+}
+
+func copyHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		if !hopHeaders[http.CanonicalHeaderKey(k)] {
+			dst[k] = append([]string(nil), vs...)
+		}
+	}
+}
+
+// ServeHTTP relays one request of rq's caller (already authenticated and
+// origin-checked by the caller).
+func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Request, maxBody int64) {
+	ctx := r.Context()
+	sid := r.Header.Get("Mcp-Session-Id")
+	var sess *session
+	if sid != "" {
+		rl.mu.Lock()
+		sess = rl.sessions[sid]
+		rl.mu.Unlock()
+		if sess == nil || sess.tenant != rq.Tenant {
+			// Unknown to this proxy, or another tenant's: the same answer,
+			// and the one that makes a client start a new session.
+			httpx.WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, "session not found")
+			return
+		}
+	}
+	var body []byte
+	local := map[string]*owned.Call{} // this POST's own calls
+	var pending [][]byte              // its requests not yet answered
+	if r.Method == http.MethodPost {
+		var ok bool
+		if body, ok = httpx.ReadBody(w, r, maxBody); !ok {
+			return
+		}
+		msgs, batch, ok := httpx.DecodePOST(w, body, r.Header.Get("Mcp-Protocol-Version"))
+		if !ok {
+			return
+		}
+		if !batch && msgs[0].Method == "resources/stream" {
+			if rl.o.Methods.ServeStream(w, r, rq, msgs[0]) {
+				return
+			}
+		}
+		if !batch && msgs[0].IsRequest() {
+			reply, c := rl.o.Methods.Before(ctx, rq, msgs[0])
+			if reply != nil {
+				httpx.WriteReply(w, rq.Version, reply)
+				return
+			}
+			if c != nil {
+				local[jsonrpc.Key(msgs[0].ID)] = c
+			}
+		} else {
+			for _, m := range msgs {
+				if !m.IsRequest() {
+					continue
+				}
+				// A batch is forwarded whole; the proxy's own answers
+				// would have to be merged into the upstream's, so in a
+				// batch only rewriting applies.
+				if _, c := rl.o.Methods.Before(ctx, rq, m); c != nil {
+					local[jsonrpc.Key(m.ID)] = c
+				}
+			}
+		}
+		for _, m := range msgs {
+			if m.IsRequest() {
+				pending = append(pending, m.ID)
+			}
+		}
+		if sess != nil {
+			sess.remember(local, rl.o.MaxCalls)
+		}
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, rl.o.URL, bytes.NewReader(body))
+	if err != nil {
+		http.Error(w, "bad upstream URL", http.StatusInternalServerError)
+		return
+	}
+	copyHeaders(req.Header, r.Header)
+	for k, vs := range rl.o.Header {
+		req.Header[k] = vs
+	}
+	req.URL.RawQuery = r.URL.RawQuery
+	resp, err := rl.o.Client.Do(req)
+	if err != nil {
+		if ctx.Err() == nil {
+			rl.log.Warn("upstream unreachable", "err", err)
+			httpx.UpstreamDown(w, body)
+		}
+		return
+	}
+	defer resp.Body.Close()
+	if up := resp.Header.Get("Mcp-Session-Id"); up != "" && sid == "" && resp.StatusCode < 300 {
+		rl.bind(up, rq.Tenant)
+	}
+	if r.Method == http.MethodDelete && sid != "" && resp.StatusCode < 300 {
+		rl.mu.Lock()
+		delete(rl.sessions, sid)
+		rl.mu.Unlock()
+	}
+	copyHeaders(w.Header(), resp.Header)
+	rw := &rewriter{rl: rl, ctx: ctx, local: local, sess: sess}
+	ct := resp.Header.Get("Content-Type")
+	switch {
+	case strings.HasPrefix(ct, "text/event-stream"):
+		rl.relaySSE(ctx, w, resp, rw, pending)
+	case strings.HasPrefix(ct, "application/json") && (len(local) > 0 || sess != nil):
+		rl.relayJSON(w, resp, rw)
+	default:
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+	}
+}
+
+func (rl *Relay) bind(sid, tenant string) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if len(rl.sessions) >= maxSessions {
+		for k := range rl.sessions { // any one: map order is random
+			delete(rl.sessions, k)
+			break
+		}
+	}
+	rl.sessions[sid] = &session{tenant: tenant, calls: map[string]*owned.Call{}}
+}
+
+// remember records a POST's calls in its session, for responses that
+// arrive on another stream; the oldest are forgotten past max.
+func (s *session) remember(calls map[string]*owned.Call, max int) {
+	if len(calls) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, c := range calls {
+		if _, ok := s.calls[k]; !ok {
+			s.order = append(s.order, k)
+		}
+		s.calls[k] = c
+	}
+	for len(s.order) > max {
+		delete(s.calls, s.order[0])
+		s.order = s.order[1:]
+	}
+}
+
+// take returns and forgets the call a response answers.
+func (s *session) take(id []byte) *owned.Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := jsonrpc.Key(id)
+	c := s.calls[k]
+	delete(s.calls, k)
+	return c
+}
+
+// rewriter rewrites the responses of one relayed HTTP exchange.
+type rewriter struct {
+	rl    *Relay
+	ctx   context.Context
+	local map[string]*owned.Call
+	sess  *session
+}
+
+func (rw *rewriter) rewrite(m *jsonrpc.Message) *jsonrpc.Message {
+	if !m.IsResponse() {
+		return m
+	}
+	var c *owned.Call
+	if rw.sess != nil {
+		c = rw.sess.take(m.ID) // settled here, wherever it arrives
+	}
+	if lc, ok := rw.local[jsonrpc.Key(m.ID)]; ok {
+		c = lc
+		delete(rw.local, jsonrpc.Key(m.ID))
+	}
+	if c == nil {
+		return m
+	}
+	return rw.rl.o.Methods.After(rw.ctx, c, m)
+}
+
+// relayJSON rewrites a JSON response body.
+func (rl *Relay) relayJSON(w http.ResponseWriter, resp *http.Response, rw *rewriter) {
+	body, err := httpx.ReadAllSized(resp.Body, resp.ContentLength, rl.o.MaxMessage)
+	if err != nil {
+		rl.log.Warn("reading the upstream response failed", "err", err)
+		http.Error(w, "upstream response unreadable", http.StatusBadGateway)
+		return
+	}
+	msgs, batch, err := jsonrpc.Decode(body)
+	if err != nil {
+		w.WriteHeader(resp.StatusCode) // not JSON-RPC: not ours to judge
+		w.Write(body)
+		return
+	}
+	status := resp.StatusCode
+	out := make([][]byte, 0, len(msgs))
+	for _, m := range msgs {
+		n := rw.rewrite(m)
+		if n != m && m.Error != nil && n.Error == nil && status >= 400 {
+			status = http.StatusOK // the proxy answered what the upstream could not
+		}
+		out = append(out, n.Raw)
+	}
+	w.Header().Del("Content-Length")
+	w.WriteHeader(status)
+	httpx.WriteMessages(w, out, batch)
+}
+
+// relaySSE relays an event stream event by event, as it came: ids, names,
+// retry hints, comments, id-only events; only responses to owned calls
+// are rewritten. An event over the message cap is replaced by an error
+// response for the request it answered, when its id can be found.
+//
+// If the stream breaks, or ends without an event id to resume from, while
+// requests of this POST are unanswered, each of them gets an error: no
+// client waits for ever (the stdio face does the same).
+func (rl *Relay) relaySSE(ctx context.Context, w http.ResponseWriter, resp *http.Response, rw *rewriter, pending [][]byte) {
+	sw := sse.NewWriter(w)
+	w.WriteHeader(resp.StatusCode)
+	if sw.Flush() != nil {
+		return
+	}
+	open := map[string][]byte{}
+	for _, id := range pending {
+		open[jsonrpc.Key(id)] = id
+	}
+	sr := sse.NewReader(resp.Body, rl.o.MaxMessage)
+	resumable := false
+	for {
+		ev, err := sr.Next()
+		var tooLarge *sse.TooLargeError
+		if errors.As(err, &tooLarge) {
+			id, ok := jsonrpc.PeekID(tooLarge.Prefix)
+			rl.log.Warn("upstream event over the message cap", "limit", tooLarge.Limit, "id", string(id))
+			if !ok {
+				continue
+			}
+			delete(open, jsonrpc.Key(id))
+			e := sse.Event{ID: tooLarge.ID, HasID: tooLarge.HasID, HasData: true,
+				Data: jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, fmt.Sprintf("upstream message exceeds the %d byte limit", tooLarge.Limit)).Raw}
+			if sw.Write(e) != nil {
+				return
+			}
+			continue
+		}
+		if err != nil {
+			if ctx.Err() != nil || len(open) == 0 || (errors.Is(err, io.EOF) && resumable) {
+				return
+			}
+			rl.log.Warn("upstream event stream ended before answering", "err", err, "unanswered", len(open))
+			for _, id := range open {
+				if sw.Write(sse.Event{HasData: true, Data: jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, "upstream MCP server ended the stream without answering").Raw}) != nil {
+					return
+				}
+			}
+			return
+		}
+		resumable = resumable || (ev.HasID && ev.ID != "")
+		if ev.HasData && len(ev.Data) > 0 {
+			if m, err := jsonrpc.DecodeMessage(ev.Data); err == nil {
+				if m.IsResponse() {
+					delete(open, jsonrpc.Key(m.ID))
+				}
+				ev.Data = rw.rewrite(m).Raw
+			}
+		}
+		if err := sw.Write(ev); err != nil {
+			return // the client went away; closing resp.Body tells the upstream
+		}
+	}
+}

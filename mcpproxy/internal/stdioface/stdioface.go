@@ -1,0 +1,234 @@
+// Package stdioface serves one client over stdio (newline-delimited
+// JSON-RPC) in front of any upstream: a child process or legacy server
+// kept by a supervisor (a restarted one gets the client's handshake
+// replayed), or a Streamable HTTP server through Spillway's own client.
+//
+// Messages reach the upstream in the order the client sent them; every
+// message to the client is one line, in order, written by one goroutine.
+// The client is the upstream's only client, so backpressure is the right
+// answer to a client that reads slowly: the upstream waits for it.
+package stdioface
+
+import (
+	"context"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/terminate"
+)
+
+// Upstream gives the face its upstream connection: Get is called for each
+// client message and returns the live connection (restarting one when it
+// died), or an error the client's request is answered with.
+type Upstream interface {
+	Get(ctx context.Context) (*mux.Mux, error)
+	Close()
+}
+
+// Fixed is an Upstream of one connection that recovers by itself (the
+// Streamable HTTP client resumes streams and re-initializes sessions).
+type Fixed struct{ M *mux.Mux }
+
+// Get returns the connection, or mux.ErrClosed once it ended.
+func (f Fixed) Get(context.Context) (*mux.Mux, error) {
+	if !f.M.Alive() {
+		return nil, mux.ErrClosed
+	}
+	return f.M, nil
+}
+
+// Close closes the connection.
+func (f Fixed) Close() { f.M.Close() }
+
+// Client is the client's side of stdio: its messages on Recv, ours
+// through Send.
+type Client interface {
+	Send(ctx context.Context, m *jsonrpc.Message) error
+	Recv() <-chan *jsonrpc.Message
+}
+
+// Options configure Serve. Methods is required.
+type Options struct {
+	Methods *owned.Methods
+	Logger  *slog.Logger
+}
+
+// Face is one stdio client's session. Create it with New.
+type Face struct {
+	o   Options
+	log *slog.Logger
+	out chan item
+	// done is closed when the client can no longer be written to.
+	done chan struct{}
+
+	mu          sync.Mutex
+	init, ready *jsonrpc.Message // the client's handshake, replayed to a restarted upstream
+}
+
+type item struct {
+	m    *jsonrpc.Message
+	call *owned.Call
+}
+
+// New returns a face.
+func New(o Options) *Face {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return &Face{o: o, log: o.Logger, out: make(chan item, 64), done: make(chan struct{})}
+}
+
+// Deliver queues a message for the client; it blocks while the client is
+// behind (backpressure on its upstream) and drops once the client is gone.
+func (f *Face) Deliver(m *jsonrpc.Message, tag any) {
+	c, _ := tag.(*owned.Call)
+	select {
+	case f.out <- item{m, c}:
+	case <-f.done:
+	}
+}
+
+// OnServer is the upstream's unsolicited messages' route: to the client.
+func (f *Face) OnServer(m *jsonrpc.Message) { f.Deliver(m, nil) }
+
+// Replay is a supervisor's Init: a new upstream connection gets the
+// client's handshake again, so the session goes on after a restart.
+func (f *Face) Replay(ctx context.Context, m *mux.Mux) error {
+	f.mu.Lock()
+	init, ready := f.init, f.ready
+	f.mu.Unlock()
+	if init == nil {
+		return nil
+	}
+	return terminate.Handshake(ctx, m, init, ready, true)
+}
+
+// Serve relays between client and up until the client's input ends or ctx
+// is done. It closes up before it returns.
+func (f *Face) Serve(ctx context.Context, client Client, up Upstream) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer up.Close()
+	go f.write(ctx, cancel, client)
+
+	var scope *mux.Scope
+	var scopeOf *mux.Mux
+	for {
+		var m *jsonrpc.Message
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case m = <-client.Recv():
+		}
+		if m == nil {
+			return nil // end of input
+		}
+		f.handle(ctx, m, up, &scope, &scopeOf)
+	}
+}
+
+func (f *Face) handle(ctx context.Context, m *jsonrpc.Message, up Upstream, scope **mux.Scope, scopeOf **mux.Mux) {
+	defer func() {
+		if v := recover(); v != nil {
+			f.log.Error("stdio face: handling a message panicked", "panic", v, "stack", string(debug.Stack()))
+			if m.IsRequest() {
+				f.Deliver(jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeInternalError, "the proxy failed to handle this request"), nil)
+			}
+		}
+	}()
+	// The handshake is remembered once it went upstream, so the first
+	// connection does not get it twice.
+	defer func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		switch m.Method {
+		case "initialize":
+			f.init = m
+		case "notifications/initialized":
+			f.ready = m
+		}
+	}()
+	if m.IsRequest() && m.Method == "resources/stream" {
+		f.Deliver(jsonrpc.ErrorResponse(m.ID, codeNotStreamable,
+			"resources/stream needs HTTP; over stdio use resources/read or the resource_link's httpUrl"), nil)
+		return
+	}
+	if m.IsRequest() {
+		rq := owned.Request{Stdio: true, Version: jsonrpc.MetaString(m, jsonrpc.MetaProtocolVersion)}
+		reply, c := f.o.Methods.Before(ctx, rq, m)
+		if reply != nil {
+			f.Deliver(reply, nil)
+			return
+		}
+		{
+			mx, err := up.Get(ctx)
+			if err != nil {
+				f.log.Warn("upstream unavailable", "err", err)
+				f.Deliver(jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeUpstream, "upstream MCP server unavailable: "+err.Error()), nil)
+				return
+			}
+			if *scopeOf != mx { // a restarted upstream: a fresh namespace
+				*scope, *scopeOf = mx.NewScope(), mx
+			}
+			if _, err := (*scope).Call(ctx, m, f, c); err != nil {
+				code, msg := jsonrpc.CodeUpstream, "upstream MCP server unavailable"
+				if err == mux.ErrDuplicateID {
+					code, msg = jsonrpc.CodeInvalidRequest, "a request with this id is already in flight"
+				}
+				f.Deliver(jsonrpc.ErrorResponse(m.ID, code, msg), nil)
+			}
+		}
+		return
+	}
+	mx, err := up.Get(ctx)
+	if err != nil {
+		f.log.Warn("upstream unavailable; dropping a client message", "method", m.Method, "err", err)
+		return
+	}
+	if m.IsNotification() && *scopeOf == mx {
+		err = (*scope).Notify(ctx, m)
+	} else {
+		err = mx.Send(ctx, m) // a response to a server request, or nothing to map yet
+	}
+	if err != nil {
+		f.log.Warn("sending to the upstream failed", "err", err)
+	}
+}
+
+// codeNotStreamable is SEP-2532's "stream not supported": the SEP covers
+// HTTP only.
+const codeNotStreamable = -32003
+
+// write is the one writer of the client's output.
+func (f *Face) write(ctx context.Context, cancel context.CancelFunc, client Client) {
+	defer close(f.done)
+	defer func() {
+		if v := recover(); v != nil {
+			f.log.Error("stdio face: writer panicked", "panic", v, "stack", string(debug.Stack()))
+			cancel()
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case it := <-f.out:
+			m := it.m
+			if it.call != nil {
+				actx, stop := context.WithTimeout(ctx, time.Minute)
+				m = f.o.Methods.After(actx, it.call, m)
+				stop()
+			}
+			if err := client.Send(ctx, m); err != nil {
+				f.log.Warn("writing to the client failed", "err", err)
+				cancel()
+				return
+			}
+		}
+	}
+}

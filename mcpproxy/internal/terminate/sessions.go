@@ -1,0 +1,306 @@
+package terminate
+
+import (
+	"context"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/session"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
+)
+
+// live is a session's upstream side: its own connection, its client's
+// namespace on it, and the worker that rewrites what comes back (offloading
+// may write to the store: never on the connection's routing goroutine).
+type live struct {
+	f     *Face
+	s     *session.Session
+	m     *mux.Mux
+	scope *mux.Scope
+	inbox chan item
+}
+
+// item is one message on its way to a session's stream.
+type item struct {
+	m    *jsonrpc.Message
+	call *owned.Call
+	st   *session.Stream // nil: wherever the session's server messages go
+}
+
+// inboxSize bounds what waits for a session's worker.
+const inboxSize = 1024
+
+// startSession opens a new session's upstream connection.
+func (f *Face) startSession(s *session.Session) error {
+	l := &live{f: f, s: s, inbox: make(chan item, inboxSize)}
+	c, err := f.o.Dial(context.Background())
+	if err != nil {
+		return err
+	}
+	l.m = mux.New(c, func(m *jsonrpc.Message) { l.push(item{m: m}) }, f.log)
+	l.scope = l.m.NewScope()
+	s.Value = l
+	s.OnClose(func() { l.m.Close() })
+	go l.work()
+	go func() {
+		select {
+		case <-l.m.Done():
+			f.table.Remove(s) // the upstream died: so did the session
+		case <-f.closing:
+		}
+	}()
+	return nil
+}
+
+// push hands a message to the worker without ever blocking the routing
+// goroutine. A full inbox loses the message; a lost response is replaced
+// by an error response, so no request waits for ever.
+func (l *live) push(it item) {
+	select {
+	case l.inbox <- it:
+	default:
+		l.f.log.Warn("session inbox full; dropping a message", "session", l.s.ID, "method", it.m.Method)
+		if it.m.IsResponse() && it.st != nil {
+			it.st.Append(jsonrpc.ErrorResponse(it.m.ID, jsonrpc.CodeInternalError, "the response was dropped: the proxy's buffer for this session is full"))
+		}
+	}
+}
+
+func (l *live) work() {
+	for {
+		select {
+		case it := <-l.inbox:
+			l.handle(it)
+		case <-l.m.Done():
+			for { // what the dead connection delivered last (error responses)
+				select {
+				case it := <-l.inbox:
+					l.handle(it)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (l *live) handle(it item) {
+	defer func() {
+		if v := recover(); v != nil {
+			l.f.log.Error("terminate: rewriting a message panicked", "panic", v, "stack", string(debug.Stack()))
+			if it.m.IsResponse() && it.st != nil {
+				it.st.Append(jsonrpc.ErrorResponse(it.m.ID, jsonrpc.CodeInternalError, "the proxy failed to process the upstream's response"))
+			}
+		}
+	}()
+	m := it.m
+	if it.call != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		m = l.f.o.Methods.After(ctx, it.call, m)
+		cancel()
+	}
+	if it.st == nil || !it.st.Append(m) {
+		l.s.Current().Append(m)
+	}
+}
+
+// streamSink routes one POST stream's deliveries through the worker.
+type streamSink struct {
+	l  *live
+	st *session.Stream
+}
+
+func (k streamSink) Deliver(m *jsonrpc.Message, tag any) {
+	c, _ := tag.(*owned.Call)
+	k.l.push(item{m: m, call: c, st: k.st})
+}
+
+func (f *Face) sessionPOST(w http.ResponseWriter, r *http.Request, rq owned.Request, s *session.Session, msgs []*jsonrpc.Message) {
+	ctx := r.Context()
+	l := s.Value.(*live)
+	s.Touch()
+	if len(msgs) == 1 && msgs[0].Method == "resources/stream" {
+		f.o.Methods.ServeStream(w, r, rq, msgs[0])
+		return
+	}
+	st := s.NewStream()
+	var ids [][]byte
+	for _, m := range msgs {
+		if m.IsRequest() {
+			ids = append(ids, m.ID)
+		}
+	}
+	st.Await(ids)
+	if len(ids) == 0 {
+		st.Finish()
+	}
+	sink := streamSink{l: l, st: st}
+	for _, m := range msgs {
+		switch {
+		case m.IsRequest():
+			reply, c := f.o.Methods.Before(ctx, rq, m)
+			if reply != nil {
+				st.Append(reply)
+				continue
+			}
+			if _, err := l.scope.Call(ctx, m, sink, c); err != nil {
+				st.Append(callError(m, err))
+			}
+		case m.IsNotification():
+			if err := l.scope.Notify(ctx, m); err != nil {
+				f.log.Warn("sending to the upstream failed", "err", err)
+			}
+		default: // the client answers a server request
+			if err := l.m.Send(ctx, m); err != nil {
+				f.log.Warn("sending to the upstream failed", "err", err)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if !wantsSSE(r) {
+		f.writeJSON(ctx, w, st)
+		return
+	}
+	// Headers and a priming event go out at once: a long, silent call must
+	// not hit the client's header timeout, and the client has an event id
+	// to resume from whatever happens next.
+	f.write(ctx, w, s, st, 0, rq.Version >= httpx.Version20251125, true)
+}
+
+// callError is the answer to a request the mux would not send.
+func callError(m *jsonrpc.Message, err error) *jsonrpc.Message {
+	if err == mux.ErrDuplicateID {
+		return jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeInvalidRequest, "a request with this id is already in flight")
+	}
+	return jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeUpstream, "upstream MCP server unavailable")
+}
+
+func (f *Face) get(w http.ResponseWriter, r *http.Request, s *session.Session) {
+	if !wantsSSE(r) {
+		http.Error(w, "Accept must contain text/event-stream", http.StatusNotAcceptable)
+		return
+	}
+	st, cursor := s.GET(), s.GET().Resume()
+	gap := false
+	if lid := r.Header.Get("Last-Event-ID"); lid != "" {
+		id, seq, ok := session.Seq(lid)
+		if found := s.Stream(id); ok && found != nil {
+			st, cursor = found, seq // take that stream over, pending deliveries included
+		} else {
+			gap = true // the stream is gone: what it held past the id is lost
+		}
+	}
+	f.write(r.Context(), w, s, st, cursor, false, false, gap)
+}
+
+// write attaches to st after cursor and sends its events until the stream
+// ends, another writer takes it over, the client leaves or the face
+// closes. A POST stream may end early for polling (SEP-1699).
+func (f *Face) write(ctx context.Context, w http.ResponseWriter, s *session.Session, st *session.Stream, cursor int, prime, isPost bool, gap ...bool) {
+	release := s.Hold()
+	defer release()
+	gen := st.Attach()
+	sse.SetHeaders(w.Header())
+	w.WriteHeader(http.StatusOK)
+	sw := sse.NewWriter(w)
+	last := st.ID() + "_" + strconv.Itoa(cursor)
+	if prime {
+		if sw.Write(sse.Event{ID: last, HasID: true, Retry: time.Second, HasRetry: true}) != nil {
+			return
+		}
+	} else if sw.Flush() != nil {
+		return
+	}
+	reported := false
+	if len(gap) > 0 && gap[0] {
+		sw.Write(sse.Event{Comments: []string{"gap: the stream to resume is gone; what it held was lost"}})
+		reported = true
+	}
+	var poll <-chan time.Time
+	if isPost && prime && f.o.PollAfter > 0 {
+		t := time.NewTimer(f.o.PollAfter)
+		defer t.Stop()
+		poll = t.C
+	}
+	for {
+		b := st.Next(gen, cursor)
+		if !b.Owner {
+			return // taken over by a resuming GET
+		}
+		if b.Gap && !reported {
+			reported = true
+			if sw.Write(sse.Event{Comments: []string{"gap: events were dropped before they were read; lost responses come as errors"}}) != nil {
+				return
+			}
+		}
+		for _, ev := range b.Events {
+			if sw.Write(sse.Event{ID: ev.ID, HasID: true, Data: ev.Data, HasData: true}) != nil {
+				return
+			}
+			_, cursor, _ = session.Seq(ev.ID)
+			last = ev.ID
+			st.Sent(cursor)
+		}
+		if b.Done {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.closing:
+			return
+		case <-b.Wake:
+		case <-poll:
+			// Closed on purpose: an id and a retry hint, and the client
+			// polls with GET and Last-Event-ID for the rest.
+			sw.Write(sse.Event{ID: last, HasID: true, Retry: pollRetry, HasRetry: true})
+			return
+		}
+	}
+}
+
+// pollRetry is the retry hint of a stream closed for polling: soon enough
+// that a result does not wait long.
+const pollRetry = 500 * time.Millisecond
+
+// writeJSON answers a client that takes only JSON: the responses alone,
+// once all have come.
+func (f *Face) writeJSON(ctx context.Context, w http.ResponseWriter, st *session.Stream) {
+	gen := st.Attach()
+	var out [][]byte
+	cursor := 0
+	for {
+		b := st.Next(gen, cursor)
+		if !b.Owner {
+			return
+		}
+		for _, ev := range b.Events {
+			if m, err := jsonrpc.DecodeMessage(ev.Data); err == nil && m.IsResponse() {
+				out = append(out, ev.Data)
+			}
+			_, cursor, _ = session.Seq(ev.ID)
+		}
+		if b.Done {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.closing:
+			return
+		case <-b.Wake:
+		}
+	}
+	st.Sent(cursor)
+	w.Header().Set("Content-Type", "application/json")
+	httpx.WriteMessages(w, out, len(out) > 1)
+}

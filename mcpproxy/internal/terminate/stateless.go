@@ -1,0 +1,161 @@
+package terminate
+
+import (
+	"context"
+	"net/http"
+	"sync"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
+)
+
+// queue is one stateless request's bounded mailbox. Deliver never blocks:
+// past the bound the queue is cut, and the request with it.
+type queue struct {
+	max int
+
+	mu    sync.Mutex
+	items []item
+	wake  chan struct{}
+	cut   bool
+}
+
+func newQueue(max int) *queue { return &queue{max: max, wake: make(chan struct{}, 1)} }
+
+func (q *queue) Deliver(m *jsonrpc.Message, tag any) {
+	c, _ := tag.(*owned.Call)
+	q.mu.Lock()
+	if !q.cut {
+		if len(q.items) >= q.max {
+			q.cut, q.items = true, nil
+		} else {
+			q.items = append(q.items, item{m: m, call: c})
+		}
+	}
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take returns what waits, and whether the queue was cut.
+func (q *queue) take() ([]item, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	items := q.items
+	q.items = nil
+	return items, q.cut
+}
+
+func (f *Face) statelessPOST(w http.ResponseWriter, r *http.Request, rq owned.Request, msgs []*jsonrpc.Message, body []byte) {
+	ctx := r.Context()
+	sm, err := f.shared.Get(ctx)
+	if err != nil {
+		f.log.Warn("upstream unavailable", "err", err)
+		httpx.UpstreamDown(w, body)
+		return
+	}
+	if len(msgs) == 1 && msgs[0].IsRequest() && f.o.CheckStateless != nil {
+		if e := f.o.CheckStateless(ctx, r, msgs[0], sm); e != nil {
+			httpx.WriteError(w, http.StatusBadRequest, e.ID, e.ErrorCode(), string(jsonrpc.RawMember(e.Error, "message")))
+			return
+		}
+	}
+	if len(msgs) == 1 && msgs[0].Method == "resources/stream" {
+		f.o.Methods.ServeStream(w, r, rq, msgs[0])
+		return
+	}
+	scope := sm.NewScope()
+	// Whatever ends this request (answered, client gone, cut), what is
+	// still in flight upstream is cancelled.
+	defer scope.Close("client disconnected")
+	q := newQueue(f.o.Queue)
+	want := 0
+	for _, m := range msgs {
+		switch {
+		case m.IsRequest():
+			want++
+			reply, c := f.o.Methods.Before(ctx, rq, m)
+			if reply != nil {
+				q.Deliver(reply, nil)
+				continue
+			}
+			if _, err := scope.Call(ctx, m, q, c); err != nil {
+				q.Deliver(callError(m, err), nil)
+			}
+		case m.IsNotification():
+			scope.Notify(ctx, m)
+		}
+	}
+	if want == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	f.respondStateless(ctx, w, r, q, want)
+}
+
+// respondStateless writes what arrives for one stateless request until
+// every request is answered. When the first thing to arrive completes the
+// request it goes as plain JSON, so an error can carry its HTTP status;
+// otherwise the response becomes an event stream.
+func (f *Face) respondStateless(ctx context.Context, w http.ResponseWriter, r *http.Request, q *queue, want int) {
+	var sw *sse.Writer
+	var out [][]byte // a JSON-only client's responses
+	for want > 0 {
+		items, cut := q.take()
+		if cut {
+			f.log.Warn("a stateless client fell behind its queue; cutting its request")
+			return
+		}
+		for _, it := range items {
+			m := it.m
+			if it.call != nil {
+				m = f.o.Methods.After(ctx, it.call, m)
+			}
+			if m.IsResponse() {
+				want--
+			}
+			if !wantsSSE(r) {
+				if m.IsResponse() {
+					out = append(out, m.Raw)
+				}
+				continue
+			}
+			if sw == nil && want == 0 && httpx.ErrorStatus(m) != http.StatusOK {
+				// An error whose HTTP status must say what it is.
+				httpx.WriteReply(w, httpx.Version20260728, m)
+				return
+			}
+			if sw == nil {
+				sse.SetHeaders(w.Header())
+				w.WriteHeader(http.StatusOK)
+				sw = sse.NewWriter(w)
+			}
+			if sw.Write(sse.Event{Data: m.Raw, HasData: true}) != nil {
+				return
+			}
+		}
+		if want == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.closing:
+			return
+		case <-q.wake:
+		}
+	}
+	if !wantsSSE(r) {
+		if len(out) == 1 {
+			m, _ := jsonrpc.DecodeMessage(out[0])
+			httpx.WriteReply(w, httpx.Version20260728, m)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		httpx.WriteMessages(w, out, true)
+	}
+}

@@ -1,0 +1,147 @@
+package terminate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
+)
+
+// Dial opens a new connection to the upstream (a child process, or a
+// legacy HTTP+SSE stream).
+type Dial func(ctx context.Context) (mux.Conn, error)
+
+// Supervisor keeps one upstream connection running, restarting it with
+// exponential backoff when it dies, and runs Init on each new one before
+// it is used. The stateless face shares its connection among all
+// clients; the stdio face uses one for its client. Safe for concurrent
+// use.
+type Supervisor struct {
+	Dial     Dial
+	OnServer func(*jsonrpc.Message)
+	// Init prepares a new connection (a handshake); an error discards it.
+	Init func(ctx context.Context, m *mux.Mux) error
+	Log  *slog.Logger
+
+	mu      sync.Mutex
+	cur     *mux.Mux
+	started time.Time
+	backoff time.Duration
+	closed  bool
+}
+
+// ErrRestarting is returned by Get while the backoff after a failure runs.
+var ErrRestarting = errors.New("upstream restarting")
+
+// Get returns the live connection, starting one when none runs and the
+// backoff since the last start has passed.
+func (s *Supervisor) Get(ctx context.Context) (*mux.Mux, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errors.New("shutting down")
+	}
+	if s.cur != nil && s.cur.Alive() {
+		return s.cur, nil
+	}
+	if s.backoff == 0 {
+		s.backoff = 100 * time.Millisecond
+	}
+	if !s.started.IsZero() {
+		if s.cur != nil && time.Since(s.started) > time.Minute {
+			s.backoff = 100 * time.Millisecond // it ran well; start over
+		}
+		if time.Until(s.started.Add(s.backoff)) > 0 {
+			return nil, ErrRestarting
+		}
+		s.backoff = min(2*s.backoff, 30*time.Second)
+		s.Log.Warn("restarting the upstream", "backoff", s.backoff)
+	}
+	s.started = time.Now()
+	c, err := s.Dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m := mux.New(c, s.OnServer, s.Log)
+	if s.Init != nil {
+		if err := s.Init(ctx, m); err != nil {
+			m.Close()
+			return nil, fmt.Errorf("preparing the upstream: %w", err)
+		}
+	}
+	s.cur = m
+	return m, nil
+}
+
+// Close stops the connection; Get fails from now on.
+func (s *Supervisor) Close() {
+	s.mu.Lock()
+	s.closed = true
+	m := s.cur
+	s.mu.Unlock()
+	if m != nil {
+		m.Close()
+	}
+}
+
+// Handshake sends the initialize request init on a fresh connection,
+// waits (≤ 10 s) for its answer, then sends initialized (when not nil).
+// An error answer fails the handshake only when strict: the stateless
+// face initializes a shared child best-effort, since a server of the
+// stateless era may not know initialize at all.
+func Handshake(ctx context.Context, m *mux.Mux, init, initialized *jsonrpc.Message, strict bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	sc := m.NewScope()
+	defer sc.Close("handshake over")
+	got := make(chan *jsonrpc.Message, 1)
+	if _, err := sc.Call(ctx, init, chanSink(got), nil); err != nil {
+		return err
+	}
+	select {
+	case r := <-got:
+		if r.Error != nil {
+			if strict {
+				return fmt.Errorf("initialize failed: %s", r.Error)
+			}
+			return nil // not a server that wants a handshake
+		}
+	case <-ctx.Done():
+		return errors.New("initialize timed out")
+	}
+	if initialized == nil {
+		return nil
+	}
+	return m.Send(ctx, initialized)
+}
+
+// StatelessInit is what the proxy sends a shared child before stateless
+// requests: servers of the session era (the Python SDK's) refuse every
+// request before a handshake, and the revision asked for is the newest;
+// the server answers with the one it speaks.
+var StatelessInit = mustDecode(`{"jsonrpc":"2.0","id":"spillway-init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"spillway","version":"1"}}}`)
+
+// Initialized is the notification that completes a handshake.
+var Initialized = mustDecode(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+func mustDecode(s string) *jsonrpc.Message {
+	m, err := jsonrpc.DecodeMessage([]byte(s))
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+type chanSink chan *jsonrpc.Message
+
+func (c chanSink) Deliver(m *jsonrpc.Message, _ any) {
+	select {
+	case c <- m:
+	default:
+	}
+}

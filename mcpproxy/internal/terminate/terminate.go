@@ -1,0 +1,202 @@
+// Package terminate is the HTTP face for upstreams that do not speak
+// Streamable HTTP themselves (a stdio child, a legacy HTTP+SSE server): the
+// proxy terminates the transport. A session-era session gets its own
+// upstream connection (so server requests and log levels reach exactly
+// its client) and its own streams, each a replayable event log (package
+// session); stateless-era requests share one supervised connection, each
+// request in a namespace of its own (package mux) and with a bounded
+// queue: a client that stops reading has its own request cut and
+// cancelled upstream, never anyone else's.
+package terminate
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/session"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
+)
+
+// Options configure a Face. Dial and Methods are required.
+type Options struct {
+	Dial    Dial
+	Methods *owned.Methods
+	// CheckStateless validates a stateless request's routing headers
+	// (Mcp-Method, Mcp-Name, Mcp-Param-*); a non-nil result is the error
+	// answered. shared is the connection tool bindings may be listed on.
+	CheckStateless func(ctx context.Context, r *http.Request, m *jsonrpc.Message, shared *mux.Mux) *jsonrpc.Message
+	MaxBody        int64
+	MaxSessions    int
+	Limits         session.Limits
+	// PollAfter, when set, ends a session-era POST stream open this long,
+	// after a retry hint: the client polls with GET (SEP-1699).
+	PollAfter time.Duration
+	// Queue bounds the messages waiting for one stateless client; past it
+	// the client's request is cut. Default 1024.
+	Queue  int
+	Logger *slog.Logger
+}
+
+// Face serves Streamable HTTP over dialed upstream connections. Create it
+// with New; safe for concurrent use; Close ends every session.
+type Face struct {
+	o       Options
+	log     *slog.Logger
+	table   *session.Table
+	shared  *Supervisor
+	closing chan struct{}
+}
+
+// New returns a face.
+func New(o Options) *Face {
+	if o.MaxBody <= 0 {
+		o.MaxBody = 4 << 20
+	}
+	if o.Queue <= 0 {
+		o.Queue = 1024
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	f := &Face{o: o, log: o.Logger, table: session.NewTable(o.MaxSessions, 0, o.Limits), closing: make(chan struct{})}
+	f.shared = &Supervisor{Dial: o.Dial, Log: o.Logger, OnServer: f.statelessServerMsg,
+		Init: func(ctx context.Context, m *mux.Mux) error {
+			return Handshake(ctx, m, StatelessInit, Initialized, false)
+		}}
+	return f
+}
+
+// Close ends every session and stream (writers return at once) and stops
+// the shared connection.
+func (f *Face) Close() {
+	select {
+	case <-f.closing:
+	default:
+		close(f.closing)
+	}
+	f.table.Close()
+	f.shared.Close()
+}
+
+// Sessions is the number of live sessions.
+func (f *Face) Sessions() int { return f.table.Len() }
+
+// statelessServerMsg: the stateless era has no server-to-client requests
+// (input-required results replace them), and a notification that belongs
+// to no request has no one to go to.
+func (f *Face) statelessServerMsg(m *jsonrpc.Message) {
+	if m.IsRequest() {
+		if sm, err := f.shared.Get(context.Background()); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			sm.Send(ctx, jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeMethodNotFound, "no client session to send this request to"))
+		}
+		return
+	}
+	f.log.Debug("dropping a notification with no session", "method", m.Method)
+}
+
+// ServeHTTP serves one request of rq's caller (authenticated and
+// origin-checked by the caller).
+func (f *Face) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Request) {
+	defer func() {
+		if v := recover(); v != nil && v != http.ErrAbortHandler {
+			f.log.Error("terminate: handler panicked", "panic", v, "stack", string(debug.Stack()))
+		}
+	}()
+	sid := r.Header.Get("Mcp-Session-Id")
+	switch r.Method {
+	case http.MethodPost:
+		f.post(w, r, rq)
+	case http.MethodGet, http.MethodDelete:
+		if sid == "" {
+			if httpx.Stateless(r.Header.Get("Mcp-Protocol-Version")) {
+				w.Header().Set("Allow", "POST")
+				http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+			} else {
+				http.Error(w, "Bad Request: Mcp-Session-Id header required", http.StatusBadRequest)
+			}
+			return
+		}
+		if r.Method == http.MethodDelete {
+			if f.table.Delete(sid, rq.Tenant) != nil {
+				http.Error(w, "session not found", http.StatusNotFound)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		s, err := f.table.Get(sid, rq.Tenant)
+		if err != nil {
+			http.Error(w, "session not found", http.StatusNotFound)
+			return
+		}
+		f.get(w, r, s)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
+	}
+}
+
+func (f *Face) post(w http.ResponseWriter, r *http.Request, rq owned.Request) {
+	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+		http.Error(w, "Content-Type must be application/json", http.StatusUnsupportedMediaType)
+		return
+	}
+	body, ok := httpx.ReadBody(w, r, f.o.MaxBody)
+	if !ok {
+		return
+	}
+	msgs, _, ok := httpx.DecodePOST(w, body, r.Header.Get("Mcp-Protocol-Version"))
+	if !ok {
+		return
+	}
+	rq.Version = httpx.RequestVersion(r, msgs)
+	sid := r.Header.Get("Mcp-Session-Id")
+	switch {
+	case sid != "":
+		s, err := f.table.Get(sid, rq.Tenant)
+		if err != nil {
+			httpx.WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, "session not found")
+			return
+		}
+		rq.Session = s.ID
+		f.sessionPOST(w, r, rq, s, msgs)
+	case hasMethod(msgs, "initialize") && !httpx.Stateless(rq.Version):
+		s, err := f.table.Create(r.Context(), rq.Tenant, f.startSession)
+		if err != nil {
+			f.log.Warn("starting a session failed", "err", err)
+			httpx.UpstreamDown(w, body)
+			return
+		}
+		w.Header().Set("Mcp-Session-Id", s.ID)
+		rq.Session = s.ID
+		f.sessionPOST(w, r, rq, s, msgs)
+	case httpx.Stateless(rq.Version) || hasMethod(msgs, "server/discover"):
+		f.statelessPOST(w, r, rq, msgs, body)
+	default:
+		http.Error(w, "Bad Request: Mcp-Session-Id header required", http.StatusBadRequest)
+	}
+}
+
+func hasMethod(msgs []*jsonrpc.Message, method string) bool {
+	for _, m := range msgs {
+		if m.Method == method {
+			return true
+		}
+	}
+	return false
+}
+
+// wantsSSE reports whether the client takes an event stream.
+func wantsSSE(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
