@@ -1,0 +1,136 @@
+package mcpproxy_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as a hostile or scripted stdio MCP server: run
+// as `<test binary> -test.run=^TestChildServer$ -- MODE`, it serves MODE
+// on its stdin and stdout. A child gets no environment from Spillway
+// beyond an allow-list, so the mode travels as an argument.
+
+func childMode() string {
+	for i, a := range os.Args {
+		if a == "--" && i+1 < len(os.Args) {
+			return os.Args[i+1]
+		}
+	}
+	return ""
+}
+
+// childCmd is the command line of a scripted child in MODE.
+func childCmd(mode string) (string, []string) {
+	return os.Args[0], []string{"-test.run=^TestChildServer$", "--", mode}
+}
+
+// TestChildServer is not a test: it is the scripted child.
+//
+// Modes: "plain" serves the tools below; "strict2025" also answers like a session-era-only server (the Python
+// SDK's): everything before initialize is refused; tools/call "slow"
+// sends a progress notification every 20 ms for 2 s (stopping when
+// cancelled) then its result; "flood" sends 5000 progress notifications
+// at once; "echo" answers with the caller's arguments. Every cancellation
+// it receives is reported on stderr. "null" answers every request with
+// "result": null.
+func TestChildServer(t *testing.T) {
+	mode := childMode()
+	if mode == "" {
+		t.Skip("the scripted child of other tests")
+	}
+	out := bufio.NewWriter(os.Stdout)
+	var mu sync.Mutex
+	send := func(v any) {
+		b, _ := json.Marshal(v)
+		mu.Lock()
+		out.Write(append(b, '\n'))
+		out.Flush()
+		mu.Unlock()
+	}
+	cancelled := map[string]chan struct{}{}
+	var cmu sync.Mutex
+	initialized := false
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(nil, 64<<20)
+	for in.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name      string          `json:"name"`
+				Arguments json.RawMessage `json:"arguments"`
+				RequestID json.RawMessage `json:"requestId"`
+				Meta      struct {
+					Token json.RawMessage `json:"progressToken"`
+				} `json:"_meta"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(in.Bytes(), &m) != nil {
+			continue
+		}
+		if m.ID == nil {
+			switch m.Method {
+			case "notifications/initialized":
+				initialized = true
+			case "notifications/cancelled":
+				fmt.Fprintf(os.Stderr, "cancelled %s\n", m.Params.RequestID)
+				cmu.Lock()
+				if c := cancelled[string(m.Params.RequestID)]; c != nil {
+					close(c)
+					delete(cancelled, string(m.Params.RequestID))
+				}
+				cmu.Unlock()
+			}
+			continue
+		}
+		if mode == "null" {
+			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": nil})
+			continue
+		}
+		if m.Method == "initialize" {
+			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{
+				"protocolVersion": "2025-11-25", "capabilities": map[string]any{"tools": map[string]any{}},
+				"serverInfo": map[string]any{"name": "child", "version": "1"}}})
+			continue
+		}
+		if !initialized && mode == "strict2025" {
+			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32600, "message": "Received request before initialization was complete"}})
+			continue
+		}
+		switch {
+		case m.Method == "tools/call" && m.Params.Name == "slow":
+			done := make(chan struct{})
+			cmu.Lock()
+			cancelled[string(m.ID)] = done
+			cmu.Unlock()
+			go func(id, tok json.RawMessage) {
+				for i := 0; i < 100; i++ {
+					select {
+					case <-done:
+						return
+					case <-time.After(20 * time.Millisecond):
+					}
+					if tok != nil {
+						send(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": map[string]any{"progressToken": tok, "progress": i}})
+					}
+				}
+				send(map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": "slow done"}}}})
+			}(m.ID, m.Params.Meta.Token)
+		case m.Method == "tools/call" && m.Params.Name == "flood":
+			for i := 0; i < 5000; i++ {
+				send(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": map[string]any{"progressToken": m.Params.Meta.Token, "progress": i, "message": strings.Repeat("x", 1000)}})
+			}
+			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"content": []any{}}})
+		case m.Method == "tools/call":
+			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": string(m.Params.Arguments)}}}})
+		default:
+			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{}})
+		}
+	}
+}
