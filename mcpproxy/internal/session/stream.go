@@ -21,6 +21,7 @@ package session
 
 import (
 	"crypto/rand"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -161,10 +162,10 @@ func (st *Stream) Next(gen uint64, cursor int) Batch {
 		first = st.events[0].seq
 	}
 	b.Gap = cursor < st.lost || cursor+1 < first
-	for _, ev := range st.events {
-		if ev.seq > cursor {
-			b.Events = append(b.Events, Event{ID: st.id + "_" + strconv.Itoa(ev.seq), Data: ev.data})
-		}
+	// Events are in seq order: start at the first one after the cursor.
+	i := sort.Search(len(st.events), func(i int) bool { return st.events[i].seq > cursor })
+	for _, ev := range st.events[i:] {
+		b.Events = append(b.Events, Event{ID: st.id + "_" + strconv.Itoa(ev.seq), Data: ev.data})
 	}
 	b.Done = st.done
 	return b
