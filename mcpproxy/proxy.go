@@ -4,53 +4,56 @@
 // capabilities, tools/call results it offloads, resources/* for its own
 // artifact URIs).
 //
-// Faces: Streamable HTTP (ServeHTTP, mounted at /mcp) and stdio
-// (ServeStdio). Upstreams: Streamable HTTP (forwarded request by request,
-// so sessions, headers and status codes stay the upstream's) or a stdio
-// child process (the proxy then terminates HTTP itself: one child per
-// session-era session, one shared child for stateless-era requests).
+// This package is the facade cmd/ uses; the work is done by internal
+// packages, one concern each:
 //
-// The data plane decodes only the JSON-RPC envelope and keeps params and
-// results as raw JSON. The official Go SDK is used as a test oracle, not
-// here: its typed structs drop unknown fields and its transports reject
-// methods they do not know, which a transparent proxy must not do.
+//   - jsonrpc: the envelope, ids, raw-JSON edits
+//   - sse, wire: event streams and newline framing, both bounded
+//   - child, upstream/httpclient: upstream connections (a stdio child, a
+//     Streamable HTTP or legacy HTTP+SSE server, as a client)
+//   - mux: one upstream connection shared by client namespaces
+//   - session: sessions bound to tenants, streams that are event logs
+//   - relay, terminate, stdioface: the faces
+//   - owned: the proxy's own methods; offload: offloading and previews
+//
+// A request carries its context (tenant, session, stream) from the face
+// that decoded it to the upstream and back: responses are routed by ids
+// the proxy minted, never by ids a client chose. Faces: Streamable HTTP
+// (ServeHTTP, mounted at /mcp) and stdio (ServeStdio).
 package mcpproxy
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/netip"
-	"net/url"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/identity"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/child"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/httpclient"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/relay"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/session"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/stdioface"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/terminate"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire"
 )
 
-// Protocol revisions the proxy knows by name.
+// Stream modes of resources/stream.
 const (
-	Version20250326 = "2025-03-26"
-	Version20250618 = "2025-06-18"
-	Version20251125 = "2025-11-25"
-	Version20260728 = "2026-07-28" // the first stateless revision
-
-	metaVersion = "io.modelcontextprotocol/protocolVersion"
+	StreamDirect   = owned.StreamDirect   // the POST's response is the bytes
+	StreamRedirect = owned.StreamRedirect // a 302 to a storage URL presigned for seconds (S3 stores)
+	StreamDownload = owned.StreamDownload // a JSON result with a short-lived downloadUrl
 )
-
-// Call is what the proxy needs to rewrite the response to a request it
-// owns (package owned).
-type Call = owned.Call
 
 // Options configure a Proxy. Upstream is required; the rest may be zero.
 type Options struct {
@@ -60,57 +63,103 @@ type Options struct {
 	// upstream resources/read results). nil: results pass unchanged.
 	Offloader        *Offloader
 	OffloadResources bool
-	// Artifacts serves resources/read for spillway:// URIs. nil: they are
-	// forwarded like any other URI.
+	// Artifacts serves the proxy's own spillway:// resources. nil: they
+	// are forwarded like any other URI.
 	Artifacts *artifact.Service
 	// Tenants authenticates callers with bearer tokens; nil or empty means
 	// no inbound auth (the command refuses that off loopback).
 	Tenants *identity.Tenants
-	// AllowedHosts and AllowedOrigins extend DNS-rebinding protection:
-	// by default only loopback Host names, and Origins equal to the Host,
-	// are accepted.
-	AllowedHosts, AllowedOrigins []string
+	// Guard checks Host and Origin (DNS-rebinding and cross-site
+	// protection). nil: loopback and IP-literal Hosts, same-origin
+	// browsers.
+	Guard *identity.Guard
 	// MaxBody caps a POST body from the client; default 4 MiB.
 	MaxBody int64
-	// MaxSessions caps live session-era sessions on a stdio upstream (each
-	// is a child process); default 64.
+	// MaxMessage caps one message from the upstream, whatever carries it
+	// (a JSON body, an SSE event, a stdio line); past it the request it
+	// answers gets a JSON-RPC error and the connection lives on. Default
+	// 1 GiB.
+	MaxMessage int64
+	// MaxSessions caps live session-era sessions on a stdio or legacy
+	// upstream (each holds a child or a stream); default 64.
 	MaxSessions int
-	// StreamMode is how resources/stream delivers an artifact: StreamDirect
-	// (default), StreamRedirect or StreamDownload.
+	// StreamMode is how resources/stream delivers an artifact:
+	// StreamDirect (default), StreamRedirect or StreamDownload.
 	StreamMode string
 	// Fetch is the artifact fetch endpoint; direct resources/stream
 	// responses are served through it. nil: download mode.
 	Fetch http.Handler
-	// MaxInlineRead caps resources/read of an artifact (base64 in JSON);
-	// beyond it the caller is told to use resources/stream or the httpUrl.
-	// Default 32 MiB.
+	// MaxInlineRead caps resources/read of an artifact; default 32 MiB.
 	MaxInlineRead int64
 	// StreamWindow is how long a session's SSE events stay replayable
 	// with Last-Event-ID; default 2 minutes.
 	StreamWindow time.Duration
-	// StreamPollAfter, when set, ends a session-era POST stream that has
-	// been open this long with requests still unanswered, after a retry
-	// hint: the client polls with GET and Last-Event-ID and gets the rest
-	// there (SEP-1699). It keeps long tool calls clear of the idle
-	// timeouts of load balancers. It applies where the proxy terminates
-	// sessions (stdio and legacy upstreams); an HTTP upstream's streams
-	// are its own. Zero: streams stay open.
+	// StreamPollAfter, when set, ends a session-era POST stream open this
+	// long, after a retry hint; the client polls for the rest (SEP-1699).
+	// Where the proxy terminates sessions (stdio and legacy upstreams).
 	StreamPollAfter time.Duration
 	Logger          *slog.Logger
 }
 
-// Proxy is an MCP proxy. Create it with New; it is safe for concurrent use.
-// Close stops the child processes it started.
+// Upstream is where the proxy sends what it does not answer itself.
+type Upstream interface{ upstream() }
+
+// Proxy is an MCP proxy. Create it with New; it is safe for concurrent
+// use. Close ends its sessions, streams and child processes.
 type Proxy struct {
-	o   Options
-	log *slog.Logger
+	o       Options
+	log     *slog.Logger
+	methods *owned.Methods
 
-	mu    sync.Mutex
-	calls map[string]Call // "session\x00id" → call awaiting its response (HTTP upstream)
+	relay *relay.Relay    // an HTTP upstream that speaks Streamable HTTP
+	term  *terminate.Face // a stdio or legacy upstream
+	dial  terminate.Dial  // a new upstream connection, for the stdio face
+	// legacy is the face for an HTTP upstream found to be legacy-only.
+	legacy func() *terminate.Face
 
-	sessions *sessions // stdio upstream only
-	tools    mcpheader.Tools
-	owned    *owned.Methods // the messages the proxy answers or rewrites
+	// tools are the upstream's x-mcp-header bindings, learned from
+	// tools/list: what Mcp-Param-* headers mirror.
+	tools mcpheader.Tools
+
+	closeMu sync.Mutex
+	closed  bool
+}
+
+// checkStateless validates a stateless request's routing headers where
+// the proxy terminates HTTP (an HTTP upstream checks its own), learning
+// the called tool's bindings from the upstream first if it must.
+func (p *Proxy) checkStateless(ctx context.Context, r *http.Request, m *jsonrpc.Message, up *mux.Mux) *jsonrpc.Message {
+	var bs []mcpheader.Binding
+	if name, ok := mcpheader.RoutingName(m); ok && m.Method == "tools/call" {
+		meta := jsonrpc.RawMember(m.Params, "_meta")
+		p.tools.Ensure(ctx, name, func(ctx context.Context, cursor string) ([]byte, error) {
+			return listTools(ctx, up, meta, cursor)
+		})
+		bs, _ = p.tools.Bindings(name)
+	}
+	return mcpheader.Check(r.Header, m, bs)
+}
+
+// listTools asks the upstream for one page of tools/list, with a
+// stateless caller's _meta (the request needs it to be understood).
+func listTools(ctx context.Context, up *mux.Mux, meta []byte, cursor string) ([]byte, error) {
+	params := map[string]any{}
+	if meta != nil {
+		params["_meta"] = json.RawMessage(meta)
+	}
+	if cursor != "" {
+		params["cursor"] = cursor
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "spillway-tools", "method": "tools/list", "params": params})
+	req, err := jsonrpc.DecodeMessage(b)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := terminate.Request(ctx, up, req)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Result, nil
 }
 
 // New returns a proxy for o.Upstream.
@@ -121,67 +170,87 @@ func New(o Options) (*Proxy, error) {
 	if o.MaxBody <= 0 {
 		o.MaxBody = 4 << 20
 	}
-	if o.MaxSessions <= 0 {
-		o.MaxSessions = 64
-	}
-	if o.MaxInlineRead <= 0 {
-		o.MaxInlineRead = 32 << 20
-	}
-	if o.StreamWindow <= 0 {
-		o.StreamWindow = 2 * time.Minute
+	if o.MaxMessage <= 0 {
+		o.MaxMessage = 1 << 30
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	p := &Proxy{o: o, log: o.Logger, calls: map[string]Call{}}
-	p.owned = owned.New(owned.Options{
+	if o.Guard == nil {
+		o.Guard = &identity.Guard{}
+	}
+	p := &Proxy{o: o, log: o.Logger}
+	p.methods = owned.New(owned.Options{
 		Artifacts: o.Artifacts, Offloader: o.Offloader, OffloadResources: o.OffloadResources,
-		MaxInlineRead: o.MaxInlineRead, StreamMode: o.StreamMode, Fetch: o.Fetch,
-		LearnTools: func(r []byte) { p.tools.Learn(r) }, Logger: o.Logger,
+		MaxInlineRead: o.MaxInlineRead, StreamMode: o.StreamMode, Fetch: o.Fetch, Logger: o.Logger,
+		LearnTools: func(result []byte) { p.tools.Learn(result) },
 	})
+	faceFor := func(dial terminate.Dial) *terminate.Face {
+		return terminate.New(terminate.Options{Dial: dial, Methods: p.methods, MaxBody: o.MaxBody,
+			MaxSessions: o.MaxSessions, PollAfter: o.StreamPollAfter, Logger: o.Logger,
+			Limits: session.Limits{Window: o.StreamWindow}, CheckStateless: p.checkStateless})
+	}
 	switch up := o.Upstream.(type) {
 	case *CommandUpstream:
-		p.sessions = newSessions(p, func() (conn, error) { return up.start(p.log) })
+		p.dial = func(ctx context.Context) (mux.Conn, error) {
+			return child.Start(child.Command{Path: up.Command, Args: up.Args, Dir: up.Dir, Env: up.Env},
+				child.Options{MaxMessage: o.MaxMessage, Logger: up.logger(o.Logger)})
+		}
+		p.term = faceFor(p.dial)
 	case *HTTPUpstream:
-		// Used only if the upstream turns out to speak the legacy
-		// HTTP+SSE transport, which the proxy must then terminate.
-		p.sessions = newSessions(p, func() (conn, error) { return dialLegacy(up, p) })
+		p.dial = func(ctx context.Context) (mux.Conn, error) {
+			return httpclient.New(up.clientOptions(o.MaxMessage, o.Logger, up.Transport, &p.tools))
+		}
+		legacyDial := func(ctx context.Context) (mux.Conn, error) {
+			return httpclient.New(up.clientOptions(o.MaxMessage, o.Logger, httpclient.Legacy, &p.tools))
+		}
+		if up.Transport == "sse" {
+			p.term = faceFor(legacyDial)
+			break
+		}
+		ro := relay.Options{URL: up.URL, Client: up.Client, Header: up.Header,
+			MaxMessage: o.MaxMessage, Methods: p.methods, Logger: o.Logger}
+		if up.Transport == "" {
+			var once sync.Once
+			var face *terminate.Face
+			p.legacy = func() *terminate.Face {
+				once.Do(func() { face = faceFor(legacyDial) })
+				return face
+			}
+			ro.DetectLegacy = func(ctx context.Context) bool {
+				return httpclient.DetectLegacy(ctx, up.clientOptions(o.MaxMessage, o.Logger, httpclient.Legacy, &p.tools))
+			}
+		}
+		p.relay = relay.New(ro)
+	default:
+		return nil, errors.New("mcpproxy: unknown upstream type")
 	}
 	return p, nil
 }
 
-// Close stops every child process.
+// Close ends every session and stream (open responses return at once, so
+// a server's graceful shutdown need not wait for them) and stops the
+// child processes. Safe to call more than once.
 func (p *Proxy) Close() error {
-	if p.sessions != nil {
-		p.sessions.close()
+	p.closeMu.Lock()
+	defer p.closeMu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	if p.term != nil {
+		p.term.Close()
+	}
+	if p.legacy != nil && p.relay.Legacy() {
+		p.legacy().Close()
 	}
 	return nil
 }
 
-// Upstream is where the proxy sends what it does not answer itself.
-type Upstream interface{ upstream() }
-
-// ---- the messages the proxy owns (package owned) ----
-
-// Remember records an artifact offloaded for tenant so resources/list can
-// show it; the list keeps the most recent 100 per tenant.
-func (p *Proxy) Remember(tenant string, a artifact.Artifact) { p.owned.Remember(tenant, a) }
-
-// request is who asks an HTTP request, for the proxy's own methods.
-func request(r *http.Request, tenant, version string) owned.Request {
-	rq := owned.Request{Tenant: tenant, Session: r.Header.Get("Mcp-Session-Id"), Version: version, Header: r.Header}
-	if ap, err := netip.ParseAddrPort(r.RemoteAddr); err == nil {
-		rq.Source = ap.Addr().Unmap()
-	}
-	return rq
-}
-
-// ---- HTTP face: checks shared by both upstream kinds ----
-
 // ServeHTTP serves the Streamable HTTP face; mount it at /mcp.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if msg := p.checkOrigin(r); msg != "" {
-		http.Error(w, msg, http.StatusForbidden)
+	if err := p.o.Guard.Check(r); err != nil {
+		http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
 		return
 	}
 	tenant, err := p.o.Tenants.Authenticate(r)
@@ -190,139 +259,45 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing or unknown bearer token", http.StatusUnauthorized)
 		return
 	}
-	r = r.WithContext(withTenant(r.Context(), tenant))
-	switch up := p.o.Upstream.(type) {
+	rq := owned.Request{Tenant: tenant, Header: r.Header, Source: remoteAddr(r)}
+	switch {
+	case p.term != nil:
+		p.term.ServeHTTP(w, r, rq)
+	case p.relay.Legacy():
+		p.legacy().ServeHTTP(w, r, rq)
+	default:
+		if p.relay.ServeHTTP(w, r, rq, p.o.MaxBody) {
+			p.legacy().ServeHTTP(w, r, rq) // the body was put back
+		}
+	}
+}
+
+func remoteAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
+}
+
+// ServeStdio serves one client speaking newline-delimited JSON-RPC on in
+// and out until in ends or ctx is done. The upstream is a child process
+// (restarted with backoff if it dies, the client's handshake replayed) or
+// an HTTP server spoken to as a Streamable HTTP client.
+func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	client := wire.NewConn(in, out, wire.Options{MaxMessage: p.o.MaxBody, Peer: "client", Logger: p.log})
+	defer client.Close()
+	face := stdioface.New(stdioface.Options{Methods: p.methods, Logger: p.log})
+	var up stdioface.Upstream
+	switch p.o.Upstream.(type) {
 	case *HTTPUpstream:
-		legacy, err := up.legacy(r.Context())
+		c, err := p.dial(ctx)
 		if err != nil {
-			p.log.Warn("upstream unreachable", "err", err)
+			return err
 		}
-		if legacy {
-			p.sessions.serveHTTP(w, r, tenant)
-			return
-		}
-		p.forward(w, r, up, tenant)
-	case *CommandUpstream:
-		p.sessions.serveHTTP(w, r, tenant)
+		up = stdioface.Fixed{M: mux.New(c, face.OnServer, p.log)}
+	default:
+		up = &terminate.Supervisor{Dial: p.dial, OnServer: face.OnServer, Init: face.Replay, Log: p.log}
 	}
+	return face.Serve(ctx, client, up)
 }
-
-// checkOrigin is the DNS-rebinding protection: a browser page on another
-// site must not reach a server on loopback through a name it controls.
-func (p *Proxy) checkOrigin(r *http.Request) string {
-	host := r.Host
-	if !p.hostAllowed(host) {
-		return "Forbidden: invalid Host header"
-	}
-	origin := r.Header.Get("Origin")
-	if origin == "" {
-		return "" // not a browser
-	}
-	for _, o := range p.o.AllowedOrigins {
-		if strings.EqualFold(o, origin) {
-			return ""
-		}
-	}
-	u, err := url.Parse(origin)
-	if err != nil || !strings.EqualFold(u.Host, host) {
-		return "Forbidden: invalid Origin header"
-	}
-	return ""
-}
-
-func (p *Proxy) hostAllowed(host string) bool {
-	for _, h := range p.o.AllowedHosts {
-		if strings.EqualFold(h, host) || h == "*" {
-			return true
-		}
-	}
-	name := host
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		name = h
-	}
-	name = strings.Trim(name, "[]")
-	if strings.EqualFold(name, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(name)
-	return ip != nil && ip.IsLoopback() && len(p.o.AllowedHosts) == 0
-}
-
-type tenantKey struct{}
-
-func withTenant(ctx context.Context, t string) context.Context {
-	return context.WithValue(ctx, tenantKey{}, t)
-}
-
-// readBody reads a POST body under the size cap; the error is answered.
-func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.o.MaxBody))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
-		} else {
-			http.Error(w, "reading the request body failed", http.StatusBadRequest)
-		}
-		return nil, false
-	}
-	return body, true
-}
-
-// decodePOST decodes a client's POST body; malformed input is answered
-// with a JSON-RPC error and HTTP 400.
-func decodePOST(w http.ResponseWriter, body []byte, version string) ([]*jsonrpc.Message, bool, bool) {
-	msgs, batch, err := jsonrpc.Decode(body)
-	if err != nil {
-		code := jsonrpc.CodeInvalidRequest
-		if errors.Is(err, jsonrpc.ErrMalformed) {
-			code = jsonrpc.CodeParseError
-		}
-		writeJSONError(w, http.StatusBadRequest, nil, code, err.Error())
-		return nil, false, false
-	}
-	if batch && version != "" && version >= Version20250618 {
-		writeJSONError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
-			"JSON-RPC batches are not part of protocol revision "+version)
-		return nil, false, false
-	}
-	return msgs, batch, true
-}
-
-func writeJSONError(w http.ResponseWriter, status int, id []byte, code int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	w.Write(jsonrpc.ErrorResponse(id, code, msg).Raw)
-}
-
-// requestVersion is the protocol revision a POST speaks: the header, else
-// the _meta of its first request.
-func requestVersion(r *http.Request, msgs []*jsonrpc.Message) string {
-	if v := r.Header.Get("Mcp-Protocol-Version"); v != "" {
-		return v
-	}
-	for _, m := range msgs {
-		if v := metaProtocolVersion(m.Params); v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
-// metaProtocolVersion reads params._meta["io.modelcontextprotocol/protocolVersion"].
-func metaProtocolVersion(params []byte) string {
-	if params == nil {
-		return ""
-	}
-	var p struct {
-		Meta map[string]json.RawMessage `json:"_meta"`
-	}
-	if json.Unmarshal(params, &p) != nil {
-		return ""
-	}
-	var v string
-	json.Unmarshal(p.Meta[metaVersion], &v)
-	return v
-}
-
-func stateless(version string) bool { return mcpheader.Stateless(version) }

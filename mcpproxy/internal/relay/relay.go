@@ -21,6 +21,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
@@ -42,7 +43,12 @@ type Options struct {
 	// arrive on another stream; default 4096.
 	MaxCalls int
 	Methods  *owned.Methods
-	Logger   *slog.Logger
+	// DetectLegacy, when set, is asked once the upstream refuses an
+	// initialize (400, 404 or 405: the backwards-compatibility rule's
+	// sign of a legacy HTTP+SSE server); true hands this request and all
+	// later ones back to the caller (ServeHTTP returns true).
+	DetectLegacy func(ctx context.Context) bool
+	Logger       *slog.Logger
 }
 
 // Relay forwards to one HTTP upstream. Safe for concurrent use.
@@ -52,7 +58,12 @@ type Relay struct {
 
 	mu       sync.Mutex
 	sessions map[string]*session // the upstream's session id → who owns it
+	legacy   atomic.Bool
 }
+
+// Legacy reports whether the upstream turned out to speak only the legacy
+// transport: the caller serves every request itself from then on.
+func (rl *Relay) Legacy() bool { return rl.legacy.Load() }
 
 // session is what the relay knows of one upstream session.
 type session struct {
@@ -100,8 +111,10 @@ func copyHeaders(dst, src http.Header) {
 }
 
 // ServeHTTP relays one request of rq's caller (already authenticated and
-// origin-checked by the caller).
-func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Request, maxBody int64) {
+// origin-checked by the caller). It returns true, having written nothing
+// and put the body back, when the upstream turned out to be legacy-only
+// (see Options.DetectLegacy).
+func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Request, maxBody int64) (legacy bool) {
 	ctx := r.Context()
 	sid := r.Header.Get("Mcp-Session-Id")
 	var sess *session
@@ -113,31 +126,32 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 			// Unknown to this proxy, or another tenant's: the same answer,
 			// and the one that makes a client start a new session.
 			httpx.WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, "session not found")
-			return
+			return false
 		}
 	}
 	var body []byte
+	var init *jsonrpc.Message
 	local := map[string]*owned.Call{} // this POST's own calls
 	var pending [][]byte              // its requests not yet answered
 	if r.Method == http.MethodPost {
 		var ok bool
 		if body, ok = httpx.ReadBody(w, r, maxBody); !ok {
-			return
+			return false
 		}
 		msgs, batch, ok := httpx.DecodePOST(w, body, r.Header.Get("Mcp-Protocol-Version"))
 		if !ok {
-			return
+			return false
 		}
 		if !batch && msgs[0].Method == "resources/stream" {
-			if rl.o.Methods.ServeStream(w, r, rq, msgs[0]) {
-				return
+			if rl.o.Methods.ServeStream(w, r, rq, msgs[0], rl.o.Methods.StreamCaps(rq, msgs[0])) {
+				return false
 			}
 		}
 		if !batch && msgs[0].IsRequest() {
 			reply, c := rl.o.Methods.Before(ctx, rq, msgs[0])
 			if reply != nil {
 				httpx.WriteReply(w, rq.Version, reply)
-				return
+				return false
 			}
 			if c != nil {
 				local[jsonrpc.Key(msgs[0].ID)] = c
@@ -159,6 +173,9 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 			if m.IsRequest() {
 				pending = append(pending, m.ID)
 			}
+			if m.Method == "initialize" {
+				init = m
+			}
 		}
 		if sess != nil {
 			sess.remember(local, rl.o.MaxCalls)
@@ -167,7 +184,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	req, err := http.NewRequestWithContext(ctx, r.Method, rl.o.URL, bytes.NewReader(body))
 	if err != nil {
 		http.Error(w, "bad upstream URL", http.StatusInternalServerError)
-		return
+		return false
 	}
 	copyHeaders(req.Header, r.Header)
 	for k, vs := range rl.o.Header {
@@ -180,16 +197,27 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 			rl.log.Warn("upstream unreachable", "err", err)
 			httpx.UpstreamDown(w, body)
 		}
-		return
+		return false
 	}
 	defer resp.Body.Close()
+	if init != nil && rl.o.DetectLegacy != nil && (resp.StatusCode == http.StatusBadRequest ||
+		resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed) && rl.o.DetectLegacy(ctx) {
+		rl.log.Info("the upstream speaks the legacy HTTP+SSE transport; terminating the protocol for it")
+		rl.legacy.Store(true)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		return true
+	}
 	if up := resp.Header.Get("Mcp-Session-Id"); up != "" && sid == "" && resp.StatusCode < 300 {
 		rl.bind(up, rq.Tenant)
+		if init != nil {
+			rl.o.Methods.Initialized(up, init)
+		}
 	}
 	if r.Method == http.MethodDelete && sid != "" && resp.StatusCode < 300 {
 		rl.mu.Lock()
 		delete(rl.sessions, sid)
 		rl.mu.Unlock()
+		rl.o.Methods.Ended(sid)
 	}
 	copyHeaders(w.Header(), resp.Header)
 	rw := &rewriter{rl: rl, ctx: ctx, local: local, sess: sess}
@@ -203,6 +231,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 		w.WriteHeader(resp.StatusCode)
 		io.Copy(w, resp.Body)
 	}
+	return false
 }
 
 func (rl *Relay) bind(sid, tenant string) {
@@ -325,9 +354,10 @@ func (rl *Relay) relaySSE(ctx context.Context, w http.ResponseWriter, resp *http
 		ev, err := sr.Next()
 		var tooLarge *sse.TooLargeError
 		if errors.As(err, &tooLarge) {
-			id, ok := jsonrpc.PeekID(tooLarge.Prefix)
-			rl.log.Warn("upstream event over the message cap", "limit", tooLarge.Limit, "id", string(id))
-			if !ok {
+			g := jsonrpc.Peek(tooLarge.Head, tooLarge.Tail)
+			id := g.ID
+			rl.log.Warn("upstream event over the message cap", "limit", tooLarge.Limit, "bytes", tooLarge.Size, "id", string(id))
+			if id == nil || !g.Response {
 				continue
 			}
 			delete(open, jsonrpc.Key(id))

@@ -126,7 +126,9 @@ func (f *Face) sessionPOST(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	l := s.Value.(*live)
 	s.Touch()
 	if len(msgs) == 1 && msgs[0].Method == "resources/stream" {
-		f.o.Methods.ServeStream(w, r, rq, msgs[0])
+		caps := f.o.Methods.StreamCaps(rq, msgs[0])
+		caps.Upstream = false // a stdio or legacy upstream cannot stream over HTTP
+		f.o.Methods.ServeStream(w, r, rq, msgs[0], caps)
 		return
 	}
 	st := s.NewStream()

@@ -65,7 +65,9 @@ func (f *Face) statelessPOST(w http.ResponseWriter, r *http.Request, rq owned.Re
 		}
 	}
 	if len(msgs) == 1 && msgs[0].Method == "resources/stream" {
-		f.o.Methods.ServeStream(w, r, rq, msgs[0])
+		caps := f.o.Methods.StreamCaps(rq, msgs[0])
+		caps.Upstream = false // a stdio or legacy upstream cannot stream over HTTP
+		f.o.Methods.ServeStream(w, r, rq, msgs[0], caps)
 		return
 	}
 	scope := sm.NewScope()

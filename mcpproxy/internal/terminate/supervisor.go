@@ -97,22 +97,15 @@ func (s *Supervisor) Close() {
 func Handshake(ctx context.Context, m *mux.Mux, init, initialized *jsonrpc.Message, strict bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	sc := m.NewScope()
-	defer sc.Close("handshake over")
-	got := make(chan *jsonrpc.Message, 1)
-	if _, err := sc.Call(ctx, init, chanSink(got), nil); err != nil {
+	r, err := Request(ctx, m, init)
+	if err != nil {
 		return err
 	}
-	select {
-	case r := <-got:
-		if r.Error != nil {
-			if strict {
-				return fmt.Errorf("initialize failed: %s", r.Error)
-			}
-			return nil // not a server that wants a handshake
+	if r.Error != nil {
+		if strict {
+			return fmt.Errorf("initialize failed: %s", r.Error)
 		}
-	case <-ctx.Done():
-		return errors.New("initialize timed out")
+		return nil // not a server that wants a handshake
 	}
 	if initialized == nil {
 		return nil
@@ -135,6 +128,23 @@ func mustDecode(s string) *jsonrpc.Message {
 		panic(err)
 	}
 	return m
+}
+
+// Request sends one request of the proxy's own on m and waits for its
+// answer until ctx ends.
+func Request(ctx context.Context, m *mux.Mux, req *jsonrpc.Message) (*jsonrpc.Message, error) {
+	sc := m.NewScope()
+	defer sc.Close("the proxy's own request is over")
+	got := make(chan *jsonrpc.Message, 1)
+	if _, err := sc.Call(ctx, req, chanSink(got), nil); err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-got:
+		return r, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s: %w", req.Method, ctx.Err())
+	}
 }
 
 type chanSink chan *jsonrpc.Message

@@ -22,7 +22,6 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/session"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 )
 
 // Options configure a Face. Dial and Methods are required.
@@ -179,6 +178,12 @@ func (f *Face) post(w http.ResponseWriter, r *http.Request, rq owned.Request) {
 		}
 		w.Header().Set("Mcp-Session-Id", s.ID)
 		rq.Session = s.ID
+		for _, m := range msgs {
+			if m.Method == "initialize" {
+				f.o.Methods.Initialized(s.ID, m)
+			}
+		}
+		s.OnClose(func() { f.o.Methods.Ended(s.ID) })
 		f.sessionPOST(w, r, rq, s, msgs)
 	case httpx.Stateless(rq.Version) || hasMethod(msgs, "server/discover"):
 		f.statelessPOST(w, r, rq, msgs, body)
