@@ -203,7 +203,7 @@ func TestSharedChildIsInitialized(t *testing.T) {
 // the proxy rewrites gets its client a JSON-RPC error, and the proxy
 // lives on (on the stdio face too).
 func TestNullResults(t *testing.T) {
-	_, url := childProxy(t, "null", mcpproxy.Options{})
+	_, url := childProxy(t, "null", mcpproxy.Options{Artifacts: newService(t)})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for _, method := range []string{"server/discover", "resources/list", "resources/templates/list", "tools/list"} {
@@ -235,7 +235,7 @@ func TestNullResults(t *testing.T) {
 	}
 	// The stdio face: the process survives and answers.
 	cmd, args := childCmd("null")
-	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.CommandUpstream{Command: cmd, Args: args}})
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.CommandUpstream{Command: cmd, Args: args}, Artifacts: newService(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

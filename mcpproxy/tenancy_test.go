@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/mcpproxy"
 	"github.com/spillway-dev/spillway/policy"
 )
@@ -120,7 +120,7 @@ func TestTenantsWithSameIDs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tenants, err := artifact.ParseTenants("tok-aaaaaaaaaaaaaaaa=A,tok-bbbbbbbbbbbbbbbb=B")
+	tenants, err := identity.ParseTenants("tok-aaaaaaaaaaaaaaaa=A,tok-bbbbbbbbbbbbbbbb=B")
 	if err != nil {
 		t.Fatal(err)
 	}
