@@ -59,8 +59,8 @@ type Mux struct {
 	next    uint64
 	pending map[string]*Pending // upstream id → call
 	tokens  map[string]*Pending // upstream progress token → call
-	dead    chan struct{}
-	err     error
+	ending  bool                // the connection ended: no new calls
+	dead    chan struct{}       // closed once every call in flight was answered
 }
 
 // New starts routing conn. onServer receives what the upstream sends on its
@@ -262,14 +262,7 @@ func (m *Mux) unroute(p *Pending) bool {
 	return true
 }
 
-func (m *Mux) aliveLocked() bool {
-	select {
-	case <-m.dead:
-		return false
-	default:
-		return true
-	}
-}
+func (m *Mux) aliveLocked() bool { return !m.ending }
 
 // loop routes what the upstream sends until the connection ends, then
 // answers every call in flight with an error: no client waits for ever.
@@ -280,19 +273,22 @@ func (m *Mux) loop() {
 			m.conn.Close()
 		}
 		m.mu.Lock()
-		close(m.dead)
+		m.ending = true
 		left := m.pending
 		m.pending, m.tokens = map[string]*Pending{}, map[string]*Pending{}
 		m.mu.Unlock()
 		if err := m.conn.Err(); err != nil {
 			m.log.Warn("upstream connection ended", "err", err)
 		}
+		// Answered before Done is closed: whoever waits for Done finds
+		// the errors already delivered.
 		for _, p := range left {
 			p.scope.mu.Lock()
 			delete(p.scope.calls, jsonrpc.Key(p.clientID))
 			p.scope.mu.Unlock()
 			p.sink.Deliver(jsonrpc.ErrorResponse(p.clientID, jsonrpc.CodeUpstream, "upstream MCP server exited"), p.tag)
 		}
+		close(m.dead)
 	}()
 	for msg := range m.conn.Recv() {
 		m.route(msg)

@@ -117,6 +117,7 @@ func copyHeaders(dst, src http.Header) {
 func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Request, maxBody int64) (legacy bool) {
 	ctx := r.Context()
 	sid := r.Header.Get("Mcp-Session-Id")
+	rq.Session = sid
 	var sess *session
 	if sid != "" {
 		rl.mu.Lock()
@@ -142,6 +143,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 		if !ok {
 			return false
 		}
+		rq.Version = httpx.RequestVersion(r, msgs)
 		if !batch && msgs[0].Method == "resources/stream" {
 			if rl.o.Methods.ServeStream(w, r, rq, msgs[0], rl.o.Methods.StreamCaps(rq, msgs[0])) {
 				return false

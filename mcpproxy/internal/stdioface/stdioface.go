@@ -105,7 +105,7 @@ func (f *Face) Replay(ctx context.Context, m *mux.Mux) error {
 	if init == nil {
 		return nil
 	}
-	return terminate.Handshake(ctx, m, init, ready, true)
+	return terminate.Handshake(m, init, ready)
 }
 
 // Serve relays between client and up until the client's input ends or ctx

@@ -48,13 +48,6 @@ func (f *Face) startSession(s *session.Session) error {
 	s.Value = l
 	s.OnClose(func() { l.m.Close() })
 	go l.work()
-	go func() {
-		select {
-		case <-l.m.Done():
-			f.table.Remove(s) // the upstream died: so did the session
-		case <-f.closing:
-		}
-	}()
 	return nil
 }
 
@@ -83,6 +76,7 @@ func (l *live) work() {
 				case it := <-l.inbox:
 					l.handle(it)
 				default:
+					l.f.table.Remove(l.s) // the upstream died: so did the session
 					return
 				}
 			}

@@ -90,25 +90,35 @@ func (s *Supervisor) Close() {
 }
 
 // Handshake sends the initialize request init on a fresh connection,
-// waits (≤ 10 s) for its answer, then sends initialized (when not nil).
-// An error answer fails the handshake only when strict: the stateless
-// face initializes a shared child best-effort, since a server of the
-// stateless era may not know initialize at all.
-func Handshake(ctx context.Context, m *mux.Mux, init, initialized *jsonrpc.Message, strict bool) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+// waits (≤ 10 s) for its answer, then sends initialized (when not nil);
+// an error answer fails it. Its context is its own: the client whose
+// request started the connection may leave, the connection stays.
+func Handshake(m *mux.Mux, init, initialized *jsonrpc.Message) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r, err := Request(ctx, m, init)
 	if err != nil {
 		return err
 	}
 	if r.Error != nil {
-		if strict {
-			return fmt.Errorf("initialize failed: %s", r.Error)
-		}
-		return nil // not a server that wants a handshake
+		return fmt.Errorf("initialize failed: %s", r.Error)
 	}
 	if initialized == nil {
 		return nil
+	}
+	return m.Send(ctx, initialized)
+}
+
+// Pipeline sends init and initialized on a fresh connection without
+// waiting: the stateless face prepares a shared child best-effort, since
+// a server of the stateless era may not answer initialize at all, and a
+// stdio server reads its input in order, so the handshake comes first
+// whatever follows. The answer is discarded.
+func Pipeline(m *mux.Mux, init, initialized *jsonrpc.Message) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := m.NewScope().Call(ctx, init, chanSink(make(chan *jsonrpc.Message, 1)), nil); err != nil {
+		return err
 	}
 	return m.Send(ctx, initialized)
 }

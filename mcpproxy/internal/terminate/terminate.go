@@ -68,7 +68,7 @@ func New(o Options) *Face {
 	f := &Face{o: o, log: o.Logger, table: session.NewTable(o.MaxSessions, 0, o.Limits), closing: make(chan struct{})}
 	f.shared = &Supervisor{Dial: o.Dial, Log: o.Logger, OnServer: f.statelessServerMsg,
 		Init: func(ctx context.Context, m *mux.Mux) error {
-			return Handshake(ctx, m, StatelessInit, Initialized, false)
+			return Pipeline(m, StatelessInit, Initialized)
 		}}
 	return f
 }
