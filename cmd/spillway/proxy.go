@@ -64,7 +64,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 }
 
 // build returns the proxy, or nil when no upstream is configured.
-func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, fetch http.Handler, log *slog.Logger) (*mcpproxy.Proxy, error) {
+func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.Guard, fetch http.Handler, log *slog.Logger) (*mcpproxy.Proxy, error) {
 	switch f.streamMode {
 	case mcpproxy.StreamDirect, mcpproxy.StreamRedirect, mcpproxy.StreamDownload:
 	default:
@@ -128,8 +128,7 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, fetch http.Handle
 		OffloadResources: f.offloadResources,
 		Artifacts:        d.svc,
 		Tenants:          tenants,
-		AllowedHosts:     splitList(f.allowedHosts),
-		AllowedOrigins:   splitList(f.allowedOrigins),
+		Guard:            guard,
 		MaxBody:          f.maxBody,
 		StreamMode:       f.streamMode,
 		Fetch:            fetch,

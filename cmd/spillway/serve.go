@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -144,7 +145,16 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.
 		}
 	}()
 	if s.ln, err = net.Listen("tcp", c.listen); err != nil {
-		return nil, err
+		if !c.stdio || !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, err
+		}
+		// The agent launched us for stdio; HTTP only serves the links. A
+		// second agent's Spillway holds the port: take a free one rather
+		// than leave the agent with "connection closed".
+		log.Warn("--listen address is taken; serving links on a free loopback port instead", "listen", c.listen, "err", err)
+		if s.ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return nil, err
+		}
 	}
 	if c.apiListen != "" {
 		if s.apiLn, err = net.Listen("tcp", c.apiListen); err != nil {
@@ -175,7 +185,7 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.
 		// listener, sandboxes holding links may be callers.
 		api.New(d.svc, apiOpts).Register(limited)
 	}
-	if s.proxy, err = c.proxyFlags.build(d, tenants, fetch, log); err != nil {
+	if s.proxy, err = c.proxyFlags.build(d, tenants, guard, fetch, log); err != nil {
 		return nil, err
 	}
 	if s.proxy != nil {
@@ -287,6 +297,11 @@ func (s *server) Run(ctx context.Context) error {
 	case err = <-errc:
 	case <-ctx.Done():
 		s.log.Info("shutting down")
+	}
+	if s.proxy != nil {
+		// Ends every MCP stream now: open GET streams would otherwise hold
+		// Shutdown for its whole timeout.
+		s.proxy.Close()
 	}
 	sctx, scancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer scancel()
