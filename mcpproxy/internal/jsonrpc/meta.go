@@ -23,47 +23,27 @@ func ProgressToken(m *Message) []byte { return Path(m.Params, "_meta", "progress
 
 // WithProgressToken returns m with params._meta.progressToken set to tok.
 func (m *Message) WithProgressToken(tok []byte) *Message {
-	p, ok := SetPath(m.Params, tok, "_meta", "progressToken")
-	if !ok {
-		return m
-	}
-	return m.WithParams(p)
+	return m.withParam(tok, "_meta", "progressToken")
 }
 
 // NotifiedToken returns a progress notification's params.progressToken.
 func NotifiedToken(m *Message) []byte { return RawMember(m.Params, "progressToken") }
 
 // WithNotifiedToken returns a progress notification naming tok instead.
-func (m *Message) WithNotifiedToken(tok []byte) *Message {
-	p, ok := SetPath(m.Params, tok, "progressToken")
-	if !ok {
-		return m
-	}
-	return m.WithParams(p)
-}
+func (m *Message) WithNotifiedToken(tok []byte) *Message { return m.withParam(tok, "progressToken") }
 
 // CancelledID returns the requestId a notifications/cancelled names.
 func CancelledID(m *Message) []byte { return RawMember(m.Params, "requestId") }
 
 // WithCancelledID returns a cancellation naming id instead.
-func (m *Message) WithCancelledID(id []byte) *Message {
-	p, ok := SetPath(m.Params, id, "requestId")
-	if !ok {
-		return m
-	}
-	return m.WithParams(p)
-}
+func (m *Message) WithCancelledID(id []byte) *Message { return m.withParam(id, "requestId") }
 
 // SubscriptionID returns params._meta's subscription id, raw.
 func SubscriptionID(m *Message) []byte { return Path(m.Params, "_meta", MetaSubscriptionID) }
 
 // WithSubscriptionID returns m naming the subscription id instead.
 func (m *Message) WithSubscriptionID(id []byte) *Message {
-	p, ok := SetPath(m.Params, id, "_meta", MetaSubscriptionID)
-	if !ok {
-		return m
-	}
-	return m.WithParams(p)
+	return m.withParam(id, "_meta", MetaSubscriptionID)
 }
 
 // Meta returns params._meta[key], raw.
@@ -72,4 +52,14 @@ func Meta(m *Message, key string) []byte { return Path(m.Params, "_meta", key) }
 // MetaString returns params._meta[key] when it is a string.
 func MetaString(m *Message, key string) string {
 	return StringMember(Path(m.Params, "_meta"), key)
+}
+
+// withParam returns m with the params member at keys set to v; m itself
+// when its params are not an object.
+func (m *Message) withParam(v []byte, keys ...string) *Message {
+	p, ok := SetPath(m.Params, v, keys...)
+	if !ok {
+		return m
+	}
+	return m.WithParams(p)
 }

@@ -264,6 +264,19 @@ func (f *Face) write(ctx context.Context, w http.ResponseWriter, s *session.Sess
 	}
 }
 
+// wait blocks until wake, and reports false when the client left or the
+// face closed first.
+func (f *Face) wait(ctx context.Context, wake <-chan struct{}) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-f.closing:
+		return false
+	case <-wake:
+		return true
+	}
+}
+
 // pollRetry is the retry hint of a stream closed for polling: soon enough
 // that a result does not wait long.
 const pollRetry = 500 * time.Millisecond
@@ -288,12 +301,8 @@ func (f *Face) writeJSON(ctx context.Context, w http.ResponseWriter, st *session
 		if b.Done {
 			break
 		}
-		select {
-		case <-ctx.Done():
+		if !f.wait(ctx, b.Wake) {
 			return
-		case <-f.closing:
-			return
-		case <-b.Wake:
 		}
 	}
 	st.Sent(cursor)

@@ -143,12 +143,8 @@ func (f *Face) respondStateless(ctx context.Context, w http.ResponseWriter, r *h
 		if want == 0 {
 			break
 		}
-		select {
-		case <-ctx.Done():
+		if !f.wait(ctx, q.wake) {
 			return
-		case <-f.closing:
-			return
-		case <-q.wake:
 		}
 	}
 	if !wantsSSE(r) {
