@@ -129,15 +129,30 @@ type Proxy struct {
 // the proxy terminates HTTP (an HTTP upstream checks its own), learning
 // the called tool's bindings from the upstream first if it must.
 func (p *Proxy) checkStateless(ctx context.Context, r *http.Request, m *jsonrpc.Message, up *mux.Mux) *jsonrpc.Message {
-	var bs []mcpheader.Binding
-	if name, ok := mcpheader.RoutingName(m); ok && m.Method == "tools/call" {
+	if err := mcpheader.Check(r.Header, []*jsonrpc.Message{m}); err != nil {
+		return headerError(m, err)
+	}
+	if name, ok := mcpheader.RoutingName(m); ok && m.Method == "tools/call" && mcpheader.Stateless(r.Header.Get(mcpheader.ProtocolVersion)) {
 		meta := jsonrpc.RawMember(m.Params, "_meta")
 		p.tools.Ensure(ctx, name, func(ctx context.Context, cursor string) ([]byte, error) {
 			return listTools(ctx, up, meta, cursor)
 		})
-		bs, _ = p.tools.Bindings(name)
+		bs, _ := p.tools.Lookup(name)
+		if err := mcpheader.CheckParams(r.Header, bs, m.Params); err != nil {
+			return headerError(m, err)
+		}
 	}
-	return mcpheader.Check(r.Header, m, bs)
+	return nil
+}
+
+// headerError is the JSON-RPC answer to a request whose headers fail
+// mcpheader's checks.
+func headerError(m *jsonrpc.Message, err error) *jsonrpc.Message {
+	var e *mcpheader.Error
+	if errors.As(err, &e) {
+		return jsonrpc.ErrorResponse(m.ID, e.Code, e.Message)
+	}
+	return jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeInvalidRequest, err.Error())
 }
 
 // listTools asks the upstream for one page of tools/list, with a

@@ -36,10 +36,10 @@ func (u *HTTPUpstream) clientOptions(maxMessage int64, log *slog.Logger, transpo
 			for k, vs := range u.Header {
 				h[k] = vs
 			}
-			if m != nil && m.Method == "tools/call" && h.Get("Mcp-Method") != "" {
+			if m != nil && m.Method == "tools/call" && h.Get(mcpheader.Method) != "" {
 				name, _ := mcpheader.RoutingName(m)
-				bs, _ := tools.Bindings(name)
-				mcpheader.SetParams(h, bs, m.Params)
+				bs, _ := tools.Lookup(name)
+				mcpheader.Set(h, m, bs)
 			}
 		}}
 }
