@@ -35,7 +35,7 @@ func childCmd(mode string) (string, []string) {
 // Modes: "plain" serves the tools below; "strict2025" also answers like a session-era-only server (the Python
 // SDK's): everything before initialize is refused; tools/call "slow"
 // sends a progress notification every 20 ms for 2 s (stopping when
-// cancelled) then its result; "flood" sends 5000 progress notifications
+// cancelled) then its result; "silent" never answers; "flood" sends 5000 progress notifications
 // at once; "echo" answers with the caller's arguments. Every cancellation
 // it receives is reported on stderr. "null" answers every request with
 // "result": null.
@@ -104,6 +104,8 @@ func TestChildServer(t *testing.T) {
 			continue
 		}
 		switch {
+		case m.Method == "tools/call" && m.Params.Name == "silent":
+			// never answers
 		case m.Method == "tools/call" && m.Params.Name == "slow":
 			done := make(chan struct{})
 			cmu.Lock()

@@ -223,12 +223,7 @@ func TestArtifactTemplate(t *testing.T) {
 		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"no"}}`)
 	}))
 	defer up.Close()
-	fs, err := fsstore.New(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	svc, _ := serviceOn(t, fs)
-	p, _ := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL, Transport: "streamable"}, Artifacts: svc})
+	p, _ := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL, Transport: "streamable"}, Artifacts: newService(t)})
 	rec := post(t, p, `{"jsonrpc":"2.0","id":1,"method":"resources/templates/list","params":{}}`, nil)
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `"uriTemplate":"spillway://artifacts/{id}"`) || !strings.Contains(rec.Body.String(), `"streamable":true`) {
 		t.Errorf("templates: %d %s", rec.Code, rec.Body)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/mcpproxy"
 	"github.com/spillway-dev/spillway/policy"
 )
@@ -230,5 +231,73 @@ func TestRelayOffloadsResultOnGET(t *testing.T) {
 	readEvents(resp.Body, func(ev event) bool { got = ev.data; return !strings.Contains(ev.data, `"id":9`) })
 	if !strings.Contains(got, "resource_link") || len(got) > 20000 {
 		t.Fatalf("the result that came on the GET stream was not offloaded (%d bytes): %.200s", len(got), got)
+	}
+}
+
+// TestSilentCallGetsHeadersAtOnce: a session-era call that sends nothing
+// for a long time still gets its response headers and a priming event
+// (an event id and a retry hint) at once, so a client's header timeout
+// does not fire and the client has an id to resume from.
+func TestSilentCallGetsHeadersAtOnce(t *testing.T) {
+	_, url := childProxy(t, "plain", mcpproxy.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sid := initSession(t, ctx, url)
+	hctx, hcancel := context.WithTimeout(ctx, 5*time.Second) // a client's header timeout
+	defer hcancel()
+	resp, err := sessionPost(hctx, url, sid, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"silent","arguments":{}}}`)
+	if err != nil {
+		t.Fatalf("no response headers for a silent call: %v", err)
+	}
+	defer resp.Body.Close()
+	var first event
+	readEvents(resp.Body, func(ev event) bool { first = ev; return false })
+	if first.id == "" {
+		t.Fatalf("the stream did not open with an event id: %+v", first)
+	}
+}
+
+// TestRelayedSessionBelongsToItsTenant: a session relayed to an HTTP
+// upstream answers only the tenant that created it; another tenant with
+// the session id gets what an unknown session gets.
+func TestRelayedSessionBelongsToItsTenant(t *testing.T) {
+	upstream, _, _ := bigServer(t)
+	tenants, err := identity.ParseTenants("tok-aaaaaaaaaaaaaaaa=A,tok-bbbbbbbbbbbbbbbb=B")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: upstream, Transport: "streamable"}, Tenants: tenants})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	url := serve(t, p)
+	post := func(token, sid, body string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+token)
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	resp := post("tok-aaaaaaaaaaaaaaaa", "", initBody)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if sid == "" {
+		t.Fatalf("no session: %s", resp.Status)
+	}
+	if got := post("tok-bbbbbbbbbbbbbbbb", sid, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`); got.StatusCode != http.StatusNotFound {
+		t.Fatalf("tenant B used tenant A's session: %s", got.Status)
+	}
+	if got := post("tok-aaaaaaaaaaaaaaaa", sid, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}`); got.StatusCode != http.StatusOK {
+		t.Fatalf("tenant A's own session: %s", got.Status)
 	}
 }
