@@ -26,6 +26,8 @@ type proxyFlags struct {
 	allowedHosts   string
 	allowedOrigins string
 	maxBody        int64
+	maxMessage     int64
+	maxSessions    int
 
 	offload          bool
 	textThreshold    int64
@@ -45,11 +47,13 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.upstreamCmd, "upstream-cmd", "", "MCP server to proxy, run as a stdio child process (`command` line)")
 	fs.Var(&f.upstreamEnv, "upstream-env", "environment of the --upstream-cmd child beyond PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TZ, TMPDIR, TERM: NAME passes Spillway's value, NAME=VALUE sets one (`list`, comma-separated, repeatable)")
 	fs.StringVar(&f.upstreamHeader, "upstream-header", "", "`header`s sent to --upstream-url, as Name: value; Name: value")
-	fs.StringVar(&f.upstreamTrans, "upstream-transport", "auto", "transport of --upstream-url: streamable, sse (legacy HTTP+SSE) or auto (probe once)")
+	fs.StringVar(&f.upstreamTrans, "upstream-transport", "auto", "transport of --upstream-url: streamable, sse (legacy HTTP+SSE) or auto (POST first; legacy only if the upstream refuses an initialize POST)")
 	fs.BoolVar(&f.stdio, "stdio", false, "also serve MCP on stdin/stdout (for agents that launch servers); ends when stdin does")
 	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "Host names every route but /a/ accepts besides IP literals, localhost and the --public-url host (`list`, comma-separated; * for any)")
 	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "browser Origins every route but /a/ accepts besides its own (`list`, comma-separated)")
 	fs.Int64Var(&f.maxBody, "max-body", 4<<20, "largest request body a client may POST to /mcp, in `bytes`")
+	fs.Int64Var(&f.maxMessage, "max-message", 1<<30, "largest message an upstream may send (JSON body, SSE event or stdio line), in `bytes`; past it the request gets a JSON-RPC error")
+	fs.IntVar(&f.maxSessions, "max-sessions", 64, "most session-era sessions with a stdio or legacy upstream (each holds a child or a stream)")
 	fs.BoolVar(&f.offload, "offload", true, "offload large tool outputs to artifacts (the policy has the last word)")
 	fs.Int64Var(&f.textThreshold, "text-threshold", 16<<10, "text items above this many `bytes` are offload candidates")
 	fs.Int64Var(&f.binaryThreshold, "binary-threshold", 4<<10, "image, audio and blob items above this many decoded `bytes` are offload candidates")
@@ -130,6 +134,8 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 		Tenants:          tenants,
 		Guard:            guard,
 		MaxBody:          f.maxBody,
+		MaxMessage:       f.maxMessage,
+		MaxSessions:      f.maxSessions,
 		StreamMode:       f.streamMode,
 		Fetch:            fetch,
 		MaxInlineRead:    f.maxInlineRead,
