@@ -132,7 +132,7 @@ func TestUpstreamEnvFlag(t *testing.T) {
 		t.Fatalf("Set: %v %q", err, l.String())
 	}
 	f := proxyFlags{upstreamURL: "http://127.0.0.1:1/mcp", upstreamEnv: envList{"A"}, streamMode: "direct"}
-	if _, err := f.build(nil, nil, nil, nil); err == nil || !strings.Contains(err.Error(), "--upstream-env needs --upstream-cmd") {
+	if _, err := f.build(nil, nil, nil, nil, nil); err == nil || !strings.Contains(err.Error(), "--upstream-env needs --upstream-cmd") {
 		t.Fatalf("build = %v", err)
 	}
 }
