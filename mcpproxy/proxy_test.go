@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spillway-dev/spillway/artifact/fsstore"
 	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/mcpproxy"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
