@@ -14,7 +14,10 @@ expired if {
 	input.now >= input.artifact.expires
 }
 
-# A link bound to a tenant only opens that tenant's artifacts.
+# A link bound to a tenant only opens that tenant's artifacts. MCP reads
+# carry no token: Spillway checked the session's tenant already.
+tenant_matches if not input.token
+
 tenant_matches if input.token.tenant == ""
 
 tenant_matches if input.token.tenant == input.artifact.tenant

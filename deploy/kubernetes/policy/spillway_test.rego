@@ -49,3 +49,8 @@ test_fetch_other_tenant if {
 test_fetch_unbound_token if {
 	fetch.allow with input as object.union(fetch_input, {"token": {"tenant": ""}})
 }
+
+# MCP reads carry no token: Spillway checked the session's tenant already.
+test_fetch_mcp_read if {
+	data.spillway.fetch.allow with input as {"via": "resources/read", "now": 100, "artifact": {"tenant": "acme", "expires": 0}}
+}

@@ -21,7 +21,17 @@ test_other_tenant_denied if {
 }
 
 test_tenantless_token_denied if not spillway.fetch.allow with input as {
-	"request": {"method": "GET"}, "token": {"method": "GET"}, "artifact": csv,
+	"via": "link", "request": {"method": "GET"}, "token": {"method": "GET"}, "artifact": csv,
+}
+
+# MCP reads carry no token: Spillway checked the session's tenant against
+# the artifact's before asking. The tenant rules must not refuse them.
+test_mcp_read_allowed if spillway.fetch.allow with input as {
+	"via": "resources/read", "request": {"method": "GET"}, "artifact": csv,
+}
+
+test_mcp_stream_allowed if spillway.fetch.allow with input as {
+	"via": "resources/stream", "request": {"method": "GET"}, "artifact": csv,
 }
 
 test_mint_for_other_tenant_denied if not spillway.mint.allow with input as {

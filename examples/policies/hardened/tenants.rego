@@ -10,6 +10,7 @@ fetch_deny contains "the link belongs to another tenant" if {
 }
 
 fetch_deny contains "the link belongs to another tenant" if {
+	input.token
 	not input.token.tenant
 	input.artifact.tenant
 }
