@@ -12,19 +12,6 @@ import (
 	"time"
 )
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // `serve --stdio` starts even when --listen is taken (another agent's
 // Spillway holds the port): it says so on stderr and serves links on a
 // free loopback port, and the stdio face answers.
