@@ -224,9 +224,14 @@ func TestPerAddressCap(t *testing.T) {
 	l := putFile(t, base, data, bigFile(t, 32<<20))
 	u := mustURL(t, l.HTTPURL)
 	for range 4 {
-		dial(t, u.Host, getHead(u))
+		// Held once the handler answers: read the status line, no more.
+		c := dial(t, u.Host, getHead(u))
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		status := make([]byte, len("HTTP/1.1 200"))
+		if _, err := io.ReadFull(c, status); err != nil || string(status) != "HTTP/1.1 200" {
+			t.Fatalf("held stream: %q, %v", status, err)
+		}
 	}
-	eventually(t, 5*time.Second, "four streams held", func() bool { return serverConns(t, u.Port()) == 4 })
 	resp, err := http.Head(l.HTTPURL)
 	if err != nil {
 		t.Fatal(err)
