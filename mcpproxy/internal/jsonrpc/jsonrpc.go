@@ -185,6 +185,16 @@ func (m *Message) WithResult(r []byte) *Message {
 	return n
 }
 
+// MustDecode decodes one message the program itself wrote (a constant, a
+// test's input); it panics when s is not one.
+func MustDecode(s string) *Message {
+	m, err := DecodeMessage([]byte(s))
+	if err != nil {
+		panic("jsonrpc: MustDecode: " + err.Error())
+	}
+	return m
+}
+
 // Response builds a result message for id.
 func Response(id []byte, result []byte) *Message {
 	raw := make([]byte, 0, len(result)+len(id)+32)

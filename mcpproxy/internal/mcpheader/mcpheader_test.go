@@ -40,14 +40,7 @@ func TestEncode(t *testing.T) {
 	}
 }
 
-func msg(t testing.TB, s string) *jsonrpc.Message {
-	t.Helper()
-	m, err := jsonrpc.DecodeMessage([]byte(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
+func msg(_ testing.TB, s string) *jsonrpc.Message { return jsonrpc.MustDecode(s) }
 
 func call(name string) string {
 	n, _ := json.Marshal(name)

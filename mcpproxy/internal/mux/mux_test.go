@@ -66,14 +66,7 @@ func (s *sink) wait(t *testing.T, n int) []*jsonrpc.Message {
 	return append([]*jsonrpc.Message(nil), s.got...)
 }
 
-func msg(t testing.TB, s string) *jsonrpc.Message {
-	t.Helper()
-	m, err := jsonrpc.DecodeMessage([]byte(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
+func msg(_ testing.TB, s string) *jsonrpc.Message { return jsonrpc.MustDecode(s) }
 
 func TestSameIDsAndTokensInTwoScopes(t *testing.T) {
 	fc := newFake()

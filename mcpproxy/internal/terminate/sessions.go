@@ -120,9 +120,7 @@ func (f *Face) sessionPOST(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	l := s.Value.(*live)
 	s.Touch()
 	if len(msgs) == 1 && msgs[0].Method == "resources/stream" {
-		caps := f.o.Methods.StreamCaps(rq, msgs[0])
-		caps.Upstream = false // a stdio or legacy upstream cannot stream over HTTP
-		f.o.Methods.ServeStream(w, r, rq, msgs[0], caps)
+		f.serveStream(w, r, rq, msgs[0])
 		return
 	}
 	st := s.NewStream()
@@ -170,6 +168,14 @@ func (f *Face) sessionPOST(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	// not hit the client's header timeout, and the client has an event id
 	// to resume from whatever happens next.
 	f.write(ctx, w, s, st, 0, rq.Version >= httpx.Version20251125, true)
+}
+
+// serveStream answers resources/stream: the proxy's artifacts only, since
+// a stdio or legacy upstream cannot stream over HTTP.
+func (f *Face) serveStream(w http.ResponseWriter, r *http.Request, rq owned.Request, m *jsonrpc.Message) {
+	caps := f.o.Methods.StreamCaps(rq, m)
+	caps.Upstream = false
+	f.o.Methods.ServeStream(w, r, rq, m, caps)
 }
 
 // callError is the answer to a request the mux would not send.

@@ -60,14 +60,14 @@ func (f *Face) statelessPOST(w http.ResponseWriter, r *http.Request, rq owned.Re
 	}
 	if len(msgs) == 1 && msgs[0].IsRequest() && f.o.CheckStateless != nil {
 		if e := f.o.CheckStateless(ctx, r, msgs[0], sm); e != nil {
-			httpx.WriteError(w, http.StatusBadRequest, e.ID, e.ErrorCode(), string(jsonrpc.RawMember(e.Error, "message")))
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write(e.Raw)
 			return
 		}
 	}
 	if len(msgs) == 1 && msgs[0].Method == "resources/stream" {
-		caps := f.o.Methods.StreamCaps(rq, msgs[0])
-		caps.Upstream = false // a stdio or legacy upstream cannot stream over HTTP
-		f.o.Methods.ServeStream(w, r, rq, msgs[0], caps)
+		f.serveStream(w, r, rq, msgs[0])
 		return
 	}
 	scope := sm.NewScope()

@@ -127,18 +127,10 @@ func Pipeline(m *mux.Mux, init, initialized *jsonrpc.Message) error {
 // requests: servers of the session era (the Python SDK's) refuse every
 // request before a handshake, and the revision asked for is the newest;
 // the server answers with the one it speaks.
-var StatelessInit = mustDecode(`{"jsonrpc":"2.0","id":"spillway-init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"spillway","version":"1"}}}`)
+var StatelessInit = jsonrpc.MustDecode(`{"jsonrpc":"2.0","id":"spillway-init","method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"spillway","version":"1"}}}`)
 
 // Initialized is the notification that completes a handshake.
-var Initialized = mustDecode(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-
-func mustDecode(s string) *jsonrpc.Message {
-	m, err := jsonrpc.DecodeMessage([]byte(s))
-	if err != nil {
-		panic(err)
-	}
-	return m
-}
+var Initialized = jsonrpc.MustDecode(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 
 // Request sends one request of the proxy's own on m and waits for its
 // answer until ctx ends.

@@ -15,14 +15,7 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 )
 
-func msg(t testing.TB, s string) *jsonrpc.Message {
-	t.Helper()
-	m, err := jsonrpc.DecodeMessage([]byte(s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
+func msg(_ testing.TB, s string) *jsonrpc.Message { return jsonrpc.MustDecode(s) }
 
 // within fails the test unless f returns within d.
 func within(t *testing.T, d time.Duration, what string, f func()) {
