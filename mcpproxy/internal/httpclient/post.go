@@ -104,10 +104,16 @@ func (c *Conn) post(ctx context.Context, m *jsonrpc.Message, retry bool) error {
 func (c *Conn) start(m *jsonrpc.Message, answer chan *jsonrpc.Message) *exchange {
 	ex := &exchange{m: m, answer: answer}
 	ex.ctx, ex.abort = context.WithCancel(c.life)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	version := c.version
+	if v := jsonrpc.MetaString(m, jsonrpc.MetaProtocolVersion); v != "" {
+		version = v
+	}
+	// Set before the exchange is seen by cancel, which reads it.
+	ex.stateless = mcpheader.Stateless(version) || (version == "" && m.Method != "initialize" && c.session == nil)
 	if m.IsRequest() {
-		c.mu.Lock()
 		c.calls[jsonrpc.Key(m.ID)] = ex
-		c.mu.Unlock()
 	}
 	return ex
 }
@@ -142,7 +148,6 @@ func (c *Conn) do(ctx context.Context, ex *exchange) (*http.Response, *session, 
 	if v := jsonrpc.MetaString(m, jsonrpc.MetaProtocolVersion); v != "" {
 		version = v
 	}
-	ex.stateless = mcpheader.Stateless(version) || (version == "" && m.Method != "initialize" && s == nil)
 	if s != nil && s.id != "" {
 		h.Set("Mcp-Session-Id", s.id)
 	}
@@ -202,9 +207,7 @@ func (c *Conn) readJSON(ex *exchange, resp *http.Response) {
 		return
 	}
 	if err != nil {
-		if ex.ctx.Err() == nil {
-			c.answerError(ex, "reading the upstream response failed: "+err.Error())
-		}
+		c.answerError(ex, "reading the upstream response failed: "+err.Error())
 		return
 	}
 	msgs, _, err := jsonrpc.Decode(body)
@@ -260,8 +263,13 @@ func (c *Conn) deliver(ex *exchange, m *jsonrpc.Message) bool {
 	return answers
 }
 
-// answerError answers the exchange's request with a JSON-RPC error.
+// answerError answers the exchange's request with a JSON-RPC error,
+// unless the exchange was aborted (cancelled, or the Conn closed): then
+// nobody waits for an answer.
 func (c *Conn) answerError(ex *exchange, msg string) {
+	if ex.ctx.Err() != nil {
+		return
+	}
 	c.deliver(ex, jsonrpc.ErrorResponse(ex.m.ID, jsonrpc.CodeUpstream, msg))
 }
 

@@ -59,11 +59,6 @@ type Event struct {
 	Comments []string
 }
 
-// IsDispatched reports whether a browser's EventSource would fire this
-// event: it carries data. An event with only an id, a retry hint or
-// comments sets state or keeps the connection alive, nothing more.
-func (e *Event) IsDispatched() bool { return e.HasData }
-
 // TooLargeError reports an event larger than the Reader's limit. The event
 // was discarded up to its end; the Reader goes on with the next one.
 type TooLargeError struct {
