@@ -190,7 +190,13 @@ func (s *Scope) Notify(ctx context.Context, n *jsonrpc.Message) error {
 			s.m.log.Debug("dropping a cancellation that names no request in flight")
 			return nil
 		}
-		n = n.WithCancelledID(p.upID)
+		if err := s.m.Send(ctx, n.WithCancelledID(p.upID)); err != nil {
+			return err
+		}
+		// The client no longer waits for it: a late answer is dropped, and
+		// the call does not linger for the rest of the scope's life.
+		s.forget(p)
+		return nil
 	}
 	return s.m.Send(ctx, n)
 }

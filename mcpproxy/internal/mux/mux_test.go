@@ -122,6 +122,9 @@ func TestCancelStaysInItsScope(t *testing.T) {
 	if string(jsonrpc.CancelledID(got)) != string(up.ID) {
 		t.Fatalf("cancel sent upstream: %s, want requestId %s", got.Raw, up.ID)
 	}
+	if n := b.InFlight(); n != 0 {
+		t.Fatalf("%d calls still in flight after the client cancelled its only one", n)
+	}
 	select {
 	case extra := <-fc.sent:
 		t.Fatalf("unexpected upstream message %s", extra.Raw)

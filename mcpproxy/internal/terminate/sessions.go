@@ -164,7 +164,8 @@ func (f *Face) sessionPOST(w http.ResponseWriter, r *http.Request, rq owned.Requ
 		f.writeJSON(ctx, w, st)
 		return
 	}
-	// Headers and a priming event go out at once: a long, silent call must
+	// Headers and a priming event (an id and empty data, as the spec
+	// words it) go out at once: a long, silent call must
 	// not hit the client's header timeout, and the client has an event id
 	// to resume from whatever happens next.
 	f.write(ctx, w, s, st, 0, rq.Version >= httpx.Version20251125, true)
@@ -216,7 +217,7 @@ func (f *Face) write(ctx context.Context, w http.ResponseWriter, s *session.Sess
 	sw := sse.NewWriter(w)
 	last := st.ID() + "_" + strconv.Itoa(cursor)
 	if prime {
-		if sw.Write(sse.Event{ID: last, HasID: true, Retry: time.Second, HasRetry: true}) != nil {
+		if sw.Write(sse.Event{ID: last, HasID: true, HasData: true, Retry: time.Second, HasRetry: true}) != nil {
 			return
 		}
 	} else if sw.Flush() != nil {
@@ -264,7 +265,7 @@ func (f *Face) write(ctx context.Context, w http.ResponseWriter, s *session.Sess
 		case <-poll:
 			// Closed on purpose: an id and a retry hint, and the client
 			// polls with GET and Last-Event-ID for the rest.
-			sw.Write(sse.Event{ID: last, HasID: true, Retry: pollRetry, HasRetry: true})
+			sw.Write(sse.Event{ID: last, HasID: true, HasData: true, Retry: pollRetry, HasRetry: true})
 			return
 		}
 	}
