@@ -9,7 +9,9 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -37,7 +39,7 @@ func newReverseProxy(target *url.URL) *httputil.ReverseProxy {
 
 // reverseProxy is the -rproxy mode: the anchor in its own process, so it
 // pays for its own hop and its RSS is its own. It exits when its stdin
-// closes (the parent stopped or died) or on SIGINT.
+// closes (the parent stopped or died) or on SIGINT or SIGTERM.
 func reverseProxy() int {
 	target, err := url.Parse(*rproxyTarget)
 	if err != nil || target.Host == "" {
@@ -46,6 +48,15 @@ func reverseProxy() int {
 	}
 	go func() {
 		io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
+	// Notify, not the default action: a process started in the background
+	// inherits SIGINT ignored, and Go then leaves it ignored, so the
+	// parent's stop would wait forever.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
 		os.Exit(0)
 	}()
 	rp := newReverseProxy(target)
