@@ -13,6 +13,7 @@ import (
 	"net/http"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
 )
 
 // Protocol revisions the proxy knows by name.
@@ -20,11 +21,7 @@ const (
 	Version20250326 = "2025-03-26"
 	Version20250618 = "2025-06-18"
 	Version20251125 = "2025-11-25"
-	Version20260728 = "2026-07-28" // the first stateless revision
 )
-
-// Stateless reports whether a revision is of the stateless era.
-func Stateless(version string) bool { return version >= Version20260728 }
 
 // RequestVersion is the revision a POST speaks: the header, else the _meta
 // of its first request that has one.
@@ -87,7 +84,7 @@ func WriteError(w http.ResponseWriter, status int, id []byte, code int, msg stri
 // error carries its HTTP status.
 func WriteReply(w http.ResponseWriter, version string, m *jsonrpc.Message) {
 	status := http.StatusOK
-	if Stateless(version) {
+	if mcpheader.Stateless(version) {
 		status = ErrorStatus(m)
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -101,15 +98,11 @@ func ErrorStatus(m *jsonrpc.Message) int {
 	switch m.ErrorCode() {
 	case jsonrpc.CodeMethodNotFound:
 		return http.StatusNotFound
-	case jsonrpc.CodeInvalidParams, CodeHeaderMismatch, -32021, -32022:
+	case jsonrpc.CodeInvalidParams, mcpheader.CodeHeaderMismatch, -32021, -32022:
 		return http.StatusBadRequest
 	}
 	return http.StatusOK
 }
-
-// CodeHeaderMismatch is the stateless era's error for HTTP headers that
-// disagree with the body.
-const CodeHeaderMismatch = -32020
 
 // WriteMessages writes raw messages as one JSON value: an array when batch.
 func WriteMessages(w io.Writer, out [][]byte, batch bool) {

@@ -34,12 +34,13 @@ import (
 
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/offload"
 )
 
 // Version20260728 is the first stateless protocol revision: its results
 // carry resultType, and its cacheable ones ttlMs and cacheScope.
-const Version20260728 = "2026-07-28"
+const Version20260728 = mcpheader.FirstStateless
 
 // Request is who asks, in which era, on which face.
 type Request struct {
@@ -54,7 +55,7 @@ type Request struct {
 }
 
 // stateless reports whether the request speaks a stateless-era revision.
-func (rq Request) stateless() bool { return rq.Version >= Version20260728 }
+func (rq Request) stateless() bool { return mcpheader.Stateless(rq.Version) }
 
 // Call is what After needs to rewrite one response. Before returns it;
 // the face carries it with the request and hands it to After with the

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 )
@@ -128,7 +129,7 @@ func (f *Face) respondStateless(ctx context.Context, w http.ResponseWriter, r *h
 			}
 			if sw == nil && want == 0 && httpx.ErrorStatus(m) != http.StatusOK {
 				// An error whose HTTP status must say what it is.
-				httpx.WriteReply(w, httpx.Version20260728, m)
+				httpx.WriteReply(w, mcpheader.FirstStateless, m)
 				return
 			}
 			if sw == nil {
@@ -150,7 +151,7 @@ func (f *Face) respondStateless(ctx context.Context, w http.ResponseWriter, r *h
 	if !wantsSSE(r) {
 		if len(out) == 1 {
 			m, _ := jsonrpc.DecodeMessage(out[0])
-			httpx.WriteReply(w, httpx.Version20260728, m)
+			httpx.WriteReply(w, mcpheader.FirstStateless, m)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -19,6 +19,7 @@ import (
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/session"
@@ -117,7 +118,7 @@ func (f *Face) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Reques
 		f.post(w, r, rq)
 	case http.MethodGet, http.MethodDelete:
 		if sid == "" {
-			if httpx.Stateless(r.Header.Get("Mcp-Protocol-Version")) {
+			if mcpheader.Stateless(r.Header.Get("Mcp-Protocol-Version")) {
 				w.Header().Set("Allow", "POST")
 				http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
 			} else {
@@ -169,7 +170,7 @@ func (f *Face) post(w http.ResponseWriter, r *http.Request, rq owned.Request) {
 		}
 		rq.Session = s.ID
 		f.sessionPOST(w, r, rq, s, msgs)
-	case hasMethod(msgs, "initialize") && !httpx.Stateless(rq.Version):
+	case hasMethod(msgs, "initialize") && !mcpheader.Stateless(rq.Version):
 		s, err := f.table.Create(r.Context(), rq.Tenant, f.startSession)
 		if err != nil {
 			f.log.Warn("starting a session failed", "err", err)
@@ -185,7 +186,7 @@ func (f *Face) post(w http.ResponseWriter, r *http.Request, rq owned.Request) {
 		}
 		s.OnClose(func() { f.o.Methods.Ended(s.ID) })
 		f.sessionPOST(w, r, rq, s, msgs)
-	case httpx.Stateless(rq.Version) || hasMethod(msgs, "server/discover"):
+	case mcpheader.Stateless(rq.Version) || hasMethod(msgs, "server/discover"):
 		f.statelessPOST(w, r, rq, msgs, body)
 	default:
 		http.Error(w, "Bad Request: Mcp-Session-Id header required", http.StatusBadRequest)
