@@ -52,6 +52,7 @@ type event struct {
 	data []byte
 	at   time.Time
 	resp []byte // the id, when the event is a response
+	shed bool   // a response already replaced by its error: as small as it gets
 }
 
 // Event is one event a writer sends.
@@ -217,13 +218,13 @@ func (st *Stream) shed() (freed int, at time.Time, ok bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for i, ev := range st.events {
-		if ev.resp != nil && isTombstone(ev.data) {
-			continue // already as small as it gets
+		if ev.shed {
+			continue
 		}
 		if ev.resp != nil {
 			tomb := jsonrpc.ErrorResponse(ev.resp, jsonrpc.CodeInternalError,
 				"the response was dropped: the client did not read it within the proxy's buffer").Raw
-			st.events[i].data = tomb
+			st.events[i].data, st.events[i].shed = tomb, true
 			st.lost = max(st.lost, ev.seq)
 			return len(ev.data) - len(tomb), ev.at, true
 		}
@@ -234,16 +235,12 @@ func (st *Stream) shed() (freed int, at time.Time, ok bool) {
 	return 0, time.Time{}, false
 }
 
-func isTombstone(b []byte) bool {
-	return len(b) < 200 && strings.Contains(string(b), "the response was dropped")
-}
-
 // oldest is the time of the stream's oldest sheddable event.
 func (st *Stream) oldest() (time.Time, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for _, ev := range st.events {
-		if ev.resp == nil || !isTombstone(ev.data) {
+		if !ev.shed {
 			return ev.at, true
 		}
 	}
