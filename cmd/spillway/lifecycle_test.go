@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"github.com/spillway-dev/spillway/policy/policytest"
 	"io"
 	"log/slog"
 	"net"
@@ -23,7 +24,7 @@ func TestServeStdioWithListenTaken(t *testing.T) {
 	defer ln.Close()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
-	var stderr syncBuffer
+	var stderr policytest.Buffer
 	done := make(chan int, 1)
 	echo := `sh -c 'read l; echo "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}"; read l'`
 	go func() {

@@ -6,10 +6,10 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"github.com/spillway-dev/spillway/policy/policytest"
 	"io"
 	"net"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -110,7 +110,7 @@ func runServe(t *testing.T, args ...string) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
+	var stderr policytest.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, append([]string{"serve", "--listen", addr, "--log-level", "warn"}, args...), nil, io.Discard, &stderr, func(string) string { return "" })
@@ -136,22 +136,4 @@ func runServe(t *testing.T, args ...string) string {
 			t.Fatalf("serve did not answer within 30s: %s", stderr.String())
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's and the test's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

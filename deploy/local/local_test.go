@@ -4,8 +4,8 @@ package local
 
 import (
 	"bufio"
-	"bytes"
 	"context"
+	"github.com/spillway-dev/spillway/policy/policytest"
 	"net"
 	"net/http"
 	"os"
@@ -14,7 +14,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -91,7 +90,7 @@ func TestStart(t *testing.T) {
 	cmd := exec.Command(sh, "start", dir)
 	cmd.Env = append(os.Environ(), "SPILLWAY_MINIO="+bin, "MINIO_PORT="+strconv.Itoa(port),
 		"MINIO_CONSOLE_PORT="+strconv.Itoa(console), "MINIO_BUCKET=devbucket")
-	var out syncBuffer
+	var out policytest.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
@@ -185,22 +184,4 @@ func exports(t *testing.T, s string) map[string]string {
 		env[k] = strings.Trim(v, "'")
 	}
 	return env
-}
-
-// syncBuffer is a bytes.Buffer that the process writes while the test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

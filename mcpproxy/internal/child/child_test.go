@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spillway-dev/spillway/policy/policytest"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -14,7 +15,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,31 +26,13 @@ import (
 // is measured against it in every test.
 const closeDeadline = CloseBound + time.Second
 
-// logBuffer collects what a child's connection logs.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startSh runs script under sh as a child.
-func startSh(t *testing.T, script string, env ...string) (*Conn, *logBuffer) {
+func startSh(t *testing.T, script string, env ...string) (*Conn, *policytest.Buffer) {
 	t.Helper()
 	if runtime.GOOS == "windows" {
 		t.Skip("the hostile children are shell scripts")
 	}
-	logs := &logBuffer{}
+	logs := &policytest.Buffer{}
 	c, err := Start(Command{Path: "sh", Args: []string{"-c", script}, Env: env},
 		Options{MaxMessage: 1 << 20, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	if err != nil {
