@@ -180,6 +180,14 @@ func TestSlowClientCostsOnlyItself(t *testing.T) {
 			t.Fatalf("call %d: %s", i, got)
 		}
 	}
+	// The client that never read had its request cut: reading what was
+	// written for it shows neither all 5000 progress notifications nor the
+	// result.
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	got, _ := io.ReadAll(c)
+	if n := strings.Count(string(got), "notifications/progress"); n >= 5000 || strings.Contains(string(got), `"result":{"content":[]}`) {
+		t.Fatalf("the stalled client's request was not cut: %d progress notifications, result %v", n, strings.Contains(string(got), `"result":{"content":[]}`))
+	}
 }
 
 // TestSharedChildIsInitialized: a child that refuses everything before the
