@@ -28,8 +28,9 @@ func parseDigest(s string) (string, error) {
 // Spillway sends it), or "" for any other ETag: a weak one, or a storage
 // service's MD5 after a redirect.
 func etagDigest(etag string) string {
-	v, ok := strings.CutPrefix(etag, `"`)
-	if v, ok = strings.CutSuffix(v, `"`); !ok {
+	v, open := strings.CutPrefix(etag, `"`)
+	v, closed := strings.CutSuffix(v, `"`)
+	if !open || !closed {
 		return ""
 	}
 	d, err := parseDigest(v)
