@@ -13,8 +13,10 @@
 //     stdin closed, a grace, SIGTERM to the group, a grace, SIGKILL to the
 //     group, reaped. A descendant that left the group and holds a pipe
 //     open cannot make it hang (exec.Cmd.WaitDelay and closing our ends).
-//   - Its stderr is always drained and logged line by line; a line over
-//     MaxStderrLine is logged truncated and reading goes on.
+//   - Its stderr is always drained and logged line by line, at Debug only
+//     and rate-limited (it is untrusted and often noisy: it must not flood
+//     Spillway's logs); a line over MaxStderrLine is logged truncated and
+//     reading goes on.
 //   - Writes to its stdin honour the caller's context, so a child that
 //     never reads blocks neither Send past it nor Close.
 //   - Its environment is an allow-list (see Env): nothing of Spillway's own
@@ -54,8 +56,8 @@ type Options struct {
 	// MaxMessage caps one message read from the child, in bytes (≤ 0:
 	// wire.DefaultMaxMessage).
 	MaxMessage int64
-	// Logger receives the child's stderr and what the connection drops;
-	// nil discards.
+	// Logger receives the child's stderr (at Debug, rate-limited) and
+	// what the connection drops; nil discards.
 	Logger *slog.Logger
 }
 

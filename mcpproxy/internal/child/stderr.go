@@ -2,14 +2,26 @@ package child
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"runtime/debug"
 	"sync"
+	"time"
 )
 
 // MaxStderrLine is the most of one stderr line that is logged; the rest
 // of a longer line is counted and dropped, and reading goes on.
 const MaxStderrLine = 16 << 10
+
+// A child's stderr is untrusted and often noisy: it is logged at Debug,
+// never above, and at most stderrBurst lines at once, then stderrRate
+// lines a second (a token bucket); lines past that are counted, and the
+// count is logged with the next line that passes. So a child cannot flood
+// Spillway's logs, whatever level they are kept at.
+const (
+	stderrBurst = 100
+	stderrRate  = 10 // lines per second
+)
 
 // stderrLog logs a child's stderr line by line. exec's goroutine writes
 // to it until the child's stderr ends; it never blocks longer than the
@@ -17,8 +29,12 @@ const MaxStderrLine = 16 << 10
 type stderrLog struct {
 	mu      sync.Mutex
 	log     *slog.Logger
-	line    []byte // the current line, up to MaxStderrLine
-	dropped int    // bytes of it beyond that
+	now     func() time.Time // the clock of the rate limit; nil: time.Now
+	line    []byte           // the current line, up to MaxStderrLine
+	dropped int              // bytes of it beyond that
+	tokens  float64          // lines that may be logged now
+	last    time.Time        // when tokens was last refilled
+	skipped int              // lines not logged since the last one that was
 }
 
 func (s *stderrLog) setLogger(log *slog.Logger) {
@@ -58,14 +74,45 @@ func (s *stderrLog) flush() {
 	if len(s.line) > 0 || s.dropped > 0 {
 		s.emit()
 	}
+	if s.skipped > 0 {
+		s.log.Debug("upstream stderr lines skipped", "skipped_lines", s.skipped)
+		s.skipped = 0
+	}
 }
 
 func (s *stderrLog) emit() {
-	line := string(bytes.TrimSuffix(s.line, []byte("\r")))
-	if s.dropped > 0 {
-		s.log.Info("upstream stderr", "line", line, "truncated", s.dropped)
-	} else {
-		s.log.Info("upstream stderr", "line", line)
+	defer func() { s.line, s.dropped = s.line[:0], 0 }()
+	if !s.log.Enabled(context.Background(), slog.LevelDebug) || !s.allow() {
+		return
 	}
-	s.line, s.dropped = s.line[:0], 0
+	attrs := []any{"line", string(bytes.TrimSuffix(s.line, []byte("\r")))}
+	if s.dropped > 0 {
+		attrs = append(attrs, "truncated", s.dropped)
+	}
+	if s.skipped > 0 {
+		attrs = append(attrs, "skipped_lines", s.skipped)
+		s.skipped = 0
+	}
+	s.log.Debug("upstream stderr", attrs...)
+}
+
+// allow takes a token for one line, or counts the line as skipped.
+func (s *stderrLog) allow() bool {
+	now := time.Now
+	if s.now != nil {
+		now = s.now
+	}
+	t := now()
+	if s.last.IsZero() {
+		s.tokens = stderrBurst
+	} else if d := t.Sub(s.last); d > 0 {
+		s.tokens = min(stderrBurst, s.tokens+d.Seconds()*stderrRate)
+	}
+	s.last = t
+	if s.tokens < 1 {
+		s.skipped++
+		return false
+	}
+	s.tokens--
+	return true
 }
