@@ -6,12 +6,15 @@ Copy this one file next to your code, or ``pip install`` its folder. Then::
     data = spillway.fetch(link)                   # the resource_link: its URL, SHA-256, size, expiry
     data = spillway.fetch(link["httpUrl"], sha256=link["_meta"]["dev.spillway/sha256"])
     spillway.fetch(link, "orders.json")           # streams to a file instead
+    spillway.fetch(link, sys.stdout.buffer)       # or to any binary stream, as bytes arrive
     rows = spillway.load_json(link)
 
 ``fetch`` streams, checks the size and the SHA-256, resumes with an HTTP Range request when the
 connection breaks, waits as told by ``Retry-After`` when the service is unavailable, and raises
 ``LinkExpired``, ``AccessDenied``, ``NotFound`` or ``IntegrityError`` (each carrying the server's
-error ``code``).
+error ``code``). A file is written to ``NAME.part``, created afresh (never opened through a symlink
+or another file's hard link), and renamed when complete; a 206 is taken only for the range asked
+and the range its ``Content-Range`` names.
 
 Which SHA-256 is checked: the link's (``fetch(link)``) or the ``sha256=`` given, which must be 64
 hex digits (anything else raises ``BadDigest`` before any request). Given a bare URL and no
@@ -22,6 +25,9 @@ storage (``--redirect``) the ETag is the store's MD5 and no checksum is checked 
 From a shell::
 
     python3 -m spillway URL|LINK.json [-o FILE] [--sha256 HEX] [--require-sha256]
+
+Without ``-o`` the bytes go to stdout as they arrive; a non-zero exit status means that what
+was written must be thrown away.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import json
 import os
 import re
 import socket
+import stat
 import sys
 import time
 import urllib.error
@@ -50,6 +57,10 @@ __version__ = "0.1.0"
 
 SHA256_META = "dev.spillway/sha256"
 _CHUNK = 256 << 10
+# A partial file is created, never opened: O_EXCL refuses whatever already has its name (a
+# symlink included, dangling or not), O_NOFOLLOW where the platform has it.
+_PART_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
 
 
 class SpillwayError(Exception):
@@ -169,6 +180,22 @@ _OPENER = urllib.request.build_opener(_SameOriginRedirect)
 _CONTENT_RANGE = re.compile(r"bytes ([0-9]+)-([0-9]+)/([0-9]+|\*)")
 
 
+def _create_part(part: str) -> int:
+    """Create the partial file ``part`` exclusively and return its descriptor. A regular file
+    of that name (an earlier fetch's, or a hard link to another file) is unlinked first, never
+    written through; anything else (a symlink, a directory, a FIFO) is refused."""
+    for _ in range(2):
+        try:
+            return os.open(part, _PART_FLAGS, 0o666)
+        except FileExistsError:
+            pass
+        st = os.lstat(part)
+        if not stat.S_ISREG(st.st_mode):
+            break
+        os.remove(part)
+    raise SpillwayError(f"{part} exists and is not a regular file: not writing through it", code="path")
+
+
 def _error(status: int, body: bytes) -> SpillwayError:
     code, message = "", ""
     try:
@@ -196,7 +223,7 @@ def _from_link(link: dict, sha256: Optional[str], expires_at: Any, size: Optiona
 
 def fetch(
     url: Union[str, dict],
-    path: Union[str, os.PathLike, None] = None,
+    path: Union[str, os.PathLike, BinaryIO, None] = None,
     *,
     expires_at: Any = None,
     sha256: Optional[str] = None,
@@ -209,6 +236,13 @@ def fetch(
     headers: Optional[dict] = None,
 ) -> Any:
     """Fetch ``url``; return its bytes, or write them to ``path`` and return the path.
+
+    ``path`` may also be a writable binary stream (``sys.stdout.buffer``, a socket file): the
+    bytes are written to it as they arrive and ``path`` is returned, so memory stays bounded
+    whatever the size. The checks run as the bytes pass: on an error, what was written already
+    must be thrown away. A file name is written as ``NAME.part`` first, created exclusively (a
+    symlink or other non-regular file of that name raises ``SpillwayError`` with code "path"),
+    and renamed to ``NAME`` once checked.
 
     ``url`` is an ``httpUrl`` or a whole resource_link (a dict): then its SHA-256, size and expiry
     are checked and ``require_sha256`` defaults to True. ``expires_at`` (RFC 3339 string, datetime
@@ -231,29 +265,33 @@ def fetch(
     exp = _parse_time(expires_at)
     if exp is not None and time.time() >= exp:
         raise LinkExpired(f"link expired at {expires_at}", code="expired")
+    args = (sha256, size, timeout, retries, max_retry_wait, progress, headers or {})
     if path is None:
-        sink: BinaryIO = io.BytesIO()
-    else:
-        part = os.fspath(path) + ".part"
-        sink = open(part, "wb")
+        buf = io.BytesIO()
+        _download(url, buf, *args)
+        return buf.getvalue()
+    if hasattr(path, "write"):
+        _download(url, path, *args)  # type: ignore[arg-type]
+        return path
+    name = os.fspath(path)
+    part = name + ".part"
+    fd = _create_part(part)
     try:
-        total = _download(url, sink, sha256, size, timeout, retries, max_retry_wait, progress, headers or {})
-        if path is None:
-            return sink.getvalue()  # type: ignore[attr-defined]
-        sink.close()
-        os.replace(part, path)
+        with os.fdopen(fd, "wb") as sink:
+            _download(url, sink, *args)
+        os.replace(part, name)
         return path
     except BaseException:
-        if path is not None:
-            sink.close()
-            try:
-                os.remove(part)
-            except OSError:
-                pass
+        try:
+            os.remove(part)  # ours: created above; if swapped since, only the new name goes
+        except OSError:
+            pass
         raise
 
 
 def _download(url, sink, want_sha, want_size, timeout, retries, max_wait, progress, extra) -> int:
+    """Write the bytes at url to sink, which is only ever appended to (it may be a stream), and
+    check them; returns their number."""
     h = hashlib.sha256()
     done, total, etag = 0, None, None
     attempt = 0
@@ -280,24 +318,28 @@ def _download(url, sink, want_sha, want_size, timeout, retries, max_wait, progre
                 continue
             raise Unavailable(f"cannot reach {url.split('?')[0]}: {e}") from None
         with resp:
-            if resp.status == 200 and done > 0:  # the server restarted from zero
-                sink.seek(0)
-                sink.truncate()
-                h, done = hashlib.sha256(), 0
-            elif resp.status == 206:
-                m = _CONTENT_RANGE.fullmatch(resp.headers.get("Content-Range") or "")
-                start = int(m.group(1)) if m else -1
-                if start != done:
-                    raise IntegrityError(f"resumed at byte {start}, expected {done}", code="range")
+            start, stop, total = _answer_range(resp, done, total)
             etag = resp.headers.get("ETag") or etag
-            length = resp.headers.get("Content-Length")
-            if length is not None:
-                total = done + int(length)
+            # A 200 after bytes were written starts over: the sink may be a stream that cannot
+            # be rewound, so the repeated prefix is hashed, compared with what was written, and
+            # skipped; only then does the new response's hash replace the old.
+            skip, again = done - start, hashlib.sha256()
             try:
                 while True:
                     chunk = resp.read(_CHUNK)
                     if not chunk:
                         break
+                    if skip > 0:
+                        again.update(chunk[:skip])
+                        chunk, skip = chunk[skip:], skip - len(chunk[:skip])
+                        if skip == 0:
+                            if again.digest() != h.digest():
+                                raise IntegrityError("the artifact changed while it was fetched", code="changed")
+                            h = again
+                    if not chunk:
+                        continue
+                    if stop is not None and done + len(chunk) > stop:
+                        raise IntegrityError(f"more bytes than the {stop} announced", code="size")
                     sink.write(chunk)
                     h.update(chunk)
                     done += len(chunk)
@@ -310,6 +352,8 @@ def _download(url, sink, want_sha, want_size, timeout, retries, max_wait, progre
                     continue
                 raise Unavailable(f"connection broke at byte {done}: {e}") from None
         if total is not None and done < total:
+            if stop is not None and done == stop and resp.status == 206:
+                continue  # a shorter range than asked, delivered whole: ask for the rest
             if attempt < retries:
                 attempt += 1
                 continue
@@ -322,6 +366,31 @@ def _download(url, sink, want_sha, want_size, timeout, retries, max_wait, progre
     if expect and got != expect:
         raise IntegrityError(f"sha256 {got}, expected {expect}", code="sha256")
     return done
+
+
+def _answer_range(resp, done: int, total: Optional[int]):
+    """(start, stop, total) of a 200 or 206 answering a request for bytes ``done``- (the whole
+    when done is 0, sent without Range): where its body starts, the offset it must not pass
+    (None: unknown), and the artifact's length (None: unknown). A 206 to a request without
+    Range, a Content-Range other than the range asked, or one that disagrees with the body's
+    length or the length known so far, raises IntegrityError (code "range")."""
+    length = resp.headers.get("Content-Length")
+    length = int(length) if length is not None and length.isdigit() else None
+    if resp.status != 206:
+        if done > 0 and None not in (length, total) and length != total:
+            raise IntegrityError(f"the artifact changed size while it was fetched: {total}, now {length}", code="changed")
+        return 0, length, length if length is not None else total
+    cr = resp.headers.get("Content-Range") or ""
+    m = _CONTENT_RANGE.fullmatch(cr)
+    if done == 0:
+        raise IntegrityError(f"a 206 ({cr}) to a request for the whole artifact", code="range")
+    start, end = (int(m.group(1)), int(m.group(2))) if m else (-1, -1)
+    size = None if not m or m.group(3) == "*" else int(m.group(3))
+    if (start != done or end < start or (size is not None and end >= size)
+            or (length is not None and length != end - start + 1)
+            or (size is not None and total is not None and size != total)):
+        raise IntegrityError(f"asked for bytes {done}- of {total}, got {cr!r} with {length} bytes", code="range")
+    return start, end + 1, size if size is not None else total
 
 
 def open_text(url: Union[str, dict], encoding: str = "utf-8", **kw: Any) -> str:
@@ -370,7 +439,7 @@ def main(argv: Optional[list] = None) -> int:
         if a.output:
             fetch(target, a.output, **kw)
         else:
-            sys.stdout.buffer.write(fetch(target, **kw))
+            fetch(target, sys.stdout.buffer, **kw)  # as bytes arrive: the artifact may be large
     except SpillwayError as e:
         if show:
             sys.stderr.write("\n")
