@@ -37,6 +37,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 )
 
@@ -58,7 +59,9 @@ type Options struct {
 	// URL is the server's MCP endpoint (for a legacy server, its event
 	// stream).
 	URL string
-	// Client does the HTTP; nil means http.DefaultClient. It must not have
+	// Client does the HTTP, under the proxy's upstream client policy
+	// (httpx.UpstreamClient: no redirect to another origin, bounded
+	// dialing); nil means that policy's shared transport. It must not have
 	// a Timeout: a response stream lasts as long as its tool runs.
 	Client *http.Client
 	// Header, when set, is called for every request the Conn makes, after
@@ -155,15 +158,12 @@ func New(o Options) (*Conn, error) {
 		o.MaxRetryDelay = time.Minute
 	}
 	c := &Conn{
-		o: o, log: o.Logger, client: o.Client, base: u,
+		o: o, log: o.Logger, client: httpx.UpstreamClient(o.Client), base: u,
 		recv: make(chan *jsonrpc.Message, 16), queue: make(chan *sendReq), done: make(chan struct{}),
 		ended: make(chan struct{}), calls: map[string]*exchange{},
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
-	}
-	if c.client == nil {
-		c.client = http.DefaultClient
 	}
 	c.life, c.stop = context.WithCancel(context.Background())
 	if o.Transport == Legacy {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 )
@@ -157,7 +158,7 @@ func (c *Conn) openLegacy(ctx context.Context) (post string, rd *sse.Reader, bod
 		}
 	}
 	ep, err := c.base.Parse(strings.TrimSpace(string(ev.Data)))
-	if err != nil || ep.Scheme != c.base.Scheme || ep.Host != c.base.Host {
+	if err != nil || !httpx.SameOrigin(ep, c.base) {
 		// Never post messages (and credentials) to another origin.
 		resp.Body.Close()
 		return fail(fmt.Errorf("a bad endpoint %q", truncate(ev.Data)))

@@ -1,8 +1,10 @@
 // Package httpx holds what both HTTP faces of the proxy (the relay and the
 // terminating face) do the same way: reading and decoding a client's POST
 // under the size cap, the protocol revision a request speaks, and the one
-// mapping of JSON-RPC errors to HTTP statuses. Pure functions; safe for
-// concurrent use.
+// mapping of JSON-RPC errors to HTTP statuses; and, for the side that
+// faces the upstream, the one HTTP client policy (UpstreamClient) and the
+// redaction of upstream URLs in logs and errors (RedactURL, RedactError).
+// Everything here is safe for concurrent use.
 package httpx
 
 import (
