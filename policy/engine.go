@@ -56,6 +56,10 @@ type Options struct {
 	// PollInterval is how often Watch looks for changes; default 1s.
 	PollInterval time.Duration
 	Logger       *slog.Logger
+
+	// afterRead, when set (tests only), runs once the policy's files are
+	// read, before they are compiled.
+	afterRead func()
 }
 
 // Engine evaluates the offload, mint and fetch decisions with prepared
@@ -69,11 +73,15 @@ type Engine struct {
 
 	dlog *decisionLog // nil without Options.DecisionLog
 
+	reloading sync.Mutex // one Reload at a time: swaps stay in order
+
 	mu        sync.Mutex
 	past      map[string]string // signed bundles once active: digest → revision
 	pastRevs  map[string]bool
 	lastErr   error
-	lastPrint string
+	lastPrint string // fingerprint of the files the active policy was read from
+	dryPrint  string // the same for the candidate
+	dryErr    error  // why the newest candidate was refused
 	reloads   int64
 	refusals  int64
 	evalErrs  atomic.Int64
@@ -106,11 +114,12 @@ func New(ctx context.Context, o Options) (*Engine, error) {
 	e.cur.Store(c)
 	e.lastPrint, e.loadedAt = fp, time.Now()
 	if o.Candidate != "" {
-		d, _, err := e.build(ctx, o.Candidate, "")
+		d, fp, err := e.build(ctx, o.Candidate, "")
 		if err != nil {
 			return nil, fmt.Errorf("dry-run candidate: %w", err)
 		}
 		e.dry.Store(d)
+		e.dryPrint = fp
 	}
 	if o.DecisionLog != nil {
 		e.dlog = newDecisionLog(o.DecisionLog, o.DecisionLogQueue, o.DecisionLogFlush, e.log)
@@ -148,20 +157,30 @@ func describe(o Options) string {
 	return "built-in"
 }
 
-// build loads, tests and compiles one policy.
+// build loads, tests and compiles one policy. It returns the fingerprint
+// of its files taken before they were read: a change written while they
+// are read or compiled makes the next poll's fingerprint differ, so it is
+// loaded then, never lost (a fingerprint taken after reading would match
+// the newer files while the older ones are in force). The fingerprint is
+// returned with a load error too, so a refused version is not retried
+// until it changes again.
 func (e *Engine) build(ctx context.Context, dir, bundle string) (*compiled, string, error) {
+	fp, err := fingerprint(dir, bundle)
+	if err != nil {
+		return nil, fp, fmt.Errorf("policy: load: %w", err)
+	}
 	src, err := load(dir, bundle, e.o)
 	if err != nil {
-		return nil, "", fmt.Errorf("policy: load: %w", err)
+		return nil, fp, fmt.Errorf("policy: load: %w", err)
 	}
 	if err := src.test(ctx); err != nil {
-		return nil, "", fmt.Errorf("policy: %w", err)
+		return nil, fp, fmt.Errorf("policy: %w", err)
 	}
 	c, err := src.compile(ctx)
 	if err != nil {
-		return nil, "", fmt.Errorf("policy: compile: %w", err)
+		return nil, fp, fmt.Errorf("policy: compile: %w", err)
 	}
-	return c, src.fingerprint, nil
+	return c, fp, nil
 }
 
 func (s *source) compile(ctx context.Context) (*compiled, error) {
@@ -328,6 +347,10 @@ type Status struct {
 	// or not flushed at Close); DecisionLogWriteErrors failed writes.
 	DecisionLogDropped     int64 `json:"decision_log_dropped,omitempty"`
 	DecisionLogWriteErrors int64 `json:"decision_log_write_errors,omitempty"`
+	// CandidateRevision is the dry-run candidate's, "" without one;
+	// CandidateError is why its newest version was refused.
+	CandidateRevision string `json:"candidate_revision,omitempty"`
+	CandidateError    string `json:"candidate_error,omitempty"`
 }
 
 // Status reports the active revision and the reload history.
@@ -342,6 +365,12 @@ func (e *Engine) Status() Status {
 	}
 	if e.dlog != nil {
 		s.DecisionLogDropped, s.DecisionLogWriteErrors = e.dlog.dropped.Load(), e.dlog.errs.Load()
+	}
+	if d := e.dry.Load(); d != nil {
+		s.CandidateRevision = d.revision
+	}
+	if e.dryErr != nil {
+		s.CandidateError = e.dryErr.Error()
 	}
 	return s
 }
@@ -359,12 +388,12 @@ func (e *Engine) Ready() error {
 // Revision identifies the active policy's sources.
 func (e *Engine) Revision() string { return e.cur.Load().revision }
 
-// Watch polls the policy folder or bundle until ctx is done. A change is
-// loaded, tested and compiled off the request path, then swapped in; a
-// policy that fails any step is refused and the last good one serves on.
-// The built-in policy never changes.
+// Watch polls the policy folder or bundle, and the dry-run candidate,
+// until ctx is done. A change is loaded, tested and compiled off the
+// request path, then swapped in; a policy that fails any step is refused
+// and the last good one serves on. The built-in policy never changes.
 func (e *Engine) Watch(ctx context.Context) {
-	if e.o.Dir == "" && e.o.Bundle == "" {
+	if e.o.Dir == "" && e.o.Bundle == "" && e.o.Candidate == "" {
 		return
 	}
 	t := time.NewTicker(e.o.PollInterval)
@@ -379,19 +408,36 @@ func (e *Engine) Watch(ctx context.Context) {
 	}
 }
 
-// Reload loads the policy again if its files changed. It reports whether
-// a new policy was swapped in. A policy whose content changed is swapped
-// in whatever its revision says. With a bundle key, a signed bundle that
-// is older than the active one is refused (see refuseOlder).
+// Reload loads the policy, and the dry-run candidate, again if their files
+// changed. It reports whether a new enforced policy was swapped in. A
+// policy whose content changed is swapped in whatever its revision says.
+// With a bundle key, a signed bundle that is older than the active one is
+// refused (see refuseOlder). A refused candidate leaves the last good one
+// comparing (Status.CandidateError says why).
 func (e *Engine) Reload(ctx context.Context) bool {
-	fp, err := fingerprint(e.o.Dir, e.o.Bundle)
+	e.reloading.Lock()
+	defer e.reloading.Unlock()
+	swapped := e.reloadEnforced(ctx)
+	if e.o.Candidate != "" {
+		e.reloadCandidate(ctx)
+	}
+	return swapped
+}
+
+// changed reports whether the files of a policy differ from those it was
+// last read from.
+func (e *Engine) changed(dir, bundle string, last *string) bool {
+	fp, err := fingerprint(dir, bundle)
 	e.mu.Lock()
-	same := err == nil && fp == e.lastPrint
-	e.mu.Unlock()
-	if same {
+	defer e.mu.Unlock()
+	return err != nil || fp != *last
+}
+
+func (e *Engine) reloadEnforced(ctx context.Context) bool {
+	if !e.changed(e.o.Dir, e.o.Bundle, &e.lastPrint) {
 		return false
 	}
-	c, fp2, err := e.build(ctx, e.o.Dir, e.o.Bundle)
+	c, fp, err := e.build(ctx, e.o.Dir, e.o.Bundle)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.lastPrint = fp // a refused version is not retried until it changes again
@@ -405,7 +451,6 @@ func (e *Engine) Reload(ctx context.Context) bool {
 		e.log.Error("policy refused; the last good one keeps serving", "active", cur.revision, "err", err)
 		return false
 	}
-	e.lastPrint = fp2
 	e.lastErr = nil
 	if c.digest == cur.digest {
 		return false
@@ -417,6 +462,25 @@ func (e *Engine) Reload(ctx context.Context) bool {
 	e.loadedAt = time.Now()
 	e.log.Info("policy reloaded", "revision", c.revision, "digest", c.digest[:16])
 	return true
+}
+
+func (e *Engine) reloadCandidate(ctx context.Context) {
+	if !e.changed(e.o.Candidate, "", &e.dryPrint) {
+		return
+	}
+	c, fp, err := e.build(ctx, e.o.Candidate, "")
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.dryPrint = fp
+	e.dryErr = err
+	if err != nil {
+		e.log.Error("dry-run candidate refused; the last good one keeps comparing", "candidate", e.dry.Load().revision, "err", err)
+		return
+	}
+	if c.digest != e.dry.Load().digest {
+		e.dry.Store(c)
+		e.log.Info("dry-run candidate reloaded", "revision", c.revision, "digest", c.digest[:16])
+	}
 }
 
 // refuseOlder says why a signed bundle must not replace the active one:

@@ -245,6 +245,28 @@ func TestDryRun(t *testing.T) {
 	if !strings.Contains(log.String(), `"dry_run_disagreement"`) || !strings.Contains(log.String(), `"v2"`) {
 		t.Errorf("no disagreement logged:\n%s", log.String())
 	}
+
+	// The candidate is reloaded like the enforced policy: once it agrees,
+	// nothing is logged; a broken one is refused and the last good one
+	// keeps comparing.
+	log.Reset()
+	e, err = New(ctx, Options{Dir: enforced, Candidate: candidate, DecisionLog: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePolicy(t, candidate, allowAll+"# agrees now\n")
+	e.Reload(ctx)
+	agreeing := e.Status().CandidateRevision
+	writePolicy(t, candidate, "package spillway\nfetch := {")
+	e.Reload(ctx)
+	e.Fetch(ctx, fetchIn("GET", ""))
+	e.Close()
+	if st := e.Status(); st.CandidateRevision != agreeing || st.CandidateError == "" {
+		t.Errorf("after a good then a broken candidate: %+v", st)
+	}
+	if strings.Contains(log.String(), `"dry_run_disagreement"`) {
+		t.Errorf("the reloaded candidate agrees, yet a disagreement is logged:\n%s", log.String())
+	}
 }
 
 func TestBundle(t *testing.T) {
