@@ -1,5 +1,6 @@
 // Package sdk is the Go client of a Spillway artifact service: upload
-// bytes and get a resource_link with a signed httpUrl, mint fresh links,
+// bytes and get a resource_link with a signed httpUrl, mint fresh links
+// (narrowed to a network, to HEAD, to an audience), revoke one link,
 // delete artifacts, and fetch links with size and SHA-256 checks and
 // Range resumption. It uses only the standard library.
 //
@@ -28,6 +29,7 @@ import (
 	"hash"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -43,6 +45,9 @@ var (
 	ErrUnavailable     = errors.New("spillway: service unavailable")
 	ErrUnauthenticated = errors.New("spillway: missing or unknown token")
 	ErrTooLarge        = errors.New("spillway: too large")
+	// ErrInvalid is returned when the service refuses a request as
+	// malformed (HTTP 400): a bad TTL, CIDR, method or token id.
+	ErrInvalid = errors.New("spillway: invalid request")
 	// ErrMalformedDigest is returned, before any request, when an expected
 	// SHA-256 is not exactly 64 hex digits.
 	ErrMalformedDigest = errors.New("spillway: malformed SHA-256 digest")
@@ -80,6 +85,8 @@ func (e *Error) Is(target error) bool {
 		return target == ErrUnauthenticated
 	case http.StatusRequestEntityTooLarge:
 		return target == ErrTooLarge
+	case http.StatusBadRequest:
+		return target == ErrInvalid
 	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
 		return target == ErrUnavailable
 	}
@@ -99,20 +106,28 @@ const maxRetryAfter = time.Hour
 
 // Link is a resource_link as the service returns it.
 type Link struct {
-	URI        string    `json:"uri"`
-	Name       string    `json:"name"`
-	MimeType   string    `json:"mimeType,omitempty"`
-	Size       int64     `json:"size"`
-	HTTPURL    string    `json:"httpUrl"`
-	ExpiresAt  time.Time `json:"httpUrlExpiresAt"`
-	SHA256     string    `json:"-"` // from _meta["dev.spillway/sha256"]
-	Streamable bool      `json:"streamable,omitempty"`
+	URI       string    `json:"uri"`
+	Name      string    `json:"name"`
+	MimeType  string    `json:"mimeType,omitempty"`
+	Size      int64     `json:"size"`
+	HTTPURL   string    `json:"httpUrl"`
+	ExpiresAt time.Time `json:"httpUrlExpiresAt"`
+	SHA256    string    `json:"-"` // from _meta["dev.spillway/sha256"]
+	// TokenID names this link among the artifact's links, for
+	// Client.Revoke: from _meta["dev.spillway/tokenId"]. It is no secret
+	// and authorises nothing; "" when the service sent none.
+	TokenID    string `json:"-"`
+	Streamable bool   `json:"streamable,omitempty"`
 }
 
 // MetaSHA256 is the _meta key of a link's SHA-256.
 const MetaSHA256 = "dev.spillway/sha256"
 
-// UnmarshalJSON reads a resource_link, its _meta checksum included.
+// MetaTokenID is the _meta key of a link's token id.
+const MetaTokenID = "dev.spillway/tokenId"
+
+// UnmarshalJSON reads a resource_link, its _meta checksum and token id
+// included.
 func (l *Link) UnmarshalJSON(b []byte) error {
 	type plain Link
 	var w struct {
@@ -124,6 +139,7 @@ func (l *Link) UnmarshalJSON(b []byte) error {
 	}
 	*l = Link(w.plain)
 	l.SHA256, _ = w.Meta[MetaSHA256].(string)
+	l.TokenID, _ = w.Meta[MetaTokenID].(string)
 	return nil
 }
 
@@ -239,16 +255,56 @@ func (c *Client) Upload(ctx context.Context, r io.Reader, o UploadOptions) (Link
 
 // Mint returns a fresh link to an artifact the caller's tenant owns, valid
 // for ttl (0: the service's default); the mint policy may shorten it, so
-// read the link's ExpiresAt.
+// read the link's ExpiresAt. It is MintWith with only a TTL.
 func (c *Client) Mint(ctx context.Context, id string, ttl time.Duration) (Link, error) {
+	return c.MintWith(ctx, id, MintOptions{TTL: ttl})
+}
+
+// MintOptions narrow a link MintWith asks for. The zero value asks for a
+// GET link with the service's default lifetime, bound to nothing the mint
+// policy does not require.
+type MintOptions struct {
+	// TTL is the link's lifetime; 0: the service's default. The mint
+	// policy may shorten it: read the link's ExpiresAt.
+	TTL time.Duration
+	// CIDR binds the link to the clients of one network (192.0.2.7/32 for
+	// one address): a fetch from anywhere else is refused with 403. The
+	// zero Prefix binds it to none. A policy's require_cidr narrows or
+	// refuses it, never widens it.
+	CIDR netip.Prefix
+	// HeadOnly mints a link that answers HEAD only (size, type, checksum),
+	// never the bytes: a GET with it is refused with 403.
+	HeadOnly bool
+	// Audience is written into the link and given to the access policy as
+	// the token's audience; what it binds is the policy's to decide.
+	Audience string
+}
+
+// MintWith returns a fresh link to an artifact the caller's tenant owns,
+// narrowed as o says. Errors: ErrNotFound for an artifact that is not the
+// caller's tenant's (or does not exist), ErrDenied when the mint policy
+// refuses, ErrInvalid for a request the service finds malformed, and the
+// service's other *Error answers; ErrUnavailable when it cannot be
+// reached.
+func (c *Client) MintWith(ctx context.Context, id string, o MintOptions) (Link, error) {
 	var body struct {
-		TTL string `json:"ttl,omitempty"`
+		TTL      string `json:"ttl,omitempty"`
+		CIDR     string `json:"cidr,omitempty"`
+		Method   string `json:"method,omitempty"`
+		Audience string `json:"audience,omitempty"`
 	}
-	if ttl > 0 {
-		body.TTL = ttl.String()
+	if o.TTL > 0 {
+		body.TTL = o.TTL.String()
 	}
+	if o.CIDR.IsValid() {
+		body.CIDR = o.CIDR.String()
+	}
+	if o.HeadOnly {
+		body.Method = http.MethodHead
+	}
+	body.Audience = o.Audience
 	b, _ := json.Marshal(body)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url("/v1/artifacts/"+url.PathEscape(id)+"/links", nil), bytes.NewReader(b))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url(artifactPath(id)+"/links", nil), bytes.NewReader(b))
 	if err != nil {
 		return Link{}, err
 	}
@@ -258,9 +314,30 @@ func (c *Client) Mint(ctx context.Context, id string, ttl time.Duration) (Link, 
 	return l, err
 }
 
+// Revoke makes one link to an artifact the caller's tenant owns stop
+// working, named by its token id (Link.TokenID); the artifact and its
+// other links live on. The service applies it on every replica within
+// its revocation delay. Revoking an unknown or already revoked token id
+// is not an error: the service tells no token id's existence. Errors:
+// ErrNotFound for an artifact that is not the caller's tenant's,
+// ErrInvalid for a malformed token id, the service's other *Error
+// answers, ErrUnavailable when it cannot be reached.
+func (c *Client) Revoke(ctx context.Context, id, tokenID string) error {
+	if tokenID == "" {
+		return fmt.Errorf("revoke: no token id (the link's %s): %w", MetaTokenID, ErrInvalid)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.url(artifactPath(id)+"/links/"+url.PathEscape(tokenID), nil), nil)
+	if err != nil {
+		return err
+	}
+	return c.do(req, http.StatusNoContent, nil)
+}
+
+func artifactPath(id string) string { return "/v1/artifacts/" + url.PathEscape(id) }
+
 // Delete deletes an artifact; every link to it stops working.
 func (c *Client) Delete(ctx context.Context, id string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.url("/v1/artifacts/"+url.PathEscape(id), nil), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.url(artifactPath(id), nil), nil)
 	if err != nil {
 		return err
 	}

@@ -48,12 +48,20 @@ func (l *Link) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m)
 }
 
-// FromLink turns a link the service returned into a content item.
+// FromLink turns a link the service returned into a content item, its
+// SHA-256 and token id kept in _meta.
 func FromLink(l sdk.Link) *Link {
 	size := l.Size
 	rl := &mcp.ResourceLink{URI: l.URI, Name: l.Name, MIMEType: l.MimeType, Size: &size}
+	rl.Meta = mcp.Meta{}
 	if l.SHA256 != "" {
-		rl.Meta = mcp.Meta{sdk.MetaSHA256: l.SHA256}
+		rl.Meta[sdk.MetaSHA256] = l.SHA256
+	}
+	if l.TokenID != "" { // what the tool's owner revokes the link by
+		rl.Meta[sdk.MetaTokenID] = l.TokenID
+	}
+	if len(rl.Meta) == 0 {
+		rl.Meta = nil
 	}
 	return &Link{ResourceLink: rl, HTTPURL: l.HTTPURL, ExpiresAt: l.ExpiresAt}
 }

@@ -56,8 +56,8 @@ func TestToolReturnsLink(t *testing.T) {
 		t.Fatalf("tool result: %s", body)
 	}
 	l := r.Result.Content[1]
-	if !bytes.Contains(body, []byte(`"type":"resource_link"`)) || l.HTTPURL == "" || l.ExpiresAt.IsZero() || l.SHA256 == "" {
-		t.Fatalf("no resource_link with httpUrl, httpUrlExpiresAt and sha256: %s", body)
+	if !bytes.Contains(body, []byte(`"type":"resource_link"`)) || l.HTTPURL == "" || l.ExpiresAt.IsZero() || l.SHA256 == "" || l.TokenID == "" {
+		t.Fatalf("no resource_link with httpUrl, httpUrlExpiresAt, sha256 and tokenId: %s", body)
 	}
 	got, err := c.FetchBytes(context.Background(), l)
 	if err != nil || !bytes.Equal(got, png) {
