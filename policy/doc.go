@@ -6,5 +6,7 @@
 // that gate every load, reload and dry-run, and `spillway policy
 // test|check|eval` all compile with Capabilities, which has no built-in
 // that reaches the network, a file or the environment, and an empty
-// allow_net. A policy that calls a removed built-in is refused by name.
+// allow_net. The pure CIDR built-ins (net.cidr_contains and its kin) stay;
+// net.cidr_expand, whose result is as large as its prefix, does not. A
+// policy that calls a removed built-in is refused by name.
 package policy

@@ -145,3 +145,60 @@ func TestVetAnnotations(t *testing.T) {
 		}
 	}
 }
+
+// The pure CIDR built-ins are available: a policy using them loads (its
+// Rego tests pass in the sandbox) and decides. net.lookup_ip_addr (DNS)
+// and net.cidr_expand (a result as large as the prefix, which input can
+// choose) are refused by name.
+func TestCIDRBuiltins(t *testing.T) {
+	dir := t.TempDir()
+	writePolicy(t, dir, `package spillway
+
+sandbox := "10.88.0.0/16"
+
+fetch := {"allow": true} if {
+	net.cidr_is_valid(sandbox)
+	net.cidr_contains(sandbox, input.request.source_address)
+	net.cidr_intersects(sandbox, "10.88.4.0/24")
+	net.cidr_merge(["10.88.0.0/17", "10.88.128.0/17"]) == {"10.88.0.0/16"}
+	count(net.cidr_contains_matches([sandbox], [input.request.source_address])) == 1
+} else := {"allow": false, "reason": "outside the sandbox network"}
+
+offload := {"offload": false}
+
+mint := {"allow": true}
+`)
+	os.WriteFile(filepath.Join(dir, "p_test.rego"), []byte(`package spillway_test
+
+import data.spillway
+
+test_inside if spillway.fetch.allow with input as {"request": {"source_address": "10.88.1.2"}}
+
+test_outside if not spillway.fetch.allow with input as {"request": {"source_address": "192.0.2.1"}}
+`), 0o644)
+	e, err := New(ctx, Options{Dir: dir, Logger: quiet})
+	if err != nil {
+		t.Fatalf("a policy using the CIDR built-ins: %v", err)
+	}
+	for addr, want := range map[string]bool{"10.88.1.2": true, "192.0.2.1": false} {
+		in := fetchIn("GET", "")
+		in.Request.SourceAddress = addr
+		if d, err := e.Fetch(ctx, in); err != nil || d.Allow != want {
+			t.Errorf("fetch from %s: %+v %v, want allow=%v", addr, d, err, want)
+		}
+	}
+	if err := Check(dir); err != nil {
+		t.Errorf("policy check: %v", err)
+	}
+
+	for name, expr := range map[string]string{
+		"net.lookup_ip_addr": `net.lookup_ip_addr("localhost")`,
+		"net.cidr_expand":    `net.cidr_expand("10.0.0.0/8")`,
+	} {
+		writePolicy(t, dir, "package spillway\nfetch := {\"allow\": true, \"x\": "+expr+"}\noffload := {\"offload\": false}\nmint := {\"allow\": true}\n")
+		_, err := New(ctx, Options{Dir: dir, Logger: quiet})
+		if err == nil || !strings.Contains(err.Error(), name+" is not available to Spillway policies") {
+			t.Errorf("%s: %v, want it refused by name", name, err)
+		}
+	}
+}

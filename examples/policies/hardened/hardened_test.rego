@@ -53,6 +53,20 @@ test_no_binding_when_unset if {
 	not d.require_cidr
 }
 
+test_mint_narrower_cidr_allowed if spillway.mint.allow with input as {
+	"tenant": "acme", "artifact": csv, "cidr": "10.88.1.2/32",
+}
+
+test_mint_outside_cidr_denied if {
+	d := spillway.mint with input as {"tenant": "acme", "artifact": csv, "cidr": "192.168.1.2/32"}
+	not d.allow
+	contains(d.reason, "not inside 10.88.0.0/16")
+}
+
+test_mint_wider_cidr_denied if not spillway.mint.allow with input as {
+	"tenant": "acme", "artifact": csv, "cidr": "10.0.0.0/8",
+}
+
 # ---- per-tenant size caps ----
 
 test_free_tenant_capped if not spillway.mint.allow with input as {

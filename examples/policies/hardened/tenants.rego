@@ -37,3 +37,12 @@ offload_deny contains sprintf("over the tenant's cap of %d bytes", [cap]) if {
 mint_bindings := {"require_cidr": config.sandbox_cidr} if config.sandbox_cidr != ""
 
 mint_bindings := {} if config.sandbox_cidr == ""
+
+# A caller may ask for a narrower network (one sandbox's /32), never one
+# outside the sandbox network: refused here with the policy's reason
+# before Spillway's own narrowing would refuse it.
+mint_deny contains sprintf("the network asked for, %s, is not inside %s", [input.cidr, config.sandbox_cidr]) if {
+	config.sandbox_cidr != ""
+	input.cidr
+	not net.cidr_contains(config.sandbox_cidr, input.cidr)
+}
