@@ -38,7 +38,8 @@ func childCmd(mode string) (string, []string) {
 // cancelled) then its result; "silent" never answers; "flood" sends 5000 progress notifications
 // at once; "echo" answers with the caller's arguments. Every cancellation
 // it receives is reported on stderr. "null" answers every request with
-// "result": null.
+// "result": null. In every mode but null, tools/call "whoami" answers
+// with the child's uid, HOME and what it reads of $HOME/key (JSON).
 func TestChildServer(t *testing.T) {
 	mode := childMode()
 	if mode == "" {
@@ -129,10 +130,21 @@ func TestChildServer(t *testing.T) {
 				send(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": map[string]any{"progressToken": m.Params.Meta.Token, "progress": i, "message": strings.Repeat("x", 1000)}})
 			}
 			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"content": []any{}}})
+		case m.Method == "tools/call" && m.Params.Name == "whoami":
+			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": whoami()}}}})
 		case m.Method == "tools/call":
 			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": string(m.Params.Arguments)}}}})
 		default:
 			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{}})
 		}
 	}
+}
+
+// whoami is the scripted child's report of who it runs as and what it
+// can read of its HOME.
+func whoami() string {
+	home := os.Getenv("HOME")
+	key, _ := os.ReadFile(home + "/key")
+	b, _ := json.Marshal(map[string]any{"uid": os.Getuid(), "home": home, "key": string(key)})
+	return string(b)
 }

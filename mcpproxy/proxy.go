@@ -26,6 +26,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -207,8 +208,15 @@ func New(o Options) (*Proxy, error) {
 	}
 	switch up := o.Upstream.(type) {
 	case *CommandUpstream:
+		var user *child.User
+		if up.User != "" {
+			var err error
+			if user, err = child.LookupUser(up.User); err != nil {
+				return nil, fmt.Errorf("mcpproxy: %w", err)
+			}
+		}
 		p.dial = func(ctx context.Context) (mux.Conn, error) {
-			return child.Start(child.Command{Path: up.Command, Args: up.Args, Dir: up.Dir, Env: up.Env},
+			return child.Start(child.Command{Path: up.Command, Args: up.Args, Dir: up.Dir, Env: up.Env, User: user},
 				child.Options{MaxMessage: o.MaxMessage, Logger: up.logger(o.Logger)})
 		}
 		p.term = faceFor(p.dial)

@@ -45,15 +45,24 @@ func (u *HTTPUpstream) clientOptions(maxMessage int64, log *slog.Logger, transpo
 }
 
 // CommandUpstream is a tool server run as a child process speaking stdio.
-// The child gets a minimal environment (see the child package) plus Env.
+// The child gets a minimal environment (see the child package) plus Env,
+// and a private, empty HOME (removed when it exits) unless Env names HOME.
 type CommandUpstream struct {
 	Command string   // program
 	Args    []string // its arguments
 	// Env configures the child's environment beyond the allow-list: NAME
 	// passes Spillway's value of NAME, NAME=VALUE sets it.
-	Env    []string
-	Dir    string
-	Logger *slog.Logger // the child's stderr goes here, line by line
+	Env []string
+	Dir string
+	// User, when set, runs the child as this user (a name or a numeric
+	// uid, with the user's primary group and no supplementary groups):
+	// only a separate user keeps a child from Spillway's own files (the
+	// signing key) and, unless Spillway is non-dumpable, its memory and
+	// environment. Unix only; Spillway needs root or CAP_SETUID and
+	// CAP_SETGID. New fails for an unknown user; each start fails without
+	// the privilege. "" runs the child as Spillway's user.
+	User   string
+	Logger *slog.Logger // the child's stderr goes here, at Debug, rate-limited
 }
 
 func (*CommandUpstream) upstream() {}

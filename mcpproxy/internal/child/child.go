@@ -21,6 +21,11 @@
 //     never reads blocks neither Send past it nor Close.
 //   - Its environment is an allow-list (see Env): nothing of Spillway's own
 //     configuration or store credentials unless configured by name.
+//   - Its HOME is a directory of its own (0700, removed once the child is
+//     reaped), not Spillway's: the default signing key and whatever else
+//     lives under Spillway's home is not where the child looks, unless
+//     HOME is configured by name. Only Command.User (another uid) keeps
+//     it from files it finds by other paths.
 //   - A panic in any goroutine this package starts is logged and becomes
 //     the connection's error; the process lives on.
 package child
@@ -47,9 +52,19 @@ type Command struct {
 	Args []string // its arguments, without the program
 	Dir  string   // its working directory; "" for Spillway's
 	// Env configures the child's environment beyond the allow-list: NAME
-	// passes Spillway's value of NAME (if set), NAME=VALUE sets it.
+	// passes Spillway's value of NAME (if set), NAME=VALUE sets it. Unless
+	// it names HOME, the child's HOME is a private directory (see Start).
 	Env []string
+	// User, when not nil, runs the child as that user and group, with no
+	// supplementary groups (Unix; Spillway needs root or CAP_SETUID and
+	// CAP_SETGID, else Start fails). Only a separate user keeps a child
+	// from reading what Spillway's user can: its files (the signing key)
+	// and, unless Spillway is non-dumpable, its memory and environment.
+	User *User
 }
+
+// User is a numeric user and group to run a child as. See LookupUser.
+type User struct{ UID, GID uint32 }
 
 // Options tune a connection. The zero value is usable.
 type Options struct {
@@ -90,6 +105,7 @@ type Conn struct {
 	exited  chan struct{} // the child has exited (not yet reaped on Linux)
 	reaped  chan struct{} // reaped, stderr drained
 	waitErr error         // from cmd.Wait, set before reaped is closed
+	home    string        // the child's private HOME, removed once reaped; "" if configured
 }
 
 // Start runs c and connects to its stdio. The process is started at once;
@@ -102,6 +118,19 @@ func Start(c Command, o Options) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	home := ""
+	if !names(c.Env, "HOME") {
+		if home, err = privateHome(c.User); err != nil {
+			return nil, err
+		}
+		env = setEnv(env, "HOME", home)
+	}
+	ok := false
+	defer func() {
+		if !ok && home != "" {
+			os.RemoveAll(home)
+		}
+	}()
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -109,6 +138,9 @@ func Start(c Command, o Options) (*Conn, error) {
 	cmd := exec.Command(c.Path, c.Args...)
 	cmd.Dir, cmd.Env = c.Dir, env
 	ownGroup(cmd)
+	if err := runAs(cmd, c.User); err != nil {
+		return nil, err
+	}
 	cmd.WaitDelay = waitDelay
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -123,7 +155,7 @@ func Start(c Command, o Options) (*Conn, error) {
 	}
 	cmd.Stdout = pw
 	ch := &Conn{cmd: cmd, stdin: stdin, stdout: &trackedReader{f: pr}, closing: make(chan struct{}),
-		exited: make(chan struct{}), reaped: make(chan struct{})}
+		exited: make(chan struct{}), reaped: make(chan struct{}), home: home}
 	ch.log = log.With("upstream", c.Path)
 	ch.stderr = &stderrLog{log: ch.log}
 	cmd.Stderr = ch.stderr // drained by exec's goroutine, bounded by WaitDelay
@@ -132,8 +164,12 @@ func Start(c Command, o Options) (*Conn, error) {
 	if err != nil {
 		stdin.Close()
 		pr.Close()
+		if c.User != nil && errors.Is(err, os.ErrPermission) {
+			return nil, fmt.Errorf("starting upstream %s as uid %d: %w (running a child as another user needs root, or CAP_SETUID and CAP_SETGID)", c.Path, c.User.UID, err)
+		}
 		return nil, fmt.Errorf("starting upstream %s: %w", c.Path, err)
 	}
+	ok = true
 	ch.log = ch.log.With("pid", cmd.Process.Pid)
 	ch.stderr.setLogger(ch.log)
 	ch.log.Debug("upstream started")
@@ -198,6 +234,11 @@ func (c *Conn) reap() {
 		close(c.exited)
 	}
 	c.stderr.flush()
+	if c.home != "" {
+		if err := os.RemoveAll(c.home); err != nil {
+			c.log.Warn("removing the upstream's home", "err", err)
+		}
+	}
 	c.waitErr = err
 	close(c.reaped)
 	c.log.Debug("upstream reaped", "status", err)

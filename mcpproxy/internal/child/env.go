@@ -8,7 +8,8 @@ import (
 
 // inherited are the variables a child gets from Spillway's environment
 // without being configured: what a program needs to find other programs
-// (PATH), its user and home (npx and uvx keep their caches there), a shell,
+// (PATH), its user and home (npx and uvx keep their caches there; Start
+// replaces HOME with a private directory unless HOME is configured), a shell,
 // a locale (LANG, LC_*), a time zone, a scratch directory and a terminal
 // type. Everything else, Spillway's own SPILLWAY_* settings, store
 // credentials (AWS_*, MINIO_*) and proxies (whose URLs may carry

@@ -3,6 +3,7 @@
 package child
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 )
@@ -15,5 +16,13 @@ var (
 )
 
 func ownGroup(*exec.Cmd) {}
+
+// runAs: another user's credentials are a Unix mechanism.
+func runAs(_ *exec.Cmd, u *User) error {
+	if u != nil {
+		return errors.New("child: running an upstream as another user is supported on Unix only")
+	}
+	return nil
+}
 
 func signalGroup(p *os.Process, _ os.Signal) { _ = p.Kill() }

@@ -20,6 +20,15 @@ func ownGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 }
 
+// runAs makes the child run as u (no supplementary groups); nil keeps
+// Spillway's user.
+func runAs(cmd *exec.Cmd, u *User) error {
+	if u != nil {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}
+	}
+	return nil
+}
+
 // signalGroup signals the child's process group. Errors (the group is
 // gone) mean there is nothing left to signal.
 func signalGroup(p *os.Process, sig syscall.Signal) {
