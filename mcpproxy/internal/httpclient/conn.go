@@ -6,9 +6,12 @@
 //   - POST first. An initialize answered 400, 404 or 405 means a
 //     legacy-only server: the Conn falls back to a GET event stream and
 //     the endpoint its "endpoint" event names.
-//   - Messages reach the upstream in the order they were sent: a POST's
-//     response headers arrive before the next message goes out; response
-//     bodies (JSON or event streams) are read concurrently.
+//   - Each message is a POST of its own, and POSTs run side by side: a
+//     slow call holds up no other message, even when its response headers
+//     come only with its result (JSON-response mode). Only the protocol's
+//     order is kept: a message goes out once the one before it is written,
+//     and nothing follows initialize or notifications/initialized before
+//     their response headers arrived.
 //   - A response stream that ends before its answer is resumed with GET
 //     and Last-Event-ID, after the stream's retry hint (or a backoff), a
 //     bounded number of times without progress.
@@ -89,10 +92,14 @@ type Options struct {
 // Conn is one JSON-RPC connection to an upstream MCP server over HTTP. It
 // implements the proxy's upstream connection contract:
 //
-//   - Send hands a message to the upstream, in call order; when it returns
-//     nil the upstream has it (its POST's response headers arrived). It
-//     honours ctx: a Send still waiting when ctx ends returns ctx.Err() and
-//     its POST is abandoned.
+//   - Send hands a message to the upstream, in call order, and returns
+//     once it is written to the connection (initialize and
+//     notifications/initialized: once their response headers arrived).
+//     An upstream that cannot be reached before that is Send's error; a
+//     failure later is the request's error response on Recv (a
+//     notification's is logged). It honours ctx: a Send still waiting
+//     when ctx ends returns ctx.Err() and its POST is abandoned; ctx does
+//     not bound the exchange after Send returned.
 //   - Recv yields every message from the upstream, in the order each stream
 //     carries them; it is closed when the connection ends (after Close, or
 //     after a panic, which Err reports).
@@ -119,6 +126,7 @@ type Conn struct {
 
 	closeOnce sync.Once
 	failOnce  sync.Once
+	reinitMu  sync.Mutex // one re-initialization at a time
 
 	mu      sync.Mutex
 	err     error
@@ -187,87 +195,6 @@ func (c *Conn) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.err
-}
-
-// Send hands m to the upstream (see Conn). A notifications/cancelled for a
-// stateless-era request aborts that request's exchange instead of being
-// POSTed; one for a subscriptions/listen request is POSTed and its stream
-// aborted.
-func (c *Conn) Send(ctx context.Context, m *jsonrpc.Message) error {
-	if m.Method == jsonrpc.MethodCancelled && !c.cancel(m) {
-		return nil
-	}
-	r := &sendReq{ctx: ctx, m: m, res: make(chan error, 1)}
-	select {
-	case c.queue <- r:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-c.done:
-		return ErrClosed
-	}
-	select {
-	case err := <-r.res:
-		return err
-	case <-ctx.Done():
-		return ctx.Err() // the sender sees ctx too and abandons the POST
-	case <-c.done:
-		return ErrClosed
-	}
-}
-
-// sender sends queued messages one at a time.
-func (c *Conn) sender() {
-	for {
-		select {
-		case <-c.done:
-			return
-		case r := <-c.queue:
-			if err := r.ctx.Err(); err != nil {
-				r.res <- err
-				continue
-			}
-			r.res <- c.send(r.ctx, r.m)
-		}
-	}
-}
-
-// send delivers m by the transport the server speaks, remembering the
-// handshake for a replay.
-func (c *Conn) send(ctx context.Context, m *jsonrpc.Message) error {
-	c.mu.Lock()
-	switch m.Method {
-	case "initialize":
-		c.init, c.ready = m, nil
-	case "notifications/initialized":
-		c.ready = m
-	}
-	l := c.legacy
-	c.mu.Unlock()
-	if l != nil {
-		return l.send(ctx, m)
-	}
-	err := c.post(ctx, m, true)
-	var refused *refusal
-	if !errors.As(err, &refused) {
-		return err
-	}
-	// The backwards-compatibility rule: an initialize refused with 400,
-	// 404 or 405 may be a legacy-only server's doing.
-	l = newLegacy(c)
-	l.mu.Lock()
-	err = l.connectLocked(ctx)
-	l.mu.Unlock()
-	if err != nil {
-		// Not a legacy server either: the refusal is the answer.
-		c.log.Debug("no legacy transport at the upstream either", "err", err)
-		c.push(refused.answer(m))
-		return nil
-	}
-	c.log.Info("the upstream speaks only the legacy HTTP+SSE transport", "url", c.o.URL)
-	c.mu.Lock()
-	c.legacy = l
-	c.mu.Unlock()
-	return l.send(ctx, m)
 }
 
 // Close ends the connection: the session is deleted (within 2 s), every

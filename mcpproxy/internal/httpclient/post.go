@@ -9,8 +9,8 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"time"
 
+	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
 )
@@ -33,16 +33,6 @@ func (r *refusal) answer(req *jsonrpc.Message) *jsonrpc.Message {
 	return jsonrpc.ErrorResponse(req.ID, jsonrpc.CodeUpstream, "upstream answered "+r.status)
 }
 
-// session is one Streamable HTTP session (or the sessionless state a
-// server without session ids keeps). Its context ends when the session is
-// replaced or the connection closed, stopping its GET stream.
-type session struct {
-	id        string
-	ctx       context.Context
-	end       context.CancelFunc
-	listening bool
-}
-
 // exchange is one request in flight: its POST and the response stream
 // that answers it (resumed as often as it takes).
 type exchange struct {
@@ -60,7 +50,11 @@ type exchange struct {
 // re-initialization when the server has forgotten the session.
 func (c *Conn) post(ctx context.Context, m *jsonrpc.Message, retry bool) error {
 	ex := c.start(m, nil)
-	resp, s, err := c.do(ctx, ex)
+	s := c.current()
+	if m.Method == "initialize" {
+		s = nil // a new session, whatever the old one was
+	}
+	resp, s, err := c.do(ctx, ex, s, nil)
 	if err != nil {
 		c.finish(ex)
 		return err
@@ -130,11 +124,13 @@ func (c *Conn) finish(ex *exchange) {
 	ex.abort()
 }
 
-// do POSTs the exchange's message and waits for the response headers, or
-// for ctx: then the POST is abandoned and ctx.Err() returned.
-func (c *Conn) do(ctx context.Context, ex *exchange) (*http.Response, *session, error) {
+// do POSTs the exchange's message in session s (nil: none) and waits for
+// the response headers, or for ctx: then the POST is abandoned and
+// ctx.Err() returned. written, when not nil, is called once the request
+// is written.
+func (c *Conn) do(ctx context.Context, ex *exchange, s *session, written func()) (*http.Response, *session, error) {
 	m := ex.m
-	req, err := http.NewRequestWithContext(ex.ctx, http.MethodPost, c.o.URL, bytes.NewReader(m.Raw))
+	req, err := newPOST(ex.ctx, c.o.URL, m.Raw, written)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -142,7 +138,6 @@ func (c *Conn) do(ctx context.Context, ex *exchange) (*http.Response, *session, 
 	h.Set("Content-Type", "application/json")
 	h.Set("Accept", "application/json, text/event-stream")
 	c.mu.Lock()
-	s := c.session
 	version := c.version
 	c.mu.Unlock()
 	if v := jsonrpc.MetaString(m, jsonrpc.MetaProtocolVersion); v != "" {
@@ -174,7 +169,7 @@ func (c *Conn) do(ctx context.Context, ex *exchange) (*http.Response, *session, 
 		if c.life.Err() != nil {
 			return nil, nil, ErrClosed
 		}
-		return nil, nil, fmt.Errorf("httpclient: %s: %w", describe(m), err)
+		return nil, nil, fmt.Errorf("httpclient: %s: %w", describe(m), httpx.RedactError(err))
 	}
 	return resp, s, nil
 }
@@ -303,109 +298,6 @@ func (c *Conn) cancel(n *jsonrpc.Message) bool {
 		ex.abort()
 	}
 	return true
-}
-
-// newSession starts the session an initialize response created.
-func (c *Conn) newSession(id string) {
-	s := &session{id: id}
-	s.ctx, s.end = context.WithCancel(c.life)
-	c.mu.Lock()
-	old := c.session
-	c.session = s
-	c.mu.Unlock()
-	if old != nil {
-		old.end()
-	}
-}
-
-// sessionReady opens the session's GET stream for the server's own
-// messages, once notifications/initialized was accepted (session era
-// only: the stateless era has no GET stream).
-func (c *Conn) sessionReady() {
-	c.mu.Lock()
-	s := c.session
-	ok := s != nil && !s.listening && c.version != "" && !mcpheader.Stateless(c.version)
-	if ok {
-		s.listening = true
-	}
-	c.mu.Unlock()
-	if ok {
-		c.goSafe("listening on the session's GET stream", func() { c.listen(s) })
-	}
-}
-
-// reinit replaces an expired session: the remembered initialize and
-// notifications/initialized are sent again and their answers kept from
-// Recv (the client had its own).
-func (c *Conn) reinit(ctx context.Context, old *session) error {
-	c.mu.Lock()
-	init, ready := c.init, c.ready
-	if c.session == old {
-		c.session = nil // the new initialize goes without the dead session's id
-	}
-	c.mu.Unlock()
-	old.end()
-	if init == nil {
-		return errors.New("httpclient: the upstream forgot the session, and no initialize is known to start another")
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	answer := make(chan *jsonrpc.Message, 1)
-	ex := c.start(init.WithID([]byte(`"spillway-reinitialize"`)), answer)
-	resp, _, err := c.do(ctx, ex)
-	if err != nil {
-		c.finish(ex)
-		return err
-	}
-	if resp.StatusCode >= 300 {
-		discard(resp)
-		c.finish(ex)
-		return fmt.Errorf("httpclient: initializing again: the upstream answered %s", resp.Status)
-	}
-	c.newSession(resp.Header.Get("Mcp-Session-Id"))
-	c.goSafe("reading a replayed initialize", func() { c.read(ex, resp) })
-	select {
-	case m := <-answer:
-		if m.Error != nil {
-			return fmt.Errorf("httpclient: initializing again: %s", m.Error)
-		}
-	case <-ctx.Done():
-		return fmt.Errorf("httpclient: initializing again: %w", ctx.Err())
-	}
-	if ready != nil {
-		return c.post(ctx, ready, false)
-	}
-	return nil
-}
-
-// deleteSession ends the session at the server, within 2 s.
-func (c *Conn) deleteSession(s *session) {
-	ctx, cancel := context.WithTimeout(c.life, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, c.o.URL, nil)
-	if err != nil {
-		return
-	}
-	c.streamHeaders(req.Header, s)
-	if resp, err := c.client.Do(req); err == nil {
-		discard(resp)
-	}
-}
-
-// streamHeaders sets the headers of a GET or DELETE of the session.
-func (c *Conn) streamHeaders(h http.Header, s *session) {
-	if s != nil && s.id != "" {
-		h.Set("Mcp-Session-Id", s.id)
-	}
-	c.mu.Lock()
-	v := c.version
-	c.mu.Unlock()
-	if v != "" {
-		h.Set("Mcp-Protocol-Version", v)
-	}
-	if c.o.Header != nil {
-		c.o.Header(nil, h)
-	}
 }
 
 var errTooLarge = errors.New("httpclient: message too large")
