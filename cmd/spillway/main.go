@@ -33,6 +33,10 @@ variable SPILLWAY_<FLAG_NAME>, e.g. SPILLWAY_PUBLIC_URL.
 `
 
 func main() {
+	if err := notDumpable(); err != nil {
+		fmt.Fprintln(os.Stderr, "spillway: cannot make the process non-dumpable:", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.Getenv)
 	stop()
