@@ -20,7 +20,7 @@ type proxyFlags struct {
 	upstreamURL    string
 	upstreamCmd    string
 	upstreamEnv    envList
-	upstreamHeader string
+	upstreamHeader headerList
 	upstreamTrans  string
 	stdio          bool
 	allowedHosts   string
@@ -46,7 +46,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.upstreamURL, "upstream-url", "", "MCP server to proxy, over Streamable HTTP (`URL`)")
 	fs.StringVar(&f.upstreamCmd, "upstream-cmd", "", "MCP server to proxy, run as a stdio child process (`command` line)")
 	fs.Var(&f.upstreamEnv, "upstream-env", "environment of the --upstream-cmd child beyond PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TZ, TMPDIR, TERM: NAME passes Spillway's value, NAME=VALUE sets one (`list`, comma-separated, repeatable)")
-	fs.StringVar(&f.upstreamHeader, "upstream-header", "", "`header`s sent to --upstream-url, as Name: value; Name: value")
+	fs.Var(&f.upstreamHeader, "upstream-header", "`header` sent to --upstream-url, as Name: value (repeatable; in the environment or config file, one per line)")
 	fs.StringVar(&f.upstreamTrans, "upstream-transport", "auto", "transport of --upstream-url: streamable, sse (legacy HTTP+SSE) or auto (POST first; legacy only if the upstream refuses an initialize POST)")
 	fs.BoolVar(&f.stdio, "stdio", false, "also serve MCP on stdin/stdout (for agents that launch servers); ends when stdin does")
 	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "Host names every route but /a/ accepts besides IP literals, localhost and the --public-url host (`list`, comma-separated; * for any)")
@@ -82,13 +82,7 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 	case f.upstreamURL != "" && f.upstreamCmd != "":
 		return nil, errors.New("--upstream-url and --upstream-cmd exclude each other")
 	case f.upstreamURL != "":
-		h := http.Header{}
-		for _, kv := range strings.Split(f.upstreamHeader, ";") {
-			if k, v, ok := strings.Cut(kv, ":"); ok {
-				h.Add(strings.TrimSpace(k), strings.TrimSpace(v))
-			}
-		}
-		hu := &mcpproxy.HTTPUpstream{URL: f.upstreamURL, Header: h}
+		hu := &mcpproxy.HTTPUpstream{URL: f.upstreamURL, Header: http.Header(f.upstreamHeader)}
 		switch f.upstreamTrans {
 		case "auto":
 		case "streamable", "sse":
@@ -174,6 +168,55 @@ func (l *envList) Set(s string) error {
 		*l = append(*l, e)
 	}
 	return nil
+}
+
+// headerList is --upstream-header: each value one "Name: value" header,
+// whose value may hold any character a header may (";" and "," included:
+// cookies, some API keys). A value with newlines (from the environment or
+// a YAML block) holds one header per line.
+type headerList http.Header
+
+func (l *headerList) String() string {
+	var b strings.Builder
+	for k, vs := range *l {
+		for _, v := range vs {
+			fmt.Fprintf(&b, "%s: <%d bytes>\n", k, len(v)) // values are credentials
+		}
+	}
+	return b.String()
+}
+
+func (l *headerList) Set(s string) error {
+	if *l == nil {
+		*l = headerList{}
+	}
+	for line := range strings.Lines(s) {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(line, ":")
+		k = strings.TrimSpace(k)
+		if !ok || !validHeaderName(k) || strings.ContainsAny(v, "\r\n\x00") {
+			return fmt.Errorf("a header must be Name: value (name %.40q)", k)
+		}
+		http.Header(*l).Add(k, strings.TrimSpace(v))
+	}
+	return nil
+}
+
+// validHeaderName: an RFC 9110 token.
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`"(),/:;<=>?@[\]{}`, c) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func splitList(s string) []string {
