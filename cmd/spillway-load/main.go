@@ -178,8 +178,15 @@ func launch(cmd *exec.Cmd) string {
 	panic(cmd.Path + " never listened")
 }
 
+// mcpToken opens /mcp of every Spillway this program starts: the local
+// token without --auth-tokens, and the one inbound token with them.
+const mcpToken = "load-token-0123456789abcdef"
+
 func startSpillway(extra ...string) string {
 	dir, _ := os.MkdirTemp("", "spillway-load-")
+	if err := os.WriteFile(filepath.Join(dir, "mcp.token"), []byte(mcpToken+"\n"), 0o600); err != nil {
+		panic(err)
+	}
 	args := append([]string{"serve", "--data", dir, "--log-level", "error"}, extra...)
 	return start(*spillwayBin, append(args, "--listen", addr())...)
 }
@@ -226,6 +233,8 @@ func (s *session) post(body string) ([]byte, error) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	// Spillway's /mcp needs it; the anchors ignore it.
+	req.Header.Set("Authorization", "Bearer "+mcpToken)
 	if s.id != "" {
 		req.Header.Set("Mcp-Session-Id", s.id)
 	}
@@ -340,7 +349,7 @@ func fetchVsMinIO() error {
 	os.Setenv("AWS_ACCESS_KEY_ID", user)
 	os.Setenv("AWS_SECRET_ACCESS_KEY", pass)
 	storeURL := "s3://load?endpoint=" + maddr + "&secure=false&create=true"
-	const token = "load-token-0123456789abcdef"
+	const token = mcpToken
 	sp := startSpillway("--store", storeURL, "--auth-tokens", token+"=load")
 
 	body := make([]byte, *fetchMiB<<20)
@@ -404,7 +413,7 @@ func fetchVsMinIO() error {
 func streamVsRead(upURL string) error {
 	fmt.Printf("## resources/stream (direct) vs resources/read, one fresh server and client each\n\n")
 	fmt.Printf("| size | method | bytes on the wire | time | Spillway peak RSS | client peak RSS |\n|---|---|---|---|---|---|\n")
-	const token = "load-token-0123456789abcdef"
+	const token = mcpToken
 	self, err := os.Executable()
 	if err != nil {
 		return err

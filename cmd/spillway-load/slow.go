@@ -36,7 +36,7 @@ var slowKinds = []string{"silent (no request)", "idle keep-alive", "upload dripp
 // /proc until the watch ends. Each connection comes from its own loopback
 // address (127.0.x.y), as n distinct clients would.
 func slowClients() error {
-	const token = "load-token-0123456789abcdef"
+	const token = mcpToken
 	dir, _ := os.MkdirTemp("", "spillway-load-slow-")
 	defer os.RemoveAll(dir)
 	body := make([]byte, 32<<20)

@@ -53,24 +53,27 @@ func TestShutdownWithOpenStream(t *testing.T) {
 	var c serveConfig
 	c.register(fs)
 	answer := `sh -c 'while read l; do case "$l" in *initialize*) echo "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"serverInfo\":{\"name\":\"s\",\"version\":\"1\"}}}";; esac; done'`
-	if err := parseLayered(fs, []string{"--listen", "127.0.0.1:0", "--data", t.TempDir(), "--log-level", "warn", "--upstream-cmd", answer},
+	data := t.TempDir()
+	if err := parseLayered(fs, []string{"--listen", "127.0.0.1:0", "--data", data, "--log-level", "warn", "--upstream-cmd", answer},
 		func(string) string { return "" }); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s, err := newServer(ctx, &c, slog.New(slog.DiscardHandler), io.Discard)
+	s, err := newServer(ctx, &c, slog.New(slog.DiscardHandler), io.Discard, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
 	base := "http://" + s.Addr()
-	resp := mcpPost(t, base+"/mcp", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	tok := mcpToken(t, data)
+	resp := mcpPost(t, base+"/mcp", tok, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	req, _ := http.NewRequest(http.MethodGet, base+"/mcp", nil)
 	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+tok)
 	req.Header.Set("Mcp-Session-Id", resp.Header.Get("Mcp-Session-Id"))
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 	get, err := http.DefaultClient.Do(req)

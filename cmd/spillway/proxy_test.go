@@ -14,9 +14,22 @@ import (
 	"time"
 )
 
-func mcpPost(t *testing.T, url, session, body string) *http.Response {
+// mcpToken is the token `serve` created in data to guard /mcp.
+func mcpToken(t *testing.T, data string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(data, "mcp.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+func mcpPost(t *testing.T, url, tok, session, body string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream, */*")
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
@@ -47,10 +60,11 @@ func TestServeWiresTheProxy(t *testing.T) {
 	for _, mode := range []string{"direct", "download"} {
 		base := startServe(t, data, "--upstream-cmd", bigtool, "--stream-mode", mode, "--max-inline-read", "1048576")
 		link := putFile(t, base, data, file)
-		resp := mcpPost(t, base+"/mcp", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"resourceStreaming":{}},"clientInfo":{"name":"t","version":"1"}}}`)
+		tok := mcpToken(t, data)
+		resp := mcpPost(t, base+"/mcp", tok, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"resourceStreaming":{}},"clientInfo":{"name":"t","version":"1"}}}`)
 		resp.Body.Close()
 		session := resp.Header.Get("Mcp-Session-Id")
-		resp = mcpPost(t, base+"/mcp", session, `{"jsonrpc":"2.0","id":2,"method":"resources/stream","params":{"uri":"`+link.URI+`"}}`)
+		resp = mcpPost(t, base+"/mcp", tok, session, `{"jsonrpc":"2.0","id":2,"method":"resources/stream","params":{"uri":"`+link.URI+`"}}`)
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if mode == "download" {
@@ -67,7 +81,7 @@ func TestServeWiresTheProxy(t *testing.T) {
 			t.Errorf("%s mode: %d bytes (%.100q), want the %d stored", mode, len(body), body, len(payload))
 		}
 		// 3 MiB is over --max-inline-read: resources/read refuses it.
-		resp = mcpPost(t, base+"/mcp", session, `{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"`+link.URI+`"}}`)
+		resp = mcpPost(t, base+"/mcp", tok, session, `{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"`+link.URI+`"}}`)
 		body, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if !bytes.Contains(body, []byte("resources/stream")) {
@@ -86,7 +100,8 @@ func TestUpstreamEnv(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret-3")
 	t.Setenv("PASS_ME", "yes")
 	out := filepath.Join(t.TempDir(), "env")
-	base := startServe(t, t.TempDir(), "--upstream-cmd", `sh -c "env > `+out+`; exec cat > /dev/null"`,
+	data := t.TempDir()
+	base := startServe(t, data, "--upstream-cmd", `sh -c "env > `+out+`; exec cat > /dev/null"`,
 		"--upstream-env", "PASS_ME,SET_ME=v=1", "--upstream-env", "SPILLWAY_TEST_SECRET")
 	// The child starts with the session; it never answers, nor need it.
 	go func() {
@@ -94,6 +109,7 @@ func TestUpstreamEnv(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+mcpToken(t, data))
 		if resp, err := c.Do(req); err == nil {
 			resp.Body.Close()
 		}

@@ -28,7 +28,7 @@ func newServeErr(t *testing.T, args ...string) error {
 	if err := parseLayered(fs, args, func(string) string { return "" }); err != nil {
 		t.Fatal(err)
 	}
-	s, err := newServer(context.Background(), &c, slog.New(slog.DiscardHandler), io.Discard)
+	s, err := newServer(context.Background(), &c, slog.New(slog.DiscardHandler), io.Discard, io.Discard)
 	if err == nil {
 		s.close()
 	}

@@ -35,6 +35,7 @@ type serveConfig struct {
 	sweepEvery     time.Duration
 	authTokens     string
 	authTokensFile string
+	mcpTokenFile   string
 	maxUpload      int64
 	limits         artifact.Limits
 	writeStall     time.Duration
@@ -50,6 +51,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.sweepEvery, "sweep-every", time.Minute, "how often expired artifacts are deleted")
 	fs.StringVar(&c.authTokens, "auth-tokens", "", "inbound bearer `tokens` for /mcp and /v1/artifacts, as token=tenant,... (the tenant follows the last =)")
 	fs.StringVar(&c.authTokensFile, "auth-tokens-file", "", "`file` of inbound bearer tokens, one token=tenant per line, # comments; mode 600 (instead of --auth-tokens)")
+	fs.StringVar(&c.mcpTokenFile, "mcp-token-file", "", "without inbound auth tokens, the bearer token /mcp requires is kept in this `file` (mode 0600), created on first start (default DATA/mcp.token)")
 	fs.Int64Var(&c.maxUpload, "max-upload", 1<<30, "largest upload to /v1/artifacts, in `bytes`")
 	fs.IntVar(&c.limits.MaxPerAddr, "max-per-addr", 64, "requests to /a/ and /v1/ one client address may have in flight; more get 503 (0: no cap)")
 	fs.Int64Var(&c.limits.MinUploadRate, "min-upload-rate", 1024, "slowest upload accepted, in `bytes` per second over --upload-window; slower ones are cut (0: none)")
@@ -83,7 +85,7 @@ func serveMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		fmt.Fprintln(stderr, "spillway serve: --stdio owns stdout; write the decision log to a file")
 		return 2
 	}
-	s, err := newServer(ctx, &c, log, stdout)
+	s, err := newServer(ctx, &c, log, stdout, stderr)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return 1
@@ -124,8 +126,12 @@ type server struct {
 	notReady atomic.Value
 }
 
-func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.Writer) (*server, error) {
+func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout, stderr io.Writer) (*server, error) {
 	tenants, err := c.tenants()
+	if err != nil {
+		return nil, err
+	}
+	mcpTenants, mcpTokenFile, err := c.mcpTenants(tenants, stderr)
 	if err != nil {
 		return nil, err
 	}
@@ -185,11 +191,19 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout io.
 		// listener, sandboxes holding links may be callers.
 		api.New(d.svc, apiOpts).Register(limited)
 	}
-	if s.proxy, err = c.proxyFlags.build(d, tenants, guard, fetch, log); err != nil {
+	if s.proxy, err = c.proxyFlags.build(d, mcpTenants, guard, fetch, log); err != nil {
 		return nil, err
 	}
-	if s.proxy != nil {
+	switch {
+	case s.proxy == nil:
+	case c.stdio:
+		// The agent that launched us speaks MCP on stdio; the listener only
+		// serves links, and another local process gets no MCP here.
+	default:
 		r.Handle("/mcp", api.Guarded(guard, s.proxy))
+		if mcpTokenFile != "" {
+			log.Info("/mcp requires the bearer token kept in the MCP token file", "mcp_token_file", mcpTokenFile)
+		}
 	}
 	s.registerProbes(r, guard, s.authenticated)
 	s.http = newHTTPServer(r, log)

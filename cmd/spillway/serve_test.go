@@ -37,7 +37,7 @@ func startServer(t *testing.T, data string, extra ...string) *server {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s, err := newServer(ctx, &c, slog.New(slog.DiscardHandler), io.Discard)
+	s, err := newServer(ctx, &c, slog.New(slog.DiscardHandler), io.Discard, io.Discard)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func TestServeRefusesExposureWithoutAuth(t *testing.T) {
 	var c serveConfig
 	c.register(fs)
 	parseLayered(fs, []string{"--listen", "0.0.0.0:0", "--data", t.TempDir()}, func(string) string { return "" })
-	if _, err := newServer(context.Background(), &c, slog.New(slog.DiscardHandler), io.Discard); err == nil || !strings.Contains(err.Error(), "insecure-no-auth") {
+	if _, err := newServer(context.Background(), &c, slog.New(slog.DiscardHandler), io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "insecure-no-auth") {
 		t.Fatalf("non-loopback without auth: err = %v", err)
 	}
 }
@@ -240,7 +240,7 @@ func TestServeRefusesOpenSecretFiles(t *testing.T) {
 		var c serveConfig
 		c.register(fs)
 		parseLayered(fs, append([]string{"--listen", "127.0.0.1:0", "--data", t.TempDir()}, tt.args...), func(string) string { return "" })
-		if _, err := newServer(context.Background(), &c, slog.New(slog.DiscardHandler), io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
+		if _, err := newServer(context.Background(), &c, slog.New(slog.DiscardHandler), io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%v: err = %v, want %q", tt.args, err, tt.want)
 		}
 	}

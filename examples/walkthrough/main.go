@@ -74,7 +74,12 @@ func run(root, binDir string, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "== Spillway on %s, in front of bigtool (stdio)\n\n", addr)
 
-	a := &agent{url: "http://" + addr + "/mcp"}
+	// Without inbound tokens, /mcp wants the local token serve created.
+	tok, err := os.ReadFile(filepath.Join(data, "mcp.token"))
+	if err != nil {
+		return err
+	}
+	a := &agent{url: "http://" + addr + "/mcp", token: strings.TrimSpace(string(tok))}
 	if _, err := a.call("initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"walkthrough","version":"1"}}`); err != nil {
 		return err
 	}
@@ -133,8 +138,8 @@ func waitReady(url string) error {
 // agent is the smallest session-era MCP client: raw JSON-RPC, so what it
 // prints is exactly what a model's context would hold.
 type agent struct {
-	url, session string
-	id           int
+	url, session, token string
+	id                  int
 }
 
 func (a *agent) post(body string) (*http.Response, error) {
@@ -142,6 +147,7 @@ func (a *agent) post(body string) (*http.Response, error) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Authorization", "Bearer "+a.token)
 	if a.session != "" {
 		req.Header.Set("Mcp-Session-Id", a.session)
 	}
