@@ -20,6 +20,7 @@ type proxyFlags struct {
 	upstreamURL    string
 	upstreamCmd    string
 	upstreamEnv    envList
+	upstreamUser   string
 	upstreamHeader headerList
 	upstreamTrans  string
 	stdio          bool
@@ -46,6 +47,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.upstreamURL, "upstream-url", "", "MCP server to proxy, over Streamable HTTP (`URL`)")
 	fs.StringVar(&f.upstreamCmd, "upstream-cmd", "", "MCP server to proxy, run as a stdio child process (`command` line)")
 	fs.Var(&f.upstreamEnv, "upstream-env", "environment of the --upstream-cmd child beyond PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TZ, TMPDIR, TERM: NAME passes Spillway's value, NAME=VALUE sets one (`list`, comma-separated, repeatable)")
+	fs.StringVar(&f.upstreamUser, "upstream-user", "", "run the --upstream-cmd child as this `user` (name or uid; needs root or CAP_SETUID): only another user keeps a child from Spillway's own files")
 	fs.Var(&f.upstreamHeader, "upstream-header", "`header` sent to --upstream-url, as Name: value (repeatable; in the environment or config file, one per line)")
 	fs.StringVar(&f.upstreamTrans, "upstream-transport", "auto", "transport of --upstream-url: streamable, sse (legacy HTTP+SSE) or auto (POST first; legacy only if the upstream refuses an initialize POST)")
 	fs.BoolVar(&f.stdio, "stdio", false, "also serve MCP on stdin/stdout (for agents that launch servers); ends when stdin does")
@@ -77,6 +79,9 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 	if len(f.upstreamEnv) > 0 && f.upstreamCmd == "" {
 		return nil, errors.New("--upstream-env needs --upstream-cmd")
 	}
+	if f.upstreamUser != "" && f.upstreamCmd == "" {
+		return nil, errors.New("--upstream-user needs --upstream-cmd")
+	}
 	var up mcpproxy.Upstream
 	switch {
 	case f.upstreamURL != "" && f.upstreamCmd != "":
@@ -97,6 +102,7 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 			return nil, errors.New("--upstream-cmd: " + err.Error())
 		}
 		cu.Env = f.upstreamEnv
+		cu.User = f.upstreamUser
 		up = cu
 	case f.stdio:
 		return nil, errors.New("--stdio needs --upstream-url or --upstream-cmd")

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,5 +94,51 @@ func TestChildCannotReadSpillwaySecrets(t *testing.T) {
 	}
 	if !strings.Contains(string(environ), "Permission denied") {
 		t.Errorf("reading /proc/$PPID/environ: %q, want Permission denied", environ)
+	}
+	// Spillway made its signing key under the HOME it was given.
+	if _, err := os.Stat(filepath.Join(home, ".local/share/spillway/signing.keys")); err != nil {
+		t.Fatalf("no default signing key: %v", err)
+	}
+	if key, _ := os.ReadFile(filepath.Join(out, "key")); strings.Contains(string(key), "signing keys") || strings.TrimSpace(home2) == home {
+		t.Errorf("the child has Spillway's HOME %s (key file read: %v)", strings.TrimSpace(home2), strings.Contains(string(key), "signing keys"))
+	}
+}
+
+// --upstream-user runs the child as another user, the one way to keep it
+// from Spillway's files (the signing key under --data).
+func TestUpstreamUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if err := newServeErr(t, "--upstream-cmd", "cat", "--upstream-user", "nobody"); err == nil {
+			t.Log("not root: the child's start fails instead, which the child package tests")
+		}
+		return
+	}
+	out := sharedDir(t)
+	data := t.TempDir()
+	base := startServe(t, data, "--upstream-user", "nobody",
+		"--upstream-cmd", `sh -c 'cat "`+data+`/signing.keys" > `+out+`/key 2>&1; id -u > `+out+`/uid; exec cat > /dev/null'`)
+	// The child starts with the session; it never answers, nor need it.
+	req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+mcpToken(t, data))
+	go func() {
+		if resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	uid := ""
+	for deadline := time.Now().Add(20 * time.Second); !strings.HasSuffix(uid, "\n"); time.Sleep(50 * time.Millisecond) {
+		b, _ := os.ReadFile(filepath.Join(out, "uid"))
+		uid = string(b)
+		if time.Now().After(deadline) {
+			t.Fatal("the child did not start")
+		}
+	}
+	if uid != "65534\n" {
+		t.Errorf("the child ran as uid %q, want nobody's 65534", uid)
+	}
+	if key, _ := os.ReadFile(filepath.Join(out, "key")); strings.Contains(string(key), "signing keys") {
+		t.Error("the child read Spillway's signing key")
 	}
 }
