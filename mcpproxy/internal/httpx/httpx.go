@@ -121,15 +121,22 @@ func WriteMessages(w io.Writer, out [][]byte, batch bool) {
 // with a JSON-RPC error (502), so no client waits for an answer that will
 // not come.
 func UpstreamDown(w http.ResponseWriter, body []byte) {
+	UpstreamError(w, body, "upstream MCP server unreachable")
+}
+
+// UpstreamError answers every request of a POST with a JSON-RPC error
+// (CodeUpstream) saying msg, with status 502; a body without requests
+// gets msg as text.
+func UpstreamError(w http.ResponseWriter, body []byte, msg string) {
 	msgs, batch, _ := jsonrpc.Decode(body)
 	var out [][]byte
 	for _, m := range msgs {
 		if m.IsRequest() {
-			out = append(out, jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeUpstream, "upstream MCP server unreachable").Raw)
+			out = append(out, jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeUpstream, msg).Raw)
 		}
 	}
 	if len(out) == 0 {
-		http.Error(w, "upstream MCP server unreachable", http.StatusBadGateway)
+		http.Error(w, msg, http.StatusBadGateway)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

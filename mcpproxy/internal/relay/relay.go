@@ -1,7 +1,11 @@
 // Package relay is the HTTP face in front of a Streamable HTTP upstream:
-// it forwards each HTTP request as it came (headers, status codes, SSE
-// event ids, retry hints and comments, sessions) and rewrites only the
+// it forwards each HTTP request's body and transport headers to the
+// configured URL, relays each response as it came (headers, status codes,
+// SSE event ids, retry hints and comments, sessions) and rewrites only the
 // responses to requests the proxy owns (offloading, its own resources).
+// No client credential, query or asserted identity reaches the upstream
+// (see requestHeader), and an upstream's 401, which refuses Spillway's own
+// credentials, reaches the client as a 502 JSON-RPC error.
 //
 // Each POST knows the requests it carried; their responses are rewritten
 // under that POST's context, never found by id in a table shared with
@@ -19,6 +23,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,9 +80,12 @@ type session struct {
 
 // New returns a relay.
 func New(o Options) *Relay {
-	if o.Client == nil {
-		o.Client = &http.Client{}
+	c := http.Client{}
+	if o.Client != nil {
+		c = *o.Client
 	}
+	c.CheckRedirect = sameOrigin(c.CheckRedirect)
+	o.Client = &c
 	if o.MaxMessage <= 0 {
 		o.MaxMessage = 1 << 30
 	}
@@ -94,7 +102,23 @@ func New(o Options) *Relay {
 // binding is forgotten (its client then gets 404 and starts over).
 const maxSessions = 100_000
 
-// Headers that describe one hop, or that the proxy owns on each side.
+// requestHeader reports whether a client's request header k reaches the
+// upstream. It is an allow-list: what the transport needs (content
+// negotiation, MCP's own headers, resumption) and trace context, nothing
+// else. The attacker is any client: a credential of any form
+// (Authorization, Cookie, X-Api-Key…) or an identity it asserts
+// (Forwarded, X-Forwarded-*, X-Real-IP) must not reach an upstream that
+// trusts Spillway.
+func requestHeader(k string) bool {
+	switch k = http.CanonicalHeaderKey(k); k {
+	case "Accept", "Accept-Language", "Content-Type", "Last-Event-Id", "User-Agent",
+		"Traceparent", "Tracestate", "Baggage":
+		return true
+	}
+	return strings.HasPrefix(k, "Mcp-")
+}
+
+// Response headers that describe one hop, or that the proxy owns.
 var hopHeaders = map[string]bool{
 	"Connection": true, "Keep-Alive": true, "Proxy-Authenticate": true, "Proxy-Authorization": true,
 	"Te": true, "Trailer": true, "Transfer-Encoding": true, "Upgrade": true, "Proxy-Connection": true,
@@ -102,13 +126,23 @@ var hopHeaders = map[string]bool{
 	"Cookie": true, "Accept-Encoding": true, "Content-Encoding": true,
 }
 
-func copyHeaders(dst, src http.Header) {
+// copyHeaders copies the headers of src that keep reaches dst, minus
+// those src's Connection names (they describe the hop, RFC 9110 7.6.1).
+func copyHeaders(dst, src http.Header, keep func(string) bool) {
+	hop := map[string]bool{}
+	for _, v := range src.Values("Connection") {
+		for _, f := range strings.Split(v, ",") {
+			hop[http.CanonicalHeaderKey(strings.TrimSpace(f))] = true
+		}
+	}
 	for k, vs := range src {
-		if !hopHeaders[http.CanonicalHeaderKey(k)] {
-			dst[k] = append([]string(nil), vs...)
+		if c := http.CanonicalHeaderKey(k); keep(c) && !hop[c] {
+			dst[c] = append([]string(nil), vs...)
 		}
 	}
 }
+
+func responseHeader(k string) bool { return !hopHeaders[k] }
 
 // ServeHTTP relays one request of rq's caller (already authenticated and
 // origin-checked by the caller). It returns true, having written nothing
@@ -188,15 +222,17 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 		http.Error(w, "bad upstream URL", http.StatusInternalServerError)
 		return false
 	}
-	copyHeaders(req.Header, r.Header)
+	// The configured URL reaches the upstream whole (its query may carry
+	// the upstream's key); the client's query is not forwarded (it may
+	// carry the client's token).
+	copyHeaders(req.Header, r.Header, requestHeader)
 	for k, vs := range rl.o.Header {
 		req.Header[k] = vs
 	}
-	req.URL.RawQuery = r.URL.RawQuery
 	resp, err := rl.o.Client.Do(req)
 	if err != nil {
 		if ctx.Err() == nil {
-			rl.log.Warn("upstream unreachable", "err", err)
+			rl.log.Warn("upstream unreachable", "url", redactURL(rl.o.URL), "err", redactErr(err))
 			httpx.UpstreamDown(w, body)
 		}
 		return false
@@ -221,7 +257,16 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 		rl.mu.Unlock()
 		rl.o.Methods.Ended(sid)
 	}
-	copyHeaders(w.Header(), resp.Header)
+	if resp.StatusCode == http.StatusUnauthorized {
+		// The client's credentials never reach the upstream, so this
+		// refusal is of Spillway's: relayed as is, with WWW-Authenticate,
+		// it would send the client into an OAuth flow against the wrong
+		// server, for ever.
+		rl.log.Warn("the upstream refused Spillway's credentials (401); check --upstream-header", "url", redactURL(rl.o.URL))
+		httpx.UpstreamError(w, body, "the upstream MCP server refused Spillway's credentials")
+		return false
+	}
+	copyHeaders(w.Header(), resp.Header, responseHeader)
 	rw := &rewriter{rl: rl, ctx: ctx, local: local, sess: sess}
 	ct := resp.Header.Get("Content-Type")
 	switch {
@@ -395,4 +440,42 @@ func (rl *Relay) relaySSE(ctx context.Context, w http.ResponseWriter, resp *http
 			return // the client went away; closing resp.Body tells the upstream
 		}
 	}
+}
+
+// sameOrigin refuses a redirect to another origin (the upstream's
+// credentials and the client's body would go with it), then asks next.
+func sameOrigin(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if req.URL.Scheme != via[0].URL.Scheme || req.URL.Host != via[0].URL.Host {
+			return errors.New("refusing a redirect to another origin")
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+}
+
+// redactURL is u for a log: without its query and user information, which
+// may carry the upstream's credentials.
+func redactURL(u string) string {
+	p, err := url.Parse(u)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	p.User, p.RawQuery, p.ForceQuery = nil, "", false
+	return p.String()
+}
+
+// redactErr is err for a log: a *url.Error names the whole URL, so its
+// URL is redacted.
+func redactErr(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return &url.Error{Op: ue.Op, URL: redactURL(ue.URL), Err: ue.Err}
+	}
+	return err
 }

@@ -1,0 +1,200 @@
+package mcpproxy_test
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/spillway-dev/spillway/mcpproxy"
+	"github.com/spillway-dev/spillway/policy/policytest"
+)
+
+// seen records what one upstream received.
+type seen struct {
+	mu   sync.Mutex
+	reqs []*http.Request
+	body []string
+}
+
+func (s *seen) record(r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reqs = append(s.reqs, r)
+	s.body = append(s.body, string(b))
+}
+
+// recordingUpstream records every request and answers each with an
+// empty result for id 1.
+func recordingUpstream(t *testing.T) (*seen, *httptest.Server) {
+	s := &seen{}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.record(r)
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{}}`)
+	}))
+	t.Cleanup(up.Close)
+	return s, up
+}
+
+func (s *seen) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.reqs)
+}
+
+// relayPost posts body to the proxy's url with the headers in hdr.
+func relayPost(t *testing.T, url, body string, hdr map[string]string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
+// No client credential, of any form, and no identity a client asserts
+// reaches the upstream; the configured URL reaches it whole. Before: the
+// client's query replaced the configured one (the upstream's ?key= was
+// lost, the client's ?access_token= arrived), and Forwarded,
+// X-Forwarded-For, X-Real-IP, Cookie, X-Api-Key and a header named in
+// Connection all passed.
+func TestRelayUpstreamSeesOnlySpillway(t *testing.T) {
+	got, up := recordingUpstream(t)
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL + "/mcp?key=upstream-key", Transport: "streamable",
+		Header: http.Header{"Authorization": {"Bearer spillway-own"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	url := serve(t, p)
+	resp := relayPost(t, url+"?access_token=client-token", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, map[string]string{
+		"Authorization": "Bearer client-token", "Cookie": "sid=client-cookie", "X-Api-Key": "client-key",
+		"Forwarded": "for=203.0.113.9", "X-Forwarded-For": "203.0.113.9", "X-Forwarded-Host": "evil.example",
+		"X-Real-Ip": "203.0.113.9", "Connection": "X-Hop", "X-Hop": "hop-value",
+		"Mcp-Protocol-Version": "2025-11-25", "Traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+	})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %s", resp.Status)
+	}
+	if got.count() != 1 {
+		t.Fatalf("the upstream got %d requests", got.count())
+	}
+	r := got.reqs[0]
+	if r.URL.RawQuery != "key=upstream-key" || r.URL.Path != "/mcp" {
+		t.Errorf("the upstream was asked %s?%s, want /mcp?key=upstream-key", r.URL.Path, r.URL.RawQuery)
+	}
+	if a := r.Header.Values("Authorization"); len(a) != 1 || a[0] != "Bearer spillway-own" {
+		t.Errorf("Authorization at the upstream: %q", a)
+	}
+	for _, k := range []string{"Cookie", "X-Api-Key", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Real-Ip", "X-Hop"} {
+		if v := r.Header.Get(k); v != "" {
+			t.Errorf("%s reached the upstream: %q", k, v)
+		}
+	}
+	for k, vs := range r.Header {
+		if strings.Contains(strings.Join(vs, " "), "client-") {
+			t.Errorf("a client credential reached the upstream in %s: %q", k, vs)
+		}
+	}
+	if r.Header.Get("Mcp-Protocol-Version") != "2025-11-25" || r.Header.Get("Traceparent") == "" {
+		t.Errorf("the transport's headers were lost: %v", r.Header)
+	}
+}
+
+// An upstream's redirect to another origin is not followed: the
+// upstream's credentials and the client's body stay home. Before: the
+// relay followed a 307 with both.
+func TestRelayRedirectStaysHome(t *testing.T) {
+	elsewhere, other := recordingUpstream(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/steal", http.StatusTemporaryRedirect)
+	}))
+	defer up.Close()
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL, Transport: "streamable",
+		Header: http.Header{"Authorization": {"Bearer spillway-own"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	resp := relayPost(t, serve(t, p), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"secret-body"}}`, nil)
+	io.Copy(io.Discard, resp.Body)
+	if n := elsewhere.count(); n != 0 {
+		t.Fatalf("the redirect was followed to another origin: it got %d requests, Authorization %q, body %q",
+			n, elsewhere.reqs[0].Header.Get("Authorization"), elsewhere.body[0])
+	}
+	if resp.StatusCode < 300 {
+		t.Errorf("a refused redirect answered %s", resp.Status)
+	}
+}
+
+// An upstream's 401 refuses Spillway's credentials (the client's never
+// reach it): the client gets a 502 with a JSON-RPC error for its request,
+// not a WWW-Authenticate that would start an OAuth flow against the
+// upstream's authorization server, in a loop. Before: 401 relayed as is.
+func TestRelayUpstream401IsNotTheClients(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="https://up.example/.well-known/oauth-protected-resource"`)
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+	}))
+	defer up.Close()
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL, Transport: "streamable"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	resp := relayPost(t, serve(t, p), `{"jsonrpc":"2.0","id":7,"method":"tools/list"}`, nil)
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("WWW-Authenticate") != "" {
+		t.Fatalf("answered %s, WWW-Authenticate %q: %s", resp.Status, resp.Header.Get("WWW-Authenticate"), body)
+	}
+	var m struct {
+		ID    int `json:"id"`
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil || m.ID != 7 || !strings.Contains(m.Error.Message, "refused Spillway's credentials") {
+		t.Errorf("body %s (%v)", body, err)
+	}
+}
+
+// An unreachable upstream is logged without its URL's query or user
+// information, which may be credentials. Before: the whole URL.
+func TestRelayLogsNoUpstreamCredentials(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	var logs policytest.Buffer
+	p, err := mcpproxy.New(mcpproxy.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Upstream: &mcpproxy.HTTPUpstream{URL: "http://user:pass-secret@" + addr + "/mcp?key=key-secret", Transport: "streamable"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	resp := relayPost(t, serve(t, p), `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil)
+	io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != http.StatusBadGateway {
+		t.Fatalf("status %s", resp.Status)
+	}
+	t.Log(logs.String())
+	if s := logs.String(); strings.Contains(s, "secret") || !strings.Contains(s, "unreachable") {
+		t.Errorf("log: %s", s)
+	}
+}
