@@ -318,9 +318,9 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 		if err != nil {
 			return err
 		}
-		up = stdioface.Fixed{M: mux.New(c, face.OnServer, p.log)}
+		up = stdioface.Fixed{M: mux.NewExclusive(c, face.OnServer, p.log)}
 	default:
-		up = &terminate.Supervisor{Dial: p.dial, OnServer: face.OnServer, Init: face.Replay, Log: p.log}
+		up = &terminate.Supervisor{Dial: p.dial, OnServer: face.OnServer, Init: face.Replay, Exclusive: true, Log: p.log}
 	}
 	return face.Serve(ctx, client, up)
 }

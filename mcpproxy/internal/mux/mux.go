@@ -1,7 +1,10 @@
 // Package mux shares one upstream connection among many clients. Each
-// client gets a Scope, its own namespace: the mux renumbers request ids and
-// progress tokens to values it mints itself, so two clients' "id": 1 (or
-// progress token "t") never meet upstream, and routes every response,
+// client gets a Scope, its own namespace: the mux renumbers request ids
+// to values it mints itself, and on a connection that clients share (New)
+// progress tokens too, so two clients' "id": 1 (or progress token "t")
+// never meet upstream. On a connection of one client (NewExclusive) a tool
+// sees the client's own progress token (a tool may read it), renamed only
+// if it is already in flight. The mux routes every response,
 // progress notification and subscription notification back to the Sink of
 // the request it belongs to, with the client's own id and token restored.
 // A response comes back with the context (tag) its request was sent with:
@@ -51,9 +54,10 @@ var ErrClosed = errors.New("mux: upstream connection closed")
 
 // Mux routes one upstream connection. Create it with New.
 type Mux struct {
-	conn     Conn
-	onServer func(*jsonrpc.Message)
-	log      *slog.Logger
+	conn      Conn
+	onServer  func(*jsonrpc.Message)
+	log       *slog.Logger
+	exclusive bool // one client: its progress tokens pass unchanged
 
 	mu      sync.Mutex
 	next    uint64
@@ -63,18 +67,34 @@ type Mux struct {
 	dead    chan struct{}       // closed once every call in flight was answered
 }
 
-// New starts routing conn. onServer receives what the upstream sends on its
-// own (server requests, and notifications that belong to no call); it is
-// called from the routing goroutine and must not block for long. A nil log
-// discards.
+// New starts routing conn, a connection that clients share: every
+// progress token is renamed to one the mux mints, so that no two clients'
+// tokens meet upstream, not even over time (a late progress notification
+// of a finished call reaches nobody). onServer receives what the upstream
+// sends on its own (server requests, and notifications that belong to no
+// call); it is called from the routing goroutine and must not block for
+// long. A nil log discards.
 func New(conn Conn, onServer func(*jsonrpc.Message), log *slog.Logger) *Mux {
+	return newMux(conn, onServer, log, false)
+}
+
+// NewExclusive is New for a connection that serves one client (a session's
+// own child, the stdio face): the client's progress tokens reach the
+// upstream unchanged, unless the same token is already in flight (then it
+// is renamed as New does). The proxy's own requests may share it: they
+// carry no tokens.
+func NewExclusive(conn Conn, onServer func(*jsonrpc.Message), log *slog.Logger) *Mux {
+	return newMux(conn, onServer, log, true)
+}
+
+func newMux(conn Conn, onServer func(*jsonrpc.Message), log *slog.Logger, exclusive bool) *Mux {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if onServer == nil {
 		onServer = func(*jsonrpc.Message) {}
 	}
-	m := &Mux{conn: conn, onServer: onServer, log: log,
+	m := &Mux{conn: conn, onServer: onServer, log: log, exclusive: exclusive,
 		pending: map[string]*Pending{}, tokens: map[string]*Pending{}, dead: make(chan struct{})}
 	go m.loop()
 	return m
@@ -162,10 +182,12 @@ func (s *Scope) Call(ctx context.Context, req *jsonrpc.Message, sink Sink, tag a
 	p := &Pending{scope: s, clientID: req.ID, upID: jsonrpc.NumID(m.next), sink: sink, tag: tag}
 	out := req.WithID(p.upID)
 	if tok := jsonrpc.ProgressToken(req); tok != nil {
-		p.clientTok = tok
-		p.upTok = strconv.AppendQuote(nil, "p"+strconv.FormatUint(m.next, 10))
-		out = out.WithProgressToken(p.upTok)
-		m.tokens[string(p.upTok)] = p
+		p.clientTok, p.upTok = tok, tok
+		if !m.exclusive || m.tokens[jsonrpc.Key(tok)] != nil {
+			p.upTok = m.mintTokenLocked()
+			out = out.WithProgressToken(p.upTok)
+		}
+		m.tokens[jsonrpc.Key(p.upTok)] = p
 	}
 	m.pending[string(p.upID)] = p
 	m.mu.Unlock()
@@ -255,6 +277,18 @@ func (s *Scope) forget(p *Pending) bool {
 	return s.m.unroute(p)
 }
 
+// mintTokenLocked returns a progress token no call in flight uses (on an
+// exclusive connection, a client's own token may look like a minted one).
+func (m *Mux) mintTokenLocked() []byte {
+	for {
+		tok := strconv.AppendQuote(nil, "p"+strconv.FormatUint(m.next, 10))
+		if m.tokens[jsonrpc.Key(tok)] == nil {
+			return tok
+		}
+		m.next++
+	}
+}
+
 func (m *Mux) unroute(p *Pending) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -263,7 +297,7 @@ func (m *Mux) unroute(p *Pending) bool {
 	}
 	delete(m.pending, string(p.upID))
 	if p.upTok != nil {
-		delete(m.tokens, string(p.upTok))
+		delete(m.tokens, jsonrpc.Key(p.upTok))
 	}
 	return true
 }
@@ -321,7 +355,7 @@ func (m *Mux) route(msg *jsonrpc.Message) {
 		if msg.Method == jsonrpc.MethodProgress {
 			if tok := jsonrpc.NotifiedToken(msg); tok != nil {
 				m.mu.Lock()
-				p := m.tokens[string(tok)]
+				p := m.tokens[jsonrpc.Key(tok)]
 				m.mu.Unlock()
 				if p != nil {
 					p.sink.Deliver(msg.WithNotifiedToken(p.clientTok), nil)

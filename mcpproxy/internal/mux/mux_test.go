@@ -230,3 +230,57 @@ func TestConcurrentScopes(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// On a connection of one client, the tool sees the client's own progress
+// token; a token already in flight, or one that looks like a minted one
+// and is taken, is renamed; progress reaches each call with its own.
+func TestExclusiveKeepsTokens(t *testing.T) {
+	fc := newFake()
+	m := NewExclusive(fc, nil, nil)
+	defer m.Close()
+	ctx := context.Background()
+	sc := m.NewScope()
+	s := newSink()
+	call := func(id int, tok string) *jsonrpc.Message {
+		t.Helper()
+		req := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":%s}}}`, id, tok)
+		if _, err := sc.Call(ctx, msg(t, req), s, id); err != nil {
+			t.Fatal(err)
+		}
+		return <-fc.sent
+	}
+	up1 := call(1, `10`)
+	if got := string(jsonrpc.ProgressToken(up1)); got != `10` {
+		t.Fatalf("the upstream saw token %s; the client sent 10", got)
+	}
+	up2 := call(2, `10`)      // the same token, in flight: renamed
+	up3 := call(3, `"p4"`)    // the client's own, passed
+	up4 := call(4, `"other"`) // minted for nobody yet: passes
+	tok2 := string(jsonrpc.ProgressToken(up2))
+	if tok2 == `10` || tok2 == `"p4"` || string(jsonrpc.ProgressToken(up3)) != `"p4"` || string(jsonrpc.ProgressToken(up4)) != `"other"` {
+		t.Fatalf("tokens upstream: %s %s %s %s", jsonrpc.ProgressToken(up1), tok2, jsonrpc.ProgressToken(up3), jsonrpc.ProgressToken(up4))
+	}
+	for _, tok := range []string{`10`, tok2, `"p4"`} {
+		fc.recv <- msg(t, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":1}}`, tok))
+	}
+	got := s.wait(t, 3)
+	for i, want := range []string{`10`, `10`, `"p4"`} {
+		if tok := string(jsonrpc.NotifiedToken(got[i])); tok != want {
+			t.Errorf("progress #%d reached the client as %s, want %s", i, tok, want)
+		}
+	}
+}
+
+// A shared connection renames every token, even one no other client uses.
+func TestSharedRenamesTokens(t *testing.T) {
+	fc := newFake()
+	m := New(fc, nil, nil)
+	defer m.Close()
+	req := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{"progressToken":10}}}`
+	if _, err := m.NewScope().Call(context.Background(), msg(t, req), newSink(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if tok := string(jsonrpc.ProgressToken(<-fc.sent)); tok == `10` {
+		t.Fatal("a shared connection passed a client's token")
+	}
+}

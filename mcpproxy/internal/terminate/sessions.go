@@ -43,7 +43,7 @@ func (f *Face) startSession(s *session.Session) error {
 	if err != nil {
 		return err
 	}
-	l.m = mux.New(c, func(m *jsonrpc.Message) { l.push(item{m: m}) }, f.log)
+	l.m = mux.NewExclusive(c, func(m *jsonrpc.Message) { l.push(item{m: m}) }, f.log) // the session's own connection
 	l.scope = l.m.NewScope()
 	s.Value = l
 	s.OnClose(func() { l.m.Close() })

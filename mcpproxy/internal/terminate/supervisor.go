@@ -26,7 +26,11 @@ type Supervisor struct {
 	OnServer func(*jsonrpc.Message)
 	// Init prepares a new connection (a handshake); an error discards it.
 	Init func(ctx context.Context, m *mux.Mux) error
-	Log  *slog.Logger
+	// Exclusive says the connection serves one client (the stdio face):
+	// its progress tokens reach the upstream unchanged (mux.NewExclusive).
+	// false: clients share it, and every token is renamed (mux.New).
+	Exclusive bool
+	Log       *slog.Logger
 
 	mu      sync.Mutex
 	cur     *mux.Mux
@@ -67,7 +71,11 @@ func (s *Supervisor) Get(ctx context.Context) (*mux.Mux, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := mux.New(c, s.OnServer, s.Log)
+	newMux := mux.New
+	if s.Exclusive {
+		newMux = mux.NewExclusive
+	}
+	m := newMux(c, s.OnServer, s.Log)
 	if s.Init != nil {
 		if err := s.Init(ctx, m); err != nil {
 			m.Close()
