@@ -427,10 +427,10 @@ func (e *Engine) Reload(ctx context.Context) bool {
 // changed reports whether the files of a policy differ from those it was
 // last read from.
 func (e *Engine) changed(dir, bundle string, last *string) bool {
-	fp, err := fingerprint(dir, bundle)
+	fp, _ := fingerprint(dir, bundle) // an error is part of fp
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return err != nil || fp != *last
+	return fp != *last
 }
 
 func (e *Engine) reloadEnforced(ctx context.Context) bool {

@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -70,12 +71,24 @@ func load(dir, bundlePath string, o Options) (*source, error) {
 			s.revision = b.Manifest.Revision
 		}
 	case dir != "":
-		res, err := loader.NewFileLoader().Filtered([]string{dir}, func(abspath string, info fs.FileInfo, depth int) bool {
-			// Skip hidden entries (a Kubernetes ConfigMap's ..data links).
-			return depth > 0 && strings.HasPrefix(info.Name(), ".")
-		})
+		root, err := os.OpenRoot(dir)
 		if err != nil {
 			return nil, err
+		}
+		defer root.Close()
+		var odd []string
+		res, err := loader.NewFileLoader().WithFS(root.FS()).Filtered([]string{"."}, func(p string, info fs.FileInfo, depth int) bool {
+			skip, bad := skipEntry(p, info, depth)
+			if bad != nil {
+				odd = append(odd, bad.Error())
+			}
+			return skip
+		})
+		if len(odd) > 0 {
+			return nil, fmt.Errorf("%s: %s", dir, strings.Join(odd, "; "))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", dir, err)
 		}
 		for name, m := range res.Modules {
 			s.modules[name] = m.Parsed
@@ -108,6 +121,9 @@ func load(dir, bundlePath string, o Options) (*source, error) {
 		return nil, errors.New("no .rego files")
 	}
 	if err := vet(s.modules); err != nil {
+		if dir != "" {
+			err = fmt.Errorf("%s: %w", dir, err) // module names are relative to it
+		}
 		return nil, err
 	}
 	if data == nil {
@@ -179,39 +195,104 @@ func (s *source) definesMask() bool {
 	return false
 }
 
+// A policy folder is read through an os.Root: a symlink is followed only
+// while it stays inside the folder (a Kubernetes ConfigMap volume links
+// each file into its hidden ..data folder), and one that leaves it fails
+// the load, so a folder assembled from a less trusted source (a checkout,
+// an unpacked archive) cannot pull a host file into data. skipEntry is
+// the rest of the rule, shared by the loader and fingerprint: hidden
+// entries below the top are skipped (..data and its timestamped target
+// are reached through the visible links), and anything that is neither a
+// folder nor a regular file (a named pipe, a device, which would block or
+// never end) is an error, as is a folder nested deeper than maxDepth (a
+// link to one of its own parents).
+const maxDepth = 32
+
+func skipEntry(p string, info fs.FileInfo, depth int) (skip bool, err error) {
+	switch {
+	case depth > 0 && strings.HasPrefix(info.Name(), "."):
+		return true, nil
+	case depth > maxDepth:
+		return true, fmt.Errorf("%s: nested more than %d folders deep (a link to a parent?)", p, maxDepth)
+	case !info.IsDir() && !info.Mode().IsRegular():
+		return true, fmt.Errorf("%s: not a regular file (%s)", p, info.Mode().Type())
+	}
+	return false, nil
+}
+
 // fingerprint changes when any file of the policy changes: names and
 // contents (not modification times, which a copy or a reproducible build
-// can keep), cheap enough to poll every second for a policy's size.
+// can keep), cheap enough to poll every second for a policy's size. It
+// reads a folder by the loader's rules (see skipEntry). On error the
+// fingerprint covers the error too, so an unchanged broken folder is not
+// loaded (and refused) again on every poll.
 func fingerprint(dir, bundlePath string) (string, error) {
 	if dir == "" && bundlePath == "" {
 		return "built-in", nil
 	}
-	root := dir
-	if bundlePath != "" {
-		root = bundlePath
-	}
 	h := sha256.New()
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	var err error
+	if bundlePath != "" {
+		err = hashFile(h, os.DirFS(filepath.Dir(bundlePath)), filepath.Base(bundlePath))
+	} else {
+		var root *os.Root
+		if root, err = os.OpenRoot(dir); err == nil {
+			err = hashTree(h, root.FS(), ".", 0)
+			root.Close()
+		}
 		if err != nil {
-			return err
+			err = fmt.Errorf("%s: %w", dir, err)
 		}
-		if d.IsDir() && p != root && strings.HasPrefix(d.Name(), ".") {
-			return filepath.SkipDir
-		}
-		info, err := os.Stat(p) // follows links: ConfigMaps swap a symlink
-		if err != nil || info.IsDir() {
-			return err
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		fmt.Fprintf(h, "%s\x00%d\x00", p, info.Size())
-		_, err = io.Copy(h, f)
-		return err
-	})
+	}
+	if err != nil {
+		fmt.Fprintf(h, "\x00error\x00%v", err)
+	}
 	return hex.EncodeToString(h.Sum(nil)), err
+}
+
+// hashTree hashes the folder p of fsys as the loader would read it,
+// following links to folders (as the loader does) in name order.
+func hashTree(h io.Writer, fsys fs.FS, p string, depth int) error {
+	info, err := fs.Stat(fsys, p) // follows links: ConfigMaps swap a symlink
+	if err != nil {
+		return err
+	}
+	if skip, err := skipEntry(p, info, depth); skip || err != nil {
+		return err
+	}
+	if !info.IsDir() {
+		return hashFile(h, fsys, p)
+	}
+	entries, err := fs.ReadDir(fsys, p)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := hashTree(h, fsys, path.Join(p, e.Name()), depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hashFile hashes a regular file's name, size and contents; it is
+// checked before it is opened, since opening a named pipe blocks.
+func hashFile(h io.Writer, fsys fs.FS, p string) error {
+	info, err := fs.Stat(fsys, p)
+	if err != nil {
+		return err
+	}
+	if !info.Mode().IsRegular() {
+		return fmt.Errorf("%s: not a regular file (%s)", p, info.Mode().Type())
+	}
+	f, err := fsys.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fmt.Fprintf(h, "%s\x00%d\x00", p, info.Size())
+	_, err = io.Copy(h, f)
+	return err
 }
 
 // maskedHeaders are removed from every logged input whatever the policy

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -61,7 +62,7 @@ func Check(path string) error {
 	}
 	c := ast.NewCompiler().WithStrict(true).WithCapabilities(Capabilities())
 	if c.Compile(s.modules); c.Failed() {
-		return c.Errors
+		return fmt.Errorf("%s: %w", path, c.Errors)
 	}
 	return nil
 }
