@@ -149,7 +149,7 @@ type sendReq struct {
 func New(o Options) (*Conn, error) {
 	u, err := url.Parse(o.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("httpclient: %q is not an http(s) URL", o.URL)
+		return nil, fmt.Errorf("httpclient: %q is not an http(s) URL", httpx.RedactURL(o.URL))
 	}
 	switch o.Transport {
 	case Auto, Streamable, Legacy:
@@ -216,6 +216,14 @@ func (c *Conn) Close() error {
 		c.log.Warn("httpclient: goroutines still running after Close")
 	}
 	return nil
+}
+
+// roundTrip does one HTTP exchange with the upstream. Its error names the
+// URL without query or userinfo (the upstream's credentials may ride
+// there), so it may go to a log or a client.
+func (c *Conn) roundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := c.client.Do(req)
+	return resp, httpx.RedactError(err)
 }
 
 // push delivers m on Recv; it gives up when the connection is closed.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -86,7 +87,7 @@ func (l *legacyConn) postTo(ctx context.Context, post string, m *jsonrpc.Message
 	if c.o.Header != nil {
 		c.o.Header(m, req.Header)
 	}
-	resp, err := c.client.Do(req)
+	resp, err := c.roundTrip(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -136,7 +137,7 @@ func (c *Conn) openLegacy(ctx context.Context) (post string, rd *sse.Reader, bod
 	if c.o.Header != nil {
 		c.o.Header(nil, req.Header)
 	}
-	resp, err := c.client.Do(req)
+	resp, err := c.roundTrip(req)
 	if err != nil {
 		return fail(err)
 	}
@@ -163,11 +164,33 @@ func (c *Conn) openLegacy(ctx context.Context) (post string, rd *sse.Reader, bod
 		resp.Body.Close()
 		return fail(fmt.Errorf("a bad endpoint %q", truncate(ev.Data)))
 	}
+	addQuery(ep, c.base)
 	if !timer.Stop() || !stop() {
 		resp.Body.Close()
 		return fail(errors.New("timed out"))
 	}
 	return ep.String(), rd, &bodyCloser{resp.Body, cancel}, nil
+}
+
+// addQuery adds to the endpoint the configured URL's query parameters it
+// does not set itself: an upstream that takes its key in the query
+// (…/sse?key=…) gets it with every message too. The endpoint's own query
+// is kept as the server wrote it.
+func addQuery(ep, configured *url.URL) {
+	q := ep.Query()
+	missing := url.Values{}
+	for k, vs := range configured.Query() {
+		if _, ok := q[k]; !ok {
+			missing[k] = vs
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	if ep.RawQuery != "" {
+		ep.RawQuery += "&"
+	}
+	ep.RawQuery += missing.Encode()
 }
 
 // bodyCloser closes a stream's body and releases its context.

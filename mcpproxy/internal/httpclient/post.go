@@ -10,7 +10,6 @@ import (
 	"mime"
 	"net/http"
 
-	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
 )
@@ -158,7 +157,7 @@ func (c *Conn) do(ctx context.Context, ex *exchange, s *session, written func())
 	// The caller's ctx bounds the wait for the headers only: the body is
 	// read long after Send returned.
 	stop := context.AfterFunc(ctx, ex.abort)
-	resp, err := c.client.Do(req)
+	resp, err := c.roundTrip(req)
 	if !stop() {
 		if err == nil {
 			resp.Body.Close()
@@ -169,7 +168,7 @@ func (c *Conn) do(ctx context.Context, ex *exchange, s *session, written func())
 		if c.life.Err() != nil {
 			return nil, nil, ErrClosed
 		}
-		return nil, nil, fmt.Errorf("httpclient: %s: %w", describe(m), httpx.RedactError(err))
+		return nil, nil, fmt.Errorf("httpclient: %s: %w", describe(m), err)
 	}
 	return resp, s, nil
 }

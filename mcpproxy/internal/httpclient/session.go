@@ -129,7 +129,7 @@ func (c *Conn) deleteSession(s *session) {
 		return
 	}
 	c.streamHeaders(req.Header, s)
-	if resp, err := c.client.Do(req); err == nil {
+	if resp, err := c.roundTrip(req); err == nil {
 		discard(resp)
 	}
 }

@@ -90,7 +90,7 @@ func (c *Conn) get(ctx context.Context, last string) (io.ReadCloser, error) {
 	s := c.session
 	c.mu.Unlock()
 	c.streamHeaders(req.Header, s)
-	resp, err := c.client.Do(req)
+	resp, err := c.roundTrip(req)
 	if err != nil {
 		return nil, err
 	}
