@@ -35,10 +35,7 @@ func sharedDir(t *testing.T) string {
 // (this test's usual case) it is started as nobody, and its child with it.
 func TestChildCannotReadSpillwaySecrets(t *testing.T) {
 	dir := sharedDir(t)
-	bin := filepath.Join(dir, "spillway")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("%v\n%s", err, out)
-	}
+	bin := spillwayBin(t)
 	home := filepath.Join(dir, "home")
 	out := filepath.Join(dir, "seen")
 	for _, d := range []string{home, out} {
