@@ -22,7 +22,8 @@ import (
 )
 
 // ErrEval is wrapped by every evaluation failure; the decision returned with
-// it is the zero value, which denies.
+// it is the zero value, which denies. A decision whose context was
+// cancelled wraps context.Canceled too.
 var ErrEval = errors.New("policy: evaluation failed")
 
 // Options configure an Engine. The zero value uses the built-in policy.
@@ -86,6 +87,8 @@ type Engine struct {
 	refusals  int64
 	evalErrs  atomic.Int64
 	loadedAt  time.Time
+
+	evalCancelled atomic.Int64
 }
 
 type compiled struct {
@@ -263,6 +266,14 @@ func eval[T any](ctx context.Context, e *Engine, point string, pq func(*compiled
 		e.record(ctx, c, point, pq, in, raw, err, took)
 	}
 	if err != nil {
+		// A caller that left (a client disconnected) cancels its decision:
+		// it still denies, but says nothing about the policy, so it is
+		// counted apart from evaluation errors, which alert on a broken one.
+		if cerr := ctx.Err(); errors.Is(cerr, context.Canceled) {
+			e.evalCancelled.Add(1)
+			e.log.Debug("policy decision cancelled by its caller; denying", "point", point, "revision", c.revision)
+			return zero, fmt.Errorf("%w: %s: %w", ErrEval, point, cerr)
+		}
 		e.evalErrs.Add(1)
 		e.log.Warn("policy decision failed; denying", "point", point, "revision", c.revision, "err", err)
 		return zero, fmt.Errorf("%w: %s: %v", ErrEval, point, err)
@@ -340,6 +351,9 @@ type Status struct {
 	Reloads    int64     `json:"reloads"`
 	Refusals   int64     `json:"refusals"`
 	EvalErrors int64     `json:"eval_errors"`
+	// EvalCancelled counts decisions cancelled by their caller (a client
+	// that left): they denied, but are not evaluation errors.
+	EvalCancelled int64 `json:"eval_cancelled"`
 	// LastError is why the newest policy was refused; "" when the newest
 	// one is active.
 	LastError string `json:"last_error,omitempty"`
@@ -359,7 +373,7 @@ func (e *Engine) Status() Status {
 	defer e.mu.Unlock()
 	c := e.cur.Load()
 	s := Status{Revision: c.revision, Digest: c.digest[:16], LoadedAt: e.loadedAt, Reloads: e.reloads,
-		Refusals: e.refusals, EvalErrors: e.evalErrs.Load()}
+		Refusals: e.refusals, EvalErrors: e.evalErrs.Load(), EvalCancelled: e.evalCancelled.Load()}
 	if e.lastErr != nil {
 		s.LastError = e.lastErr.Error()
 	}
@@ -518,6 +532,7 @@ func (e *Engine) WriteMetrics(w io.Writer) {
 	fmt.Fprintf(w, "# HELP spillway_policy_reloads_total Policies swapped in by a reload.\n# TYPE spillway_policy_reloads_total counter\nspillway_policy_reloads_total %d\n", s.Reloads)
 	fmt.Fprintf(w, "# HELP spillway_policy_reload_refusals_total Policies refused on reload (compile error or failing tests).\n# TYPE spillway_policy_reload_refusals_total counter\nspillway_policy_reload_refusals_total %d\n", s.Refusals)
 	fmt.Fprintf(w, "# HELP spillway_policy_eval_errors_total Decisions that failed to evaluate (and denied).\n# TYPE spillway_policy_eval_errors_total counter\nspillway_policy_eval_errors_total %d\n", s.EvalErrors)
+	fmt.Fprintf(w, "# HELP spillway_policy_eval_cancelled_total Decisions cancelled by their caller, e.g. a client that disconnected (and denied).\n# TYPE spillway_policy_eval_cancelled_total counter\nspillway_policy_eval_cancelled_total %d\n", s.EvalCancelled)
 	refused := 0
 	if s.LastError != "" {
 		refused = 1

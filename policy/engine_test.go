@@ -325,3 +325,32 @@ func BenchmarkFetchDecision(b *testing.B) {
 		})
 	}
 }
+
+// A client that leaves during a decision cancels its context: the
+// decision denies, and is counted as cancelled, not as an evaluation
+// error (which alerts on a broken policy).
+func TestCancelledDecision(t *testing.T) {
+	dir := t.TempDir()
+	writePolicy(t, dir, `package spillway
+fetch := {"allow": count(numbers.range(1, input.now)) > 0}
+offload := {"offload": false}
+mint := {"allow": true}
+`)
+	e, err := New(ctx, Options{Dir: dir, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := fetchIn("GET", "")
+	in.Now = 1e9 // long enough that the evaluation sees its context end
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	d, err := e.Fetch(cctx, in)
+	if d.Allow || !errors.Is(err, ErrEval) || !errors.Is(err, context.Canceled) {
+		t.Errorf("a cancelled decision: %+v %v, want a denial wrapping ErrEval and context.Canceled", d, err)
+	}
+	var m bytes.Buffer
+	e.WriteMetrics(&m)
+	if st := e.Status(); st.EvalErrors != 0 || st.EvalCancelled != 1 || !strings.Contains(m.String(), "spillway_policy_eval_cancelled_total 1") {
+		t.Errorf("after a cancelled decision: %+v\n%s", st, m.String())
+	}
+}
