@@ -58,12 +58,14 @@ type Access struct {
 //
 //   - the link token, when there is one: bound to this artifact and to
 //     in.Tenant, its method class allows in.Method, its CIDR holds
-//     in.Source, its id is not revoked (ErrLinkRefused otherwise; ErrUnavailable
-//     when the revocation list cannot be read);
+//     in.Source (ErrLinkRefused otherwise);
 //   - the artifact: ErrNotFound when it does not exist or belongs to another
 //     tenant, with no difference between the two (tenants are compared
 //     exactly: a tenant-less artifact is readable only by a tenant-less
 //     caller); ErrExpired past its expiry;
+//   - the link token's id is not revoked for this artifact (ErrLinkRefused
+//     otherwise; ErrUnavailable when the artifact's revocations cannot be
+//     read);
 //   - the fetch decision: a *DeniedError when there is no policy
 //     (Service.Fetch nil), when its evaluation fails, when it denies, or
 //     when in.Via is ViaRedirect and it does not allow redirect.
@@ -84,13 +86,15 @@ func (s *Service) Authorize(ctx context.Context, in Access) (Artifact, policy.Fe
 			(c.CIDR.IsValid() && !c.CIDR.Contains(in.Source)) {
 			return Artifact{}, d, fmt.Errorf("authorize %s: bindings: %w", in.ID, ErrLinkRefused)
 		}
-		if err := s.checkRevoked(ctx, c.ID); err != nil {
-			return Artifact{}, d, err
-		}
 	}
 	a, err := s.Owned(ctx, in.ID, in.Tenant)
 	if err != nil {
 		return Artifact{}, d, err
+	}
+	if c := in.Token; c != nil {
+		if err := s.checkRevoked(ctx, a, c.ID); err != nil {
+			return Artifact{}, d, err
+		}
 	}
 	if s.Fetch == nil {
 		return Artifact{}, d, &DeniedError{Reason: "no fetch policy is configured"}

@@ -25,7 +25,7 @@ func TestRevokedLinkRefused(t *testing.T) {
 	if resp, _ := get(t, "GET", l.URL, nil); resp.StatusCode != 200 {
 		t.Fatalf("before revoke: %d", resp.StatusCode)
 	}
-	if err := f.svc.Revoke(context.Background(), l.TokenID, l.Expires); err != nil {
+	if err := f.svc.Revoke(context.Background(), a.Tenant, a.ID, l.TokenID); err != nil {
 		t.Fatal(err)
 	}
 	resp, body := get(t, "GET", l.URL, nil)
@@ -39,7 +39,7 @@ func TestRevokedLinkRefused(t *testing.T) {
 	if resp, _ := get(t, "GET", other.URL, nil); resp.StatusCode != 200 {
 		t.Fatalf("another link to the same artifact = %d", resp.StatusCode)
 	}
-	if err := f.svc.Revoke(context.Background(), "not/an id", time.Time{}); !errors.Is(err, ErrInvalid) {
+	if err := f.svc.Revoke(context.Background(), a.Tenant, a.ID, "not/an id"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Revoke(bad id) = %v", err)
 	}
 }
@@ -59,7 +59,7 @@ func TestRevocationReachesOtherReplica(t *testing.T) {
 	if _, _, err := b.Authorize(context.Background(), in); err != nil {
 		t.Fatalf("replica B before revoke: %v", err) // B has read the (empty) list now
 	}
-	if err := f.svc.Revoke(context.Background(), c.ID, c.Expires); err != nil {
+	if err := f.svc.Revoke(context.Background(), c.Tenant, c.Artifact, c.ID); err != nil {
 		t.Fatal(err)
 	}
 	revoked := time.Now()
@@ -79,8 +79,9 @@ func TestRevocationReachesOtherReplica(t *testing.T) {
 	t.Logf("revoked on A, refused on B after %v (bound %v)", time.Since(revoked).Round(time.Millisecond), RevocationMaxAge)
 }
 
-// A replica that cannot read the revocation list refuses links once its
-// copy is older than RevocationMaxAge, rather than serve a revoked one.
+// A replica that cannot read an artifact's revocations refuses its links
+// once its copy is older than RevocationMaxAge, rather than serve a
+// revoked one.
 func TestRevocationListUnreadableFailsClosed(t *testing.T) {
 	f := newFixture(t)
 	a, l := f.publish(t, []byte("bytes"), "text/plain", "", LinkOptions{})
@@ -90,7 +91,7 @@ func TestRevocationListUnreadableFailsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.store.mu.Lock()
-	f.store.down = true
+	f.store.revDown = true
 	f.store.mu.Unlock()
 	time.Sleep(RevocationMaxAge)
 	_, _, err := f.svc.Authorize(context.Background(), in)

@@ -49,6 +49,11 @@ var (
 	// read to their end (a malformed or aborted upload): the sender's
 	// failure, not the store's. Nothing is stored.
 	ErrIncomplete = errors.New("artifact: the bytes ended before their end")
+	// ErrRevocationLimit is returned by Service.Revoke when the artifact,
+	// or its tenant, already has as many revoked links as allowed
+	// (Service.MaxRevocationsPerArtifact, MaxRevocationsPerTenant):
+	// delete the artifact instead, which refuses all its links at once.
+	ErrRevocationLimit = errors.New("artifact: too many revoked links")
 )
 
 // Artifact is the metadata stored with every artifact. It is immutable once
@@ -91,16 +96,25 @@ type Store interface {
 	ListExpired(ctx context.Context, now time.Time, fn func(id string) error) error
 	// Ping reports whether the store is reachable and writable: ErrUnavailable if not.
 	Ping(ctx context.Context) error
-	// Revoke durably records that the link token tokenID is refused until
-	// expires (whole seconds), where every replica sharing the store will
-	// see it. Recording an id again is not an error; the later expiry
-	// wins. A malformed id (token.ValidID) is ErrInvalid.
-	Revoke(ctx context.Context, tokenID string, expires time.Time) error
-	// Revocations calls fn for every revocation whose expiry is after now,
-	// stopping at the first error fn returns. An id recorded more than
-	// once may be reported more than once. Revocations past their expiry
-	// are not reported, and the store may remove them.
-	Revocations(ctx context.Context, now time.Time, fn func(tokenID string, expires time.Time) error) error
+	// Revoke durably records r where every replica sharing the store will
+	// see it. Recording a token id again is not an error; the later expiry
+	// wins. A malformed artifact or token id (ValidID, token.ValidID) is
+	// ErrInvalid.
+	Revoke(ctx context.Context, r Revocation) error
+	// Revocations calls fn for every revocation recorded under tenant whose
+	// expiry is after now: those of artifactID only, or of every artifact
+	// of tenant when artifactID is "". It stops at the first error fn
+	// returns. A token id recorded more than once may be reported more than
+	// once. It removes nothing: that is SweepRevocations' job, off the read
+	// path.
+	Revocations(ctx context.Context, tenant, artifactID string, now time.Time, fn func(Revocation) error) error
+	// SweepRevocations removes every revocation, of any tenant, whose
+	// expiry is not after now, and returns how many it removed.
+	SweepRevocations(ctx context.Context, now time.Time) (int, error)
+	// DeleteRevocations removes every revocation of tenant's artifactID
+	// (after the artifact is deleted, so that they stop counting against
+	// the tenant's bound). Removing none is not an error.
+	DeleteRevocations(ctx context.Context, tenant, artifactID string) error
 }
 
 // Presigner is implemented by stores that can hand out a short-lived URL of

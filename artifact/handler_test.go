@@ -10,11 +10,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,8 +31,10 @@ import (
 type memStore struct {
 	mu      sync.Mutex
 	objs    map[string]memObj
-	revoked map[string]time.Time
+	revoked []Revocation
+	reads   int // of revocations
 	down    bool
+	revDown bool // Revocations alone fails
 }
 
 type memObj struct {
@@ -114,34 +116,47 @@ func (m *memStore) ListExpired(ctx context.Context, now time.Time, fn func(strin
 
 func (m *memStore) Ping(ctx context.Context) error { return nil }
 
-func (m *memStore) Revoke(ctx context.Context, id string, until time.Time) error {
+func (m *memStore) Revoke(ctx context.Context, r Revocation) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.down {
 		return ErrUnavailable
 	}
-	if m.revoked == nil {
-		m.revoked = map[string]time.Time{}
-	}
-	m.revoked[id] = until
+	m.revoked = append(m.revoked, r)
 	return nil
 }
 
-func (m *memStore) Revocations(ctx context.Context, now time.Time, fn func(string, time.Time) error) error {
+func (m *memStore) Revocations(ctx context.Context, tenant, id string, now time.Time, fn func(Revocation) error) error {
 	m.mu.Lock()
-	if m.down {
+	if m.down || m.revDown {
 		m.mu.Unlock()
 		return ErrUnavailable
 	}
-	rs := maps.Clone(m.revoked)
+	m.reads++
+	rs := slices.Clone(m.revoked)
 	m.mu.Unlock()
-	for id, until := range rs {
-		if now.Before(until) {
-			if err := fn(id, until); err != nil {
+	for _, r := range rs {
+		if r.Tenant == tenant && (id == "" || r.Artifact == id) && now.Before(r.Expires) {
+			if err := fn(r); err != nil {
 				return err
 			}
 		}
 	}
+	return nil
+}
+
+func (m *memStore) SweepRevocations(ctx context.Context, now time.Time) (int, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := len(m.revoked)
+	m.revoked = slices.DeleteFunc(m.revoked, func(r Revocation) bool { return !now.Before(r.Expires) })
+	return n - len(m.revoked), nil
+}
+
+func (m *memStore) DeleteRevocations(ctx context.Context, tenant, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.revoked = slices.DeleteFunc(m.revoked, func(r Revocation) bool { return r.Tenant == tenant && r.Artifact == id })
 	return nil
 }
 

@@ -2,115 +2,246 @@ package artifact
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+
 	"github.com/spillway-dev/spillway/artifact/token"
 )
 
-// Revocation of single links, by token id. A revocation is stored with the
-// artifacts (Store.Revoke), so every replica sharing the store sees it; each
-// replica keeps the list in memory and reads it again from the store while
-// it serves links, so that no link is checked against a list older than
-// RevocationMaxAge.
+// Revocation of single links, by token id, keyed by artifact. A revocation
+// is stored with the artifacts (Store.Revoke) under the artifact it was made
+// for, so every replica sharing the store sees it, and a revocation made
+// under artifact A is only ever looked at by fetches of A: whatever one
+// tenant records can neither refuse another tenant's links nor slow their
+// fetches. A fetch reads the fetched artifact's revocations only, and each
+// replica keeps them in memory briefly, so that no link is checked against
+// a list older than RevocationMaxAge.
 const (
 	// RevocationMaxAge is the bound, on every replica, between Revoke
 	// returning anywhere and the link being refused: a link is never
-	// checked against a list read from the store longer ago than this. When
-	// no fresh list can be read, links are refused with ErrUnavailable
-	// rather than checked against a stale one.
+	// checked against its artifact's revocations read from the store
+	// longer ago than this. When none fresh can be read, the artifact's
+	// links (and only its) are refused with ErrUnavailable rather than
+	// checked against a stale list.
 	RevocationMaxAge = 4 * time.Second
+	// DefaultMaxRevocationsPerArtifact and DefaultMaxRevocationsPerTenant
+	// bound the revocations recorded at once, unless the Service says
+	// otherwise. Past them Revoke answers ErrRevocationLimit: delete the
+	// artifact instead, which refuses every link to it.
+	DefaultMaxRevocationsPerArtifact = 100
+	DefaultMaxRevocationsPerTenant   = 1000
+
 	// revocationRefresh is the age from which a fetch starts a reading in
-	// the background, so that a busy replica rarely waits for one.
+	// the background, so that a busy artifact rarely waits for one.
 	revocationRefresh = 2 * time.Second
-	// revocationTimeout bounds one reading of the list.
+	// revocationTimeout bounds one reading of an artifact's revocations.
 	revocationTimeout = 10 * time.Second
+	// revocationLists is how many artifacts' revocations a replica holds.
+	revocationLists = 4096
+	// revocationFullFor is how long a tenant found at its bound is refused
+	// without counting again (a token it revoked already included): a
+	// tenant hammering Revoke past its bound costs the store nothing more.
+	// Its room comes back at most this late once revocations expire or go
+	// with their artifact.
+	revocationFullFor = 2 * time.Second
 )
 
-// revocations is a replica's copy of the revocation list. The zero value is
-// an empty list never read.
+// Revocation is one refused link: the token TokenID, for artifact Artifact
+// of Tenant, until Expires.
+type Revocation struct {
+	Tenant   string    // the artifact's tenant; "" when inbound auth is off
+	Artifact string    // the artifact id (ValidID)
+	TokenID  string    // the link's token id (token.ValidID)
+	Expires  time.Time // whole seconds; never after the artifact's expiry
+}
+
+// revocations is a replica's copy of the revocations of the artifacts it
+// serves, read per artifact. The zero value is empty. mu guards lists and
+// every revokedList in it.
 type revocations struct {
-	mu      sync.Mutex
-	ids     map[string]time.Time // token id → until when it is refused
-	readAt  time.Time            // start of the reading ids came from; zero: never read
-	local   map[string]time.Time // revoked here: token id → when, kept until a reading after that has seen it
+	revokeMu sync.Mutex                        // one Revoke at a time: count, then record
+	full     *simplelru.LRU[string, time.Time] // tenant at its bound → until when to believe it; guarded by revokeMu
+
+	mu    sync.Mutex
+	lists *simplelru.LRU[string, *revokedList] // artifact id → its revocations
+}
+
+// revokedList is one artifact's revocations as last read from the store,
+// plus those made here since.
+type revokedList struct {
+	tokens  map[string]time.Time // token id → until when it is refused
+	readAt  time.Time            // start of the last reading; zero: never read
 	loading chan struct{}        // closed when the running reading ends; nil when none runs
 	err     error                // of the last reading
 }
 
-// Revoke refuses the link token tokenID from now until expires, on every
-// replica sharing the store: at once on this one, within RevocationMaxAge
-// on the others. A zero expires, or one past the longest link lifetime
-// (MaxTTL), means MaxTTL from now: no link outlives that, so the record can
-// go. An expiry already past is a no-op. It returns ErrInvalid for a
-// malformed token id and the store's error when the revocation could not
-// be recorded durably (then it is not in force anywhere, this replica
-// included).
-func (s *Service) Revoke(ctx context.Context, tokenID string, expires time.Time) error {
+// list returns id's entry, created empty if absent. r.mu must be held.
+func (r *revocations) list(m *Metrics, id string) *revokedList {
+	if r.lists == nil {
+		r.lists, _ = simplelru.NewLRU(revocationLists, func(_ string, l *revokedList) {
+			m.revocationsHeld(-len(l.tokens))
+		})
+	}
+	l, ok := r.lists.Get(id)
+	if !ok {
+		l = &revokedList{tokens: map[string]time.Time{}}
+		r.lists.Add(id, l)
+	}
+	return l
+}
+
+// Revoke refuses the link token tokenID of artifact id, which tenant must
+// own (Owned: another tenant's artifact is ErrNotFound), on every replica
+// sharing the store: at once on this one, within RevocationMaxAge on the
+// others. The revocation concerns that artifact's links only, and lasts
+// until the artifact expires: no link outlives its artifact. Revoking an
+// id twice, or an id that no link of the artifact has, is not an error.
+// It returns ErrInvalid for a malformed token id, ErrRevocationLimit when
+// the artifact or the tenant has as many revocations as allowed, and the
+// store's error when the revocation could not be recorded durably (then
+// it is not in force anywhere, this replica included). Revokes on one
+// replica run one at a time, so that the bounds hold here exactly; two
+// replicas revoking at the same instant may each pass a bound by one.
+func (s *Service) Revoke(ctx context.Context, tenant, id, tokenID string) error {
 	if !token.ValidID(tokenID) {
 		return fmt.Errorf("revoke: token id: %w", ErrInvalid)
 	}
-	now := s.now()
-	if limit := now.Add(s.maxTTL()); expires.IsZero() || expires.After(limit) {
-		expires = limit
+	a, err := s.Owned(ctx, id, tenant)
+	if err != nil {
+		return fmt.Errorf("revoke: %w", err)
 	}
-	// Whole seconds, rounded up: the record never ends before the token.
+	now := s.now()
+	expires := a.Expires
+	if expires.IsZero() {
+		expires = now.Add(s.maxTTL())
+	}
+	// Whole seconds, rounded up: the record never ends before a link.
 	if t := expires.Truncate(time.Second); !t.Equal(expires) {
 		expires = t.Add(time.Second)
 	}
-	if !expires.After(now) {
-		return nil
+	s.revoked.revokeMu.Lock()
+	defer s.revoked.revokeMu.Unlock()
+	if err := s.revocationRoom(ctx, a, tokenID, now); err != nil {
+		return err
 	}
-	if err := s.Store.Revoke(ctx, tokenID, expires); err != nil {
+	rev := Revocation{Tenant: a.Tenant, Artifact: a.ID, TokenID: tokenID, Expires: expires}
+	if err := s.Store.Revoke(ctx, rev); err != nil {
 		return fmt.Errorf("revoke: %w", err)
 	}
 	r := &s.revoked
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.ids == nil {
-		r.ids = map[string]time.Time{}
+	l := r.list(s.Metrics, a.ID)
+	if _, had := l.tokens[tokenID]; !had {
+		s.Metrics.revocationsHeld(1)
 	}
-	if r.local == nil {
-		r.local = map[string]time.Time{}
-	}
-	if expires.After(r.ids[tokenID]) {
-		r.ids[tokenID] = expires
-	}
-	r.local[tokenID] = time.Now()
+	l.tokens[tokenID] = expires
 	return nil
 }
 
-// checkRevoked returns ErrLinkRefused when tokenID is revoked, nil when it
-// is not, and ErrUnavailable when no list younger than RevocationMaxAge
-// can be had.
-func (s *Service) checkRevoked(ctx context.Context, tokenID string) error {
+// errEnough stops a count that has reached its bound.
+var errEnough = errors.New("enough")
+
+// revocationRoom returns nil when tokenID may be recorded for a: it is
+// recorded already, or neither a nor its tenant is at its bound.
+func (s *Service) revocationRoom(ctx context.Context, a Artifact, tokenID string, now time.Time) error {
+	perArtifact := cmpOr(s.MaxRevocationsPerArtifact, DefaultMaxRevocationsPerArtifact)
+	perTenant := cmpOr(s.MaxRevocationsPerTenant, DefaultMaxRevocationsPerTenant)
+	// count counts distinct revocations, up to limit (0: all of them).
+	count := func(artifactID string, limit int) (n int, again bool, err error) {
+		seen := map[string]bool{}
+		err = s.Store.Revocations(ctx, a.Tenant, artifactID, now, func(r Revocation) error {
+			if r.Artifact == a.ID && r.TokenID == tokenID {
+				again = true
+			}
+			seen[r.Artifact+"/"+r.TokenID] = true
+			if limit > 0 && len(seen) >= limit {
+				return errEnough
+			}
+			return nil
+		})
+		if errors.Is(err, errEnough) {
+			err = nil
+		}
+		return len(seen), again, err
+	}
+	// A tenant found at its bound a moment ago costs the store nothing.
 	r := &s.revoked
+	if r.full == nil {
+		r.full, _ = simplelru.NewLRU[string, time.Time](revocationLists, nil)
+	}
+	if until, ok := r.full.Get(a.Tenant); ok && time.Now().Before(until) {
+		s.Metrics.revocationRefused()
+		return fmt.Errorf("revoke: the tenant has %d revoked links, the most allowed: %w", perTenant, ErrRevocationLimit)
+	}
+	// All of the artifact's: they are few, and a token revoked again must
+	// be found even at the bound.
+	n, again, err := count(a.ID, 0)
+	switch {
+	case err != nil:
+		return fmt.Errorf("revoke: count: %w", err)
+	case again:
+		return nil // recorded already: the later expiry wins, no new record counts
+	case n >= perArtifact:
+		s.Metrics.revocationRefused()
+		return fmt.Errorf("revoke: artifact %s has %d revoked links, the most allowed: %w", a.ID, n, ErrRevocationLimit)
+	}
+	if n, _, err = count("", perTenant); err != nil {
+		return fmt.Errorf("revoke: count: %w", err)
+	}
+	if n >= perTenant {
+		r.full.Add(a.Tenant, time.Now().Add(revocationFullFor))
+		s.Metrics.revocationRefused()
+		return fmt.Errorf("revoke: the tenant has %d revoked links, the most allowed: %w", n, ErrRevocationLimit)
+	}
+	return nil
+}
+
+func cmpOr(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
+}
+
+// checkRevoked returns ErrLinkRefused when tokenID is revoked for artifact
+// a, nil when it is not, and ErrUnavailable when a's revocations cannot be
+// had younger than RevocationMaxAge.
+func (s *Service) checkRevoked(ctx context.Context, a Artifact, tokenID string) error {
+	r := &s.revoked
+	r.mu.Lock()
+	l := r.list(s.Metrics, a.ID)
+	r.mu.Unlock()
 	for attempt := 0; ; attempt++ {
 		r.mu.Lock()
-		age := time.Since(r.readAt)
-		if r.readAt.IsZero() {
+		age := time.Since(l.readAt)
+		if l.readAt.IsZero() {
 			age = RevocationMaxAge
 		}
-		if age >= revocationRefresh && r.loading == nil {
-			r.loading = make(chan struct{})
-			go s.readRevocations(r.loading)
+		if age >= revocationRefresh && l.loading == nil {
+			l.loading = make(chan struct{})
+			go s.readRevocations(a, l)
 		}
 		if age < RevocationMaxAge {
-			until, ok := r.ids[tokenID]
+			until, ok := l.tokens[tokenID]
 			r.mu.Unlock()
 			if ok && s.now().Before(until) {
 				return fmt.Errorf("token %s: %w", tokenID, ErrLinkRefused)
 			}
 			return nil
 		}
-		wait, lastErr := r.loading, r.err
+		wait, lastErr := l.loading, l.err
 		r.mu.Unlock()
 		if attempt > 0 {
-			return fmt.Errorf("revocation list older than %v: %w: %w", RevocationMaxAge, ErrUnavailable, lastErr)
+			return fmt.Errorf("revocations of %s older than %v: %w: %w", a.ID, RevocationMaxAge, ErrUnavailable, lastErr)
 		}
 		select {
 		case <-wait:
@@ -120,40 +251,83 @@ func (s *Service) checkRevoked(ctx context.Context, tokenID string) error {
 	}
 }
 
-// readRevocations reads the list from the store and installs it, then
-// closes done. It runs detached from any one request, bounded by
-// revocationTimeout.
-func (s *Service) readRevocations(done chan struct{}) {
+// readRevocations reads a's revocations from the store into l, then closes
+// l.loading. It runs detached from any one request, bounded by
+// revocationTimeout. More records than an artifact can hold (its bound,
+// passed by at most a few racing replicas) fail the reading: the
+// artifact's own links are refused, nobody else's.
+func (s *Service) readRevocations(a Artifact, l *revokedList) {
 	ctx, cancel := context.WithTimeout(context.Background(), revocationTimeout)
 	defer cancel()
+	ceiling := 2*cmpOr(s.MaxRevocationsPerArtifact, DefaultMaxRevocationsPerArtifact) + 16
 	start := time.Now()
+	now := s.now()
 	ids := map[string]time.Time{}
-	err := s.Store.Revocations(ctx, s.now(), func(id string, until time.Time) error {
-		if until.After(ids[id]) {
-			ids[id] = until
+	err := s.Store.Revocations(ctx, a.Tenant, a.ID, now, func(rv Revocation) error {
+		if rv.Artifact != a.ID {
+			return nil
+		}
+		if rv.Expires.After(ids[rv.TokenID]) {
+			ids[rv.TokenID] = rv.Expires
+		}
+		if len(ids) > ceiling {
+			return fmt.Errorf("artifact %s has over %d revocations: %w", a.ID, ceiling, ErrUnavailable)
 		}
 		return nil
 	})
+	s.Metrics.revocationRead(time.Since(start), err)
 	r := &s.revoked
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.loading, r.err = nil, err
-	close(done)
+	close(l.loading)
+	l.loading, l.err = nil, err
 	if err != nil {
 		return
 	}
-	// Revocations made here after the reading started may be missing from
-	// it: carry them over until a later reading has them.
-	for id, at := range r.local {
-		if at.Before(start) {
-			delete(r.local, id)
-			continue
-		}
-		if until := r.ids[id]; until.After(ids[id]) {
+	// Revocations are never undone, so what this replica already holds
+	// stays: one made here while the reading ran may be missing from it.
+	before := len(l.tokens)
+	for id, until := range l.tokens {
+		if !now.Before(until) {
+			delete(l.tokens, id)
+		} else if until.After(ids[id]) {
 			ids[id] = until
 		}
 	}
-	r.ids, r.readAt = ids, start
+	for id, until := range ids {
+		l.tokens[id] = until
+	}
+	s.Metrics.revocationsHeld(len(l.tokens) - before)
+	l.readAt = start
+}
+
+// RevocationPath is where a store records the revocations of tenant's
+// artifact id, relative to its revocation root, with "/" separators: the
+// tenant as 32 hex digits of its SHA-256 (any tenant name becomes one safe
+// path element of fixed length, and one listing counts a tenant's), then
+// the id. With id "" it is the tenant's whole part.
+func RevocationPath(tenant, id string) string {
+	h := sha256.Sum256([]byte(tenant))
+	p := hex.EncodeToString(h[:16])
+	if id != "" {
+		p += "/" + id
+	}
+	return p
+}
+
+// ParseRevocationPath reads a record's path below a tenant's part
+// (RevocationPath(tenant, "")): "ID/" + RevocationKey. ok is false for
+// anything RevocationPath and RevocationKey cannot have produced.
+func ParseRevocationPath(tenant, rel string) (r Revocation, ok bool) {
+	id, name, found := strings.Cut(rel, "/")
+	if !found || !ValidID(id) {
+		return Revocation{}, false
+	}
+	tokenID, exp, ok := ParseRevocationKey(name)
+	if !ok {
+		return Revocation{}, false
+	}
+	return Revocation{Tenant: tenant, Artifact: id, TokenID: tokenID, Expires: exp}, true
 }
 
 // RevocationKey is the name under which a store records a revocation: the

@@ -57,6 +57,12 @@ type Service struct {
 	MaxTTL     time.Duration // 0: 1 hour
 	Now        func() time.Time
 
+	// MaxRevocationsPerArtifact and MaxRevocationsPerTenant bound the
+	// revoked links that can be recorded (Revoke): 0 takes
+	// DefaultMaxRevocationsPerArtifact and DefaultMaxRevocationsPerTenant.
+	MaxRevocationsPerArtifact int
+	MaxRevocationsPerTenant   int
+
 	revoked revocations
 }
 
@@ -153,12 +159,20 @@ func (s *Service) Stat(ctx context.Context, id string) (Artifact, error) {
 
 // Delete removes id from the store, then from the caches. Links to it stop
 // working on this replica when Delete returns, and on every other replica
-// within their Cache's MetaTTL (DefaultMetaTTL: 2 s).
+// within their Cache's MetaTTL (DefaultMetaTTL: 2 s). The revocations
+// recorded for it go with it.
 func (s *Service) Delete(ctx context.Context, id string) error {
 	if !ValidID(id) {
 		return fmt.Errorf("delete: %w", ErrNotFound)
 	}
-	return s.delete(ctx, id)
+	a, statErr := s.Stat(ctx, id) // for its tenant, which names its revocations
+	if err := s.delete(ctx, id); err != nil {
+		return err
+	}
+	if statErr == nil || errors.Is(statErr, ErrExpired) {
+		s.dropRevocations(ctx, a)
+	}
+	return nil
 }
 
 // delete is the one way an artifact is deleted. The tombstone comes first:
@@ -170,6 +184,13 @@ func (s *Service) delete(ctx context.Context, id string) error {
 	err := s.Store.Delete(ctx, id)
 	s.Cache.remove(id)
 	return err
+}
+
+// dropRevocations removes the revocations of a deleted artifact, so that
+// they stop counting against its tenant's bound. Best effort: the sweeper
+// removes them at the artifact's expiry anyway.
+func (s *Service) dropRevocations(ctx context.Context, a Artifact) {
+	_ = s.Store.DeleteRevocations(ctx, a.Tenant, a.ID)
 }
 
 // Link mints an httpUrl for a, after the mint decision allows it. The link

@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// Sweep deletes every artifact that expired before now and returns how many
-// it deleted. Expiry is enforced on every read regardless; sweeping only
-// reclaims space.
+// Sweep deletes every artifact that expired before now, and every
+// revocation past its expiry, and returns how many artifacts it deleted.
+// Expiry is enforced on every read regardless; sweeping only reclaims
+// space, and keeps expired revocations from counting against a bound.
 func (s *Service) Sweep(ctx context.Context) (int, error) {
 	n := 0
 	err := s.Store.ListExpired(ctx, s.now(), func(id string) error {
@@ -18,6 +19,10 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 		n++
 		return nil
 	})
+	if err != nil {
+		return n, err // the store is likely down: the next sweep does the rest
+	}
+	_, err = s.Store.SweepRevocations(ctx, s.now())
 	return n, err
 }
 

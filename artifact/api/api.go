@@ -47,6 +47,7 @@ type Options struct {
 //	POST   /v1/artifacts/{id}/links  mint a fresh link     → resource_link
 //	GET    /v1/artifacts/{id}        metadata
 //	DELETE /v1/artifacts/{id}        delete; every link dies with it
+//	DELETE /v1/artifacts/{id}/links/{token}  revoke one link to it
 //
 // Every route passes authentication, then the Guard; another tenant's
 // artifact answers 404 like an unknown one. Safe for concurrent use.
@@ -254,15 +255,14 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request, tenant string) {
 
 // revoke refuses one link to an artifact the caller owns, named by its
 // token id (a resource_link's _meta "dev.spillway/tokenId"), on every
-// replica within artifact.RevocationMaxAge, until the longest link lifetime
-// has passed. Revoking an id twice, or one that never existed, is not an
-// error: nothing tells a token id's existence.
+// replica within artifact.RevocationMaxAge, until the artifact expires.
+// The revocation is recorded under that artifact and concerns its links
+// only: naming another artifact's token id refuses nothing. Revoking an id
+// twice, or one that never existed, is not an error: nothing tells a token
+// id's existence. Past the bounds on revocations it answers 409
+// "revocation_limit": delete the artifact instead.
 func (a *API) revoke(w http.ResponseWriter, r *http.Request, tenant string) {
-	if _, err := a.owned(r, tenant); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	if err := a.svc.Revoke(r.Context(), mux.Vars(r)["token"], time.Time{}); err != nil {
+	if err := a.svc.Revoke(r.Context(), tenant, mux.Vars(r)["id"], mux.Vars(r)["token"]); err != nil {
 		a.fail(w, r, err)
 		return
 	}

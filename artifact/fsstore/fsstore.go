@@ -13,8 +13,9 @@
 // without moving the bytes, and so that the bytes start at a known offset.
 // The two-character shard directories keep directories small.
 //
-// Link revocations (artifact.Store.Revoke) are empty files in DIR/revoked,
-// each named by artifact.RevocationKey: the name is the whole record.
+// Link revocations (artifact.Store.Revoke) are empty files in
+// DIR/revoked/<artifact.RevocationPath>, each named by
+// artifact.RevocationKey: the path is the whole record.
 //
 // # Writes
 //

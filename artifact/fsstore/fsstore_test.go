@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/artifacttest"
 	"github.com/spillway-dev/spillway/artifact/storetest"
 )
 
@@ -27,6 +28,10 @@ func newStore(t testing.TB) *Store {
 
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) artifact.Store { return newStore(t) })
+}
+
+func TestRevocations(t *testing.T) {
+	artifacttest.RunRevocations(t, func(t *testing.T) artifact.Store { return newStore(t) })
 }
 
 // The fetch handler's redirect mode must never pick the directory store.

@@ -13,71 +13,185 @@ import (
 	"github.com/spillway-dev/spillway/artifact/token"
 )
 
-// revokedName is the directory of revocation records: one empty file per
-// revocation, named by artifact.RevocationKey, so that reading the list is
-// one directory read. It is not a shard name, so listings of artifacts
-// never see it.
+// revokedName is the directory of revocation records:
+// DIR/revoked/<artifact.RevocationPath>/<artifact.RevocationKey>, one
+// empty file per revocation, so that reading an artifact's revocations is
+// one directory read and counting a tenant's one read per artifact it has
+// revoked links of. It is not a shard name, so listings of artifacts never
+// see it.
 const revokedName = "revoked"
 
 func (s *Store) revokedDir() string { return filepath.Join(s.dir, revokedName) }
 
+// revocationDir is the directory of tenant's records, of one artifact when
+// id is not "".
+func (s *Store) revocationDir(tenant, id string) string {
+	return filepath.Join(s.revokedDir(), filepath.FromSlash(artifact.RevocationPath(tenant, id)))
+}
+
 // Revoke records a revocation (see artifact.Store): an empty file created
-// and made durable with its directory. A crash leaves either no file or a
-// complete record, because the name is the record.
-func (s *Store) Revoke(ctx context.Context, tokenID string, expires time.Time) error {
-	if !token.ValidID(tokenID) {
-		return fmt.Errorf("revoke: token id: %w", artifact.ErrInvalid)
+// and made durable with its directories. A crash leaves either no file or
+// a complete record, because the name is the record.
+func (s *Store) Revoke(ctx context.Context, r artifact.Revocation) error {
+	if !token.ValidID(r.TokenID) || !artifact.ValidID(r.Artifact) {
+		return fmt.Errorf("revoke: token or artifact id: %w", artifact.ErrInvalid)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("revoke: %w", err)
 	}
-	dir := s.revokedDir()
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-			return unavailable("revoke", tokenID, err)
+	dir := s.revocationDir(r.Tenant, r.Artifact)
+	name := filepath.Join(dir, artifact.RevocationKey(r.TokenID, r.Expires))
+	made := false // whether directories were made, which must be made durable too
+	for attempt := 0; ; attempt++ {
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return unavailable("revoke", r.TokenID, err)
+			}
+			made = true
 		}
-		if err := syncDir(s.dir); err != nil {
-			return unavailable("revoke", tokenID, err)
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE, 0o600)
+		if errors.Is(err, fs.ErrNotExist) && attempt < 3 {
+			continue // the sweeper removed the empty directory meanwhile
+		}
+		if err != nil {
+			return unavailable("revoke", r.TokenID, err)
+		}
+		if err := f.Close(); err != nil {
+			return unavailable("revoke", r.TokenID, err)
+		}
+		break
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if err := syncDir(d); err != nil {
+			return unavailable("revoke", r.TokenID, err)
+		}
+		if !made || d == s.dir {
+			return nil
 		}
 	}
-	f, err := os.OpenFile(filepath.Join(dir, artifact.RevocationKey(tokenID, expires)), os.O_WRONLY|os.O_CREATE, 0o600)
-	if err != nil {
-		return unavailable("revoke", tokenID, err)
+}
+
+// Revocations lists tenant's revocation records (see artifact.Store),
+// those of artifact id only when id is not "", ignoring foreign files and
+// records past their expiry.
+func (s *Store) Revocations(ctx context.Context, tenant, id string, now time.Time, fn func(artifact.Revocation) error) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("revocations: %w", err)
 	}
-	if err := f.Close(); err != nil {
-		return unavailable("revoke", tokenID, err)
+	ids := []string{id}
+	if id == "" {
+		entries, err := readDir(s.revocationDir(tenant, ""))
+		if err != nil {
+			return unavailable("revocations", tenant, err)
+		}
+		ids = ids[:0]
+		for _, e := range entries {
+			ids = append(ids, e.Name())
+		}
 	}
-	if err := syncDir(dir); err != nil {
-		return unavailable("revoke", tokenID, err)
+	for _, id := range ids {
+		if !artifact.ValidID(id) {
+			continue
+		}
+		entries, err := readDir(s.revocationDir(tenant, id))
+		if err != nil {
+			return unavailable("revocations", id, err)
+		}
+		for _, e := range entries {
+			r, ok := artifact.ParseRevocationPath(tenant, id+"/"+e.Name())
+			if !ok || !now.Before(r.Expires) {
+				continue
+			}
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("revocations: %w", err)
+		}
 	}
 	return nil
 }
 
-// Revocations lists the revocation records (see artifact.Store), removing
-// those past their expiry and ignoring foreign files.
-func (s *Store) Revocations(ctx context.Context, now time.Time, fn func(tokenID string, expires time.Time) error) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("revocations: %w", err)
-	}
-	entries, err := os.ReadDir(s.revokedDir())
+// readDir is os.ReadDir with an absent directory read as empty.
+func readDir(dir string) ([]os.DirEntry, error) {
+	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
-	if err != nil {
-		return unavailable("revocations", s.revokedDir(), err)
+	return entries, err
+}
+
+// SweepRevocations removes every record past its expiry (see
+// artifact.Store), and the directories it empties. It walks the whole
+// revocation tree: the sweeper's job, never a fetch's.
+func (s *Store) SweepRevocations(ctx context.Context, now time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("sweep revocations: %w", err)
 	}
-	for _, e := range entries {
-		id, exp, ok := artifact.ParseRevocationKey(e.Name())
-		if !ok {
-			continue
+	n := 0
+	root := s.revokedDir()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
 		}
-		if !now.Before(exp) {
-			os.Remove(filepath.Join(s.revokedDir(), e.Name())) // best effort: the next listing retries
-			continue
-		}
-		if err := fn(id, exp); err != nil {
+		if err != nil {
 			return err
 		}
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		if d.IsDir() {
+			return nil
+		}
+		// Records of any layout are named by RevocationKey.
+		if _, exp, ok := artifact.ParseRevocationKey(d.Name()); ok && !now.Before(exp) {
+			if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err == nil {
+		removeEmptyDirs(root)
+	}
+	if err != nil {
+		return n, unavailable("sweep revocations", root, err)
+	}
+	return n, nil
+}
+
+// removeEmptyDirs removes the empty tenant and artifact directories below
+// root. A Revoke racing with it retries its create (see Revoke).
+func removeEmptyDirs(root string) {
+	tenants, _ := os.ReadDir(root)
+	for _, t := range tenants {
+		if !t.IsDir() {
+			continue
+		}
+		td := filepath.Join(root, t.Name())
+		arts, _ := os.ReadDir(td)
+		for _, a := range arts {
+			if a.IsDir() {
+				os.Remove(filepath.Join(td, a.Name())) // fails unless empty
+			}
+		}
+		os.Remove(td) // fails unless empty
+	}
+}
+
+// DeleteRevocations removes the records of tenant's artifact id (see
+// artifact.Store).
+func (s *Store) DeleteRevocations(ctx context.Context, tenant, id string) error {
+	if !artifact.ValidID(id) {
+		return fmt.Errorf("delete revocations %q: %w", id, artifact.ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delete revocations: %w", err)
+	}
+	if err := os.RemoveAll(s.revocationDir(tenant, id)); err != nil {
+		return unavailable("delete revocations", id, err)
 	}
 	return nil
 }

@@ -95,10 +95,17 @@ func TestHungStore(t *testing.T) {
 			_, err := (&artifact.Service{Store: st}).Sweep(ctx)
 			return err
 		},
-		"Revoke": func() error { return st.Revoke(ctx, token.NewID(), time.Now().Add(time.Hour)) },
-		"Revocations": func() error {
-			return st.Revocations(ctx, time.Now(), func(string, time.Time) error { return nil })
+		"Revoke": func() error {
+			return st.Revoke(ctx, artifact.Revocation{Artifact: a.ID, TokenID: token.NewID(), Expires: time.Now().Add(time.Hour)})
 		},
+		"Revocations": func() error {
+			return st.Revocations(ctx, "", "", time.Now(), func(artifact.Revocation) error { return nil })
+		},
+		"SweepRevocations": func() error {
+			_, err := st.SweepRevocations(ctx, time.Now())
+			return err
+		},
+		"DeleteRevocations": func() error { return st.DeleteRevocations(ctx, "", a.ID) },
 		"Put small": func() error {
 			_, err := st.Put(ctx, artifact.Artifact{ID: artifact.NewID()}, bytes.NewReader(small))
 			return err

@@ -8,7 +8,8 @@
 // user metadata (x-amz-meta-spillway-*; the MIME type is the Content-Type,
 // the size the object's own), so Stat is one HEAD and nothing can separate
 // bytes from metadata. Link revocations are empty objects under
-// PREFIXrevoked/, each named by artifact.RevocationKey.
+// PREFIXrevoked/<artifact.RevocationPath>/, each named by
+// artifact.RevocationKey.
 //
 // # Put
 //
@@ -370,14 +371,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("delete %s: %w", id, err)
 	}
-	ctx, cancel := s.bounded(ctx)
-	defer cancel()
-	if err := s.c.RemoveObject(ctx, s.bucket, s.key(id), minio.RemoveObjectOptions{}); err != nil {
-		if err = convert(ctx, "delete", id, err); !errors.Is(err, artifact.ErrNotFound) {
-			return err
-		}
-	}
-	return nil
+	return s.remove(ctx, "delete", s.key(id))
 }
 
 // ListExpired calls fn with the id of every artifact expired at now, and of

@@ -21,6 +21,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/lifecycle"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/artifacttest"
 	"github.com/spillway-dev/spillway/artifact/s3store"
 	"github.com/spillway-dev/spillway/artifact/s3store/miniotest"
 	"github.com/spillway-dev/spillway/artifact/storetest"
@@ -30,6 +31,10 @@ func TestMain(m *testing.M) { os.Exit(miniotest.RunShared(m)) }
 
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) artifact.Store { return miniotest.Shared(t).Store(t) })
+}
+
+func TestRevocations(t *testing.T) {
+	artifacttest.RunRevocations(t, func(t *testing.T) artifact.Store { return miniotest.Shared(t).Store(t) })
 }
 
 func BenchmarkPut(b *testing.B)  { storetest.BenchPut(b, miniotest.Shared(b).Store(b)) }

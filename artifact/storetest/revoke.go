@@ -5,61 +5,109 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/spillway-dev/spillway/artifact"
 )
 
-// revocations lists s's revocations at now: the latest expiry per id.
-func revocations(t *testing.T, s artifact.Store, now time.Time) map[string]time.Time {
+// revocations lists tenant's revocations (of artifact id, or all when "")
+// at now: the latest expiry per "artifact/token".
+func revocations(t *testing.T, s artifact.Store, tenant, id string, now time.Time) map[string]time.Time {
 	t.Helper()
 	got := map[string]time.Time{}
-	err := s.Revocations(t.Context(), now, func(id string, exp time.Time) error {
-		if exp.After(got[id]) {
-			got[id] = exp
+	err := s.Revocations(t.Context(), tenant, id, now, func(r artifact.Revocation) error {
+		if r.Tenant != tenant || (id != "" && r.Artifact != id) {
+			t.Errorf("Revocations(%q, %q) reported %+v", tenant, id, r)
+		}
+		k := r.Artifact[:1] + "/" + r.TokenID
+		if r.Expires.After(got[k]) {
+			got[k] = r.Expires
 		}
 		return nil
 	})
 	if err != nil {
-		t.Fatalf("Revocations: %v", err)
+		t.Fatalf("Revocations(%q, %q): %v", tenant, id, err)
 	}
 	return got
 }
 
-// testRevocations: revocations are stored by id with whole-second expiries,
-// the later expiry wins, expired ones are not reported, ids are
-// case-sensitive, and revocations and artifacts never see each other.
+// testRevocations: revocations are stored by tenant, artifact and token id
+// with whole-second expiries, the later expiry wins, expired ones are not
+// reported and are removed by SweepRevocations only, ids and tenants are
+// case-sensitive, one tenant's listing never shows another's, and
+// revocations and artifacts never see each other.
 func testRevocations(t *testing.T, s artifact.Store) {
 	ctx := t.Context()
 	now := time.Now().Truncate(time.Second)
-	if got := revocations(t, s, now); len(got) != 0 {
+	idA, idB, idC := strings.Repeat("a", 32), strings.Repeat("b", 32), strings.Repeat("c", 32)
+	if got := revocations(t, s, "t1", "", now); len(got) != 0 {
 		t.Fatalf("new store has revocations %v", got)
 	}
-	revoke := func(id string, exp time.Time) {
+	revoke := func(tenant, id, tok string, exp time.Time) {
 		t.Helper()
-		if err := s.Revoke(ctx, id, exp); err != nil {
-			t.Fatalf("Revoke(%q): %v", id, err)
+		r := artifact.Revocation{Tenant: tenant, Artifact: id, TokenID: tok, Expires: exp}
+		if err := s.Revoke(ctx, r); err != nil {
+			t.Fatalf("Revoke(%+v): %v", r, err)
 		}
 	}
-	revoke("abc", now.Add(time.Hour))
-	revoke("abc", now.Add(2*time.Hour)) // the later expiry wins
-	revoke("abc", now.Add(time.Hour))   // and an earlier one again changes nothing
-	revoke("ABC", now.Add(time.Minute)) // another id
-	revoke("x-y_Z09", now.Add(time.Minute))
-	revoke("gone", now.Add(-time.Second))
+	revoke("t1", idA, "abc", now.Add(time.Hour))
+	revoke("t1", idA, "abc", now.Add(2*time.Hour)) // the later expiry wins
+	revoke("t1", idA, "abc", now.Add(time.Hour))   // and an earlier one again changes nothing
+	revoke("t1", idA, "ABC", now.Add(time.Minute)) // another id
+	revoke("t1", idB, "x-y_Z09", now.Add(time.Minute))
+	revoke("t1", idA, "gone", now.Add(-time.Second))
+	revoke("T1", idA, "abc", now.Add(time.Hour)) // another tenant
+	revoke("", idC, "abc", now.Add(time.Hour))   // the tenant-less one
 	for _, bad := range []string{"", "a/b", "../x", "a b", "é", string(make([]byte, 65))} {
-		if err := s.Revoke(ctx, bad, now.Add(time.Hour)); !errors.Is(err, artifact.ErrInvalid) {
-			t.Errorf("Revoke(%q) = %v, want ErrInvalid", bad, err)
+		r := artifact.Revocation{Tenant: "t1", Artifact: idA, TokenID: bad, Expires: now.Add(time.Hour)}
+		if err := s.Revoke(ctx, r); !errors.Is(err, artifact.ErrInvalid) {
+			t.Errorf("Revoke(token %q) = %v, want ErrInvalid", bad, err)
 		}
 	}
-	want := map[string]time.Time{"abc": now.Add(2 * time.Hour), "ABC": now.Add(time.Minute), "x-y_Z09": now.Add(time.Minute)}
-	if got := revocations(t, s, now); !maps.EqualFunc(got, want, time.Time.Equal) {
-		t.Errorf("Revocations(now) = %v\nwant %v", got, want)
+	for _, bad := range []string{"", "../" + idA[3:], strings.ToUpper(idA)} {
+		r := artifact.Revocation{Tenant: "t1", Artifact: bad, TokenID: "abc", Expires: now.Add(time.Hour)}
+		if err := s.Revoke(ctx, r); !errors.Is(err, artifact.ErrInvalid) {
+			t.Errorf("Revoke(artifact %q) = %v, want ErrInvalid", bad, err)
+		}
 	}
-	if got := revocations(t, s, now.Add(90*time.Minute)); len(got) != 1 || !got["abc"].Equal(now.Add(2*time.Hour)) {
-		t.Errorf("Revocations(now+90m) = %v, want abc only", got)
+	check := func(tenant, id string, at time.Time, want map[string]time.Time) {
+		t.Helper()
+		if got := revocations(t, s, tenant, id, at); !maps.EqualFunc(got, want, time.Time.Equal) {
+			t.Errorf("Revocations(%q, %q, now%+v) = %v\nwant %v", tenant, id, at.Sub(now), got, want)
+		}
 	}
+	check("t1", idA, now, map[string]time.Time{"a/abc": now.Add(2 * time.Hour), "a/ABC": now.Add(time.Minute)})
+	check("t1", "", now, map[string]time.Time{"a/abc": now.Add(2 * time.Hour), "a/ABC": now.Add(time.Minute), "b/x-y_Z09": now.Add(time.Minute)})
+	check("t1", idC, now, map[string]time.Time{})
+	check("T1", "", now, map[string]time.Time{"a/abc": now.Add(time.Hour)})
+	check("", "", now, map[string]time.Time{"c/abc": now.Add(time.Hour)})
+	check("t1", "", now.Add(90*time.Minute), map[string]time.Time{"a/abc": now.Add(2 * time.Hour)})
+
+	// Sweeping removes what has expired, of every tenant, and nothing else.
+	if n, err := s.SweepRevocations(ctx, now); err != nil || n != 1 {
+		t.Errorf("SweepRevocations(now) = %d, %v; want 1 (gone)", n, err)
+	}
+	if n, err := s.SweepRevocations(ctx, now.Add(90*time.Minute)); err != nil || n != 5 {
+		t.Errorf("SweepRevocations(now+90m) = %d, %v; want 5", n, err)
+	}
+	check("t1", "", now, map[string]time.Time{"a/abc": now.Add(2 * time.Hour)})
+	check("T1", "", now, map[string]time.Time{})
+	// A revocation after a sweep emptied its place is recorded.
+	revoke("T1", idA, "again", now.Add(time.Hour))
+	check("T1", idA, now, map[string]time.Time{"a/again": now.Add(time.Hour)})
+
+	// Deleting an artifact's revocations leaves every other's.
+	revoke("t1", idB, "b1", now.Add(time.Hour))
+	if err := s.DeleteRevocations(ctx, "t1", idA); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRevocations(ctx, "t1", idA); err != nil {
+		t.Errorf("DeleteRevocations again: %v", err)
+	}
+	check("t1", "", now, map[string]time.Time{"b/b1": now.Add(time.Hour)})
+	check("T1", "", now, map[string]time.Time{"a/again": now.Add(time.Hour)})
 
 	// Artifacts and revocations do not mix.
 	meta := newMeta()
@@ -75,15 +123,21 @@ func testRevocations(t *testing.T, s artifact.Store) {
 
 	errStop := errors.New("stop")
 	calls := 0
-	if err := s.Revocations(ctx, now, func(string, time.Time) error { calls++; return errStop }); !errors.Is(err, errStop) || calls != 1 {
+	if err := s.Revocations(ctx, "t1", "", now, func(artifact.Revocation) error { calls++; return errStop }); !errors.Is(err, errStop) || calls != 1 {
 		t.Errorf("Revocations with failing fn: err = %v after %d calls, want errStop after 1", err, calls)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := s.Revoke(cctx, "abc", now.Add(time.Hour)); !errors.Is(err, context.Canceled) {
+	if err := s.Revoke(cctx, artifact.Revocation{Tenant: "t1", Artifact: idA, TokenID: "abc", Expires: now.Add(time.Hour)}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Revoke on a canceled context = %v", err)
 	}
-	if err := s.Revocations(cctx, now, func(string, time.Time) error { return nil }); !errors.Is(err, context.Canceled) {
+	if err := s.Revocations(cctx, "t1", "", now, func(artifact.Revocation) error { return nil }); !errors.Is(err, context.Canceled) {
 		t.Errorf("Revocations on a canceled context = %v", err)
+	}
+	if _, err := s.SweepRevocations(cctx, now); !errors.Is(err, context.Canceled) {
+		t.Errorf("SweepRevocations on a canceled context = %v", err)
+	}
+	if err := s.DeleteRevocations(cctx, "t1", idB); !errors.Is(err, context.Canceled) {
+		t.Errorf("DeleteRevocations on a canceled context = %v", err)
 	}
 }

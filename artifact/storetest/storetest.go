@@ -16,8 +16,10 @@
 //     error, which it wraps, cancellation) nothing is visible and the id is
 //     still free; of racing Puts of one id exactly one wins;
 //   - revocations: Revoke's expiry is kept to the second; of two records
-//     of one id the later expiry is reported; ids are case-sensitive;
-//     revocations and artifacts never appear in each other's listings;
+//     of one id the later expiry is reported; token ids and tenants are
+//     case-sensitive; a listing reports one tenant's records (of one
+//     artifact, or of all its artifacts) and nobody else's; revocations
+//     and artifacts never appear in each other's listings;
 //   - cancellation: every method returns an error wrapping ctx's.
 package storetest
 
