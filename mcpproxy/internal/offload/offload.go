@@ -48,7 +48,11 @@ type Options struct {
 	Tools map[string]bool
 	// Server names the upstream in policy inputs.
 	Server string
-	Logger *slog.Logger
+	// StoreTimeout bounds the offloading of one result (decisions and
+	// stores). The client's own cancellation does not stop it: see
+	// Rewrite. Default 10 minutes.
+	StoreTimeout time.Duration
+	Logger       *slog.Logger
 }
 
 // Call says what a result answers: the policy sees it, and the stored
@@ -82,6 +86,9 @@ func New(svc *artifact.Service, dec Decider, o Options) *Rewriter {
 	if o.TTL <= 0 {
 		o.TTL = 15 * time.Minute
 	}
+	if o.StoreTimeout <= 0 {
+		o.StoreTimeout = 10 * time.Minute
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -106,7 +113,15 @@ func (e *errStore) Error() string { return "storing the item failed: " + e.err.E
 // resource_link; a resources/read item stays a resource-contents item
 // (see resourceItem). An error means result is not valid JSON, or
 // ErrWithheld; the artifacts stored before it are returned all the same.
+//
+// ctx's values pass to the policy and the store, its cancellation does
+// not: a client that leaves while its result is stored would otherwise
+// get the result inline on its next delivery (another stream of its
+// session, a replay after Last-Event-ID) and leave a store cut half way.
+// Options.StoreTimeout bounds the work instead.
 func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, []artifact.Artifact, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.o.StoreTimeout)
+	defer cancel()
 	if c.Method == "tools/call" && f.o.Tools != nil {
 		if on, ok := f.o.Tools[c.Tool]; ok && !on {
 			return result, nil, nil

@@ -313,14 +313,14 @@ func (s *session) remember(calls map[string]*owned.Call, max int) {
 	}
 }
 
-// take returns and forgets the call a response answers.
-func (s *session) take(id []byte) *owned.Call {
+// call returns the call a response answers. It stays remembered once
+// its response passed: an upstream replays that response to a client
+// that resumes with Last-Event-ID, and the replay is rewritten (offloaded)
+// as the first delivery was.
+func (s *session) call(id []byte) *owned.Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := jsonrpc.Key(id)
-	c := s.calls[k]
-	delete(s.calls, k)
-	return c
+	return s.calls[jsonrpc.Key(id)]
 }
 
 // rewriter rewrites the responses of one relayed HTTP exchange.
@@ -337,7 +337,7 @@ func (rw *rewriter) rewrite(m *jsonrpc.Message) *jsonrpc.Message {
 	}
 	var c *owned.Call
 	if rw.sess != nil {
-		c = rw.sess.take(m.ID) // settled here, wherever it arrives
+		c = rw.sess.call(m.ID) // wherever it arrives
 	}
 	if lc, ok := rw.local[jsonrpc.Key(m.ID)]; ok {
 		c = lc
