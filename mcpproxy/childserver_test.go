@@ -39,7 +39,8 @@ func childCmd(mode string) (string, []string) {
 // at once; "echo" answers with the caller's arguments. Every cancellation
 // it receives is reported on stderr. "null" answers every request with
 // "result": null. In every mode but null, tools/call "whoami" answers
-// with the child's uid, HOME and what it reads of $HOME/key (JSON).
+// with the child's uid, HOME and what it reads of $HOME/key (JSON), and
+// tools/call "crash" makes the child exit at once, with status 3.
 func TestChildServer(t *testing.T) {
 	mode := childMode()
 	if mode == "" {
@@ -130,6 +131,8 @@ func TestChildServer(t *testing.T) {
 				send(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": map[string]any{"progressToken": m.Params.Meta.Token, "progress": i, "message": strings.Repeat("x", 1000)}})
 			}
 			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"content": []any{}}})
+		case m.Method == "tools/call" && m.Params.Name == "crash":
+			os.Exit(3)
 		case m.Method == "tools/call" && m.Params.Name == "whoami":
 			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": whoami()}}}})
 		case m.Method == "tools/call":

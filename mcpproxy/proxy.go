@@ -84,6 +84,15 @@ type Options struct {
 	// MaxSessions caps live session-era sessions on a stdio or legacy
 	// upstream (each holds a child or a stream); default 64.
 	MaxSessions int
+	// StatelessUpstreams caps the upstream connections (children, on a
+	// stdio upstream) kept for stateless requests on a stdio or legacy
+	// upstream: one per tenant, so one tenant crashing its child reaches
+	// no other; at the cap a new tenant takes the least recently used idle
+	// one's place, or gets a 502 while all are busy. Default 16.
+	StatelessUpstreams int
+	// StatelessIdle closes such a connection unused this long; default
+	// 5 minutes.
+	StatelessIdle time.Duration
 	// StreamMode is how resources/stream delivers an artifact:
 	// StreamDirect (default), StreamRedirect or StreamDownload.
 	StreamMode string
@@ -204,6 +213,7 @@ func New(o Options) (*Proxy, error) {
 	faceFor := func(dial terminate.Dial) *terminate.Face {
 		return terminate.New(terminate.Options{Dial: dial, Methods: p.methods, MaxBody: o.MaxBody,
 			MaxSessions: o.MaxSessions, PollAfter: o.StreamPollAfter, Logger: o.Logger,
+			StatelessConns: o.StatelessUpstreams, StatelessIdle: o.StatelessIdle,
 			Limits: session.Limits{Window: o.StreamWindow}, CheckStateless: p.checkStateless})
 	}
 	switch up := o.Upstream.(type) {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 )
@@ -51,11 +53,38 @@ func (q *queue) take() ([]item, bool) {
 	return items, q.cut
 }
 
+// statelessSupervisor makes one tenant's connection for stateless
+// requests, prepared best-effort (see Pipeline).
+func (f *Face) statelessSupervisor() *Supervisor {
+	s := &Supervisor{Dial: f.o.Dial, Log: f.log,
+		Init: func(ctx context.Context, m *mux.Mux) error {
+			return Pipeline(m, StatelessInit, Initialized)
+		}}
+	s.OnServer = func(m *jsonrpc.Message) { f.statelessServerMsg(s, m) }
+	return s
+}
+
+// statelessServerMsg: the stateless era has no server-to-client requests
+// (input-required results replace them), and a notification that belongs
+// to no request has no one to go to.
+func (f *Face) statelessServerMsg(s *Supervisor, m *jsonrpc.Message) {
+	if m.IsRequest() {
+		if sm := s.current(); sm != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			sm.Send(ctx, jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeMethodNotFound, "no client session to send this request to"))
+		}
+		return
+	}
+	f.log.Debug("dropping a notification with no session", "method", m.Method)
+}
+
 func (f *Face) statelessPOST(w http.ResponseWriter, r *http.Request, rq owned.Request, msgs []*jsonrpc.Message, body []byte) {
 	ctx := r.Context()
-	sm, err := f.shared.Get(ctx)
+	sm, release, err := f.shared.Get(ctx, rq.Tenant)
+	defer release()
 	if err != nil {
-		f.log.Warn("upstream unavailable", "err", err)
+		f.log.Warn("upstream unavailable", "tenant", rq.Tenant, "err", err)
 		httpx.UpstreamDown(w, body)
 		return
 	}

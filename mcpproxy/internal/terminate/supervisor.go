@@ -18,8 +18,8 @@ type Dial func(ctx context.Context) (mux.Conn, error)
 
 // Supervisor keeps one upstream connection running, restarting it with
 // exponential backoff when it dies, and runs Init on each new one before
-// it is used. The stateless face shares its connection among all
-// clients; the stdio face uses one for its client. Safe for concurrent
+// it is used. The stateless face shares one among a tenant's requests
+// (see Tenants); the stdio face uses one for its client. Safe for concurrent
 // use.
 type Supervisor struct {
 	Dial     Dial
@@ -84,6 +84,16 @@ func (s *Supervisor) Get(ctx context.Context) (*mux.Mux, error) {
 	}
 	s.cur = m
 	return m, nil
+}
+
+// current is the live connection, or nil; it never starts one.
+func (s *Supervisor) current() *mux.Mux {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur != nil && s.cur.Alive() {
+		return s.cur
+	}
+	return nil
 }
 
 // Close stops the connection; Get fails from now on.
@@ -164,4 +174,183 @@ func (c chanSink) Deliver(m *jsonrpc.Message, _ any) {
 	case c <- m:
 	default:
 	}
+}
+
+// ErrTooManyTenants is returned by Tenants.Get when a new tenant needs a
+// connection and every one of the cap is busy.
+var ErrTooManyTenants = errors.New("every upstream connection is busy with other tenants")
+
+// Tenants keeps a supervised connection per tenant for stateless
+// requests, so that what one tenant does to its upstream (crash a child,
+// send it into its restart backoff) reaches no other tenant. Connections
+// are bounded (see NewTenants): a new tenant at the cap takes the least
+// recently used idle connection's place, or gets ErrTooManyTenants while
+// all are busy (no tenant's calls are broken for another's); a connection
+// idle for long is closed. Safe for concurrent use.
+type Tenants struct {
+	newSup func() *Supervisor
+	max    int
+	idle   time.Duration
+
+	mu     sync.Mutex
+	conns  map[string]*tenantConn
+	seq    uint64 // counts requests ended: the order of use
+	closed bool
+	stop   chan struct{}
+	ending sync.WaitGroup // connections being closed; Close waits for them
+}
+
+type tenantConn struct {
+	sup  *Supervisor
+	busy int       // requests using it now
+	last time.Time // when the last one ended
+	used uint64    // Tenants.seq then
+}
+
+// NewTenants returns a set of per-tenant connections made by newSup, at
+// most max (≤ 0: 16), each closed after idle (≤ 0: 5 minutes) without a
+// request. Close stops them.
+func NewTenants(newSup func() *Supervisor, max int, idle time.Duration) *Tenants {
+	if max <= 0 {
+		max = 16
+	}
+	if idle <= 0 {
+		idle = 5 * time.Minute
+	}
+	t := &Tenants{newSup: newSup, max: max, idle: idle,
+		conns: map[string]*tenantConn{}, stop: make(chan struct{})}
+	go t.expire()
+	return t
+}
+
+// Get returns tenant's live connection, starting one if it must, and
+// release, to be called once the request is over (also on error).
+func (t *Tenants) Get(ctx context.Context, tenant string) (m *mux.Mux, release func(), err error) {
+	tc, evict, err := t.take(tenant)
+	if evict != nil { // closing a child takes up to child.CloseBound: not on this request's time
+		go func() {
+			defer t.ending.Done()
+			evict.Close()
+		}()
+	}
+	if err != nil {
+		return nil, func() {}, err
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			t.mu.Lock()
+			tc.busy--
+			tc.last = time.Now()
+			t.seq++
+			tc.used = t.seq
+			t.mu.Unlock()
+		})
+	}
+	m, err = tc.sup.Get(ctx)
+	if err != nil {
+		release()
+		return nil, func() {}, err
+	}
+	return m, release, nil
+}
+
+// take marks tenant's connection busy, making room for it if it must; it
+// returns a supervisor to close, evicted to make that room.
+func (t *Tenants) take(tenant string) (tc *tenantConn, evict *Supervisor, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, nil, errors.New("shutting down")
+	}
+	tc = t.conns[tenant]
+	if tc == nil {
+		if len(t.conns) >= t.max {
+			lru := ""
+			for k, c := range t.conns {
+				if c.busy == 0 && (lru == "" || c.used < t.conns[lru].used) {
+					lru = k
+				}
+			}
+			if lru == "" {
+				return nil, nil, ErrTooManyTenants
+			}
+			evict = t.conns[lru].sup
+			delete(t.conns, lru)
+			t.ending.Add(1)
+		}
+		tc = &tenantConn{sup: t.newSup()}
+		t.conns[tenant] = tc
+	}
+	tc.busy++
+	return tc, evict, nil
+}
+
+// expire closes connections idle for longer than t.idle, until Close.
+func (t *Tenants) expire() {
+	tick := time.NewTicker(t.idle / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-t.stop:
+			return
+		case <-tick.C:
+		}
+		var idle []*Supervisor
+		t.mu.Lock()
+		for k, c := range t.conns {
+			if c.busy == 0 && time.Since(c.last) > t.idle {
+				idle = append(idle, c.sup)
+				delete(t.conns, k)
+			}
+		}
+		t.ending.Add(len(idle))
+		t.mu.Unlock()
+		t.closeAll(idle)
+	}
+}
+
+// closeAll closes sups at once (each may take up to child.CloseBound) and
+// returns when all are closed; each was counted in t.ending.
+func (t *Tenants) closeAll(sups []*Supervisor) {
+	var wg sync.WaitGroup
+	for _, s := range sups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer t.ending.Done()
+			s.Close()
+		}()
+	}
+	wg.Wait()
+}
+
+// Len is the number of tenants' connections kept.
+func (t *Tenants) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.conns)
+}
+
+// Close stops every connection, all at once, and returns when they are
+// stopped (within child.CloseBound for children); Get fails from now on.
+// Safe to call more than once.
+func (t *Tenants) Close() {
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		t.ending.Wait()
+		return
+	}
+	t.closed = true
+	var sups []*Supervisor
+	for _, c := range t.conns {
+		sups = append(sups, c.sup)
+	}
+	t.conns = map[string]*tenantConn{}
+	t.ending.Add(len(sups))
+	close(t.stop)
+	t.mu.Unlock()
+	t.closeAll(sups)
+	t.ending.Wait()
 }

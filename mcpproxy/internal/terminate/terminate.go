@@ -3,9 +3,10 @@
 // proxy terminates the transport. A session-era session gets its own
 // upstream connection (so server requests and log levels reach exactly
 // its client) and its own streams, each a replayable event log (package
-// session); stateless-era requests share one supervised connection, each
-// request in a namespace of its own (package mux) and with a bounded
-// queue: a client that stops reading has its own request cut and
+// session); stateless-era requests of one tenant share a supervised
+// connection of that tenant's (a crash or restart backoff reaches no other
+// tenant), each request in a namespace of its own (package mux) and with
+// a bounded queue: a client that stops reading has its own request cut and
 // cancelled upstream, never anyone else's.
 package terminate
 
@@ -41,8 +42,13 @@ type Options struct {
 	PollAfter time.Duration
 	// Queue bounds the messages waiting for one stateless client; past it
 	// the client's request is cut. Default 1024.
-	Queue  int
-	Logger *slog.Logger
+	Queue int
+	// StatelessConns caps the upstream connections of stateless requests,
+	// one per tenant (see Tenants); default 16. StatelessIdle closes one
+	// unused this long; default 5 minutes.
+	StatelessConns int
+	StatelessIdle  time.Duration
+	Logger         *slog.Logger
 }
 
 // Face serves Streamable HTTP over dialed upstream connections. Create it
@@ -51,7 +57,7 @@ type Face struct {
 	o       Options
 	log     *slog.Logger
 	table   *session.Table
-	shared  *Supervisor
+	shared  *Tenants // stateless requests' connections, one per tenant
 	closing chan struct{}
 }
 
@@ -67,10 +73,7 @@ func New(o Options) *Face {
 		o.Logger = slog.Default()
 	}
 	f := &Face{o: o, log: o.Logger, table: session.NewTable(o.MaxSessions, 0, o.Limits), closing: make(chan struct{})}
-	f.shared = &Supervisor{Dial: o.Dial, Log: o.Logger, OnServer: f.statelessServerMsg,
-		Init: func(ctx context.Context, m *mux.Mux) error {
-			return Pipeline(m, StatelessInit, Initialized)
-		}}
+	f.shared = NewTenants(f.statelessSupervisor, o.StatelessConns, o.StatelessIdle)
 	return f
 }
 
@@ -88,21 +91,6 @@ func (f *Face) Close() {
 
 // Sessions is the number of live sessions.
 func (f *Face) Sessions() int { return f.table.Len() }
-
-// statelessServerMsg: the stateless era has no server-to-client requests
-// (input-required results replace them), and a notification that belongs
-// to no request has no one to go to.
-func (f *Face) statelessServerMsg(m *jsonrpc.Message) {
-	if m.IsRequest() {
-		if sm, err := f.shared.Get(context.Background()); err == nil {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			sm.Send(ctx, jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeMethodNotFound, "no client session to send this request to"))
-		}
-		return
-	}
-	f.log.Debug("dropping a notification with no session", "method", m.Method)
-}
 
 // ServeHTTP serves one request of rq's caller (authenticated and
 // origin-checked by the caller).

@@ -1,0 +1,104 @@
+package terminate
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
+)
+
+// conn is an upstream connection that stays up until closed.
+type conn struct {
+	recv chan *jsonrpc.Message
+	once sync.Once
+}
+
+func (c *conn) Send(context.Context, *jsonrpc.Message) error { return nil }
+func (c *conn) Recv() <-chan *jsonrpc.Message                { return c.recv }
+func (c *conn) Err() error                                   { return nil }
+func (c *conn) Close() error                                 { c.once.Do(func() { close(c.recv) }); return nil }
+
+func newTestTenants(max int, idle time.Duration) *Tenants {
+	return NewTenants(func() *Supervisor {
+		return &Supervisor{Dial: func(context.Context) (mux.Conn, error) { return &conn{recv: make(chan *jsonrpc.Message)}, nil }}
+	}, max, idle)
+}
+
+func waitDone(t *testing.T, m *mux.Mux, what string) {
+	t.Helper()
+	select {
+	case <-m.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s still runs", what)
+	}
+}
+
+// Each tenant has a connection of its own; at the cap a new tenant takes
+// the least recently used idle one's place, and is refused while all are
+// busy (no tenant's calls broken for another's).
+func TestTenantsBound(t *testing.T) {
+	ts := newTestTenants(2, time.Hour)
+	defer ts.Close()
+	ctx := context.Background()
+	a, relA, err := ts.Get(ctx, "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, relB, err := ts.Get(ctx, "B")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a == b {
+		t.Fatal("two tenants share a connection")
+	}
+	a2, rel, _ := ts.Get(ctx, "A")
+	rel()
+	if a2 != a {
+		t.Fatal("a tenant's second request got another connection")
+	}
+	if _, _, err := ts.Get(ctx, "C"); !errors.Is(err, ErrTooManyTenants) {
+		t.Fatalf("a third tenant while two are busy at a cap of 2: %v", err)
+	}
+	relB() // B's request ends first: B is the least recently used
+	relA()
+	c, relC, err := ts.Get(ctx, "C")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relC()
+	waitDone(t, b, "the evicted (least recently used) tenant's connection")
+	if !a.Alive() || c == a || ts.Len() != 2 {
+		t.Fatalf("A alive %v, C's is A's %v, %d kept", a.Alive(), c == a, ts.Len())
+	}
+	ts.Close()
+	waitDone(t, a, "A's connection after Close")
+	if _, _, err := ts.Get(ctx, "A"); err == nil {
+		t.Fatal("Get after Close succeeded")
+	}
+}
+
+// A connection no request used for the idle time is closed; a busy one
+// is kept however long its request runs.
+func TestTenantsIdle(t *testing.T) {
+	ts := newTestTenants(4, 20*time.Millisecond)
+	defer ts.Close()
+	a, relA, err := ts.Get(context.Background(), "A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, relB, err := ts.Get(context.Background(), "B")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer relB()
+	relA()
+	waitDone(t, a, "an idle tenant's connection")
+	time.Sleep(100 * time.Millisecond) // several idle periods
+	if !b.Alive() {
+		t.Fatal("a busy tenant's connection was closed as idle")
+	}
+}
