@@ -1,6 +1,9 @@
 // Package policy is Spillway's embedded OPA engine: it loads Rego policies,
 // evaluates the offload, mint and fetch decisions with prepared queries, and
-// denies whenever evaluation fails.
+// denies whenever evaluation fails. The decisions' input and output types
+// are in package decision, which imports no OPA package (a caller that
+// only builds inputs and reads decisions needs nothing more); this package
+// aliases them (FetchInput, FetchDecision, ...).
 //
 // Policies run in a sandbox with no exit: the decisions, the Rego tests
 // that gate every load, reload and dry-run, and `spillway policy

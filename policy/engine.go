@@ -216,17 +216,17 @@ func (s *source) compile(ctx context.Context) (*compiled, error) {
 
 // Fetch evaluates data.spillway.fetch. An error comes with a denying decision.
 func (e *Engine) Fetch(ctx context.Context, in FetchInput) (FetchDecision, error) {
-	return eval[FetchDecision](ctx, e, "fetch", func(c *compiled) rego.PreparedEvalQuery { return c.fetch }, in)
+	return eval[FetchDecision](ctx, e, "fetch", func(c *compiled) rego.PreparedEvalQuery { return c.fetch }, fetchInput(in))
 }
 
 // Offload evaluates data.spillway.offload. An error keeps content inline.
 func (e *Engine) Offload(ctx context.Context, in OffloadInput) (OffloadDecision, error) {
-	return eval[OffloadDecision](ctx, e, "offload", func(c *compiled) rego.PreparedEvalQuery { return c.offload }, in)
+	return eval[OffloadDecision](ctx, e, "offload", func(c *compiled) rego.PreparedEvalQuery { return c.offload }, offloadInput(in))
 }
 
 // Mint evaluates data.spillway.mint. An error comes with a denying decision.
 func (e *Engine) Mint(ctx context.Context, in MintInput) (MintDecision, error) {
-	return eval[MintDecision](ctx, e, "mint", func(c *compiled) rego.PreparedEvalQuery { return c.mint }, in)
+	return eval[MintDecision](ctx, e, "mint", func(c *compiled) rego.PreparedEvalQuery { return c.mint }, mintInput(in))
 }
 
 // input is a decision's input document; see input.go.

@@ -8,7 +8,15 @@ import (
 
 // The inputs are built as OPA values directly. Handing OPA a Go struct makes
 // it convert through a JSON round trip, which took two thirds of a fetch
-// decision. TestInputValues keeps these in step with the JSON tags.
+// decision. TestInputValues keeps these in step with the JSON tags. The
+// input types live in package decision (no OPA there), so they are given
+// their value method here as local types of the same shape.
+
+type (
+	fetchInput   FetchInput
+	offloadInput OffloadInput
+	mintInput    MintInput
+)
 
 type fields [][2]*ast.Term
 
@@ -39,7 +47,7 @@ func strArray(ss []string) *ast.Term {
 	return ast.ArrayTerm(ts...)
 }
 
-func (a ArtifactInfo) term() *ast.Term {
+func artifactTerm(a ArtifactInfo) *ast.Term {
 	f := make(fields, 0, 9)
 	f.str("id", a.ID, false)
 	f.str("name", a.Name, true)
@@ -53,7 +61,7 @@ func (a ArtifactInfo) term() *ast.Term {
 	return f.term()
 }
 
-func (r Request) term() *ast.Term {
+func requestTerm(r Request) *ast.Term {
 	f := make(fields, 0, 4)
 	f.str("method", r.Method, false)
 	f.add("path", strArray(r.Path))
@@ -70,7 +78,7 @@ func (r Request) term() *ast.Term {
 	return f.term()
 }
 
-func (c TokenClaims) term() *ast.Term {
+func tokenTerm(c TokenClaims) *ast.Term {
 	f := make(fields, 0, 8)
 	f.str("id", c.ID, false)
 	f.str("key_id", c.KeyID, false)
@@ -83,19 +91,19 @@ func (c TokenClaims) term() *ast.Term {
 	return f.term()
 }
 
-func (in FetchInput) value() (ast.Value, error) {
+func (in fetchInput) value() (ast.Value, error) {
 	f := make(fields, 0, 5)
 	f.str("via", in.Via, false)
-	f.add("request", in.Request.term())
+	f.add("request", requestTerm(in.Request))
 	if in.Token != nil {
-		f.add("token", in.Token.term())
+		f.add("token", tokenTerm(*in.Token))
 	}
-	f.add("artifact", in.Artifact.term())
+	f.add("artifact", artifactTerm(in.Artifact))
 	f.num("now", in.Now, false)
 	return f.term().Value, nil
 }
 
-func (in OffloadInput) value() (ast.Value, error) {
+func (in offloadInput) value() (ast.Value, error) {
 	f := make(fields, 0, 9)
 	f.str("server", in.Server, true)
 	f.str("tool", in.Tool, true)
@@ -109,9 +117,9 @@ func (in OffloadInput) value() (ast.Value, error) {
 	return f.term().Value, nil
 }
 
-func (in MintInput) value() (ast.Value, error) {
+func (in mintInput) value() (ast.Value, error) {
 	f := make(fields, 0, 7)
-	f.add("artifact", in.Artifact.term())
+	f.add("artifact", artifactTerm(in.Artifact))
 	f.str("tenant", in.Tenant, true)
 	f.str("source", in.Source, false)
 	f.num("requested_ttl_seconds", in.RequestedTTLSeconds, false)

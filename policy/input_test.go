@@ -10,16 +10,16 @@ import (
 func TestInputValues(t *testing.T) {
 	art := ArtifactInfo{ID: "a", Name: "n.csv", MimeType: "text/csv", Size: 1 << 40, SHA256: "ff", Created: 1, Expires: -2, Tenant: "t", Source: "s"}
 	for name, in := range map[string]input{
-		"fetch zero": FetchInput{},
-		"fetch full": FetchInput{
+		"fetch zero": fetchInput{},
+		"fetch full": fetchInput{
 			Request:  Request{Method: "GET", Path: []string{"a", "x"}, Headers: map[string][]string{"range": {"bytes=0-1"}, "empty": {}, "nil": nil}, SourceAddress: "::1"},
 			Token:    &TokenClaims{ID: "a", KeyID: "k", Method: "HEAD", NotBefore: 3, Expires: 4, CIDR: "10.0.0.0/8", Tenant: "t", Audience: "u"},
 			Artifact: art, Now: 5,
 		},
-		"offload zero": OffloadInput{},
-		"offload full": OffloadInput{Server: "s", Tool: "t", Method: "tools/call", Kind: "image", MimeType: "image/png", Size: 7, Threshold: 8, Tenant: "x", Client: "c"},
-		"mint zero":    MintInput{},
-		"mint full":    MintInput{Artifact: art, Tenant: "t", Source: "api", RequestedTTLSeconds: 60, CIDR: "127.0.0.1/32", Audience: "a", Now: 9},
+		"offload zero": offloadInput{},
+		"offload full": offloadInput{Server: "s", Tool: "t", Method: "tools/call", Kind: "image", MimeType: "image/png", Size: 7, Threshold: 8, Tenant: "x", Client: "c"},
+		"mint zero":    mintInput{},
+		"mint full":    mintInput{Artifact: art, Tenant: "t", Source: "api", RequestedTTLSeconds: 60, CIDR: "127.0.0.1/32", Audience: "a", Now: 9},
 	} {
 		got, err := in.value()
 		if err != nil {

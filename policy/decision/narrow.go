@@ -1,4 +1,4 @@
-package policy
+package decision
 
 import (
 	"errors"
@@ -23,7 +23,7 @@ var ErrWiden = errors.New("policy: the link asked for is outside the mint decisi
 //
 // A require_cidr that is not a prefix is an error (the policy's, not the
 // caller's). Narrow is pure.
-func (d MintDecision) Narrow(cidr netip.Prefix, audience string) (netip.Prefix, string, error) {
+func (d Mint) Narrow(cidr netip.Prefix, audience string) (netip.Prefix, string, error) {
 	if d.RequireCIDR != "" {
 		req, err := netip.ParsePrefix(d.RequireCIDR)
 		if err != nil {

@@ -1,4 +1,4 @@
-package policy
+package decision
 
 import (
 	"errors"
@@ -39,7 +39,7 @@ func TestNarrow(t *testing.T) {
 			if tc.cidr != "" {
 				asked = netip.MustParsePrefix(tc.cidr)
 			}
-			d := MintDecision{Allow: true, RequireCIDR: tc.requireCIDR, Audience: tc.requireAu}
+			d := Mint{Allow: true, RequireCIDR: tc.requireCIDR, Audience: tc.requireAu}
 			cidr, aud, err := d.Narrow(asked, tc.audience)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || errors.Is(err, ErrWiden) != tc.widen {

@@ -1,0 +1,126 @@
+// Package decision holds the input and output documents of Spillway's
+// policy decisions (fetch, offload, mint), as plain Go types with the
+// JSON field names Rego policies see, and the pure rules applied to a
+// decision (Mint.Narrow). It imports only the standard library, so a
+// package that asks for decisions (the artifact service, a store) does
+// not pull in the OPA engine; package policy evaluates them and aliases
+// these types under its older names (policy.FetchDecision is Fetch).
+// TestDeps keeps it a leaf.
+//
+// The types are values without behaviour beyond Narrow: safe to copy and
+// to share between goroutines once built.
+package decision
+
+// The input and output documents of the three decision points. Field names
+// are the JSON the Rego policies see (input.request.method, ...), so they
+// are part of the contract with policy authors: rename nothing.
+
+// ArtifactInfo is an artifact's metadata as policies see it.
+type ArtifactInfo struct {
+	ID       string `json:"id"`
+	Name     string `json:"name,omitempty"`
+	MimeType string `json:"mime_type"`
+	Size     int64  `json:"size"`
+	SHA256   string `json:"sha256,omitempty"`
+	Created  int64  `json:"created,omitempty"` // Unix seconds
+	Expires  int64  `json:"expires,omitempty"` // Unix seconds
+	Tenant   string `json:"tenant,omitempty"`
+	Source   string `json:"source,omitempty"`
+}
+
+// Request is an HTTP request in the shape OPA users know from HTTP API
+// authorization. Headers have lower-case names; the token, Authorization
+// and Cookie are removed before a policy sees them.
+type Request struct {
+	Method        string              `json:"method"`
+	Path          []string            `json:"path"` // "/a/xyz" → ["a", "xyz"]
+	Headers       map[string][]string `json:"headers"`
+	SourceAddress string              `json:"source_address"` // IP, no port
+}
+
+// TokenClaims are the verified claims of the link token.
+type TokenClaims struct {
+	ID        string `json:"id"`
+	KeyID     string `json:"key_id"`
+	Method    string `json:"method"` // "GET" (GET and HEAD) or "HEAD"
+	NotBefore int64  `json:"not_before"`
+	Expires   int64  `json:"expires"`
+	CIDR      string `json:"cidr,omitempty"`
+	Tenant    string `json:"tenant,omitempty"`
+	Audience  string `json:"audience,omitempty"`
+}
+
+// FetchInput is the input of the fetch decision (data.spillway.fetch),
+// asked before any artifact bytes leave Spillway, whatever the way.
+type FetchInput struct {
+	// Via is the way the bytes leave: "link" (the /a/ endpoint, with a
+	// token), "redirect" (a presigned storage URL handed out without a
+	// request of the holder's own: resources/stream's redirect mode),
+	// "resources/read" or "resources/stream" (MCP, no token).
+	Via     string  `json:"via"`
+	Request Request `json:"request"`
+	// Token is present only for "link": MCP callers were authenticated by
+	// their session, and the caller's tenant was checked against the
+	// artifact's before the policy is asked.
+	Token    *TokenClaims `json:"token,omitempty"`
+	Artifact ArtifactInfo `json:"artifact"`
+	Now      int64        `json:"now"` // Unix seconds
+}
+
+// Fetch is the output of the fetch decision. The zero value denies.
+type Fetch struct {
+	Allow   bool              `json:"allow"`
+	Reason  string            `json:"reason,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"` // added to the response; safety headers cannot be overridden
+	// Redirect lets this fetch be answered with a presigned storage URL
+	// (where the operator enabled --redirect, and always for via
+	// "redirect"). A storage URL is bound to nothing but its expiry: no
+	// client CIDR, no revocation, no policy on later use.
+	Redirect bool `json:"redirect,omitempty"`
+}
+
+// OffloadInput is the input of the offload decision (data.spillway.offload).
+type OffloadInput struct {
+	Server   string `json:"server,omitempty"` // upstream name
+	Tool     string `json:"tool,omitempty"`   // tool name, for tools/call
+	Method   string `json:"method"`           // "tools/call" or "resources/read"
+	Kind     string `json:"kind"`             // "text", "image", "audio", "resource"
+	MimeType string `json:"mime_type,omitempty"`
+	Size     int64  `json:"size"` // decoded bytes
+	// Threshold is the proxy's configured size for this kind
+	// (--text-threshold, --binary-threshold); items at or below it are
+	// never asked about.
+	Threshold int64  `json:"threshold,omitempty"`
+	Tenant    string `json:"tenant,omitempty"`
+	Client    string `json:"client,omitempty"` // clientInfo.name, when known
+}
+
+// Offload is the output of the offload decision. The zero value keeps
+// the content inline.
+type Offload struct {
+	Offload    bool   `json:"offload"`
+	Threshold  int64  `json:"threshold,omitempty"`   // bytes; informative
+	TTLSeconds int64  `json:"ttl_seconds,omitempty"` // link lifetime; 0 = caller's default
+	Audience   string `json:"audience,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// MintInput is the input of the mint decision (data.spillway.mint).
+type MintInput struct {
+	Artifact            ArtifactInfo `json:"artifact"`
+	Tenant              string       `json:"tenant,omitempty"` // who asks for the link
+	Source              string       `json:"source"`           // "offload", "api", "cli", "stream"
+	RequestedTTLSeconds int64        `json:"requested_ttl_seconds"`
+	CIDR                string       `json:"cidr,omitempty"`
+	Audience            string       `json:"audience,omitempty"`
+	Now                 int64        `json:"now"`
+}
+
+// Mint is the output of the mint decision. The zero value denies.
+type Mint struct {
+	Allow         bool   `json:"allow"`
+	MaxTTLSeconds int64  `json:"max_ttl_seconds,omitempty"` // cap; 0 = no cap beyond the engine's
+	RequireCIDR   string `json:"require_cidr,omitempty"`    // binding the link must carry
+	Audience      string `json:"audience,omitempty"`
+	Reason        string `json:"reason,omitempty"`
+}
