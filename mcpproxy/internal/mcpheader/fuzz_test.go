@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 )
@@ -73,6 +74,25 @@ func FuzzName(f *testing.F) {
 			if got, err := Decode(header); err != nil || got != want {
 				t.Fatalf("name %q: Mcp-Name %q accepted", want, header)
 			}
+		}
+	})
+}
+
+// FuzzRevision: a protocol revision comes from a client's header. Whatever
+// it says, Revision accepts only the canonical form of a real date, and
+// Stateless only such a date on or after FirstStateless.
+func FuzzRevision(f *testing.F) {
+	for _, v := range []string{"2026-07-28", "2025-11-25", "draft", "DRAFT-2026-v1", "", "2026-02-29", "2028-02-29",
+		"2026-7-28", "2026-07-28\x00", "9999-12-31", "0000-01-01", "-001-01-01", "2026-07-28T00:00:00Z"} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		d, ok := Revision(v)
+		if ok && d.Format(time.DateOnly) != v {
+			t.Fatalf("Revision(%q) accepted a name that is not its date %s", v, d.Format(time.DateOnly))
+		}
+		if Stateless(v) && (!ok || v < FirstStateless) {
+			t.Fatalf("Stateless(%q) for a revision that is not a date from %s on", v, FirstStateless)
 		}
 	})
 }

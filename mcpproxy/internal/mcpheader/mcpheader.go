@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 )
@@ -32,9 +33,32 @@ const (
 // requests carry their protocol version in _meta and the headers above.
 const FirstStateless = "2026-07-28"
 
-// Stateless reports whether protocol revision v is of the stateless era.
-// Revisions are dates, so they compare as strings.
-func Stateless(v string) bool { return v >= FirstStateless }
+// Stateless reports whether protocol revision v is of the stateless era:
+// a dated revision on or after FirstStateless. A revision whose name is
+// not a date ("draft", "latest", "2026-7-28") is unknown and of no era:
+// false here, so the faces treat it as they treat a session-era one, where
+// initialize negotiates a revision both sides know. It is never taken for
+// a revision newer than every date, as a string comparison would.
+func Stateless(v string) bool { return AtLeast(v, FirstStateless) }
+
+// Revision returns the date that names protocol revision v (YYYY-MM-DD,
+// a real calendar date). ok is false for any other name: an unknown
+// revision, which compares with nothing.
+func Revision(v string) (date time.Time, ok bool) {
+	if len(v) != len(time.DateOnly) {
+		return time.Time{}, false
+	}
+	date, err := time.Parse(time.DateOnly, v)
+	return date, err == nil
+}
+
+// AtLeast reports whether revision v is rev or a later one, comparing
+// their dates; false when either is not a dated revision (see Revision).
+func AtLeast(v, rev string) bool {
+	a, ok1 := Revision(v)
+	b, ok2 := Revision(rev)
+	return ok1 && ok2 && !a.Before(b)
+}
 
 // CodeHeaderMismatch is the JSON-RPC error (HeaderMismatch) for headers
 // that disagree with the body, are missing or hold invalid characters;

@@ -96,6 +96,8 @@ func TestCheck(t *testing.T) {
 		{"versions differ", body, map[string]string{ProtocolVersion: "2026-08-01", Method: "tools/call", Name: encoded}, CodeHeaderMismatch, "does not match _meta"},
 		{"stateless header, no _meta", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, map[string]string{ProtocolVersion: "2026-07-28", Method: "tools/list"}, jsonrpc.CodeInvalidParams, "missing or invalid _meta"},
 		{"session era: not checked", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`, map[string]string{ProtocolVersion: "2025-11-25"}, 0, ""},
+		{"unknown revision: not stateless", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}`, map[string]string{ProtocolVersion: "draft"}, 0, ""},
+		{"unknown revision in _meta too", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"DRAFT-2026-v1"}}}`, map[string]string{ProtocolVersion: "DRAFT-2026-v1"}, 0, ""},
 		{"a notification: not checked", `{"jsonrpc":"2.0","method":"notifications/x"}`, nil, 0, ""},
 	}
 	for _, tt := range tests {
@@ -197,5 +199,28 @@ func TestToolsEnsure(t *testing.T) {
 	tools.Ensure(context.Background(), "unknown", list)
 	if n := lists.Load(); n != 2 {
 		t.Errorf("listed again within the second: %d calls", n)
+	}
+}
+
+// Revisions are dates: compared as dates, and a name that is no date is an
+// unknown revision, never one "newer" than 2026-07-28 (as "draft" is to a
+// string comparison).
+func TestRevisions(t *testing.T) {
+	for v, want := range map[string]bool{
+		"2026-07-28": true, "2026-07-29": true, "2027-01-01": true, "9999-12-31": true,
+		"2025-11-25": false, "2025-03-26": false, "2026-07-27": false,
+		"draft": false, "DRAFT-2026-v1": false, "latest": false, "": false, "zzzz": false,
+		"2026-7-28": false, "2026-07-28 ": false, " 2026-07-28": false, "2026-13-01": false,
+		"2026-02-30": false, "2026/07/28": false, "+026-07-28": false,
+	} {
+		if got := Stateless(v); got != want {
+			t.Errorf("Stateless(%q) = %v, want %v", v, got, want)
+		}
+	}
+	if !AtLeast("2025-06-18", "2025-06-18") || !AtLeast("2025-11-25", "2025-06-18") || AtLeast("2025-03-26", "2025-06-18") {
+		t.Error("AtLeast does not order dated revisions")
+	}
+	if AtLeast("draft", "2025-06-18") || AtLeast("2025-06-18", "draft") || AtLeast("draft", "draft") {
+		t.Error("an unknown revision compared with something")
 	}
 }
