@@ -144,10 +144,17 @@ func decodeOne(b []byte) (*Message, error) {
 			}
 			m.hasMethod = true
 		case "params":
-			if v[0] != '{' && v[0] != '[' {
+			switch {
+			case v[0] == '{' || v[0] == '[':
+				m.Params, m.params = v, [2]int{i, vend}
+			case string(v) == "null":
+				// Absent: JSON-RPC lets params be omitted, and clients
+				// that serialise an unset field write null. The bytes
+				// pass on as they came; WithParams replaces the member.
+				m.Params, m.params = nil, [2]int{}
+			default:
 				return nil, fmt.Errorf("params must be an object or an array")
 			}
-			m.Params, m.params = v, [2]int{i, vend}
 		case "result":
 			m.Result, m.result = v, [2]int{i, vend}
 		case "error":

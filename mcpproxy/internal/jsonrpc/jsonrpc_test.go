@@ -27,6 +27,11 @@ func TestDecode(t *testing.T) {
 		{in: `{"jsonrpc":"2.0","id":1}`, wantErr: "needs a method"},
 		{in: `{"jsonrpc":"2.0","result":{}}`, wantErr: "needs an id"},
 		{in: `{"jsonrpc":"2.0","id":1,"method":"a","params":3}`, wantErr: "params"},
+		{in: `{"jsonrpc":"2.0","id":1,"method":"a","params":"x"}`, wantErr: "params"},
+		{in: `{"jsonrpc":"2.0","id":1,"method":"a","params":false}`, wantErr: "params"},
+		{in: `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":null}`, n: 1},
+		{in: `{"jsonrpc":"2.0","method":"notifications/initialized","params":null}`, n: 1},
+		{in: `[{"jsonrpc":"2.0","id":1,"method":"a","params":null},{"jsonrpc":"2.0","method":"b","params" : null }]`, batch: true, n: 2},
 	}
 	for _, tt := range tests {
 		msgs, batch, err := Decode([]byte(tt.in))
@@ -68,6 +73,8 @@ func FuzzDecode(f *testing.F) {
 		`[{"jsonrpc":"2.0","method":"n"}]`,
 		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`,
 		`{"\u006aSONrpc":"2.0"}`, `[`, `{}`, ` [ ] `,
+		`{"jsonrpc":"2.0","id":1,"method":"ping","params":null}`,
+		`{"jsonrpc":"2.0","method":"n","params":{"a":1},"params":null}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -102,4 +109,34 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// "params": null is params absent (JSON-RPC lets them be omitted): the
+// message is a request or a notification without params, and setting its
+// params replaces the null.
+func TestNullParams(t *testing.T) {
+	m, err := DecodeMessage([]byte(`{"jsonrpc":"2.0","id":7,"method":"tools/list","params":null}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.IsRequest() || m.Params != nil || m.Method != "tools/list" {
+		t.Fatalf("request %+v", m)
+	}
+	if tok := ProgressToken(m); tok != nil || MetaString(m, MetaProtocolVersion) != "" {
+		t.Errorf("null params have members: %s", tok)
+	}
+	n := m.WithParams([]byte(`{"cursor":"2"}`))
+	if want := `{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{"cursor":"2"}}`; string(n.Raw) != want {
+		t.Errorf("WithParams = %s, want %s", n.Raw, want)
+	}
+	if string(n.Params) != `{"cursor":"2"}` {
+		t.Errorf("params %s", n.Params)
+	}
+	if m.WithProgressToken([]byte(`"p1"`)) != m {
+		t.Error("a progress token was set in params that are absent")
+	}
+	nt, err := DecodeMessage([]byte(`{"jsonrpc":"2.0","method":"notifications/initialized","params":null}`))
+	if err != nil || !nt.IsNotification() || nt.Params != nil {
+		t.Errorf("notification: %+v, %v", nt, err)
+	}
 }
