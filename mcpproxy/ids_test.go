@@ -45,6 +45,45 @@ func respeller(t *testing.T, sse bool) (url string, params chan string) {
 	return up.URL, params
 }
 
+// A client's id is answered with its own bytes, and matched to its
+// request however the upstream spells it: 1.0 answered as 1 is one
+// answer (not that answer plus a "stream ended without answering" error
+// for 1.0), and a call the proxy owns is still rewritten when the
+// upstream respells its id.
+func TestRespeltIDs(t *testing.T) {
+	t.Run("sse", func(t *testing.T) {
+		url, _ := respeller(t, true)
+		p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: url, Transport: "streamable"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := post(t, p, `{"jsonrpc":"2.0","id":1.0,"method":"ping"}`, nil)
+		var answers []string
+		for _, line := range strings.Split(rec.Body.String(), "\n") {
+			if data, ok := strings.CutPrefix(line, "data: "); ok && data != "" {
+				answers = append(answers, data)
+			}
+		}
+		if len(answers) != 1 || !strings.HasPrefix(answers[0], `{"id":1.0,`) || !strings.Contains(answers[0], `"result":{}`) {
+			t.Errorf("answers to id 1.0: %q", answers)
+		}
+	})
+	t.Run("owned", func(t *testing.T) {
+		url, _ := respeller(t, false)
+		p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: url, Transport: "streamable"}, Artifacts: newService(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{`2.0`, `"\u0061"`} {
+			rec := post(t, p, `{"jsonrpc":"2.0","id":`+id+`,"method":"resources/templates/list","params":{}}`, nil)
+			body := rec.Body.String()
+			if rec.Code != 200 || !strings.Contains(body, `"id":`+id) || !strings.Contains(body, `"uriTemplate":"spillway://artifacts/{id}"`) {
+				t.Errorf("id %s: %d %s", id, rec.Code, body)
+			}
+		}
+	})
+}
+
 // "params": null is params absent: the request is relayed, not refused.
 func TestNullParamsRelayed(t *testing.T) {
 	url, params := respeller(t, false)

@@ -254,8 +254,106 @@ func (m *Message) ErrorCode() int {
 // HasMethod reports whether m carries a method (a request or a notification).
 func (m *Message) HasMethod() bool { return m.hasMethod }
 
-// Key turns an id into a map key: 1 and "1" are different ids.
-func Key(id []byte) string { return string(id) }
+// Key turns an id into a map key, the same for ids a peer takes for the
+// same: a number by its exact value, however spelt (1, 1.0, 10e-1 and 1E0
+// are one id; 9007199254740993 and 9007199254740992 are two; no floating
+// point is involved), a string by its decoded text ("a" and "\u0061").
+// 1 and "1" are different ids, and null is only itself. A peer that
+// re-encodes ids (a JavaScript server answers 1.0 with 1) is matched; the
+// proxy still answers with the id bytes the client sent, which tables keep
+// beside the key.
+func Key(id []byte) string {
+	id = bytes.TrimSpace(id)
+	if len(id) >= 2 && id[0] == '"' && id[len(id)-1] == '"' {
+		if s, err := Unquote(id); err == nil {
+			return "s" + s
+		}
+	} else if k, ok := numberKey(id); ok {
+		return "n" + k
+	}
+	return "r" + string(id) // null, or not an id at all: equal only to itself
+}
+
+// Respellable reports whether a peer that decodes id and encodes it again
+// may write other bytes for it (1.0 as 1, "\u0061" as "a"): a number with
+// a fraction, an exponent or a minus zero, a string with an escape. The
+// proxy answers such an id with the bytes the client sent.
+func Respellable(id []byte) bool {
+	id = bytes.TrimSpace(id)
+	if len(id) == 0 {
+		return false
+	}
+	if id[0] == '"' {
+		return bytes.IndexByte(id, '\\') >= 0
+	}
+	return bytes.ContainsAny(id, ".eE") || bytes.HasPrefix(id, []byte("-0"))
+}
+
+// numberKey returns the canonical form of the JSON number b: its
+// significant digits without leading or trailing zeros, then "e" and the
+// exponent ("-15e-1" for -1.50), or "0" for any zero. ok is false when b
+// is not a JSON number, or its exponent is too large to be an id anyone
+// means (such an id is keyed as it is spelt).
+func numberKey(b []byte) (key string, ok bool) {
+	i, neg := 0, len(b) > 0 && b[0] == '-'
+	if neg {
+		i++
+	}
+	digitsFrom := func(j int) int {
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+		return j
+	}
+	intEnd := digitsFrom(i)
+	if intEnd == i || (b[i] == '0' && intEnd-i > 1) {
+		return "", false
+	}
+	sig := append(make([]byte, 0, len(b)), b[i:intEnd]...)
+	var exp int64
+	i = intEnd
+	if i < len(b) && b[i] == '.' {
+		end := digitsFrom(i + 1)
+		if end == i+1 {
+			return "", false
+		}
+		sig = append(sig, b[i+1:end]...)
+		exp -= int64(end - i - 1)
+		i = end
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		from := i + 1
+		if from < len(b) && (b[from] == '+' || b[from] == '-') {
+			from++
+		}
+		end := digitsFrom(from)
+		if end == from {
+			return "", false
+		}
+		e, err := strconv.ParseInt(string(b[i+1:end]), 10, 64)
+		if err != nil || e > 1<<40 || e < -1<<40 {
+			return "", false
+		}
+		exp += e
+		i = end
+	}
+	if i != len(b) {
+		return "", false
+	}
+	sig = bytes.TrimLeft(sig, "0")
+	if len(sig) == 0 {
+		return "0", true // 0, -0, 0.0 and 0e9 are one id
+	}
+	n := len(sig)
+	sig = bytes.TrimRight(sig, "0")
+	exp += int64(n - len(sig))
+	out := make([]byte, 0, len(sig)+24)
+	if neg {
+		out = append(out, '-')
+	}
+	out = append(append(out, sig...), 'e')
+	return string(strconv.AppendInt(out, exp, 10)), true
+}
 
 // WithID returns a copy of m carrying id instead of its own: the proxy
 // renumbers requests when several clients share one upstream connection.

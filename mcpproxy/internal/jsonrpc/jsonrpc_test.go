@@ -3,6 +3,7 @@ package jsonrpc
 import (
 	"bytes"
 	"encoding/json"
+	"math/big"
 	"strings"
 	"testing"
 )
@@ -73,7 +74,7 @@ func FuzzDecode(f *testing.F) {
 		`[{"jsonrpc":"2.0","method":"n"}]`,
 		`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`,
 		`{"\u006aSONrpc":"2.0"}`, `[`, `{}`, ` [ ] `,
-		`{"jsonrpc":"2.0","id":1,"method":"ping","params":null}`,
+		`{"jsonrpc":"2.0","id":1.0,"method":"ping","params":null}`,
 		`{"jsonrpc":"2.0","method":"n","params":{"a":1},"params":null}`,
 	} {
 		f.Add([]byte(s))
@@ -139,4 +140,106 @@ func TestNullParams(t *testing.T) {
 	if err != nil || !nt.IsNotification() || nt.Params != nil {
 		t.Errorf("notification: %+v, %v", nt, err)
 	}
+}
+
+// Ids a peer takes for the same are one key (a JavaScript server answers
+// 1.0 with 1), exactly: never by way of floating point, and a string is
+// never a number.
+func TestKey(t *testing.T) {
+	same := [][]string{
+		{`1`, `1.0`, `1.000`, `10e-1`, `1E0`, `0.1e1`, `100e-2`, ` 1 `},
+		{`100`, `1e2`, `1E+2`, `100.0`, `0.001e5`},
+		{`0`, `-0`, `0.0`, `0e9`, `-0.0e-3`},
+		{`-15`, `-1.5e1`, `-150e-1`},
+		{`"a"`, `"\u0061"`},
+		{`"1"`, `"\u0031"`},
+		{`null`},
+	}
+	for i, group := range same {
+		for _, id := range group {
+			if Key([]byte(id)) != Key([]byte(group[0])) {
+				t.Errorf("Key(%s) = %q, Key(%s) = %q: one id", id, Key([]byte(id)), group[0], Key([]byte(group[0])))
+			}
+		}
+		for j, other := range same {
+			if j != i && Key([]byte(other[0])) == Key([]byte(group[0])) {
+				t.Errorf("Key(%s) == Key(%s): different ids", other[0], group[0])
+			}
+		}
+	}
+	for _, pair := range [][2]string{
+		{`9007199254740993`, `9007199254740992`}, // equal as float64
+		{`1`, `"1"`}, {`1.5`, `15`}, {`-1`, `1`}, {`null`, `"null"`}, {`1e400`, `1e401`},
+		{`"a"`, `"a\u0000"`}, {`01`, `1`}, {`1.`, `1`}, {`"a`, `""`},
+	} {
+		if Key([]byte(pair[0])) == Key([]byte(pair[1])) {
+			t.Errorf("Key(%s) == Key(%s) = %q", pair[0], pair[1], Key([]byte(pair[0])))
+		}
+	}
+}
+
+// The ids a peer may write with other bytes when it decodes and encodes
+// them again: the proxy answers those with the client's own bytes.
+func TestRespellable(t *testing.T) {
+	for id, want := range map[string]bool{
+		`1.0`: true, `1e0`: true, `1E2`: true, `-0`: true, `"\u0061"`: true, `"a\"b"`: true,
+		`1`: false, `-1`: false, `0`: false, `"a"`: false, `"é"`: false, `null`: false, ``: false,
+	} {
+		if got := Respellable([]byte(id)); got != want {
+			t.Errorf("Respellable(%s) = %v, want %v", id, got, want)
+		}
+	}
+}
+
+// FuzzKey: ids come from clients and upstreams. Key never panics; two
+// numbers share a key exactly when their values are equal, two strings
+// exactly when they decode to the same text, and a number never shares
+// one with a string.
+func FuzzKey(f *testing.F) {
+	for _, c := range [][2]string{{`1`, `1.0`}, {`10e-1`, `1`}, {`-0`, `0`}, {`"a"`, `"\u0061"`}, {`1`, `"1"`},
+		{`9007199254740993`, `9007199254740992`}, {`null`, `null`}, {`1e400`, `1e400`}, {`100`, `1e2`},
+		{`1e99999999999999999999`, `1e99999999999999999999`}, {`-`, `"`}, {`"\ud800"`, `"\ufffd"`}} {
+		f.Add([]byte(c[0]), []byte(c[1]))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		ka, kb := Key(a), Key(b)
+		va, oka := idValue(a)
+		vb, okb := idValue(b)
+		if !oka || !okb {
+			return
+		}
+		if same := va == vb; same != (ka == kb) {
+			t.Fatalf("%s (%s) and %s (%s): same value %v, keys %q and %q", a, va, b, vb, same, ka, kb)
+		}
+	})
+}
+
+// idValue is an id's meaning as encoding/json and math/big see it: "s"
+// and the decoded string, or "n" and the exact rational value. ok is false
+// for anything else, and for a number with a long exponent (too costly
+// for big.Rat).
+func idValue(b []byte) (v string, ok bool) {
+	if !json.Valid(b) {
+		return "", false
+	}
+	var x any
+	d := json.NewDecoder(strings.NewReader(string(b)))
+	d.UseNumber()
+	if d.Decode(&x) != nil {
+		return "", false
+	}
+	switch x := x.(type) {
+	case string:
+		return "s" + x, true
+	case json.Number:
+		if i := strings.IndexAny(string(x), "eE"); i >= 0 && len(x)-i > 5 {
+			return "", false
+		}
+		r, ok := new(big.Rat).SetString(string(x))
+		if !ok {
+			return "", false
+		}
+		return "n" + r.String(), true
+	}
+	return "", false
 }

@@ -267,12 +267,12 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 		return false
 	}
 	copyHeaders(w.Header(), resp.Header, responseHeader)
-	rw := &rewriter{rl: rl, ctx: ctx, local: local, sess: sess}
+	rw := &rewriter{rl: rl, ctx: ctx, local: local, sess: sess, echo: respellable(pending)}
 	ct := resp.Header.Get("Content-Type")
 	switch {
 	case strings.HasPrefix(ct, "text/event-stream"):
 		rl.relaySSE(ctx, w, resp, rw, pending)
-	case strings.HasPrefix(ct, "application/json") && (len(local) > 0 || sess != nil):
+	case strings.HasPrefix(ct, "application/json") && (len(local) > 0 || sess != nil || len(rw.echo) > 0):
 		rl.relayJSON(w, resp, rw)
 	default:
 		w.WriteHeader(resp.StatusCode)
@@ -329,11 +329,30 @@ type rewriter struct {
 	ctx   context.Context
 	local map[string]*owned.Call
 	sess  *session
+	echo  map[string][]byte // jsonrpc.Key → the client's bytes, for ids an upstream may respell
+}
+
+// respellable maps the ids among ids that an upstream may write with other
+// bytes (1.0 as 1) to the bytes the client sent; nil when there are none.
+func respellable(ids [][]byte) map[string][]byte {
+	var out map[string][]byte
+	for _, id := range ids {
+		if jsonrpc.Respellable(id) {
+			if out == nil {
+				out = map[string][]byte{}
+			}
+			out[jsonrpc.Key(id)] = id
+		}
+	}
+	return out
 }
 
 func (rw *rewriter) rewrite(m *jsonrpc.Message) *jsonrpc.Message {
 	if !m.IsResponse() {
 		return m
+	}
+	if id, ok := rw.echo[jsonrpc.Key(m.ID)]; ok && !bytes.Equal(id, m.ID) {
+		m = m.WithID(id) // the client gets the id it sent, not the upstream's spelling
 	}
 	var c *owned.Call
 	if rw.sess != nil {
@@ -406,6 +425,9 @@ func (rl *Relay) relaySSE(ctx context.Context, w http.ResponseWriter, resp *http
 			rl.log.Warn("upstream event over the message cap", "limit", tooLarge.Limit, "bytes", tooLarge.Size, "id", string(id))
 			if id == nil || !g.Response {
 				continue
+			}
+			if sent, ok := open[jsonrpc.Key(id)]; ok {
+				id = sent // as the client spelt it
 			}
 			delete(open, jsonrpc.Key(id))
 			e := sse.Event{ID: tooLarge.ID, HasID: tooLarge.HasID, HasData: true,
