@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/netip"
@@ -46,6 +47,28 @@ func TestRevokeOneLink(t *testing.T) {
 	}
 	if err := c.Revoke(ctx, l.ID(), ""); !errors.Is(err, sdk.ErrInvalid) {
 		t.Errorf("no token id: %v", err)
+	}
+}
+
+// Revocations are bounded per artifact on the service; past the bound
+// Revoke says so with its own sentinel, and the links still work.
+func TestRevokeLimit(t *testing.T) {
+	ctx := context.Background()
+	c, l := uploaded(t, []byte("many revocations"))
+	var err error
+	n := 0
+	for ; n < 1000 && err == nil; n++ {
+		err = c.Revoke(ctx, l.ID(), fmt.Sprintf("never-minted-%d", n))
+	}
+	var se *sdk.Error
+	if !errors.Is(err, sdk.ErrRevocationLimit) || !errors.As(err, &se) || se.Status != http.StatusConflict {
+		t.Fatalf("revocation %d: %v", n, err)
+	}
+	if errors.Is(&sdk.Error{Status: http.StatusConflict, Code: "exists"}, sdk.ErrRevocationLimit) {
+		t.Error("another conflict taken for the revocation limit")
+	}
+	if _, err := c.FetchBytes(ctx, l); err != nil {
+		t.Errorf("the artifact's link after the limit: %v", err)
 	}
 }
 

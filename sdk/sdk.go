@@ -48,6 +48,10 @@ var (
 	// ErrInvalid is returned when the service refuses a request as
 	// malformed (HTTP 400): a bad TTL, CIDR, method or token id.
 	ErrInvalid = errors.New("spillway: invalid request")
+	// ErrRevocationLimit is returned by Revoke when the artifact, or its
+	// tenant, has as many revoked links as the service keeps (HTTP 409
+	// "revocation_limit"): delete the artifact instead.
+	ErrRevocationLimit = errors.New("spillway: too many revoked links")
 	// ErrMalformedDigest is returned, before any request, when an expected
 	// SHA-256 is not exactly 64 hex digits.
 	ErrMalformedDigest = errors.New("spillway: malformed SHA-256 digest")
@@ -87,6 +91,8 @@ func (e *Error) Is(target error) bool {
 		return target == ErrTooLarge
 	case http.StatusBadRequest:
 		return target == ErrInvalid
+	case http.StatusConflict:
+		return target == ErrRevocationLimit && e.Code == "revocation_limit"
 	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
 		return target == ErrUnavailable
 	}
@@ -317,11 +323,14 @@ func (c *Client) MintWith(ctx context.Context, id string, o MintOptions) (Link, 
 // Revoke makes one link to an artifact the caller's tenant owns stop
 // working, named by its token id (Link.TokenID); the artifact and its
 // other links live on. The service applies it on every replica within
-// its revocation delay. Revoking an unknown or already revoked token id
-// is not an error: the service tells no token id's existence. Errors:
-// ErrNotFound for an artifact that is not the caller's tenant's,
-// ErrInvalid for a malformed token id, the service's other *Error
-// answers, ErrUnavailable when it cannot be reached.
+// its revocation delay, until the artifact expires. A token id of
+// another artifact's link revokes nothing, and revoking an unknown or
+// already revoked token id is not an error: the service tells no token
+// id's existence. Errors: ErrNotFound for an artifact that is not the
+// caller's tenant's, ErrInvalid for a malformed token id,
+// ErrRevocationLimit past the service's bounds on revoked links (per
+// artifact and per tenant), the service's other *Error answers,
+// ErrUnavailable when it cannot be reached.
 func (c *Client) Revoke(ctx context.Context, id, tokenID string) error {
 	if tokenID == "" {
 		return fmt.Errorf("revoke: no token id (the link's %s): %w", MetaTokenID, ErrInvalid)
