@@ -13,6 +13,7 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"errors"
+	"fmt"
 	"io"
 	"net/url"
 	"strings"
@@ -54,6 +55,11 @@ var (
 	// (Service.MaxRevocationsPerArtifact, MaxRevocationsPerTenant):
 	// delete the artifact instead, which refuses all its links at once.
 	ErrRevocationLimit = errors.New("artifact: too many revoked links")
+	// ErrBusy is returned when a store has as many uploads in flight as it
+	// allows (in all, or of the caller's tenant) and none ended within a
+	// short wait: retry later. It wraps ErrUnavailable, so a caller that
+	// only knows that one treats it as the passing failure it is.
+	ErrBusy = fmt.Errorf("artifact: too many uploads at once: %w", ErrUnavailable)
 )
 
 // Artifact is the metadata stored with every artifact. It is immutable once

@@ -382,6 +382,8 @@ func toHTTP(err error) *httpError {
 		return &httpError{http.StatusInsufficientStorage, "insufficient_storage", "the store is full; retry later"}
 	case errors.Is(err, ErrExists):
 		return &httpError{http.StatusConflict, "exists", "artifact already exists"}
+	case errors.Is(err, ErrBusy):
+		return &httpError{http.StatusServiceUnavailable, "busy", "too many uploads at once; retry shortly"}
 	case errors.Is(err, ErrRevocationLimit):
 		return &httpError{http.StatusConflict, "revocation_limit",
 			"too many revoked links for this artifact or tenant; delete the artifact to refuse all its links"}

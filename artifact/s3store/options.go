@@ -25,8 +25,17 @@ type Options struct {
 	Region       string // [asked of the service]
 	// PartSize is the multipart part size, MinPartSize to MaxPartSize. It
 	// bounds Put's memory (one part buffer per call) and is the largest
-	// artifact uploaded with a single PUT [DefaultPartSize, 16 MiB].
+	// artifact uploaded with a single PUT; an artifact has at most 10,000
+	// parts [DefaultPartSize, 5 MiB: artifacts up to 48 GiB].
 	PartSize int64
+	// MaxPuts and MaxPutsPerTenant bound the Puts in flight, each holding
+	// up to PartSize bytes: in the process and per tenant (Artifact.Tenant).
+	// A Put past either waits up to PutWait for one to end, then fails with
+	// artifact.ErrBusy (503 with Retry-After). Upload memory is thus at
+	// most MaxPuts × PartSize [DefaultMaxPuts, 16; DefaultMaxPutsPerTenant, 4].
+	MaxPuts, MaxPutsPerTenant int
+	// PutWait is how long a Put waits for a slot [DefaultPutWait, 2s].
+	PutWait time.Duration
 	// CreateBucket makes New create a missing bucket.
 	CreateBucket bool
 	// LifecycleDays, when positive, makes New install a bucket lifecycle
@@ -74,6 +83,9 @@ func (o *Options) check() error {
 	}
 	if o.LifecycleDays < 0 {
 		return bad("negative lifecycle days")
+	}
+	if o.MaxPuts < 0 || o.MaxPutsPerTenant < 0 || o.PutWait < 0 {
+		return bad("negative upload bound")
 	}
 	if o.Timeout < 0 || o.Timeout > MaxTimeout || o.IdleTimeout < 0 || o.IdleTimeout > MaxTimeout {
 		return bad("timeouts must be within 0-%v", MaxTimeout)
@@ -126,7 +138,7 @@ func checkPrefix(p string) error {
 
 // ParseURL parses a store URL:
 //
-//	s3://BUCKET[/PREFIX]?endpoint=HOST[:PORT][&secure=false][&region=R][&create=true][&lifecycle-days=N][&part-size=SIZE][&timeout=D][&idle-timeout=D]
+//	s3://BUCKET[/PREFIX]?endpoint=HOST[:PORT][&secure=false][&region=R][&create=true][&lifecycle-days=N][&part-size=SIZE][&max-puts=N][&max-puts-per-tenant=N][&timeout=D][&idle-timeout=D]
 //
 // endpoint is required; secure defaults to true; region defaults to
 // AWS_REGION; SIZE is bytes or a number with KiB, MiB or GiB; D is a Go
@@ -196,6 +208,16 @@ func parseURL(s string, getenv func(string) string) (Options, error) {
 				return bad("lifecycle-days=%q: want a whole number of days", v)
 			}
 			o.LifecycleDays = n
+		case "max-puts", "max-puts-per-tenant":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 100000 {
+				return bad("%s=%q: want a positive whole number", k, v)
+			}
+			if k == "max-puts" {
+				o.MaxPuts = n
+			} else {
+				o.MaxPutsPerTenant = n
+			}
 		case "part-size":
 			n, err := parseSize(v)
 			if err != nil {
@@ -268,6 +290,12 @@ func (o Options) String() string {
 	}
 	if o.PartSize > 0 {
 		q.Set("part-size", strconv.FormatInt(o.PartSize, 10))
+	}
+	if o.MaxPuts > 0 {
+		q.Set("max-puts", strconv.Itoa(o.MaxPuts))
+	}
+	if o.MaxPutsPerTenant > 0 {
+		q.Set("max-puts-per-tenant", strconv.Itoa(o.MaxPutsPerTenant))
 	}
 	if o.Timeout > 0 {
 		q.Set("timeout", o.Timeout.String())

@@ -76,7 +76,8 @@ func fill(src io.Reader, buf []byte, limit int) (_ []byte, eof bool, _ error) {
 // fsstore), ErrExists when the id is taken, ErrIntegrity when the bytes
 // disagree with a declared Size or SHA256, ctx's error when ctx ends first,
 // the reader's error (wrapped) when r fails, ErrTooLarge past 10,000 parts,
-// and ErrUnavailable when the service fails. On any error no artifact is
+// ErrBusy when too many uploads are in flight (Options.MaxPuts), and
+// ErrUnavailable when the service fails. On any error no artifact is
 // visible. An empty MimeType is stored as application/octet-stream.
 func (s *Store) Put(ctx context.Context, meta artifact.Artifact, r io.Reader) (artifact.Artifact, error) {
 	a, err := artifact.Normalize(meta)
@@ -86,6 +87,11 @@ func (s *Store) Put(ctx context.Context, meta artifact.Artifact, r io.Reader) (a
 	if err := ctx.Err(); err != nil {
 		return artifact.Artifact{}, fmt.Errorf("put %s: %w", a.ID, err)
 	}
+	leave, err := s.gate.enter(ctx, a.Tenant)
+	if err != nil {
+		return artifact.Artifact{}, fmt.Errorf("put %s: %w", a.ID, err)
+	}
+	defer leave()
 	ctx, cancel := startOp(ctx) // uploads: per-request deadlines only (deadline.go)
 	defer cancel(nil)
 	src := &source{ctx: ctx, r: r, hash: sha256.New(), limit: a.Size}

@@ -15,7 +15,8 @@
 //
 // Put streams r through SHA-256 into a buffer of PartSize bytes, so upload
 // memory is bounded by PartSize (minio-go's own default for a stream of
-// unknown size buffers 528 MiB). Then:
+// unknown size buffers 528 MiB), and at most MaxPuts uploads (MaxPutsPerTenant
+// of one tenant) hold one at once. Then:
 //
 //   - An artifact that fits in one part is checked against the declared size
 //     and SHA-256 before a single byte is sent, and uploaded with one PUT
@@ -64,8 +65,15 @@ var (
 )
 
 const (
-	// DefaultPartSize is the multipart part size when Options.PartSize is 0.
-	DefaultPartSize = 16 << 20
+	// DefaultPartSize is the multipart part size when Options.PartSize is
+	// 0: S3's smallest, so that an upload holds as little as it can.
+	DefaultPartSize = MinPartSize
+	// DefaultMaxPuts, DefaultMaxPutsPerTenant and DefaultPutWait bound the
+	// uploads in flight when Options leaves them 0: 16 × 5 MiB of part
+	// buffers at most.
+	DefaultMaxPuts          = 16
+	DefaultMaxPutsPerTenant = 4
+	DefaultPutWait          = 2 * time.Second
 	// MinPartSize and MaxPartSize are S3's limits on a part.
 	MinPartSize = 5 << 20
 	MaxPartSize = 5 << 30
@@ -88,13 +96,15 @@ const (
 
 // Store is an artifact.Store in one bucket under a key prefix. Create it
 // with New; the zero value is not usable. Its methods are safe for
-// concurrent use; Put holds one part buffer (Options.PartSize) per call.
+// concurrent use; Put holds one part buffer (Options.PartSize) per call,
+// for at most Options.MaxPuts calls at once.
 type Store struct {
 	c          *minio.Client
 	core       minio.Core
 	bucket     string
 	prefix     string
 	partSize   int64
+	gate       *gate         // bounds the Puts in flight (Options.MaxPuts)
 	timeout    time.Duration // Options.Timeout (see deadline.go)
 	errTimeout error         // the cause of a bounded call's expired deadline
 }
@@ -128,7 +138,8 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("s3store: %w: %w", artifact.ErrInvalid, err)
 	}
 	s := &Store{c: c, core: minio.Core{Client: c}, bucket: o.Bucket, prefix: o.Prefix, partSize: o.PartSize,
-		timeout: timeout, errTimeout: newTimeoutError(timeout)}
+		timeout: timeout, errTimeout: newTimeoutError(timeout),
+		gate: newGate(cmp.Or(o.MaxPuts, DefaultMaxPuts), cmp.Or(o.MaxPutsPerTenant, DefaultMaxPutsPerTenant), cmp.Or(o.PutWait, DefaultPutWait))}
 	if s.partSize == 0 {
 		s.partSize = DefaultPartSize
 	}
