@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -326,13 +328,21 @@ func BenchmarkFetchDecision(b *testing.B) {
 	}
 }
 
-// A client that leaves during a decision cancels its context: the
-// decision denies, and is counted as cancelled, not as an evaluation
-// error (which alerts on a broken policy).
+// A client that disconnects during a decision cancels its request's
+// context: the decision denies, and is counted as cancelled, not as an
+// evaluation error (which alerts on a broken policy). The client is real,
+// on loopback, and leaves while the policy is evaluating.
 func TestCancelledDecision(t *testing.T) {
 	dir := t.TempDir()
+	// Minutes of small evaluation steps (OPA checks for cancellation
+	// between steps), holding no more than two short arrays.
 	writePolicy(t, dir, `package spillway
-fetch := {"allow": count(numbers.range(1, input.now)) > 0}
+slow if {
+	some i in numbers.range(1, input.now)
+	some j in numbers.range(1, input.now)
+	i * j == -1
+}
+fetch := {"allow": true} if not slow
 offload := {"offload": false}
 mint := {"allow": true}
 `)
@@ -340,13 +350,36 @@ mint := {"allow": true}
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := fetchIn("GET", "")
-	in.Now = 1e9 // long enough that the evaluation sees its context end
+	type result struct {
+		d   FetchDecision
+		err error
+	}
+	started, done := make(chan struct{}), make(chan result, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		in := fetchIn("GET", "")
+		in.Now = 100000
+		close(started)
+		d, err := e.Fetch(r.Context(), in)
+		done <- result{d, err}
+	}))
+	defer srv.Close()
 	cctx, cancel := context.WithCancel(ctx)
-	cancel()
-	d, err := e.Fetch(cctx, in)
-	if d.Allow || !errors.Is(err, ErrEval) || !errors.Is(err, context.Canceled) {
-		t.Errorf("a cancelled decision: %+v %v, want a denial wrapping ErrEval and context.Canceled", d, err)
+	req, _ := http.NewRequestWithContext(cctx, "GET", srv.URL, nil)
+	go func() {
+		<-started
+		cancel() // the client leaves: its connection is closed
+	}()
+	if _, err := http.DefaultClient.Do(req); err == nil {
+		t.Fatal("the request completed")
+	}
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the decision went on after its client left")
+	}
+	if r.d.Allow || !errors.Is(r.err, ErrEval) || !errors.Is(r.err, context.Canceled) {
+		t.Errorf("a cancelled decision: %+v %v, want a denial wrapping ErrEval and context.Canceled", r.d, r.err)
 	}
 	var m bytes.Buffer
 	e.WriteMetrics(&m)

@@ -7,6 +7,8 @@ package policy
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -52,7 +54,7 @@ func removedReason(name string) string {
 		return r
 	}
 	if strings.HasPrefix(name, "net.") && !pureNet[name] {
-		return "of the net.* built-ins only the pure CIDR ones are available (net.cidr_contains, net.cidr_contains_matches, net.cidr_intersects, net.cidr_is_valid, net.cidr_merge)"
+		return "of the net.* built-ins only the pure CIDR ones are available (" + strings.Join(slices.Sorted(maps.Keys(pureNet)), ", ") + ")"
 	}
 	return ""
 }

@@ -79,6 +79,7 @@ func TestPolicySymlinks(t *testing.T) {
 			return os.Symlink(filepath.Join(rel, "x.rego"), p+".rego")
 		}},
 		{"link to a folder outside", func(p string) error { return os.Symlink(outside, p) }},
+		{"link to its own folder", func(p string) error { return os.Symlink(".", p) }},
 		{"a named pipe", func(p string) error { return syscall.Mkfifo(p+".json", 0o600) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
