@@ -27,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
@@ -45,9 +46,20 @@ type Options struct {
 	// upstream; default 1 GiB.
 	MaxMessage int64
 	// MaxCalls caps the calls a session remembers for responses that
-	// arrive on another stream; default 4096.
+	// arrive on another stream; default 1024.
 	MaxCalls int
-	Methods  *owned.Methods
+	// MaxTenantCallBytes caps what one tenant's remembered calls hold,
+	// across its sessions; default 16 MiB.
+	MaxTenantCallBytes int
+	// MaxSessions caps the upstream sessions one tenant holds through the
+	// relay; past it the tenant's least recently used one is forgotten.
+	// Default 1024.
+	MaxSessions int
+	// SessionIdle forgets a session with no request for this long (none
+	// open: a held GET stream keeps it); its client gets 404 and starts
+	// over. Default 1 hour.
+	SessionIdle time.Duration
+	Methods     *owned.Methods
 	// DetectLegacy, when set, is asked once the upstream refuses an
 	// initialize (400, 404 or 405: the backwards-compatibility rule's
 	// sign of a legacy HTTP+SSE server); true hands this request and all
@@ -60,23 +72,19 @@ type Options struct {
 type Relay struct {
 	o   Options
 	log *slog.Logger
+	now func() time.Time
 
 	mu       sync.Mutex
-	sessions map[string]*session // the upstream's session id → who owns it
+	sessions map[string]*session     // the upstream's session id → who owns it
+	tenants  map[string]*tenantState // tenant → its sessions and calls
+	maxTotal int                     // sessions across tenants (sessions.go)
+	ended    []string                // sessions forgotten, for Methods.Ended
 	legacy   atomic.Bool
 }
 
 // Legacy reports whether the upstream turned out to speak only the legacy
 // transport: the caller serves every request itself from then on.
 func (rl *Relay) Legacy() bool { return rl.legacy.Load() }
-
-// session is what the relay knows of one upstream session.
-type session struct {
-	tenant string
-	mu     sync.Mutex
-	calls  map[string]*owned.Call // request id → call, until its response passes
-	order  []string
-}
 
 // New returns a relay.
 func New(o Options) *Relay {
@@ -90,16 +98,26 @@ func New(o Options) *Relay {
 		o.MaxMessage = 1 << 30
 	}
 	if o.MaxCalls <= 0 {
-		o.MaxCalls = 4096
+		o.MaxCalls = 1024
+	}
+	if o.MaxTenantCallBytes <= 0 {
+		o.MaxTenantCallBytes = 16 << 20
+	}
+	if o.MaxSessions <= 0 {
+		o.MaxSessions = 1024
+	}
+	if o.SessionIdle <= 0 {
+		o.SessionIdle = time.Hour
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Relay{o: o, log: o.Logger, sessions: map[string]*session{}}
+	return &Relay{o: o, log: o.Logger, now: time.Now, sessions: map[string]*session{},
+		tenants: map[string]*tenantState{}, maxTotal: maxSessions}
 }
 
-// maxSessions bounds the relay's session table; past it the oldest
-// binding is forgotten (its client then gets 404 and starts over).
+// maxSessions bounds the relay's session table across tenants (each is
+// also bounded by Options.MaxSessions); see bind.
 const maxSessions = 100_000
 
 // requestHeader reports whether a client's request header k reaches the
@@ -153,16 +171,16 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	sid := r.Header.Get("Mcp-Session-Id")
 	rq.Session = sid
 	var sess *session
+	defer rl.tellEnded()
 	if sid != "" {
-		rl.mu.Lock()
-		sess = rl.sessions[sid]
-		rl.mu.Unlock()
-		if sess == nil || sess.tenant != rq.Tenant {
-			// Unknown to this proxy, or another tenant's: the same answer,
-			// and the one that makes a client start a new session.
+		if sess = rl.lookup(sid, rq.Tenant); sess == nil {
+			// Unknown to this proxy, forgotten, or another tenant's: the
+			// same answer, and the one that makes a client start a new
+			// session.
 			httpx.WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, "session not found")
 			return false
 		}
+		defer rl.release(sess)
 	}
 	var body []byte
 	var init *jsonrpc.Message
@@ -214,7 +232,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 			}
 		}
 		if sess != nil {
-			sess.remember(local, rl.o.MaxCalls)
+			rl.remember(sess, local)
 		}
 	}
 	req, err := http.NewRequestWithContext(ctx, r.Method, rl.o.URL, bytes.NewReader(body))
@@ -252,10 +270,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 		}
 	}
 	if r.Method == http.MethodDelete && sid != "" && resp.StatusCode < 300 {
-		rl.mu.Lock()
-		delete(rl.sessions, sid)
-		rl.mu.Unlock()
-		rl.o.Methods.Ended(sid)
+		rl.forgetSession(sid)
 	}
 	if resp.StatusCode == http.StatusUnauthorized {
 		// The client's credentials never reach the upstream, so this
@@ -281,46 +296,11 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	return false
 }
 
-func (rl *Relay) bind(sid, tenant string) {
-	rl.mu.Lock()
-	defer rl.mu.Unlock()
-	if len(rl.sessions) >= maxSessions {
-		for k := range rl.sessions { // any one: map order is random
-			delete(rl.sessions, k)
-			break
-		}
+// tellEnded tells Methods of the sessions the relay forgot.
+func (rl *Relay) tellEnded() {
+	for _, sid := range rl.endedSessions() {
+		rl.o.Methods.Ended(sid)
 	}
-	rl.sessions[sid] = &session{tenant: tenant, calls: map[string]*owned.Call{}}
-}
-
-// remember records a POST's calls in its session, for responses that
-// arrive on another stream; the oldest are forgotten past max.
-func (s *session) remember(calls map[string]*owned.Call, max int) {
-	if len(calls) == 0 {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k, c := range calls {
-		if _, ok := s.calls[k]; !ok {
-			s.order = append(s.order, k)
-		}
-		s.calls[k] = c
-	}
-	for len(s.order) > max {
-		delete(s.calls, s.order[0])
-		s.order = s.order[1:]
-	}
-}
-
-// call returns the call a response answers. It stays remembered once
-// its response passed: an upstream replays that response to a client
-// that resumes with Last-Event-ID, and the replay is rewritten (offloaded)
-// as the first delivery was.
-func (s *session) call(id []byte) *owned.Call {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls[jsonrpc.Key(id)]
 }
 
 // rewriter rewrites the responses of one relayed HTTP exchange.
@@ -356,7 +336,7 @@ func (rw *rewriter) rewrite(m *jsonrpc.Message) *jsonrpc.Message {
 	}
 	var c *owned.Call
 	if rw.sess != nil {
-		c = rw.sess.call(m.ID) // wherever it arrives
+		c = rw.rl.call(rw.sess, m.ID) // wherever it arrives
 	}
 	if lc, ok := rw.local[jsonrpc.Key(m.ID)]; ok {
 		c = lc
