@@ -135,7 +135,8 @@ func (h *Handler) serve(w *countingWriter, r *http.Request, id string) (token.Cl
 	return c, nil
 }
 
-// serveContent writes a's bytes honouring HEAD, If-None-Match and Range.
+// serveContent writes a's bytes honouring HEAD, If-Match, If-None-Match and
+// Range.
 // Memory stays constant: bytes stream from the store unless the cache holds them.
 func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, a Artifact) {
 	hdr := w.Header()
@@ -147,7 +148,13 @@ func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, a Artifac
 	if !a.Expires.IsZero() {
 		hdr.Set("Expires", a.Expires.UTC().Format(http.TimeFormat))
 	}
-	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, etag) {
+	// RFC 9110 13.2.2: If-Match first, compared strongly; a false one
+	// answers 412 before anything else is considered.
+	if im := r.Header.Get("If-Match"); im != "" && !etagMatch(im, etag, false) {
+		writeError(w, &httpError{http.StatusPreconditionFailed, "precondition_failed", "the artifact does not match If-Match"})
+		return
+	}
+	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, etag, true) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
@@ -328,10 +335,17 @@ func disposition(a Artifact) string {
 	return kind
 }
 
-func etagMatch(header, etag string) bool {
+// etagMatch reports whether a list of entity tags (If-Match,
+// If-None-Match) names etag, or is "*". weak selects RFC 9110's weak
+// comparison (If-None-Match), where W/"x" matches "x"; in the strong one
+// (If-Match) a weak tag matches nothing.
+func etagMatch(header, etag string, weak bool) bool {
 	for t := range strings.SplitSeq(header, ",") {
 		t = strings.TrimSpace(t)
-		if t == "*" || strings.TrimPrefix(t, "W/") == etag {
+		if weak {
+			t = strings.TrimPrefix(t, "W/")
+		}
+		if t == "*" || t == etag {
 			return true
 		}
 	}

@@ -297,6 +297,34 @@ func TestFetch(t *testing.T) {
 			t.Fatalf("HEAD = %d len %d", resp.StatusCode, resp.ContentLength)
 		}
 	})
+	// RFC 9110 13.1.1: If-Match compares strongly and, when it fails,
+	// answers 412 before Range or If-None-Match are looked at.
+	t.Run("if-match", func(t *testing.T) {
+		etag := `"` + a.SHA256 + `"`
+		for _, tc := range []struct {
+			hdr    map[string]string
+			status int
+		}{
+			{map[string]string{"If-Match": etag}, 200},
+			{map[string]string{"If-Match": `"other", ` + etag}, 200},
+			{map[string]string{"If-Match": "*"}, 200},
+			{map[string]string{"If-Match": `"other"`}, 412},
+			{map[string]string{"If-Match": "W/" + etag}, 412}, // weak never matches strongly
+			{map[string]string{"If-Match": `"other"`, "Range": "bytes=0-1"}, 412},
+			{map[string]string{"If-Match": `"other"`, "If-None-Match": etag}, 412},
+			{map[string]string{"If-Match": etag, "Range": "bytes=0-1"}, 206},
+		} {
+			for _, method := range []string{"GET", "HEAD"} {
+				resp, got := get(t, method, l.URL, tc.hdr)
+				if resp.StatusCode != tc.status {
+					t.Errorf("%s with %v = %d, want %d", method, tc.hdr, resp.StatusCode, tc.status)
+				}
+				if resp.StatusCode == 412 && method == "GET" && errCode(t, got) != "precondition_failed" {
+					t.Errorf("412 body = %s", got)
+				}
+			}
+		}
+	})
 	t.Run("bearer", func(t *testing.T) {
 		u, _ := url.Parse(l.URL)
 		tok := u.Query().Get("t")
