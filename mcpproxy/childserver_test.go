@@ -36,11 +36,14 @@ func childCmd(mode string) (string, []string) {
 // SDK's): everything before initialize is refused; tools/call "slow"
 // sends a progress notification every 20 ms for 2 s (stopping when
 // cancelled) then its result; "silent" never answers; "flood" sends 5000 progress notifications
-// at once; "echo" answers with the caller's arguments. Every cancellation
-// it receives is reported on stderr. "null" answers every request with
-// "result": null. In every mode but null, tools/call "whoami" answers
-// with the child's uid, HOME and what it reads of $HOME/key (JSON), and
-// tools/call "crash" makes the child exit at once, with status 3.
+// at once; "endless" sends 4 KiB progress notifications until cancelled
+// (at most 20,000, so a failing test does not keep a core busy), saying
+// "sent 3000" on stderr on the way; "echo" answers with the caller's
+// arguments. Every cancellation it receives is reported on stderr. "null"
+// answers every request with "result": null. In every mode but null,
+// tools/call "whoami" answers with the child's uid, HOME and what it reads
+// of $HOME/key (JSON), and tools/call "crash" makes the child exit at
+// once, with status 3.
 func TestChildServer(t *testing.T) {
 	mode := childMode()
 	if mode == "" {
@@ -126,6 +129,25 @@ func TestChildServer(t *testing.T) {
 				}
 				send(map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": "slow done"}}}})
 			}(m.ID, m.Params.Meta.Token)
+		case m.Method == "tools/call" && m.Params.Name == "endless":
+			done := make(chan struct{})
+			cmu.Lock()
+			cancelled[string(m.ID)] = done
+			cmu.Unlock()
+			go func(tok json.RawMessage) {
+				pad := strings.Repeat("x", 4<<10)
+				for i := 1; i <= 20000; i++ {
+					select {
+					case <-done:
+						return
+					default:
+					}
+					send(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": map[string]any{"progressToken": tok, "progress": i, "message": pad}})
+					if i == 3000 {
+						fmt.Fprintln(os.Stderr, "sent 3000")
+					}
+				}
+			}(m.Params.Meta.Token)
 		case m.Method == "tools/call" && m.Params.Name == "flood":
 			for i := 0; i < 5000; i++ {
 				send(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": map[string]any{"progressToken": m.Params.Meta.Token, "progress": i, "message": strings.Repeat("x", 1000)}})

@@ -108,7 +108,13 @@ type Options struct {
 	// long, after a retry hint; the client polls for the rest (SEP-1699).
 	// Where the proxy terminates sessions (stdio and legacy upstreams).
 	StreamPollAfter time.Duration
-	Logger          *slog.Logger
+	// WriteStallTimeout cuts a /mcp response whose client reads nothing
+	// for this long, where the proxy terminates the transport (stdio and
+	// legacy upstreams): a stateless request's call is cancelled upstream,
+	// a session's stream waits to be resumed. Default 30 s; negative:
+	// never (Close still ends every response).
+	WriteStallTimeout time.Duration
+	Logger            *slog.Logger
 }
 
 // Upstream is where the proxy sends what it does not answer itself.
@@ -133,6 +139,13 @@ type Proxy struct {
 
 	closeMu sync.Mutex
 	closed  bool
+	stdio   map[*stdioRun]struct{} // ServeStdio calls running
+}
+
+// stdioRun is one ServeStdio call, for Close to end.
+type stdioRun struct {
+	cancel context.CancelFunc
+	up     stdioface.Upstream
 }
 
 // checkStateless validates a stateless request's routing headers where
@@ -212,7 +225,7 @@ func New(o Options) (*Proxy, error) {
 	})
 	faceFor := func(dial terminate.Dial) *terminate.Face {
 		return terminate.New(terminate.Options{Dial: dial, Methods: p.methods, MaxBody: o.MaxBody,
-			MaxSessions: o.MaxSessions, PollAfter: o.StreamPollAfter, Logger: o.Logger,
+			MaxSessions: o.MaxSessions, PollAfter: o.StreamPollAfter, WriteStall: o.WriteStallTimeout, Logger: o.Logger,
 			StatelessConns: o.StatelessUpstreams, StatelessIdle: o.StatelessIdle,
 			Limits: session.Limits{Window: o.StreamWindow}, CheckStateless: p.checkStateless})
 	}
@@ -262,8 +275,9 @@ func New(o Options) (*Proxy, error) {
 }
 
 // Close ends every session and stream (open responses return at once, so
-// a server's graceful shutdown need not wait for them) and stops the
-// child processes. Safe to call more than once.
+// a server's graceful shutdown need not wait for them), ends ServeStdio
+// and stops the child processes, their process groups included, before it
+// returns. Safe to call more than once.
 func (p *Proxy) Close() error {
 	p.closeMu.Lock()
 	defer p.closeMu.Unlock()
@@ -271,6 +285,13 @@ func (p *Proxy) Close() error {
 		return nil
 	}
 	p.closed = true
+	var wg sync.WaitGroup
+	for run := range p.stdio {
+		run.cancel()
+		wg.Add(1)
+		go func() { defer wg.Done(); run.up.Close() }()
+	}
+	defer wg.Wait()
 	if p.term != nil {
 		p.term.Close()
 	}
@@ -332,5 +353,24 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 	default:
 		up = &terminate.Supervisor{Dial: p.dial, OnServer: face.OnServer, Init: face.Replay, Exclusive: true, Log: p.log}
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	run := &stdioRun{cancel: cancel, up: up}
+	p.closeMu.Lock()
+	if p.closed {
+		p.closeMu.Unlock()
+		up.Close()
+		return errors.New("mcpproxy: closed")
+	}
+	if p.stdio == nil {
+		p.stdio = map[*stdioRun]struct{}{}
+	}
+	p.stdio[run] = struct{}{}
+	p.closeMu.Unlock()
+	defer func() {
+		p.closeMu.Lock()
+		delete(p.stdio, run)
+		p.closeMu.Unlock()
+	}()
 	return face.Serve(ctx, client, up)
 }

@@ -41,6 +41,7 @@ type proxyFlags struct {
 	maxInlineRead    int64
 	streamWindow     time.Duration
 	pollAfter        time.Duration
+	writeStall       time.Duration // serve's --write-stall-timeout (negative: never)
 }
 
 func (f *proxyFlags) register(fs *flag.FlagSet) {
@@ -126,7 +127,7 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 			Logger:          log,
 		})
 	}
-	return mcpproxy.New(mcpproxy.Options{
+	o := mcpproxy.Options{
 		Upstream:         up,
 		Offloader:        off,
 		OffloadResources: f.offloadResources,
@@ -142,7 +143,9 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 		StreamWindow:     f.streamWindow,
 		StreamPollAfter:  f.pollAfter,
 		Logger:           log,
-	})
+	}
+	o.WriteStallTimeout = f.writeStall
+	return mcpproxy.New(o)
 }
 
 // upstreamName names the upstream in policy inputs: its host or program.

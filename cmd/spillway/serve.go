@@ -56,7 +56,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.IntVar(&c.limits.MaxPerAddr, "max-per-addr", 64, "requests to /a/ and /v1/ one client address may have in flight; more get 503 (0: no cap)")
 	fs.Int64Var(&c.limits.MinUploadRate, "min-upload-rate", 1024, "slowest upload accepted, in `bytes` per second over --upload-window; slower ones are cut (0: none)")
 	fs.DurationVar(&c.limits.UploadWindow, "upload-window", 20*time.Second, "window over which --min-upload-rate is measured")
-	fs.DurationVar(&c.writeStall, "write-stall-timeout", 30*time.Second, "cut a fetch whose client reads nothing for this long (0: never)")
+	fs.DurationVar(&c.writeStall, "write-stall-timeout", 30*time.Second, "cut a fetch or /mcp stream whose client reads nothing for this long (0: never)")
 	c.proxyFlags.register(fs)
 }
 
@@ -191,6 +191,7 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout, st
 		// listener, sandboxes holding links may be callers.
 		api.New(d.svc, apiOpts).Register(limited)
 	}
+	c.proxyFlags.writeStall = cmp.Or(c.writeStall, -1) // the flag's 0 is "never"
 	if s.proxy, err = c.proxyFlags.build(d, mcpTenants, guard, fetch, log); err != nil {
 		return nil, err
 	}

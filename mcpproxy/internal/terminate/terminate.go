@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
@@ -48,7 +49,12 @@ type Options struct {
 	// unused this long; default 5 minutes.
 	StatelessConns int
 	StatelessIdle  time.Duration
-	Logger         *slog.Logger
+	// WriteStall cuts a response whose client reads nothing for this long
+	// (a stateless request's call is then cancelled upstream; a session's
+	// stream waits to be resumed). Default 30 s; negative: never (Close
+	// still cuts every response).
+	WriteStall time.Duration
+	Logger     *slog.Logger
 }
 
 // Face serves Streamable HTTP over dialed upstream connections. Create it
@@ -59,6 +65,9 @@ type Face struct {
 	table   *session.Table
 	shared  *Tenants // stateless requests' connections, one per tenant
 	closing chan struct{}
+
+	outsMu sync.Mutex
+	outs   map[*out]struct{} // the responses being written; nil once closed
 }
 
 // New returns a face.
@@ -69,22 +78,28 @@ func New(o Options) *Face {
 	if o.Queue <= 0 {
 		o.Queue = 1024
 	}
+	if o.WriteStall == 0 {
+		o.WriteStall = 30 * time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	f := &Face{o: o, log: o.Logger, table: session.NewTable(o.MaxSessions, 0, o.Limits), closing: make(chan struct{})}
+	f := &Face{o: o, log: o.Logger, table: session.NewTable(o.MaxSessions, 0, o.Limits),
+		closing: make(chan struct{}), outs: map[*out]struct{}{}}
 	f.shared = NewTenants(f.statelessSupervisor, o.StatelessConns, o.StatelessIdle)
 	return f
 }
 
-// Close ends every session and stream (writers return at once) and stops
-// the shared connection.
+// Close ends every session and stream and stops the shared connection.
+// Every response returns at once, a write blocked on a client that
+// stopped reading included.
 func (f *Face) Close() {
 	select {
 	case <-f.closing:
 	default:
 		close(f.closing)
 	}
+	f.cutAll()
 	f.table.Close()
 	f.shared.Close()
 }
@@ -100,6 +115,9 @@ func (f *Face) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Reques
 			f.log.Error("terminate: handler panicked", "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
+	o := f.open(w)
+	defer f.done(o)
+	w = o
 	sid := r.Header.Get("Mcp-Session-Id")
 	switch r.Method {
 	case http.MethodPost:
