@@ -413,6 +413,10 @@ func Fetch(ctx context.Context, hc *http.Client, url string, w io.Writer, o Fetc
 		if err == nil {
 			break
 		}
+		if err == errRangeShort {
+			attempt-- // not a failure: each such answer brings at least a byte
+			continue
+		}
 		if errors.Is(err, ErrIntegrity) || ctx.Err() != nil || attempt >= retries {
 			return done, err
 		}
@@ -450,15 +454,20 @@ func fetchOnce(ctx context.Context, hc *http.Client, url string, w io.Writer, fr
 		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
+	end := int64(-1) // the offset the body ends at, when announced
 	switch {
 	case resp.StatusCode == http.StatusOK && from == 0:
 		*total = resp.ContentLength
+		end = *total
 	case resp.StatusCode == http.StatusPartialContent && from > 0:
-		start, size, ok := contentRange(resp.Header.Get("Content-Range"))
-		if !ok || start != from || (*total >= 0 && size != *total) {
-			return 0, fmt.Errorf("resumed at the wrong offset or size (%s): %w", resp.Header.Get("Content-Range"), ErrIntegrity)
+		cr := resp.Header.Get("Content-Range")
+		start, last, size, ok := contentRange(cr)
+		if !ok || start != from || (*total >= 0 && size != *total) || (resp.ContentLength >= 0 && resp.ContentLength != last-start+1) {
+			return 0, fmt.Errorf("asked for bytes %d-, got %q with %d bytes: %w", from, cr, resp.ContentLength, ErrIntegrity)
 		}
-		*total = size
+		*total, end = size, last+1
+	case resp.StatusCode == http.StatusPartialContent:
+		return 0, fmt.Errorf("a 206 (%s) to a request for the whole artifact: %w", resp.Header.Get("Content-Range"), ErrIntegrity)
 	case resp.StatusCode == http.StatusOK:
 		// The bytes already written cannot be taken back.
 		return 0, fmt.Errorf("the artifact changed during the download: %w", ErrIntegrity)
@@ -468,10 +477,17 @@ func fetchOnce(ctx context.Context, hc *http.Client, url string, w io.Writer, fr
 	if e := resp.Header.Get("ETag"); e != "" {
 		*etag = e
 	}
+	body := io.Reader(resp.Body)
+	if end >= 0 { // one byte past the end shows a body longer than announced
+		body = io.LimitReader(resp.Body, end-from+1)
+	}
 	var n int64
 	buf := make([]byte, 256<<10)
 	for {
-		k, rerr := resp.Body.Read(buf)
+		k, rerr := body.Read(buf)
+		if end >= 0 && from+n+int64(k) > end {
+			return n, fmt.Errorf("more bytes than the %d announced: %w", end, ErrIntegrity)
+		}
 		if k > 0 {
 			if _, err := w.Write(buf[:k]); err != nil {
 				return n, err
@@ -482,8 +498,11 @@ func fetchOnce(ctx context.Context, hc *http.Client, url string, w io.Writer, fr
 			}
 		}
 		if rerr == io.EOF {
-			if *total >= 0 && from+n < *total {
+			switch {
+			case end >= 0 && from+n < end:
 				return n, fmt.Errorf("%w: connection closed at %d of %d bytes", ErrUnavailable, from+n, *total)
+			case *total >= 0 && from+n < *total: // a 206 whose range ends early
+				return n, errRangeShort
 			}
 			return n, nil
 		}
@@ -493,19 +512,23 @@ func fetchOnce(ctx context.Context, hc *http.Client, url string, w io.Writer, fr
 	}
 }
 
+// errRangeShort is fetchOnce's answer when a 206 brought its whole range,
+// shorter than asked: the rest is asked for at once, with no retry spent.
+var errRangeShort = errors.New("the server sent a shorter range than asked")
+
 // contentRange parses "bytes START-END/SIZE" strictly: digits only and
 // START <= END < SIZE, so a confused server cannot move the resume point.
-func contentRange(s string) (start, size int64, ok bool) {
+func contentRange(s string) (start, end, size int64, ok bool) {
 	s, ok = strings.CutPrefix(s, "bytes ")
 	r, sz, ok2 := strings.Cut(s, "/")
 	a, b, ok3 := strings.Cut(r, "-")
 	if !ok || !ok2 || !ok3 {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
 	start, ok = digits(a)
-	end, ok2 := digits(b)
+	end, ok2 = digits(b)
 	size, ok3 = digits(sz)
-	return start, size, ok && ok2 && ok3 && start <= end && end < size
+	return start, end, size, ok && ok2 && ok3 && start <= end && end < size
 }
 
 // digits parses a non-negative decimal number without sign or spaces.
