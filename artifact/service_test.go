@@ -31,6 +31,40 @@ func TestSweepDeletesOnlyExpired(t *testing.T) {
 	}
 }
 
+// The sweeper keeps an artifact, and its revocations, for the token
+// leeway past its expiry: a replica whose clock runs that much behind the
+// sweeper's still serves the artifact's links, and must find it (and find
+// a revoked link still revoked).
+func TestSweepLeavesClockSkewMargin(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	a, l := f.publish(t, []byte("x"), "text/plain", "", LinkOptions{TTL: time.Minute})
+	if err := f.svc.Revoke(ctx, a.Tenant, a.ID, l.TokenID); err != nil {
+		t.Fatal(err)
+	}
+	leeway := f.svc.Signer.Leeway
+	if leeway <= time.Second {
+		t.Fatalf("signer leeway %v: the test needs more than a second", leeway)
+	}
+	f.now = a.Expires.Add(leeway - time.Second)
+	if n, err := f.svc.Sweep(ctx); err != nil || n != 0 {
+		t.Fatalf("Sweep %v after expiry, within the leeway %v = %d, %v; want none deleted", f.now.Sub(a.Expires), leeway, n, err)
+	}
+	if _, err := f.store.Stat(ctx, a.ID); err != nil {
+		t.Fatalf("artifact swept within the leeway: %v", err)
+	}
+	if len(f.store.revoked) != 1 {
+		t.Fatalf("revocation swept within the leeway: %v", f.store.revoked)
+	}
+	f.now = a.Expires.Add(leeway)
+	if n, err := f.svc.Sweep(ctx); err != nil || n != 1 {
+		t.Fatalf("Sweep at the leeway = %d, %v; want 1", n, err)
+	}
+	if len(f.store.revoked) != 0 {
+		t.Fatalf("revocation kept past the leeway: %v", f.store.revoked)
+	}
+}
+
 func TestLinkNeverOutlivesArtifactAndTTLIsCapped(t *testing.T) {
 	f := newFixture(t)
 	f.svc.MaxTTL = time.Hour

@@ -4,15 +4,27 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/spillway-dev/spillway/artifact/token"
 )
 
 // Sweep deletes every artifact that expired before now, and every
 // revocation past its expiry, and returns how many artifacts it deleted.
 // Expiry is enforced on every read regardless; sweeping only reclaims
 // space, and keeps expired revocations from counting against a bound.
+// Both are kept for the signer's clock leeway (token.DefaultLeeway) past
+// their expiry: a replica whose clock runs behind this one's by up to that
+// still holds the artifact's links valid, and must neither find the
+// artifact gone (404 for a good link) nor a revoked link's record gone
+// (the link served again).
 func (s *Service) Sweep(ctx context.Context) (int, error) {
+	leeway := token.DefaultLeeway
+	if s.Signer != nil {
+		leeway = s.Signer.Leeway
+	}
+	before := s.now().Add(-leeway)
 	n := 0
-	err := s.Store.ListExpired(ctx, s.now(), func(id string) error {
+	err := s.Store.ListExpired(ctx, before, func(id string) error {
 		if err := s.delete(ctx, id); err != nil {
 			return err
 		}
@@ -22,7 +34,7 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	if err != nil {
 		return n, err // the store is likely down: the next sweep does the rest
 	}
-	_, err = s.Store.SweepRevocations(ctx, s.now())
+	_, err = s.Store.SweepRevocations(ctx, before)
 	return n, err
 }
 
