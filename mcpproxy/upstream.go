@@ -11,8 +11,9 @@ import (
 )
 
 // HTTPUpstream is a Streamable HTTP tool server (or a legacy HTTP+SSE
-// one). The zero Client is a client without timeouts (streams may last as
-// long as a tool runs).
+// one). Client, nil or not, is used under the upstream client policy
+// (bounded dialing and TLS handshake, no redirect to another origin); it
+// must have no overall Timeout: streams may last as long as a tool runs.
 type HTTPUpstream struct {
 	URL    string
 	Client *http.Client
