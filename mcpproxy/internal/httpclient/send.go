@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net/http"
+	"net/http/httptrace"
 	"sync"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
@@ -203,31 +203,17 @@ func (c *Conn) current() *session {
 	return c.session
 }
 
-// postBody is a POST's body that tells when the transport has read it all:
-// the request is then written (to the connection's buffer, flushed next).
-type postBody struct {
-	r       *bytes.Reader
-	written func() // nil: nobody asks
-}
-
-func newBody(b []byte, written func()) *postBody { return &postBody{bytes.NewReader(b), written} }
-
-func (b *postBody) Read(p []byte) (int, error) {
-	n, err := b.r.Read(p)
-	if b.r.Len() == 0 && b.written != nil {
-		b.written()
-	}
-	return n, err
-}
-
-// newPOST is a POST of raw (its body re-readable for a redirect or a
-// retry on a fresh connection); written is called once it is all read.
+// newPOST is a POST of raw; written, when not nil, is called once the
+// request, body included, is written to its connection's buffer (flushed
+// right after), so a message sent next does not overtake it. It may be
+// called again for a retried request.
 func newPOST(ctx context.Context, url string, raw []byte, written func()) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, newBody(raw, written))
-	if err != nil {
-		return nil, err
+	if written != nil {
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err == nil {
+				written()
+			}
+		}})
 	}
-	req.ContentLength = int64(len(raw))
-	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(newBody(raw, written)), nil }
-	return req, nil
+	return http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(raw))
 }

@@ -56,12 +56,14 @@ func TestStatelessHeaders(t *testing.T) {
 // (the server sees its client go) and no notification is POSTed.
 func TestCancelStatelessAbortsTheExchange(t *testing.T) {
 	gone := make(chan struct{})
+	running := make(chan struct{})
 	var j journal
 	url := serve(t, func(w http.ResponseWriter, r *http.Request) {
 		m := request(r)
 		j.add("%s", m.Method)
 		if m.Method == "tools/call" {
 			events(w, ": working\n\n")
+			close(running)
 			<-r.Context().Done()
 			close(gone)
 			return
@@ -70,6 +72,9 @@ func TestCancelStatelessAbortsTheExchange(t *testing.T) {
 	})
 	c := dial(t, Options{URL: url})
 	send(t, c, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"slow","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
+	// Send returns once the request is written, not once the server
+	// runs it (a cancellation before that may keep it from arriving).
+	<-running
 	send(t, c, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7}}`)
 	select {
 	case <-gone:
