@@ -90,6 +90,7 @@ func TestCancelStatelessAbortsTheExchange(t *testing.T) {
 // subscriptions/listen request, that stream is aborted too.
 func TestCancelSessionPostsAndEndsListen(t *testing.T) {
 	gone := make(chan string, 2)
+	running := make(chan string, 2)
 	var j journal
 	url := serve(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet {
@@ -104,6 +105,7 @@ func TestCancelSessionPostsAndEndsListen(t *testing.T) {
 			answer(w, m, `{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"s","version":"1"}}`)
 		case "subscriptions/listen", "tools/call":
 			events(w, ": open\n\n")
+			running <- m.Method
 			<-r.Context().Done()
 			gone <- m.Method
 		default:
@@ -114,6 +116,8 @@ func TestCancelSessionPostsAndEndsListen(t *testing.T) {
 	handshake(t, c)
 	send(t, c, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow"}}`)
 	send(t, c, `{"jsonrpc":"2.0","id":2,"method":"subscriptions/listen","params":{}}`)
+	<-running // both run upstream (Send does not wait for that)
+	<-running
 	send(t, c, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`)
 	send(t, c, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`)
 	select {
