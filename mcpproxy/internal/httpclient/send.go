@@ -153,7 +153,7 @@ func (c *Conn) exchange(ex *exchange, sent chan<- error, retry bool) {
 	resp, s, err := c.do(ex.ctx, ex, c.current(), func() { report(nil) })
 	if err != nil {
 		if !report(err) {
-			c.failed(ex, err)
+			c.failed(ex, "upstream MCP server unreachable", err)
 		}
 		c.finish(ex)
 		return
@@ -164,7 +164,7 @@ func (c *Conn) exchange(ex *exchange, sent chan<- error, retry bool) {
 		discard(resp)
 		c.log.Info("the upstream forgot the session: initializing again", "session", s.id)
 		if err := c.reinit(c.life, s); err != nil {
-			c.failed(ex, err)
+			c.failed(ex, "the upstream forgot the session, and initializing another failed", err)
 			c.finish(ex)
 			return
 		}
@@ -183,17 +183,17 @@ func (c *Conn) exchange(ex *exchange, sent chan<- error, retry bool) {
 	c.read(ex, resp)
 }
 
-// failed reports a dispatched message's failure after Send returned: as
-// its request's error response, or in the log.
-func (c *Conn) failed(ex *exchange, err error) {
+// failed reports a dispatched message's failure after Send returned: in
+// the log, and for a request as its error response, which says what
+// failed but not why (the cause names the upstream).
+func (c *Conn) failed(ex *exchange, what string, err error) {
 	if ex.ctx.Err() != nil {
 		return // aborted: nobody waits
 	}
+	c.log.Warn(what, "message", describe(ex.m), "err", err)
 	if ex.m.IsRequest() {
-		c.answerError(ex, "upstream MCP server unreachable: "+err.Error())
-		return
+		c.answerError(ex, what)
 	}
-	c.log.Warn("sending to the upstream failed", "message", describe(ex.m), "err", err)
 }
 
 // current is the live session, or nil.
