@@ -28,6 +28,10 @@ var (
 	ErrExpired = errors.New("artifact: expired")
 	// ErrUnavailable is returned when the backing store cannot be reached.
 	ErrUnavailable = errors.New("artifact: store unavailable")
+	// ErrMisconfigured is returned when the backing store refuses
+	// Spillway's credentials or lacks its bucket: a configuration error
+	// that no retry cures, for the operator, not the caller, to fix.
+	ErrMisconfigured = errors.New("artifact: store misconfigured (credentials refused or no such bucket)")
 	// ErrTooLarge is returned when an upload exceeds the configured size cap.
 	ErrTooLarge = errors.New("artifact: too large")
 	// ErrIntegrity is returned when the bytes received do not match the

@@ -403,6 +403,9 @@ func toHTTP(err error) *httpError {
 			"too many revoked links for this artifact or tenant; delete the artifact to refuse all its links"}
 	case errors.Is(err, context.Canceled):
 		return &httpError{499, "canceled", "request canceled"}
+	case errors.Is(err, ErrMisconfigured):
+		// Not passing: no Retry-After, and the operator's log says which.
+		return &httpError{http.StatusInternalServerError, "store_misconfigured", "the server's storage is misconfigured"}
 	}
 	// ErrUnavailable and anything unexpected: the store is the likely cause.
 	return &httpError{http.StatusServiceUnavailable, "unavailable", "storage is unavailable; retry shortly"}

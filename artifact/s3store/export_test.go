@@ -15,3 +15,6 @@ func Key(s *Store, id string) string { return s.key(id) }
 var ParseURLEnv = parseURL
 
 const PendingMaxAge = pendingMaxAge
+
+// Bucket returns the store's bucket.
+func Bucket(s *Store) string { return s.bucket }

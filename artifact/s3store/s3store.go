@@ -111,8 +111,9 @@ type Store struct {
 
 // New connects to o.Bucket and checks that it exists, creating it when
 // o.CreateBucket is set, and installs the lifecycle rule of o.LifecycleDays.
-// It returns ErrInvalid for bad options and ErrUnavailable when the service
-// cannot be reached, refuses the credentials, or the bucket is missing.
+// It returns ErrInvalid for bad options, ErrMisconfigured when the service
+// refuses the credentials or the bucket is missing, and ErrUnavailable
+// when the service cannot be reached.
 func New(ctx context.Context, o Options) (*Store, error) {
 	if err := o.check(); err != nil {
 		return nil, err
@@ -161,7 +162,7 @@ func New(ctx context.Context, o Options) (*Store, error) {
 	}
 	if !ok {
 		if !o.CreateBucket {
-			return nil, fmt.Errorf("s3store: bucket %s does not exist (create it, or set create=true): %w", o.Bucket, artifact.ErrUnavailable)
+			return nil, fmt.Errorf("s3store: bucket %s does not exist (create it, or set create=true): %w", o.Bucket, artifact.ErrMisconfigured)
 		}
 		bctx, cancel := s.bounded(ctx)
 		err := c.MakeBucket(bctx, o.Bucket, minio.MakeBucketOptions{Region: o.Region})
@@ -261,6 +262,9 @@ func convert(ctx context.Context, op, id string, err error) error {
 		return fmt.Errorf("%s %s: %w", op, id, artifact.ErrNotFound)
 	case "PreconditionFailed", "ConditionalRequestConflict":
 		return fmt.Errorf("%s %s: %w", op, id, artifact.ErrExists)
+	case "AccessDenied", "NoSuchBucket", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AllAccessDisabled":
+		// Configuration, not a passing failure: retrying cannot help.
+		return fmt.Errorf("%s %s: %w: %w", op, id, artifact.ErrMisconfigured, err)
 	}
 	return fmt.Errorf("%s %s: %w: %w", op, id, artifact.ErrUnavailable, err)
 }

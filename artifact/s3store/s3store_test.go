@@ -352,13 +352,19 @@ func TestNewErrors(t *testing.T) {
 	srv := miniotest.Shared(t)
 	o := srv.Options(t)
 	o.CreateBucket = false
-	if _, err := s3store.New(t.Context(), o); !errors.Is(err, artifact.ErrUnavailable) || !strings.Contains(err.Error(), "does not exist") {
-		t.Errorf("New on a missing bucket: %v", err)
+	if _, err := s3store.New(t.Context(), o); !misconfigured(err) || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("New on a missing bucket: %v, want ErrMisconfigured", err)
 	}
-	o = srv.Options(t)
-	o.SecretKey = "wrong-secret-key"
-	if _, err := s3store.New(t.Context(), o); !errors.Is(err, artifact.ErrUnavailable) {
-		t.Errorf("New with a wrong secret: %v, want ErrUnavailable", err)
+	for name, edit := range map[string]func(*s3store.Options){
+		"a wrong secret":           func(o *s3store.Options) { o.SecretKey = "wrong-secret-key" },
+		"an unknown access key":    func(o *s3store.Options) { o.AccessKey = "nobody" },
+		"anonymous (AccessDenied)": func(o *s3store.Options) { o.AccessKey, o.SecretKey = "", "" },
+	} {
+		o = srv.Options(t)
+		edit(&o)
+		if _, err := s3store.New(t.Context(), o); !misconfigured(err) {
+			t.Errorf("New with %s: %v, want ErrMisconfigured", name, err)
+		}
 	}
 	for _, edit := range []func(*s3store.Options){
 		func(o *s3store.Options) { o.PartSize = 1 << 20 },
@@ -421,5 +427,57 @@ func TestUnavailable(t *testing.T) {
 			t.Errorf("%s took %v to fail", name, d)
 		}
 		t.Logf("%s failed after %v", name, d.Round(time.Millisecond))
+	}
+}
+
+// misconfigured reports err is ErrMisconfigured and not ErrUnavailable:
+// a configuration error, not a passing one.
+func misconfigured(err error) bool {
+	return errors.Is(err, artifact.ErrMisconfigured) && !errors.Is(err, artifact.ErrUnavailable)
+}
+
+// A bucket that goes away under a running store is a configuration error
+// on every call, answered 500 store_misconfigured without Retry-After, not
+// 503 "unavailable, retry shortly"; Ping's error (what /readyz shows) names it.
+func TestMisconfiguredStore(t *testing.T) {
+	srv := miniotest.Shared(t)
+	st := srv.Store(t)
+	svc, _ := artifacttest.Serve(t, st, artifacttest.Options{})
+	a, l, err := svc.Publish(t.Context(), artifact.Artifact{MimeType: "text/plain"}, strings.NewReader("x"), artifact.LinkOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s3store.Client(st)
+	if err := c.RemoveBucketWithOptions(t.Context(), s3store.Bucket(st), minio.RemoveBucketOptions{ForceDelete: true}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for name, call := range map[string]func() error{
+		"Ping": func() error { return st.Ping(ctx) },
+		"Stat": func() error { _, err := st.Stat(ctx, a.ID); return err },
+		"Put": func() error {
+			_, err := st.Put(ctx, artifact.Artifact{ID: artifact.NewID()}, strings.NewReader("y"))
+			return err
+		},
+		"Revocations": func() error {
+			return st.Revocations(ctx, "", a.ID, time.Now(), func(artifact.Revocation) error { return nil })
+		},
+	} {
+		err := call()
+		if !misconfigured(err) {
+			t.Errorf("%s on a removed bucket: %v, want ErrMisconfigured", name, err)
+		}
+		if name == "Ping" && !strings.Contains(err.Error(), "misconfigured") {
+			t.Errorf("Ping's error does not name the cause: %v", err)
+		}
+	}
+	resp, err := http.Get(l.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 500 || resp.Header.Get("Retry-After") != "" || !strings.Contains(string(body), `"store_misconfigured"`) {
+		t.Errorf("fetch on a removed bucket = %d %v %s, want 500 store_misconfigured without Retry-After", resp.StatusCode, resp.Header, body)
 	}
 }
