@@ -38,7 +38,8 @@ func childCmd(mode string) (string, []string) {
 // cancelled) then its result; "silent" never answers; "flood" sends 5000 progress notifications
 // at once; "endless" sends 4 KiB progress notifications until cancelled
 // (at most 20,000, so a failing test does not keep a core busy), saying
-// "sent 3000" on stderr on the way; "echo" answers with the caller's
+// "sent 3000" on stderr on the way; "huge" answers with 70 MiB of text
+// (more than a session's 64 MiB buffer); "echo" answers with the caller's
 // arguments. Every cancellation it receives is reported on stderr. "null"
 // answers every request with "result": null. In every mode but null,
 // tools/call "whoami" answers with the child's uid, HOME and what it reads
@@ -148,6 +149,8 @@ func TestChildServer(t *testing.T) {
 					}
 				}
 			}(m.Params.Meta.Token)
+		case m.Method == "tools/call" && m.Params.Name == "huge":
+			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": strings.Repeat("h", 70<<20)}}}})
 		case m.Method == "tools/call" && m.Params.Name == "flood":
 			for i := 0; i < 5000; i++ {
 				send(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": map[string]any{"progressToken": m.Params.Meta.Token, "progress": i, "message": strings.Repeat("x", 1000)}})

@@ -55,7 +55,7 @@ type event struct{ id, data string }
 // readEvents yields events until f returns false or the stream ends.
 func readEvents(r io.Reader, f func(event) bool) {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(nil, 16<<20)
+	sc.Buffer(nil, 128<<20)
 	var ev event
 	for sc.Scan() {
 		line := sc.Text()

@@ -160,19 +160,23 @@ func (s *Session) Closed() bool {
 	return s.closed
 }
 
-// grew accounts for n more bytes and sheds the oldest events while the
-// session is over budget.
-func (s *Session) grew(n int) {
+// grew accounts for n more bytes, appended to st as event seq, and sheds
+// the oldest events, never that one, while the session is over budget.
+func (s *Session) grew(n int, st *Stream, seq int) {
 	s.mu.Lock()
 	s.bytes += n
 	over := s.bytes > s.lim.Budget
 	s.mu.Unlock()
 	for over {
-		st := s.oldestStream()
-		if st == nil {
+		victim := s.oldestStream(st, seq)
+		if victim == nil {
 			return
 		}
-		freed, _, ok := st.shed()
+		skip := 0
+		if victim == st {
+			skip = seq
+		}
+		freed, _, ok := victim.shed(skip)
 		if !ok {
 			return
 		}
@@ -183,7 +187,9 @@ func (s *Session) grew(n int) {
 	}
 }
 
-func (s *Session) oldestStream() *Stream {
+// oldestStream is the stream holding the session's oldest sheddable
+// event, event seq of keep aside.
+func (s *Session) oldestStream(keep *Stream, seq int) *Stream {
 	s.mu.Lock()
 	streams := make([]*Stream, 0, len(s.streams))
 	for _, st := range s.streams {
@@ -193,15 +199,20 @@ func (s *Session) oldestStream() *Stream {
 	var best *Stream
 	var bestAt time.Time
 	for _, st := range streams {
-		if at, ok := st.oldest(); ok && (best == nil || at.Before(bestAt)) {
+		skip := 0
+		if st == keep {
+			skip = seq
+		}
+		if at, ok := st.oldest(skip); ok && (best == nil || at.Before(bestAt)) {
 			best, bestAt = st, at
 		}
 	}
 	return best
 }
 
-// prune forgets events past the window and streams that ended long ago.
-func (s *Session) prune(now time.Time) {
+// prune forgets events past the window (a response's error response
+// lives until tombLife) and streams that ended long ago.
+func (s *Session) prune(now time.Time, tombLife time.Duration) {
 	s.mu.Lock()
 	streams := make([]*Stream, 0, len(s.streams))
 	for _, st := range s.streams {
@@ -210,7 +221,7 @@ func (s *Session) prune(now time.Time) {
 	s.mu.Unlock()
 	freed := 0
 	for _, st := range streams {
-		freed += st.prune(now, s.lim.Window)
+		freed += st.prune(now, s.lim.Window, tombLife)
 	}
 	s.mu.Lock()
 	s.bytes -= freed

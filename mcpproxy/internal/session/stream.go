@@ -11,10 +11,11 @@
 // Last-Event-ID, takes the stream over, pending and future events
 // included, and the earlier writer stops. Appending never blocks, so a
 // client that stops reading costs its own stream's memory (bounded by the
-// session's byte budget), never the upstream's progress. When the budget
-// forces events out before a client read them, a response is replaced by a
-// small error response for the same id and the writer reports the gap:
-// nothing is skipped silently.
+// session's byte budget), never the upstream's progress. The budget bounds
+// what waits, not one message: a message larger than the whole budget
+// still reaches a client that reads it. When the budget or the window
+// forces events out, a response is replaced by a small error response for
+// the same id and the writer reports the gap: nothing is skipped silently.
 //
 // All types are safe for concurrent use.
 package session
@@ -88,7 +89,10 @@ func (st *Stream) Append(m *jsonrpc.Message) bool {
 	st.touched = now
 	st.broadcastLocked()
 	st.mu.Unlock()
-	st.sess.grew(len(m.Raw))
+	// The budget bounds what waits, not one message: the event just
+	// appended is never what makes room, so one larger than the whole
+	// budget still reaches a client that reads it.
+	st.sess.grew(len(m.Raw), st, ev.seq)
 	return true
 }
 
@@ -199,31 +203,55 @@ func Seq(eventID string) (stream string, seq int, ok bool) {
 }
 
 // prune forgets events older than the window; it returns the bytes freed.
-func (st *Stream) prune(now time.Time, window time.Duration) int {
+// A response is not forgotten but replaced by an error response for its
+// id (a client that slept through the window learns its request failed
+// when it resumes, instead of waiting for ever), kept until tombLife.
+func (st *Stream) prune(now time.Time, window, tombLife time.Duration) int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	freed, i := 0, 0
-	for i < len(st.events) && now.Sub(st.events[i].at) > window {
-		freed += len(st.events[i].data)
-		i++
+	freed := 0
+	kept := st.events[:0]
+	for _, ev := range st.events {
+		age := now.Sub(ev.at)
+		switch {
+		case age <= window:
+		case ev.resp != nil && !ev.shed:
+			tomb := lostResponse(ev.resp, "the client did not read it within the proxy's replay window ("+window.String()+")")
+			freed += len(ev.data) - len(tomb)
+			ev.data, ev.shed = tomb, true
+			st.lost = max(st.lost, ev.seq)
+		case ev.resp != nil && age <= tombLife:
+		default:
+			freed += len(ev.data)
+			st.lost = max(st.lost, ev.seq)
+			continue
+		}
+		kept = append(kept, ev)
 	}
-	st.events = st.events[i:]
+	clear(st.events[len(kept):])
+	st.events = kept
 	return freed
 }
 
-// shed drops the stream's oldest event to bring the session under its
-// budget: a response becomes an error response for the same id (so the
-// client learns it is lost), anything else goes. It returns the bytes freed.
-func (st *Stream) shed() (freed int, at time.Time, ok bool) {
+// lostResponse is the error response that replaces a response dropped
+// before a client read it.
+func lostResponse(id []byte, why string) []byte {
+	return jsonrpc.ErrorResponse(id, jsonrpc.CodeInternalError, "the response was dropped: "+why).Raw
+}
+
+// shed drops the stream's oldest event but skip (a seq; 0: none) to bring
+// the session under its budget: a response becomes an error response for
+// the same id (so the client learns it is lost), anything else goes. It
+// returns the bytes freed.
+func (st *Stream) shed(skip int) (freed int, at time.Time, ok bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for i, ev := range st.events {
-		if ev.shed {
+		if ev.shed || ev.seq == skip {
 			continue
 		}
 		if ev.resp != nil {
-			tomb := jsonrpc.ErrorResponse(ev.resp, jsonrpc.CodeInternalError,
-				"the response was dropped: the client did not read it within the proxy's buffer").Raw
+			tomb := lostResponse(ev.resp, "the client did not read it within the proxy's buffer")
 			st.events[i].data, st.events[i].shed = tomb, true
 			st.lost = max(st.lost, ev.seq)
 			return len(ev.data) - len(tomb), ev.at, true
@@ -235,12 +263,12 @@ func (st *Stream) shed() (freed int, at time.Time, ok bool) {
 	return 0, time.Time{}, false
 }
 
-// oldest is the time of the stream's oldest sheddable event.
-func (st *Stream) oldest() (time.Time, bool) {
+// oldest is the time of the stream's oldest sheddable event but skip.
+func (st *Stream) oldest(skip int) (time.Time, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	for _, ev := range st.events {
-		if !ev.shed {
+		if !ev.shed && ev.seq != skip {
 			return ev.at, true
 		}
 	}

@@ -154,7 +154,10 @@ func (t *Table) reap() {
 		t.mu.Lock()
 		var idle []*Session
 		for id, s := range t.byID {
-			s.prune(now)
+			// An error response for a response pruned unread lives as
+			// long as an idle session does: past that, its client would
+			// find the session gone anyway.
+			s.prune(now, t.lim.Window+t.idle)
 			if s.idleFor(now) > t.idle {
 				delete(t.byID, id)
 				idle = append(idle, s)

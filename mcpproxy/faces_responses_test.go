@@ -1,0 +1,99 @@
+package mcpproxy_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spillway-dev/spillway/mcpproxy"
+)
+
+// resumeGET resumes a session's stream after lastID.
+func resumeGET(ctx context.Context, url, sid, lastID string) (*http.Response, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	req.Header.Set("Last-Event-ID", lastID)
+	return http.DefaultClient.Do(req)
+}
+
+// TestFacesPrunedResponseBecomesError: a client leaves its call's stream
+// and comes back after the replay window has passed (a laptop that slept
+// through a long call): its resumption gets an error response for the
+// call's id, never a stream that ends without one.
+func TestFacesPrunedResponseBecomesError(t *testing.T) {
+	_, url := childProxy(t, "plain", mcpproxy.Options{StreamWindow: time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	sid := initSession(t, ctx, url)
+	pctx, leave := context.WithCancel(ctx)
+	resp, err := sessionPost(pctx, url, sid, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"slow","arguments":{},"_meta":{"progressToken":"p"}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prime event
+	readEvents(resp.Body, func(ev event) bool { prime = ev; return false })
+	leave() // the laptop sleeps
+	if prime.id == "" {
+		t.Fatalf("no priming event id: %+v", prime)
+	}
+	// Resume until the call's answer is no longer its result: then the
+	// window has pruned it, and what comes must be an error for id 5.
+	for {
+		if ctx.Err() != nil {
+			t.Fatal("the result was never pruned")
+		}
+		get, err := resumeGET(ctx, url, sid, prime.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var answer string
+		readEvents(get.Body, func(ev event) bool {
+			if strings.Contains(ev.data, `"id":5`) {
+				answer = ev.data
+				return false
+			}
+			return true
+		})
+		get.Body.Close()
+		switch {
+		case strings.Contains(answer, `"result"`):
+			time.Sleep(200 * time.Millisecond) // not pruned yet: try again
+			continue
+		case answer == "":
+			t.Fatal("after the window, the resumed stream ended without an answer for id 5: the client would wait for ever")
+		case !strings.Contains(answer, `"error"`) || !strings.Contains(answer, "replay window"):
+			t.Fatalf("after the window, the answer for id 5 is not the error for a pruned response: %s", answer)
+		}
+		return
+	}
+}
+
+// TestFacesResponseOverBufferIsDelivered: one response larger than a
+// session's whole buffer (70 MiB against 64 MiB, under --max-message)
+// reaches a client that reads it at full speed, whole.
+func TestFacesResponseOverBufferIsDelivered(t *testing.T) {
+	_, url := childProxy(t, "plain", mcpproxy.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	sid := initSession(t, ctx, url)
+	resp, err := sessionPost(ctx, url, sid, `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"huge","arguments":{}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var answer string
+	readEvents(resp.Body, func(ev event) bool {
+		if strings.Contains(ev.data, `"id":6`) {
+			answer = ev.data
+			return false
+		}
+		return true
+	})
+	if n := strings.Count(answer, "h"); n < 70<<20 || strings.Contains(answer, `"error"`) {
+		t.Fatalf("the 70 MiB result came as %d bytes holding %d of its 70 MiB: %.300s", len(answer), n, answer)
+	}
+}
