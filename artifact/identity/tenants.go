@@ -5,7 +5,8 @@
 // requests). The management API and the MCP face both use it; a link token
 // is never an identity here.
 //
-// It imports only the standard library.
+// It imports only the standard library and package token, whose
+// ReadSecretFile is the one rule for files that hold secrets.
 package identity
 
 import (
@@ -15,11 +16,10 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"runtime"
 	"strings"
+
+	"github.com/spillway-dev/spillway/artifact/token"
 )
 
 // ErrUnauthenticated is returned by Authenticate when a required bearer
@@ -131,29 +131,14 @@ func (t *Tenants) parseEntry(s string) error {
 }
 
 // ReadTenantsFile reads a token file (see ParseTenantsFile). The file holds
-// secrets, so it must not be readable or writable by group or others
-// (chmod 600); otherwise nothing is parsed and an error says so.
+// secrets: it is read by token.ReadSecretFile, the one rule for secret
+// files (--key-file's too), which refuses a file other users could read or
+// change and accepts a Kubernetes secret volume; otherwise nothing is
+// parsed and an error says so.
 func ReadTenantsFile(path string) (*Tenants, error) {
-	f, err := os.Open(path)
+	b, err := token.ReadSecretFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("identity: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("identity: %w", err)
-	}
-	// Windows has no such bits; its ACLs are the operator's to set.
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 && runtime.GOOS != "windows" {
-		return nil, fmt.Errorf("identity: %s has mode %#o: a token file must not be accessible to group or others (chmod 600)", path, perm)
-	}
-	const limit = 16 << 20
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err == nil && len(b) > limit {
-		err = fmt.Errorf("larger than %d bytes", limit)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("identity: %s: %w", path, err)
 	}
 	t, err := ParseTenantsFile(b)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spillway-dev/spillway/artifact/token"
 )
 
 func authAs(t *testing.T, ts *Tenants, hdr ...string) (string, error) {
@@ -119,7 +121,7 @@ func TestReadTenantsFile(t *testing.T) {
 	if got, _ := authAs(t, ts, "Bearer alice-token-0123456789"); got != "alice" {
 		t.Errorf("token → %q", got)
 	}
-	for _, mode := range []os.FileMode{0o640, 0o604, 0o620} {
+	for _, mode := range []os.FileMode{0o644, 0o604, 0o620, 0o660} {
 		os.Chmod(path, mode)
 		if _, err := ReadTenantsFile(path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 			t.Errorf("mode %#o: err = %v", mode, err)
@@ -127,6 +129,49 @@ func TestReadTenantsFile(t *testing.T) {
 	}
 	if _, err := ReadTenantsFile(filepath.Join(t.TempDir(), "missing")); err == nil {
 		t.Error("missing file accepted")
+	}
+}
+
+// --auth-tokens-file and --key-file obey one rule (token.ReadSecretFile),
+// fit for Kubernetes secret volumes: group-readable with this process's
+// group (fsGroup) and a projected volume's 0644 files are accepted, as
+// they are for the key file; a plain world-readable file is refused by both.
+func TestTokensFileModeRuleIsTheKeyFiles(t *testing.T) {
+	const tokens = "alice-token-0123456789=alice\n"
+	plain := func(mode os.FileMode) string {
+		path := filepath.Join(t.TempDir(), "tokens")
+		os.WriteFile(path, []byte(tokens), mode)
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	projected := func(mode os.FileMode) string {
+		dir := t.TempDir()
+		ts := filepath.Join(dir, "..2026_11_26_07_00_00.000000001")
+		os.Mkdir(ts, 0o755)
+		os.WriteFile(filepath.Join(ts, "tokens"), []byte(tokens), mode)
+		os.Chmod(filepath.Join(ts, "tokens"), mode)
+		os.Symlink(filepath.Base(ts), filepath.Join(dir, "..data"))
+		os.Symlink(filepath.Join("..data", "tokens"), filepath.Join(dir, "tokens"))
+		return filepath.Join(dir, "tokens")
+	}
+	for _, tc := range []struct {
+		name string
+		path string
+		ok   bool
+	}{
+		{"0640, this process's group", plain(0o640), true},
+		{"0440, this process's group", plain(0o440), true},
+		{"projected volume, 0644", projected(0o644), true},
+		{"projected volume, 0664", projected(0o664), false},
+		{"plain 0644", plain(0o644), false},
+	} {
+		_, err := ReadTenantsFile(tc.path)
+		_, rerr := token.ReadSecretFile(tc.path)
+		if tc.ok != (err == nil) || (err == nil) != (rerr == nil) {
+			t.Errorf("%s: tokens file err = %v, secret file rule err = %v, want ok=%v for both", tc.name, err, rerr, tc.ok)
+		}
 	}
 }
 

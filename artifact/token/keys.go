@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -51,10 +52,15 @@ func ParseKeys(s string) ([]Key, error) {
 	return keys, nil
 }
 
+// MaxSecretFile is the largest file ReadSecretFile reads.
+const MaxSecretFile = 16 << 20
+
 // ReadSecretFile reads a file that holds secrets (signing keys, inbound
-// tokens, storage credentials). It refuses a file that others could read
-// or change (see checkSecretMode), so a leak by file mode is an error at
-// start, not a silent exposure.
+// tokens, storage credentials), of at most MaxSecretFile bytes. It refuses
+// a file that other users could read or change, by one rule fit for
+// Kubernetes secret volumes (see checkSecretMode: 0600, 0400; 0440 or 0640
+// with a group of this process's; any read bits in a projected volume), so
+// a leak by file mode is an error at start, not a silent exposure.
 func ReadSecretFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -65,12 +71,15 @@ func ReadSecretFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkSecretMode(fi); err != nil {
+	if err := checkSecretMode(path, fi); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var b bytes.Buffer
-	if _, err := b.ReadFrom(f); err != nil {
+	if _, err := b.ReadFrom(io.LimitReader(f, MaxSecretFile+1)); err != nil {
 		return nil, err
+	}
+	if b.Len() > MaxSecretFile {
+		return nil, fmt.Errorf("%s: larger than %d bytes", path, MaxSecretFile)
 	}
 	return b.Bytes(), nil
 }

@@ -125,6 +125,61 @@ func TestKeyFileModeRefused(t *testing.T) {
 	}
 }
 
+// projectedFile lays name out as the kubelet does in a secret or projected
+// volume: DIR/..TIMESTAMP/name holds the bytes with mode, DIR/..data links
+// to that directory, and DIR/name links to ..data/name. It returns
+// DIR/name.
+func projectedFile(t *testing.T, name string, b []byte, mode os.FileMode) string {
+	t.Helper()
+	dir := t.TempDir()
+	ts := filepath.Join(dir, "..2026_11_26_07_00_00.000000001")
+	if err := os.Mkdir(ts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ts, name), b, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(ts, name), mode); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Base(ts), filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..data", name), filepath.Join(dir, name)); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, name)
+}
+
+// One rule for secret files, fit for Kubernetes secret volumes: a
+// projected volume's files (symlinks into ..data, 0644 by default, 0440
+// under an fsGroup) are read; a write bit for group or others is refused
+// there too; a plain world-readable file, or a symlink to one outside that
+// layout, is refused.
+func TestSecretFileKubernetesVolume(t *testing.T) {
+	content := []byte(formatKeys([]Key{k1}))
+	for _, tt := range []struct {
+		mode os.FileMode
+		ok   bool
+	}{{0o644, true}, {0o444, true}, {0o440, true}, {0o400, true}, {0o664, false}, {0o646, false}} {
+		path := projectedFile(t, "signing.keys", content, tt.mode)
+		if _, err := LoadKeyFile(path); tt.ok != (err == nil) {
+			t.Errorf("projected volume, mode %04o: err = %v, want ok=%v", tt.mode, err, tt.ok)
+		}
+	}
+	// A symlink to a world-readable file, not in the kubelet's layout.
+	dir := t.TempDir()
+	target := filepath.Join(dir, "real")
+	writeKeys(t, target, 0o644, k1)
+	link := filepath.Join(dir, "signing.keys")
+	if err := os.Symlink("real", link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadKeyFile(link); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("symlink to a 0644 file outside a projected volume: err = %v, want refused", err)
+	}
+}
+
 // A failed first write left an empty key file, which then refused every
 // restart ("no keys"). The file must appear complete or not at all.
 func TestKeyFileFailedFirstWriteLeavesNothing(t *testing.T) {

@@ -6,4 +6,4 @@ import "io/fs"
 
 // checkSecretMode has nothing to check where permission bits are not the
 // access control (Windows uses ACLs).
-func checkSecretMode(fs.FileInfo) error { return nil }
+func checkSecretMode(string, fs.FileInfo) error { return nil }
