@@ -21,10 +21,12 @@ type MintAuthorizer interface {
 
 // LinkOptions shape a minted link.
 type LinkOptions struct {
-	TTL      time.Duration // 0: Service.DefaultTTL; never beyond the artifact's expiry
-	Method   token.Method  // zero: token.MethodGet
-	CIDR     netip.Prefix  // client address binding; zero: none
-	Tenant   string        // who asks; the link is bound to the artifact's tenant
+	TTL    time.Duration // 0: Service.DefaultTTL; never beyond the artifact's expiry
+	Method token.Method  // zero: token.MethodGet
+	CIDR   netip.Prefix  // client address binding; zero: none
+	Tenant string        // who asks; the link is bound to the artifact's tenant
+	// Audience is a label signed into the link for the fetch policy
+	// (token.Claims.Audience); it binds nothing by itself.
 	Audience string
 	Source   string // for the mint decision: "offload", "api", "cli", "stream"
 }

@@ -64,8 +64,11 @@ type Claims struct {
 	Expires   time.Time    // second precision
 	CIDR      netip.Prefix // client address binding; zero means none
 	Tenant    string       // the artifact's tenant must equal it; "" means none
-	Audience  string       // free-form, for policy; "" means none
-	ID        string       // token id (ValidID), for logs and revocation
+	// Audience is a free-form label for the fetch policy; "" means none.
+	// It is signed but binds nothing: a fetcher presents only the link,
+	// so nothing proves who it is.
+	Audience string
+	ID       string // token id (ValidID), for logs and revocation
 }
 
 // Key is one HMAC-SHA256 key.
