@@ -1,7 +1,9 @@
 package mcpproxy_test
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -95,5 +97,47 @@ func TestFacesResponseOverBufferIsDelivered(t *testing.T) {
 	})
 	if n := strings.Count(answer, "h"); n < 70<<20 || strings.Contains(answer, `"error"`) {
 		t.Fatalf("the 70 MiB result came as %d bytes holding %d of its 70 MiB: %.300s", len(answer), n, answer)
+	}
+}
+
+// comment reads a stream's lines until an SSE comment, which it returns
+// ("" if the stream ended first).
+func comment(r io.Reader) string {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		if c, ok := strings.CutPrefix(sc.Text(), ":"); ok {
+			return strings.TrimSpace(c)
+		}
+	}
+	return ""
+}
+
+// TestFacesKeepAlive: long, silent calls' event streams get keep-alive
+// comments (so a load balancer's idle timeout does not cut them), in both
+// eras; the stateless call's response headers come without waiting for
+// its result.
+func TestFacesKeepAlive(t *testing.T) {
+	_, url := childProxy(t, "plain", mcpproxy.Options{StreamKeepAlive: 100 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	sid := initSession(t, ctx, url)
+	resp, err := sessionPost(ctx, url, sid, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"silent","arguments":{}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if c := comment(resp.Body); c != "keep-alive" {
+		t.Fatalf("a silent session call's stream: comment %q, want keep-alive", c)
+	}
+	resp, err = statelessPost(ctx, url, 8, "tools/call", map[string]any{"name": "silent", "arguments": map[string]any{}})
+	if err != nil {
+		t.Fatalf("a silent stateless call got no response headers: %v", err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("a silent stateless call answered %s %q", resp.Status, ct)
+	}
+	if c := comment(resp.Body); c != "keep-alive" {
+		t.Fatalf("a silent stateless call's stream: comment %q, want keep-alive", c)
 	}
 }

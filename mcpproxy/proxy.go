@@ -114,7 +114,12 @@ type Options struct {
 	// a session's stream waits to be resumed. Default 30 s; negative:
 	// never (Close still ends every response).
 	WriteStallTimeout time.Duration
-	Logger            *slog.Logger
+	// StreamKeepAlive is how often an open /mcp event stream gets an SSE
+	// comment, where the proxy terminates the transport, so that no load
+	// balancer's idle timeout cuts a long, silent call. Default 15 s;
+	// negative: never.
+	StreamKeepAlive time.Duration
+	Logger          *slog.Logger
 }
 
 // Upstream is where the proxy sends what it does not answer itself.
@@ -225,7 +230,7 @@ func New(o Options) (*Proxy, error) {
 	})
 	faceFor := func(dial terminate.Dial) *terminate.Face {
 		return terminate.New(terminate.Options{Dial: dial, Methods: p.methods, MaxBody: o.MaxBody,
-			MaxSessions: o.MaxSessions, PollAfter: o.StreamPollAfter, WriteStall: o.WriteStallTimeout, Logger: o.Logger,
+			MaxSessions: o.MaxSessions, PollAfter: o.StreamPollAfter, WriteStall: o.WriteStallTimeout, KeepAlive: o.StreamKeepAlive, Logger: o.Logger,
 			StatelessConns: o.StatelessUpstreams, StatelessIdle: o.StatelessIdle,
 			Limits: session.Limits{Window: o.StreamWindow}, CheckStateless: p.checkStateless})
 	}

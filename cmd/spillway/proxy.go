@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -42,6 +43,7 @@ type proxyFlags struct {
 	streamWindow     time.Duration
 	pollAfter        time.Duration
 	writeStall       time.Duration // serve's --write-stall-timeout (negative: never)
+	keepAlive        time.Duration
 }
 
 func (f *proxyFlags) register(fs *flag.FlagSet) {
@@ -66,6 +68,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.streamMode, "stream-mode", "direct", "how resources/stream delivers artifacts: direct (bytes in the response), redirect (302 to presigned storage; S3) or download (a downloadUrl)")
 	fs.Int64Var(&f.maxInlineRead, "max-inline-read", 32<<20, "largest artifact resources/read returns (base64 in JSON), in `bytes`")
 	fs.DurationVar(&f.streamWindow, "stream-window", 2*time.Minute, "how long SSE events stay replayable for a client that reconnects with Last-Event-ID")
+	fs.DurationVar(&f.keepAlive, "sse-keep-alive", 15*time.Second, "send an SSE comment on an open /mcp stream this often, so that no load balancer's idle timeout cuts it (0: never)")
 	fs.DurationVar(&f.pollAfter, "sse-poll-after", 0, "end a long call's SSE stream after this long; the client polls for the rest with GET (SEP-1699; 0: never)")
 	fs.StringVar(&f.noOffloadTools, "no-offload-tools", "", "tools whose outputs are never offloaded (`list`, comma-separated)")
 }
@@ -145,6 +148,7 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 		Logger:           log,
 	}
 	o.WriteStallTimeout = f.writeStall
+	o.StreamKeepAlive = cmp.Or(f.keepAlive, -1) // the flag's 0 is "never"
 	return mcpproxy.New(o)
 }
 

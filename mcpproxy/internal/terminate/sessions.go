@@ -212,9 +212,7 @@ func (f *Face) write(ctx context.Context, w http.ResponseWriter, s *session.Sess
 	release := s.Hold()
 	defer release()
 	gen := st.Attach()
-	sse.SetHeaders(w.Header())
-	w.WriteHeader(http.StatusOK)
-	sw := sse.NewWriter(w)
+	sw := openEvents(w)
 	last := st.ID() + "_" + strconv.Itoa(cursor)
 	if prime {
 		if sw.Write(sse.Event{ID: last, HasID: true, HasData: true, Retry: time.Second, HasRetry: true}) != nil {
@@ -234,6 +232,8 @@ func (f *Face) write(ctx context.Context, w http.ResponseWriter, s *session.Sess
 		defer t.Stop()
 		poll = t.C
 	}
+	keep, stop := f.keepAlive()
+	defer stop()
 	for {
 		b := st.Next(gen, cursor)
 		if !b.Owner {
@@ -262,6 +262,10 @@ func (f *Face) write(ctx context.Context, w http.ResponseWriter, s *session.Sess
 		case <-f.closing:
 			return
 		case <-b.Wake:
+		case <-keep:
+			if sw.Write(keepAliveEvent) != nil {
+				return
+			}
 		case <-poll:
 			// Closed on purpose: an id and a retry hint, and the client
 			// polls with GET and Last-Event-ID for the rest.

@@ -129,6 +129,11 @@ func (f *Face) statelessPOST(w http.ResponseWriter, r *http.Request, rq owned.Re
 	f.respondStateless(ctx, w, r, q, want)
 }
 
+// headerGrace is how long a stateless call with an event stream may stay
+// silent before its response headers go: long enough for a quick error
+// to keep its HTTP status, short against any client's header timeout.
+const headerGrace = time.Second
+
 // respondStateless writes what arrives for one stateless request until
 // every request is answered. When the first thing to arrive completes the
 // request it goes as plain JSON, so an error can carry its HTTP status;
@@ -136,6 +141,14 @@ func (f *Face) statelessPOST(w http.ResponseWriter, r *http.Request, rq owned.Re
 func (f *Face) respondStateless(ctx context.Context, w http.ResponseWriter, r *http.Request, q *queue, want int) {
 	var sw *sse.Writer
 	var out [][]byte // a JSON-only client's responses
+	keep, stop := f.keepAlive()
+	defer stop()
+	var grace <-chan time.Time
+	if wantsSSE(r) {
+		t := time.NewTimer(headerGrace)
+		defer t.Stop()
+		grace = t.C
+	}
 	for want > 0 {
 		items, cut := q.take()
 		if cut {
@@ -162,9 +175,7 @@ func (f *Face) respondStateless(ctx context.Context, w http.ResponseWriter, r *h
 				return
 			}
 			if sw == nil {
-				sse.SetHeaders(w.Header())
-				w.WriteHeader(http.StatusOK)
-				sw = sse.NewWriter(w)
+				sw = openEvents(w)
 			}
 			if sw.Write(sse.Event{Data: m.Raw, HasData: true}) != nil {
 				return
@@ -173,8 +184,24 @@ func (f *Face) respondStateless(ctx context.Context, w http.ResponseWriter, r *h
 		if want == 0 {
 			break
 		}
-		if !f.wait(ctx, q.wake) {
+		select {
+		case <-ctx.Done():
 			return
+		case <-f.closing:
+			return
+		case <-q.wake:
+		case <-grace:
+			// A silent call: headers now, so that no client's header
+			// timeout fires (only a quick error keeps its HTTP status).
+			if sw == nil {
+				if sw = openEvents(w); sw.Flush() != nil {
+					return
+				}
+			}
+		case <-keep:
+			if sw != nil && sw.Write(keepAliveEvent) != nil {
+				return
+			}
 		}
 	}
 	if !wantsSSE(r) {

@@ -25,6 +25,7 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/session"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 )
 
 // Options configure a Face. Dial and Methods are required.
@@ -54,7 +55,11 @@ type Options struct {
 	// stream waits to be resumed). Default 30 s; negative: never (Close
 	// still cuts every response).
 	WriteStall time.Duration
-	Logger     *slog.Logger
+	// KeepAlive is how often an open event stream gets an SSE comment, so
+	// that no load balancer's idle timeout cuts a long, silent call.
+	// Default 15 s; negative: never.
+	KeepAlive time.Duration
+	Logger    *slog.Logger
 }
 
 // Face serves Streamable HTTP over dialed upstream connections. Create it
@@ -80,6 +85,9 @@ func New(o Options) *Face {
 	}
 	if o.WriteStall == 0 {
 		o.WriteStall = 30 * time.Second
+	}
+	if o.KeepAlive == 0 {
+		o.KeepAlive = 15 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -211,4 +219,24 @@ func hasMethod(msgs []*jsonrpc.Message, method string) bool {
 // wantsSSE reports whether the client takes an event stream.
 func wantsSSE(r *http.Request) bool {
 	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+// keepAlive ticks every KeepAlive (never when off); stop releases it.
+func (f *Face) keepAlive() (tick <-chan time.Time, stop func()) {
+	if f.o.KeepAlive < 0 {
+		return nil, func() {}
+	}
+	t := time.NewTicker(f.o.KeepAlive)
+	return t.C, t.Stop
+}
+
+// keepAliveEvent is the comment an idle stream gets: readers ignore it,
+// load balancers see traffic.
+var keepAliveEvent = sse.Event{Comments: []string{"keep-alive"}}
+
+// openEvents answers with an event stream and returns its writer.
+func openEvents(w http.ResponseWriter) *sse.Writer {
+	sse.SetHeaders(w.Header())
+	w.WriteHeader(http.StatusOK)
+	return sse.NewWriter(w)
 }
