@@ -300,6 +300,9 @@ func (p *Proxy) Close() error {
 	if p.term != nil {
 		p.term.Close()
 	}
+	if p.relay != nil {
+		p.relay.Close()
+	}
 	if p.legacy != nil && p.relay.Legacy() {
 		p.legacy().Close()
 	}

@@ -24,11 +24,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
@@ -60,6 +62,10 @@ type Options struct {
 	// over. Default 1 hour.
 	SessionIdle time.Duration
 	Methods     *owned.Methods
+	// WriteTimeout cuts a client that stops reading: every write to it
+	// must progress within this (one that reads slowly but steadily is
+	// never cut). Its request is then cancelled upstream. Default 30 s.
+	WriteTimeout time.Duration
 	// DetectLegacy, when set, is asked once the upstream refuses an
 	// initialize (400, 404 or 405: the backwards-compatibility rule's
 	// sign of a legacy HTTP+SSE server); true hands this request and all
@@ -80,6 +86,16 @@ type Relay struct {
 	maxTotal int                     // sessions across tenants (sessions.go)
 	ended    []string                // sessions forgotten, for Methods.Ended
 	legacy   atomic.Bool
+
+	closing context.Context // done once Close is called: every relayed request ends
+	close   context.CancelFunc
+}
+
+// Close ends every relayed request and stream, and refuses new ones
+// (503), so that a server's graceful shutdown need not wait for them.
+// Safe to call more than once.
+func (rl *Relay) Close() {
+	rl.close()
 }
 
 // Legacy reports whether the upstream turned out to speak only the legacy
@@ -109,11 +125,15 @@ func New(o Options) *Relay {
 	if o.SessionIdle <= 0 {
 		o.SessionIdle = time.Hour
 	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 30 * time.Second
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	closing, cancel := context.WithCancel(context.Background())
 	return &Relay{o: o, log: o.Logger, now: time.Now, sessions: map[string]*session{},
-		tenants: map[string]*tenantState{}, maxTotal: maxSessions}
+		tenants: map[string]*tenantState{}, maxTotal: maxSessions, closing: closing, close: cancel}
 }
 
 // maxSessions bounds the relay's session table across tenants (each is
@@ -167,7 +187,15 @@ func responseHeader(k string) bool { return !hopHeaders[k] }
 // and put the body back, when the upstream turned out to be legacy-only
 // (see Options.DetectLegacy).
 func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Request, maxBody int64) (legacy bool) {
-	ctx := r.Context()
+	// The upstream request ends with the client's, with Close, and when
+	// the client is cut for not reading.
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(rl.closing, cancel)()
+	if rl.closing.Err() != nil {
+		http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		return false
+	}
 	sid := r.Header.Get("Mcp-Session-Id")
 	rq.Session = sid
 	var sess *session
@@ -283,15 +311,24 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	}
 	copyHeaders(w.Header(), resp.Header, responseHeader)
 	rw := &rewriter{rl: rl, ctx: ctx, local: local, sess: sess, echo: respellable(pending)}
+	out := newStallWriter(ctx, rl.closing, w, rl.o.WriteTimeout)
+	defer out.done()
 	ct := resp.Header.Get("Content-Type")
 	switch {
 	case strings.HasPrefix(ct, "text/event-stream"):
-		rl.relaySSE(ctx, w, resp, rw, pending)
+		rl.relaySSE(ctx, w, out, resp, rw, pending)
 	case strings.HasPrefix(ct, "application/json") && (len(local) > 0 || sess != nil || len(rw.echo) > 0):
-		rl.relayJSON(w, resp, rw)
+		rl.relayJSON(w, out, resp, rw)
 	default:
 		w.WriteHeader(resp.StatusCode)
-		io.Copy(w, resp.Body)
+		io.Copy(out, resp.Body)
+	}
+	if out.stalled() {
+		rl.log.Warn("a client stopped reading its response; cut, and its requests cancelled upstream", "unanswered", len(pending))
+		cancel()
+		if sid != "" {
+			go rl.cancelUpstream(sid, r.Header.Get("Mcp-Protocol-Version"), pending)
+		}
 	}
 	return false
 }
@@ -348,8 +385,9 @@ func (rw *rewriter) rewrite(m *jsonrpc.Message) *jsonrpc.Message {
 	return rw.rl.o.Methods.After(rw.ctx, c, m)
 }
 
-// relayJSON rewrites a JSON response body.
-func (rl *Relay) relayJSON(w http.ResponseWriter, resp *http.Response, rw *rewriter) {
+// relayJSON rewrites a JSON response body. Headers go to w, the body to
+// out.
+func (rl *Relay) relayJSON(w http.ResponseWriter, out io.Writer, resp *http.Response, rw *rewriter) {
 	body, err := httpx.ReadAllSized(resp.Body, resp.ContentLength, rl.o.MaxMessage)
 	if err != nil {
 		rl.log.Warn("reading the upstream response failed", "err", err)
@@ -359,21 +397,21 @@ func (rl *Relay) relayJSON(w http.ResponseWriter, resp *http.Response, rw *rewri
 	msgs, batch, err := jsonrpc.Decode(body)
 	if err != nil {
 		w.WriteHeader(resp.StatusCode) // not JSON-RPC: not ours to judge
-		w.Write(body)
+		out.Write(body)
 		return
 	}
 	status := resp.StatusCode
-	out := make([][]byte, 0, len(msgs))
+	msgsOut := make([][]byte, 0, len(msgs))
 	for _, m := range msgs {
 		n := rw.rewrite(m)
 		if n != m && m.Error != nil && n.Error == nil && status >= 400 {
 			status = http.StatusOK // the proxy answered what the upstream could not
 		}
-		out = append(out, n.Raw)
+		msgsOut = append(msgsOut, n.Raw)
 	}
 	w.Header().Del("Content-Length")
 	w.WriteHeader(status)
-	httpx.WriteMessages(w, out, batch)
+	httpx.WriteMessages(out, msgsOut, batch)
 }
 
 // relaySSE relays an event stream event by event, as it came: ids, names,
@@ -384,8 +422,11 @@ func (rl *Relay) relayJSON(w http.ResponseWriter, resp *http.Response, rw *rewri
 // If the stream breaks, or ends without an event id to resume from, while
 // requests of this POST are unanswered, each of them gets an error: no
 // client waits for ever (the stdio face does the same).
-func (rl *Relay) relaySSE(ctx context.Context, w http.ResponseWriter, resp *http.Response, rw *rewriter, pending [][]byte) {
-	sw := sse.NewWriter(w)
+//
+// Headers go to w at once; events go to out.
+func (rl *Relay) relaySSE(ctx context.Context, w http.ResponseWriter, out *stallWriter,
+	resp *http.Response, rw *rewriter, pending [][]byte) {
+	sw := sse.NewWriter(out)
 	w.WriteHeader(resp.StatusCode)
 	if sw.Flush() != nil {
 		return
@@ -439,8 +480,114 @@ func (rl *Relay) relaySSE(ctx context.Context, w http.ResponseWriter, resp *http
 			}
 		}
 		if err := sw.Write(ev); err != nil {
-			return // the client went away; closing resp.Body tells the upstream
+			return // the client went away or stalled; closing resp.Body tells the upstream
 		}
+	}
+}
+
+// stallWriter writes a response body under a write deadline that extends
+// on progress (artifact.WriteWithin): a client that stops reading fails
+// the write after timeout, one that reads slowly never does. It keeps
+// the first error. Once ctx is done every later write fails. Not safe
+// for concurrent use (sse.Writer serialises).
+type stallWriter struct {
+	ctx     context.Context
+	w       http.ResponseWriter
+	ctl     *http.ResponseController
+	timeout time.Duration
+	err     error
+	stop    func() bool
+	closing context.Context
+}
+
+// stalled reports whether the client was cut for not reading (rather
+// than gone, or ended by Close).
+func (s *stallWriter) stalled() bool {
+	return errors.Is(s.err, os.ErrDeadlineExceeded) && s.closing.Err() == nil
+}
+
+// newStallWriter returns a stallWriter to w. ctx is the request's; once
+// closing is done a write blocked on the client fails at once.
+func newStallWriter(ctx, closing context.Context, w http.ResponseWriter, timeout time.Duration) *stallWriter {
+	s := &stallWriter{ctx: ctx, closing: closing, w: w, ctl: http.NewResponseController(w), timeout: timeout}
+	s.stop = context.AfterFunc(closing, func() { s.ctl.SetWriteDeadline(time.Now()) })
+	return s
+}
+
+// stallChunk is the most one write deadline covers.
+const stallChunk = 64 << 10
+
+func (s *stallWriter) deadline(t time.Time) error {
+	if err := s.ctx.Err(); err != nil && !t.IsZero() {
+		return err
+	}
+	if err := s.ctl.SetWriteDeadline(t); !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}
+
+func (s *stallWriter) keep(err error) error {
+	if s.err == nil {
+		s.err = err
+	}
+	return err
+}
+
+func (s *stallWriter) Write(p []byte) (int, error) {
+	n, err := artifact.WriteWithin(s.w, p, stallChunk, s.timeout, s.deadline)
+	return n, s.keep(err)
+}
+
+// Flush sends what is buffered, under the deadline.
+func (s *stallWriter) Flush() error {
+	if err := s.deadline(time.Now().Add(s.timeout)); err != nil {
+		return s.keep(err)
+	}
+	if err := s.ctl.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return s.keep(err)
+	}
+	return nil
+}
+
+// done flushes under the deadline, then clears it: the connection may
+// serve further requests, which must not inherit it.
+func (s *stallWriter) done() {
+	if s.stop() && s.ctx.Err() == nil && s.Flush() == nil {
+		s.deadline(time.Time{})
+	}
+}
+
+// cancelUpstream tells the upstream session sid that the requests ids,
+// whose client was cut, are cancelled: in the session era a closed
+// stream is not a cancellation (the client could resume it), so the
+// upstream would otherwise run them to the end.
+func (rl *Relay) cancelUpstream(sid, version string, ids [][]byte) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, id := range ids {
+		body := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + string(id) +
+			`,"reason":"the client stopped reading its response"}}`)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, rl.o.URL, bytes.NewReader(body))
+		if err != nil {
+			return
+		}
+		for k, vs := range rl.o.Header {
+			req.Header[k] = vs
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", sid)
+		if version != "" {
+			req.Header.Set("Mcp-Protocol-Version", version)
+		}
+		resp, err := rl.o.Client.Do(req)
+		if err != nil {
+			rl.log.Warn("cancelling a request upstream failed", "err", redactErr(err))
+			return
+		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
 	}
 }
 

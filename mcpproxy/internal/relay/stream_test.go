@@ -1,0 +1,86 @@
+package relay
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
+)
+
+// floodUpstream is a session-era upstream whose tools/call streams 64 KiB
+// progress notifications until its request ends (reported on ended), and
+// that reports each notifications/cancelled it gets on cancelled.
+func floodUpstream(t *testing.T) (url string, ended chan struct{}, cancelled chan string) {
+	ended, cancelled = make(chan struct{}, 1), make(chan string, 10)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		switch {
+		case strings.Contains(string(body), `"initialize"`):
+			w.Header().Set("Mcp-Session-Id", "s1")
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"u","version":"1"}}}`)
+		case strings.Contains(string(body), `"tools/call"`):
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.WriteHeader(http.StatusOK)
+			note := `data: {"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p","progress":1,"message":"` +
+				strings.Repeat("x", 64<<10) + `"}}` + "\n\n"
+			for {
+				if _, err := io.WriteString(w, note); err != nil {
+					break
+				}
+				if http.NewResponseController(w).Flush() != nil {
+					break
+				}
+			}
+			ended <- struct{}{}
+		case strings.Contains(string(body), `"notifications/cancelled"`):
+			cancelled <- string(body)
+			w.WriteHeader(http.StatusAccepted)
+		default:
+			w.WriteHeader(http.StatusAccepted)
+		}
+	}))
+	t.Cleanup(up.Close)
+	return up.URL, ended, cancelled
+}
+
+// A client that stops reading its stream is cut by the write deadline,
+// and its call is cancelled upstream: the upstream's request ends and it
+// gets notifications/cancelled for the call. Before: the relay blocked
+// in a write for ever, the upstream streamed on, nothing was cancelled.
+func TestStalledClientIsCut(t *testing.T) {
+	url, ended, cancelled := floodUpstream(t)
+	rl := New(Options{URL: url, Methods: owned.New(owned.Options{}), WriteTimeout: 300 * time.Millisecond})
+	front := front(t, rl)
+	sid := (&client{t: t, url: front, tenant: "a"}).open()
+	// A real client that sends its call and never reads a byte.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(strings.TrimSuffix(front, "/mcp"), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4 << 10)
+	body := `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"t","_meta":{"progressToken":"p"}}}`
+	fmt.Fprintf(conn, "POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
+		"X-Tenant: a\r\nMcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-11-25\r\nContent-Length: %d\r\n\r\n%s", sid, len(body), body)
+	guard := time.After(2 * time.Minute) // a deadlock guard, not a measure
+	select {
+	case <-ended:
+	case <-guard:
+		t.Fatal("the upstream still streams to a client that reads nothing: it was never cut")
+	}
+	select {
+	case n := <-cancelled:
+		if !strings.Contains(n, `"requestId":5`) {
+			t.Errorf("cancelled the wrong request: %s", n)
+		}
+	case <-guard:
+		t.Fatal("the call was not cancelled upstream")
+	}
+}
