@@ -66,6 +66,9 @@ type Options struct {
 	// must progress within this (one that reads slowly but steadily is
 	// never cut). Its request is then cancelled upstream. Default 30 s.
 	WriteTimeout time.Duration
+	// KeepAlive is how often an idle relayed event stream gets an SSE
+	// comment, so that load balancers' idle timeouts keep it. Default 20 s.
+	KeepAlive time.Duration
 	// DetectLegacy, when set, is asked once the upstream refuses an
 	// initialize (400, 404 or 405: the backwards-compatibility rule's
 	// sign of a legacy HTTP+SSE server); true hands this request and all
@@ -127,6 +130,9 @@ func New(o Options) *Relay {
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 30 * time.Second
+	}
+	if o.KeepAlive <= 0 {
+		o.KeepAlive = 20 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -316,7 +322,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	ct := resp.Header.Get("Content-Type")
 	switch {
 	case strings.HasPrefix(ct, "text/event-stream"):
-		rl.relaySSE(ctx, w, out, resp, rw, pending)
+		rl.relaySSE(ctx, cancel, w, out, resp, rw, pending)
 	case strings.HasPrefix(ct, "application/json") && (len(local) > 0 || sess != nil || len(rw.echo) > 0):
 		rl.relayJSON(w, out, resp, rw)
 	default:
@@ -423,14 +429,40 @@ func (rl *Relay) relayJSON(w http.ResponseWriter, out io.Writer, resp *http.Resp
 // requests of this POST are unanswered, each of them gets an error: no
 // client waits for ever (the stdio face does the same).
 //
-// Headers go to w at once; events go to out.
-func (rl *Relay) relaySSE(ctx context.Context, w http.ResponseWriter, out *stallWriter,
+// Headers go to w at once; events go to out. A stream with nothing to
+// send for Options.KeepAlive gets a comment; a client that cannot take
+// one is cut (cancel).
+func (rl *Relay) relaySSE(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, out *stallWriter,
 	resp *http.Response, rw *rewriter, pending [][]byte) {
 	sw := sse.NewWriter(out)
 	w.WriteHeader(resp.StatusCode)
 	if sw.Flush() != nil {
 		return
 	}
+	var busy atomic.Bool // an event went out since the last tick
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(done)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(rl.o.KeepAlive)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if !busy.Swap(false) && sw.Write(sse.Event{Comments: []string{"keep-alive"}}) != nil {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
 	open := map[string][]byte{}
 	for _, id := range pending {
 		open[jsonrpc.Key(id)] = id
@@ -479,6 +511,7 @@ func (rl *Relay) relaySSE(ctx context.Context, w http.ResponseWriter, out *stall
 				ev.Data = rw.rewrite(m).Raw
 			}
 		}
+		busy.Store(true)
 		if err := sw.Write(ev); err != nil {
 			return // the client went away or stalled; closing resp.Body tells the upstream
 		}

@@ -1,6 +1,8 @@
 package relay
 
 import (
+	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -82,5 +84,24 @@ func TestStalledClientIsCut(t *testing.T) {
 		}
 	case <-guard:
 		t.Fatal("the call was not cancelled upstream")
+	}
+}
+
+// An idle relayed event stream gets SSE comments, so load balancers'
+// idle timeouts keep it. Before: nothing passed until the upstream spoke.
+func TestIdleStreamKeepAlive(t *testing.T) {
+	rl := New(Options{URL: sessionUpstream(t), Methods: owned.New(owned.Options{}), KeepAlive: 50 * time.Millisecond})
+	c := &client{t: t, url: front(t, rl), tenant: "a"}
+	sid := c.open()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a deadlock guard
+	defer cancel()
+	get := c.do(ctx, http.MethodGet, sid, "") // the upstream never sends a byte on it
+	defer get.Body.Close()
+	if !strings.HasPrefix(get.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("GET: %s %s", get.Status, get.Header.Get("Content-Type"))
+	}
+	line, err := bufio.NewReader(get.Body).ReadString('\n')
+	if err != nil || line != ": keep-alive\n" {
+		t.Fatalf("first line %q, %v; want a keep-alive comment", line, err)
 	}
 }
