@@ -109,10 +109,11 @@ type Options struct {
 	// Where the proxy terminates sessions (stdio and legacy upstreams).
 	StreamPollAfter time.Duration
 	// WriteStallTimeout cuts a /mcp response whose client reads nothing
-	// for this long, where the proxy terminates the transport (stdio and
-	// legacy upstreams): a stateless request's call is cancelled upstream,
-	// a session's stream waits to be resumed. Default 30 s; negative:
-	// never (Close still ends every response).
+	// for this long. Where the proxy terminates the transport (stdio and
+	// legacy upstreams) a stateless request's call is cancelled upstream
+	// and a session's stream waits to be resumed; through the HTTP relay
+	// the request is cancelled upstream. Default 30 s; negative: never
+	// (Close still ends every response).
 	WriteStallTimeout time.Duration
 	// StreamKeepAlive is how often an open /mcp event stream gets an SSE
 	// comment, where the proxy terminates the transport, so that no load
@@ -260,7 +261,7 @@ func New(o Options) (*Proxy, error) {
 			break
 		}
 		ro := relay.Options{URL: up.URL, Client: up.Client, Header: up.Header,
-			MaxMessage: o.MaxMessage, Methods: p.methods, Logger: o.Logger}
+			MaxMessage: o.MaxMessage, WriteTimeout: o.WriteStallTimeout, Methods: p.methods, Logger: o.Logger}
 		if up.Transport == "" {
 			var once sync.Once
 			var face *terminate.Face

@@ -64,7 +64,8 @@ type Options struct {
 	Methods     *owned.Methods
 	// WriteTimeout cuts a client that stops reading: every write to it
 	// must progress within this (one that reads slowly but steadily is
-	// never cut). Its request is then cancelled upstream. Default 30 s.
+	// never cut). Its request is then cancelled upstream. Default 30 s;
+	// negative: never (Close still ends every response).
 	WriteTimeout time.Duration
 	// KeepAlive is how often an idle relayed event stream gets an SSE
 	// comment, so that load balancers' idle timeouts keep it. Default 20 s.
@@ -128,7 +129,7 @@ func New(o Options) *Relay {
 	if o.SessionIdle <= 0 {
 		o.SessionIdle = time.Hour
 	}
-	if o.WriteTimeout <= 0 {
+	if o.WriteTimeout == 0 {
 		o.WriteTimeout = 30 * time.Second
 	}
 	if o.KeepAlive <= 0 {
@@ -568,14 +569,23 @@ func (s *stallWriter) keep(err error) error {
 }
 
 func (s *stallWriter) Write(p []byte) (int, error) {
+	if s.timeout < 0 {
+		if err := s.ctx.Err(); err != nil {
+			return 0, s.keep(err)
+		}
+		n, err := s.w.Write(p)
+		return n, s.keep(err)
+	}
 	n, err := artifact.WriteWithin(s.w, p, stallChunk, s.timeout, s.deadline)
 	return n, s.keep(err)
 }
 
 // Flush sends what is buffered, under the deadline.
 func (s *stallWriter) Flush() error {
-	if err := s.deadline(time.Now().Add(s.timeout)); err != nil {
-		return s.keep(err)
+	if s.timeout >= 0 {
+		if err := s.deadline(time.Now().Add(s.timeout)); err != nil {
+			return s.keep(err)
+		}
 	}
 	if err := s.ctl.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return s.keep(err)
