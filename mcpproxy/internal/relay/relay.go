@@ -23,7 +23,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -39,8 +38,10 @@ import (
 
 // Options configure a Relay. URL and Methods are required.
 type Options struct {
-	URL    string
-	Client *http.Client // nil: a client without timeouts (streams last as long as a tool runs)
+	URL string
+	// Client is the base of the upstream client (httpx.UpstreamClient:
+	// no redirect to another origin, bounded dialing); nil: the shared one.
+	Client *http.Client
 	// Header is added to every upstream request (the upstream's own
 	// credentials); the client's Authorization is never forwarded.
 	Header http.Header
@@ -108,12 +109,7 @@ func (rl *Relay) Legacy() bool { return rl.legacy.Load() }
 
 // New returns a relay.
 func New(o Options) *Relay {
-	c := http.Client{}
-	if o.Client != nil {
-		c = *o.Client
-	}
-	c.CheckRedirect = sameOrigin(c.CheckRedirect)
-	o.Client = &c
+	o.Client = httpx.UpstreamClient(o.Client)
 	if o.MaxMessage <= 0 {
 		o.MaxMessage = 1 << 30
 	}
@@ -285,7 +281,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	resp, err := rl.o.Client.Do(req)
 	if err != nil {
 		if ctx.Err() == nil {
-			rl.log.Warn("upstream unreachable", "url", redactURL(rl.o.URL), "err", redactErr(err))
+			rl.log.Warn("upstream unreachable", "url", httpx.RedactURL(rl.o.URL), "err", httpx.RedactError(err))
 			httpx.UpstreamDown(w, body)
 		}
 		return false
@@ -312,7 +308,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 		// refusal is of Spillway's: relayed as is, with WWW-Authenticate,
 		// it would send the client into an OAuth flow against the wrong
 		// server, for ever.
-		rl.log.Warn("the upstream refused Spillway's credentials (401); check --upstream-header", "url", redactURL(rl.o.URL))
+		rl.log.Warn("the upstream refused Spillway's credentials (401); check --upstream-header", "url", httpx.RedactURL(rl.o.URL))
 		httpx.UpstreamError(w, body, "the upstream MCP server refused Spillway's credentials")
 		return false
 	}
@@ -626,48 +622,10 @@ func (rl *Relay) cancelUpstream(sid, version string, ids [][]byte) {
 		}
 		resp, err := rl.o.Client.Do(req)
 		if err != nil {
-			rl.log.Warn("cancelling a request upstream failed", "err", redactErr(err))
+			rl.log.Warn("cancelling a request upstream failed", "err", httpx.RedactError(err))
 			return
 		}
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 	}
-}
-
-// sameOrigin refuses a redirect to another origin (the upstream's
-// credentials and the client's body would go with it), then asks next.
-func sameOrigin(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
-	return func(req *http.Request, via []*http.Request) error {
-		if req.URL.Scheme != via[0].URL.Scheme || req.URL.Host != via[0].URL.Host {
-			return errors.New("refusing a redirect to another origin")
-		}
-		if next != nil {
-			return next(req, via)
-		}
-		if len(via) >= 10 {
-			return errors.New("stopped after 10 redirects")
-		}
-		return nil
-	}
-}
-
-// redactURL is u for a log: without its query and user information, which
-// may carry the upstream's credentials.
-func redactURL(u string) string {
-	p, err := url.Parse(u)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	p.User, p.RawQuery, p.ForceQuery = nil, "", false
-	return p.String()
-}
-
-// redactErr is err for a log: a *url.Error names the whole URL, so its
-// URL is redacted.
-func redactErr(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return &url.Error{Op: ue.Op, URL: redactURL(ue.URL), Err: ue.Err}
-	}
-	return err
 }
