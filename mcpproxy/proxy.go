@@ -116,8 +116,8 @@ type Options struct {
 	// (Close still ends every response).
 	WriteStallTimeout time.Duration
 	// StreamKeepAlive is how often an open /mcp event stream gets an SSE
-	// comment, where the proxy terminates the transport, so that no load
-	// balancer's idle timeout cuts a long, silent call. Default 15 s;
+	// comment (a relayed one: when idle), so that no load balancer's idle
+	// timeout cuts a long, silent call. Default 15 s;
 	// negative: never.
 	StreamKeepAlive time.Duration
 	Logger          *slog.Logger
@@ -261,7 +261,8 @@ func New(o Options) (*Proxy, error) {
 			break
 		}
 		ro := relay.Options{URL: up.URL, Client: up.Client, Header: up.Header,
-			MaxMessage: o.MaxMessage, WriteTimeout: o.WriteStallTimeout, Methods: p.methods, Logger: o.Logger}
+			MaxMessage: o.MaxMessage, WriteTimeout: o.WriteStallTimeout, KeepAlive: o.StreamKeepAlive,
+			Methods: p.methods, Logger: o.Logger}
 		if up.Transport == "" {
 			var once sync.Once
 			var face *terminate.Face

@@ -69,7 +69,8 @@ type Options struct {
 	// negative: never (Close still ends every response).
 	WriteTimeout time.Duration
 	// KeepAlive is how often an idle relayed event stream gets an SSE
-	// comment, so that load balancers' idle timeouts keep it. Default 20 s.
+	// comment, so that load balancers' idle timeouts keep it. Default
+	// 15 s; negative: never.
 	KeepAlive time.Duration
 	// DetectLegacy, when set, is asked once the upstream refuses an
 	// initialize (400, 404 or 405: the backwards-compatibility rule's
@@ -128,8 +129,8 @@ func New(o Options) *Relay {
 	if o.WriteTimeout == 0 {
 		o.WriteTimeout = 30 * time.Second
 	}
-	if o.KeepAlive <= 0 {
-		o.KeepAlive = 20 * time.Second
+	if o.KeepAlive == 0 {
+		o.KeepAlive = 15 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -441,25 +442,27 @@ func (rl *Relay) relaySSE(ctx context.Context, cancel context.CancelFunc, w http
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer close(done)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(rl.o.KeepAlive)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if !busy.Swap(false) && sw.Write(sse.Event{Comments: []string{"keep-alive"}}) != nil {
-					cancel()
+	if rl.o.KeepAlive > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(rl.o.KeepAlive)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
 					return
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					if !busy.Swap(false) && sw.Write(sse.Event{Comments: []string{"keep-alive"}}) != nil {
+						cancel()
+						return
+					}
 				}
 			}
-		}
-	}()
+		}()
+	}
 	open := map[string][]byte{}
 	for _, id := range pending {
 		open[jsonrpc.Key(id)] = id
