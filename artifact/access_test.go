@@ -137,6 +137,28 @@ func FuzzParseRevocationKey(f *testing.F) {
 	})
 }
 
+// A record's path below its tenant's part ("ID/" + RevocationKey) is read
+// on every fetch of an artifact whose revocations are not cached: whatever
+// a store holds, parsing must not panic, and what it accepts must be
+// exactly what a store writes for that tenant.
+func FuzzParseRevocationPath(f *testing.F) {
+	id := strings.Repeat("a", 32)
+	f.Add("t1", id+"/"+RevocationKey("abc", time.Unix(1_800_000_000, 0)))
+	f.Add("", id+"/1-00")
+	f.Add("t1", id+"/sub/1800000000-2f")
+	f.Add("t1", "../"+id[3:]+"/1800000000-61")
+	f.Fuzz(func(t *testing.T, tenant, rel string) {
+		r, ok := ParseRevocationPath(tenant, rel)
+		if !ok {
+			return
+		}
+		if r.Tenant != tenant || !ValidID(r.Artifact) || !token.ValidID(r.TokenID) ||
+			r.Artifact+"/"+RevocationKey(r.TokenID, r.Expires) != rel {
+			t.Fatalf("%q parsed to %+v, which writes back otherwise", rel, r)
+		}
+	})
+}
+
 // One tenant rule on every path: another tenant's artifact, and a
 // tenant-less one for a tenant, answer exactly what an unknown id answers.
 func TestAuthorizeTenantRule(t *testing.T) {
