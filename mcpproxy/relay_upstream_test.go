@@ -144,11 +144,21 @@ func TestRelayRedirectStaysHome(t *testing.T) {
 // An upstream's 401 refuses Spillway's credentials (the client's never
 // reach it): the client gets a 502 with a JSON-RPC error for its request,
 // not a WWW-Authenticate that would start an OAuth flow against the
-// upstream's authorization server, in a loop. Before: 401 relayed as is.
+// upstream's authorization server, in a loop. Before: 401 (and 403)
+// relayed as is.
 func TestRelayUpstream401IsNotTheClients(t *testing.T) {
+	for _, status := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+		t.Run(http.StatusText(status), func(t *testing.T) { upstreamRefusal(t, status) })
+	}
+}
+
+// upstreamRefusal is TestRelayUpstream401IsNotTheClients for an upstream
+// that answers status with a WWW-Authenticate challenge (a 403 asks for
+// more scopes, RFC 6750 insufficient_scope).
+func upstreamRefusal(t *testing.T, status int) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="https://up.example/.well-known/oauth-protected-resource"`)
-		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		w.Header().Set("WWW-Authenticate", `Bearer error="insufficient_scope", resource_metadata="https://up.example/.well-known/oauth-protected-resource"`)
+		http.Error(w, "refused", status)
 	}))
 	defer up.Close()
 	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL, Transport: "streamable"}})

@@ -4,8 +4,9 @@
 // SSE event ids, retry hints and comments, sessions) and rewrites only the
 // responses to requests the proxy owns (offloading, its own resources).
 // No client credential, query or asserted identity reaches the upstream
-// (see requestHeader), and an upstream's 401, which refuses Spillway's own
-// credentials, reaches the client as a 502 JSON-RPC error.
+// (see requestHeader), and an upstream's 401 (or 403 with a challenge),
+// which refuses Spillway's own credentials, reaches the client as a 502
+// JSON-RPC error.
 //
 // Each POST knows the requests it carried; their responses are rewritten
 // under that POST's context, never found by id in a table shared with
@@ -304,12 +305,13 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	if r.Method == http.MethodDelete && sid != "" && resp.StatusCode < 300 {
 		rl.forgetSession(sid)
 	}
-	if resp.StatusCode == http.StatusUnauthorized {
+	if resp.StatusCode == http.StatusUnauthorized ||
+		(resp.StatusCode == http.StatusForbidden && resp.Header.Get("WWW-Authenticate") != "") {
 		// The client's credentials never reach the upstream, so this
-		// refusal is of Spillway's: relayed as is, with WWW-Authenticate,
-		// it would send the client into an OAuth flow against the wrong
-		// server, for ever.
-		rl.log.Warn("the upstream refused Spillway's credentials (401); check --upstream-header", "url", httpx.RedactURL(rl.o.URL))
+		// refusal (or a 403 asking for more scopes) is of Spillway's:
+		// relayed as is, with WWW-Authenticate, it would send the client
+		// into an OAuth flow against the wrong server, for ever.
+		rl.log.Warn("the upstream refused Spillway's credentials; check --upstream-header", "status", resp.StatusCode, "url", httpx.RedactURL(rl.o.URL))
 		httpx.UpstreamError(w, body, "the upstream MCP server refused Spillway's credentials")
 		return false
 	}
