@@ -68,6 +68,9 @@ type Face struct {
 
 	mu          sync.Mutex
 	init, ready *jsonrpc.Message // the client's handshake, replayed to a restarted upstream
+	// listens are the client's subscriptions/listen by id key: true while
+	// open, false once the face answered it (see listen.go).
+	listens map[string]bool
 }
 
 type item struct {
@@ -86,9 +89,17 @@ func New(o Options) *Face {
 // Deliver queues a message for the client; it blocks while the client is
 // behind (backpressure on its upstream) and drops once the client is gone.
 func (f *Face) Deliver(m *jsonrpc.Message, tag any) {
+	if m.IsResponse() && f.answered(m) {
+		return
+	}
 	c, _ := tag.(*owned.Call)
+	f.send(item{m, c})
+}
+
+// send queues it for the client (see Deliver).
+func (f *Face) send(it item) {
 	select {
-	case f.out <- item{m, c}:
+	case f.out <- it:
 	case <-f.done:
 	}
 }
@@ -157,6 +168,12 @@ func (f *Face) handle(ctx context.Context, m *jsonrpc.Message, up Upstream, scop
 		f.Deliver(jsonrpc.ErrorResponse(m.ID, codeNotStreamable,
 			"resources/stream needs HTTP; over stdio use resources/read or the resource_link's httpUrl"), nil)
 		return
+	}
+	if m.IsRequest() {
+		f.listenOpened(m)
+	}
+	if m.IsNotification() && m.Method == jsonrpc.MethodCancelled {
+		defer f.listenCancelled(m) // once the cancellation went upstream
 	}
 	if m.IsRequest() {
 		rq := owned.Request{Stdio: true, Version: jsonrpc.MetaString(m, jsonrpc.MetaProtocolVersion)}
