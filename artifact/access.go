@@ -9,12 +9,12 @@ import (
 	"strings"
 
 	"github.com/spillway-dev/spillway/artifact/token"
-	"github.com/spillway-dev/spillway/policy"
+	"github.com/spillway-dev/spillway/policy/decision"
 )
 
 // FetchAuthorizer is the policy's fetch decision. *policy.Engine implements it.
 type FetchAuthorizer interface {
-	Fetch(ctx context.Context, in policy.FetchInput) (policy.FetchDecision, error)
+	Fetch(ctx context.Context, in decision.FetchInput) (decision.Fetch, error)
 }
 
 // The ways bytes leave Spillway (Access.Via, the policy's input.via).
@@ -72,8 +72,8 @@ type Access struct {
 //
 // It returns the artifact's metadata and the decision (headers to add,
 // whether a redirect is allowed).
-func (s *Service) Authorize(ctx context.Context, in Access) (Artifact, policy.FetchDecision, error) {
-	var d policy.FetchDecision
+func (s *Service) Authorize(ctx context.Context, in Access) (Artifact, decision.Fetch, error) {
+	var d decision.Fetch
 	if !ValidID(in.ID) {
 		return Artifact{}, d, fmt.Errorf("authorize: %w", ErrNotFound)
 	}
@@ -99,9 +99,9 @@ func (s *Service) Authorize(ctx context.Context, in Access) (Artifact, policy.Fe
 	if s.Fetch == nil {
 		return Artifact{}, d, &DeniedError{Reason: "no fetch policy is configured"}
 	}
-	pin := policy.FetchInput{
+	pin := decision.FetchInput{
 		Via: in.Via,
-		Request: policy.Request{
+		Request: decision.Request{
 			Method:        method,
 			Path:          strings.Split(strings.Trim(in.Path, "/"), "/"),
 			Headers:       policyHeaders(in.Header),
@@ -117,7 +117,7 @@ func (s *Service) Authorize(ctx context.Context, in Access) (Artifact, policy.Fe
 	d, err = s.Fetch.Fetch(ctx, pin)
 	switch {
 	case err != nil:
-		return Artifact{}, policy.FetchDecision{}, &DeniedError{Err: fmt.Errorf("fetch decision: %w", err)}
+		return Artifact{}, decision.Fetch{}, &DeniedError{Err: fmt.Errorf("fetch decision: %w", err)}
 	case !d.Allow:
 		return Artifact{}, d, &DeniedError{Reason: d.Reason}
 	case in.Via == ViaRedirect && !d.Redirect:
@@ -147,8 +147,8 @@ func sourceString(a netip.Addr) string {
 	return a.String()
 }
 
-func tokenInfo(c token.Claims) policy.TokenClaims {
-	t := policy.TokenClaims{
+func tokenInfo(c token.Claims) decision.TokenClaims {
+	t := decision.TokenClaims{
 		ID: c.ID, KeyID: c.KeyID, Method: "GET",
 		NotBefore: c.NotBefore.Unix(), Expires: c.Expires.Unix(),
 		Tenant: c.Tenant, Audience: c.Audience,

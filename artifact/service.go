@@ -10,13 +10,13 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/artifact/token"
-	"github.com/spillway-dev/spillway/policy"
+	"github.com/spillway-dev/spillway/policy/decision"
 )
 
 // MintAuthorizer decides whether a link may be minted (the policy's mint
 // decision). *policy.Engine implements it.
 type MintAuthorizer interface {
-	Mint(ctx context.Context, in policy.MintInput) (policy.MintDecision, error)
+	Mint(ctx context.Context, in decision.MintInput) (decision.Mint, error)
 }
 
 // LinkOptions shape a minted link.
@@ -204,7 +204,7 @@ func (s *Service) Link(ctx context.Context, a Artifact, o LinkOptions) (Link, er
 		o.Method = token.MethodGet
 	}
 	if s.Mint != nil {
-		in := policy.MintInput{
+		in := decision.MintInput{
 			Artifact:            Info(a),
 			Tenant:              o.Tenant,
 			Source:              o.Source,
@@ -226,7 +226,7 @@ func (s *Service) Link(ctx context.Context, a Artifact, o LinkOptions) (Link, er
 			ttl = min(ttl, time.Duration(d.MaxTTLSeconds)*time.Second)
 		}
 		// The decision narrows what the caller asked for, never widens it.
-		if o.CIDR, o.Audience, err = d.Narrow(o.CIDR, o.Audience); errors.Is(err, policy.ErrWiden) {
+		if o.CIDR, o.Audience, err = d.Narrow(o.CIDR, o.Audience); errors.Is(err, decision.ErrWiden) {
 			return Link{}, &DeniedError{Reason: err.Error()}
 		} else if err != nil {
 			return Link{}, fmt.Errorf("mint decision: %w", err)
@@ -320,8 +320,8 @@ func (e *DeniedError) message() string {
 }
 
 // Info converts metadata to the shape policies see.
-func Info(a Artifact) policy.ArtifactInfo {
-	i := policy.ArtifactInfo{
+func Info(a Artifact) decision.ArtifactInfo {
+	i := decision.ArtifactInfo{
 		ID: a.ID, Name: a.Name, MimeType: a.MimeType, Size: a.Size, SHA256: a.SHA256,
 		Tenant: a.Tenant, Source: a.Source,
 	}
