@@ -256,7 +256,16 @@ func (st *Stream) shed(skip int) (freed int, at time.Time, ok bool) {
 			st.lost = max(st.lost, ev.seq)
 			return len(ev.data) - len(tomb), ev.at, true
 		}
-		st.events = append(st.events[:i:i], st.events[i+1:]...)
+		// In place: the oldest is most often first, and removing it then
+		// costs nothing (a flooded stream sheds once per append).
+		if i == 0 {
+			st.events[0] = event{}
+			st.events = st.events[1:]
+		} else {
+			copy(st.events[i:], st.events[i+1:])
+			st.events[len(st.events)-1] = event{}
+			st.events = st.events[:len(st.events)-1]
+		}
 		st.lost = max(st.lost, ev.seq)
 		return len(ev.data), ev.at, true
 	}
