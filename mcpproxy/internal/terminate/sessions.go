@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
@@ -24,6 +25,7 @@ type live struct {
 	m     *mux.Mux
 	scope *mux.Scope
 	inbox chan item
+	lost  atomic.Int64 // messages the full inbox lost
 }
 
 // item is one message on its way to a session's stream.
@@ -58,7 +60,11 @@ func (l *live) push(it item) {
 	select {
 	case l.inbox <- it:
 	default:
-		l.f.log.Warn("session inbox full; dropping a message", "session", l.s.ID, "method", it.m.Method)
+		// Logged at the 1st, 10th, 100th… loss: an upstream flooding its
+		// session must not flood the log too.
+		if n := l.lost.Add(1); isPowerOf10(n) {
+			l.f.log.Warn("session inbox full; dropping messages", "session", l.s.ID, "method", it.m.Method, "dropped", n)
+		}
 		if it.m.IsResponse() && it.st != nil {
 			it.st.Append(jsonrpc.ErrorResponse(it.m.ID, jsonrpc.CodeInternalError, "the response was dropped: the proxy's buffer for this session is full"))
 		}
@@ -319,4 +325,12 @@ func (f *Face) writeJSON(ctx context.Context, w http.ResponseWriter, st *session
 	st.Sent(cursor)
 	w.Header().Set("Content-Type", "application/json")
 	httpx.WriteMessages(w, out, len(out) > 1)
+}
+
+// isPowerOf10 reports whether n is 1, 10, 100, …
+func isPowerOf10(n int64) bool {
+	for n >= 10 && n%10 == 0 {
+		n /= 10
+	}
+	return n == 1
 }
