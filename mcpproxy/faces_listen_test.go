@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 
@@ -27,17 +26,9 @@ func TestFacesStdioListenEnds(t *testing.T) {
 		{"HTTP", func() mcpproxy.Upstream { return &mcpproxy.HTTPUpstream{URL: startEverything(t, true)} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := mcpproxy.New(mcpproxy.Options{Upstream: tc.up()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
-			inR, inW := io.Pipe()
-			outR, outW := io.Pipe()
-			defer inW.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), guard)
 			defer cancel()
-			go p.ServeStdio(ctx, inR, outW)
+			_, inW, outR, _ := stdioProxy(t, ctx, tc.up())
 			lines := make(chan string)
 			go func() {
 				sc := bufio.NewScanner(outR)

@@ -169,16 +169,7 @@ func TestFacesStdioCloseEndsChildGroup(t *testing.T) {
 	pidFile := filepath.Join(dir, "pid")
 	cmd, args := childCmd("plain")
 	script := "sleep 300 & echo $! > " + pidFile + "; exec " + cmd + " " + strings.Join(args, " ")
-	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.CommandUpstream{Command: "sh", Args: []string{"-c", script}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	defer inW.Close()
-	served := make(chan error, 1)
-	go func() { served <- p.ServeStdio(context.Background(), inR, outW) }()
+	p, inW, outR, served := stdioProxy(t, context.Background(), &mcpproxy.CommandUpstream{Command: "sh", Args: []string{"-c", script}})
 	fmt.Fprintln(inW, initBody)
 	if line, err := bufio.NewReader(outR).ReadString('\n'); err != nil || !strings.Contains(line, `"result"`) {
 		t.Fatalf("initialize over stdio: %q %v", line, err)
@@ -216,6 +207,23 @@ func closeProxy(t *testing.T, p *mcpproxy.Proxy) {
 	case <-time.After(guard):
 		t.Fatal("Close did not return")
 	}
+}
+
+// stdioProxy is a proxy for up serving stdio on pipes until t ends: the
+// client's end of its input and output, and ServeStdio's result.
+func stdioProxy(t *testing.T, ctx context.Context, up mcpproxy.Upstream) (p *mcpproxy.Proxy, in *io.PipeWriter, out *io.PipeReader, served <-chan error) {
+	t.Helper()
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: up})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	t.Cleanup(func() { inW.Close() })
+	done := make(chan error, 1)
+	go func() { done <- p.ServeStdio(ctx, inR, outW) }()
+	return p, inW, outR, done
 }
 
 // running reports whether process pid runs (exists and is no zombie).
