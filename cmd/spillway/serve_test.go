@@ -129,7 +129,10 @@ func TestQuickstart(t *testing.T) {
 		t.Fatalf("tampered = %d %s", resp.StatusCode, b)
 	}
 
-	short := putFile(t, base, data, file, "--ttl", "1s")
+	// A small file, so that storing it under load cannot outlast its TTL.
+	small := filepath.Join(t.TempDir(), "small.txt")
+	os.WriteFile(small, []byte("short-lived"), 0o600)
+	short := putFile(t, base, data, small, "--ttl", "3s")
 	// Dead from httpUrlExpiresAt on: no clock leeway past the promised expiry.
 	time.Sleep(time.Until(mustTime(t, short.HTTPURLExpiresAt)) + 50*time.Millisecond)
 	if resp, b := fetch(t, short.HTTPURL); resp.StatusCode != 410 || !strings.Contains(string(b), `"expired"`) {
