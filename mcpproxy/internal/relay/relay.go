@@ -33,6 +33,7 @@ import (
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 )
@@ -73,6 +74,13 @@ type Options struct {
 	// comment, so that load balancers' idle timeouts keep it. Default
 	// 15 s; negative: never.
 	KeepAlive time.Duration
+	// OpenAfter opens the client's event stream of a stateless-era call
+	// (one whose client accepts text/event-stream) when the upstream has
+	// sent no response headers for this long, as the terminating face
+	// does: a client's or load balancer's header timeout then never cuts
+	// a long, silent call. The response then comes as events, an upstream
+	// error as a JSON-RPC error. Default 1 s; negative: never.
+	OpenAfter time.Duration
 	// DetectLegacy, when set, is asked once the upstream refuses an
 	// initialize (400, 404 or 405: the backwards-compatibility rule's
 	// sign of a legacy HTTP+SSE server); true hands this request and all
@@ -132,6 +140,9 @@ func New(o Options) *Relay {
 	}
 	if o.KeepAlive == 0 {
 		o.KeepAlive = 15 * time.Second
+	}
+	if o.OpenAfter == 0 {
+		o.OpenAfter = time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -280,10 +291,21 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	for k, vs := range rl.o.Header {
 		req.Header[k] = vs
 	}
-	resp, err := rl.o.Client.Do(req)
+	out := newStallWriter(ctx, rl.closing, w, rl.o.WriteTimeout)
+	defer out.done()
+	early := r.Method == http.MethodPost && sid == "" && init == nil && len(pending) > 0 &&
+		mcpheader.Stateless(rq.Version) && strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+	resp, opened, err := rl.roundTrip(ctx, cancel, w, out, req, early)
+	if opened != nil {
+		defer opened.stop()
+		rw := &rewriter{rl: rl, ctx: ctx, local: local, sess: sess, echo: respellable(pending)}
+		rl.relayLate(ctx, opened, resp, err, rw, pending)
+		rl.cutIfStalled(out, sid, r, pending)
+		return false
+	}
 	if err != nil {
 		if ctx.Err() == nil {
-			rl.log.Warn("upstream unreachable", "url", httpx.RedactURL(rl.o.URL), "err", httpx.RedactError(err))
+			rl.logUnreachable(err)
 			httpx.UpstreamDown(w, body)
 		}
 		return false
@@ -305,20 +327,17 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	if r.Method == http.MethodDelete && sid != "" && resp.StatusCode < 300 {
 		rl.forgetSession(sid)
 	}
-	if resp.StatusCode == http.StatusUnauthorized ||
-		(resp.StatusCode == http.StatusForbidden && resp.Header.Get("WWW-Authenticate") != "") {
+	if refusesSpillway(resp) {
 		// The client's credentials never reach the upstream, so this
 		// refusal (or a 403 asking for more scopes) is of Spillway's:
 		// relayed as is, with WWW-Authenticate, it would send the client
 		// into an OAuth flow against the wrong server, for ever.
-		rl.log.Warn("the upstream refused Spillway's credentials; check --upstream-header", "status", resp.StatusCode, "url", httpx.RedactURL(rl.o.URL))
-		httpx.UpstreamError(w, body, "the upstream MCP server refused Spillway's credentials")
+		rl.logRefused(resp)
+		httpx.UpstreamError(w, body, errRefused)
 		return false
 	}
 	copyHeaders(w.Header(), resp.Header, responseHeader)
 	rw := &rewriter{rl: rl, ctx: ctx, local: local, sess: sess, echo: respellable(pending)}
-	out := newStallWriter(ctx, rl.closing, w, rl.o.WriteTimeout)
-	defer out.done()
 	ct := resp.Header.Get("Content-Type")
 	switch {
 	case strings.HasPrefix(ct, "text/event-stream"):
@@ -329,14 +348,130 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 		w.WriteHeader(resp.StatusCode)
 		io.Copy(out, resp.Body)
 	}
-	if out.stalled() {
-		rl.log.Warn("a client stopped reading its response; cut, and its requests cancelled upstream", "unanswered", len(pending))
-		cancel()
-		if sid != "" {
-			go rl.cancelUpstream(sid, r.Header.Get("Mcp-Protocol-Version"), pending)
+	rl.cutIfStalled(out, sid, r, pending)
+	return false
+}
+
+// refusesSpillway reports whether resp refuses Spillway's credentials: a
+// 401, or a 403 with a challenge (more scopes). The client's credentials
+// never reach the upstream, so the refusal is not the client's.
+func refusesSpillway(resp *http.Response) bool {
+	return resp.StatusCode == http.StatusUnauthorized ||
+		(resp.StatusCode == http.StatusForbidden && resp.Header.Get("WWW-Authenticate") != "")
+}
+
+// logRefused logs that the upstream refused Spillway's credentials.
+func (rl *Relay) logRefused(resp *http.Response) {
+	rl.log.Warn("the upstream refused Spillway's credentials; check --upstream-header", "status", resp.StatusCode, "url", httpx.RedactURL(rl.o.URL))
+}
+
+// logUnreachable logs err, from the upstream client, without credentials.
+func (rl *Relay) logUnreachable(err error) {
+	rl.log.Warn("upstream unreachable", "url", httpx.RedactURL(rl.o.URL), "err", httpx.RedactError(err))
+}
+
+// errRefused is what a client is told when the upstream refuses
+// Spillway's credentials.
+const errRefused = "the upstream MCP server refused Spillway's credentials"
+
+// roundTrip sends req upstream. When early, and the upstream sends no
+// headers within Options.OpenAfter, the client's event stream opens
+// first (200, SSE headers, keep-alive comments) and is returned: the
+// response, or the error, must then go to it as events (relayLate).
+func (rl *Relay) roundTrip(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, out *stallWriter,
+	req *http.Request, early bool) (*http.Response, *stream, error) {
+	if !early || rl.o.OpenAfter < 0 {
+		resp, err := rl.o.Client.Do(req)
+		return resp, nil, err
+	}
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		resp, err := rl.o.Client.Do(req)
+		ch <- result{resp, err}
+	}()
+	t := time.NewTimer(rl.o.OpenAfter)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r.resp, nil, r.err
+	case <-t.C:
+	}
+	sse.SetHeaders(w.Header())
+	w.WriteHeader(http.StatusOK)
+	sw := sse.NewWriter(out)
+	sw.Flush() // a client gone ends ctx, and with it the upstream request
+	st := rl.keepAlive(ctx, cancel, sw)
+	r := <-ch
+	return r.resp, st, r.err
+}
+
+// relayLate writes the upstream's answer to a stream that opened before
+// it (roundTrip): events as they come, a JSON body as events, and for
+// anything else a JSON-RPC error for each request still owed (the HTTP
+// status is spent).
+func (rl *Relay) relayLate(ctx context.Context, st *stream, resp *http.Response, err error, rw *rewriter, pending [][]byte) {
+	why := "upstream MCP server unreachable"
+	switch {
+	case err != nil:
+		if ctx.Err() != nil {
+			return
+		}
+		rl.logUnreachable(err)
+	case resp.StatusCode < 300 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
+		defer resp.Body.Close()
+		rl.relayEvents(ctx, st, resp, rw, pending)
+		return
+	case refusesSpillway(resp):
+		resp.Body.Close()
+		rl.logRefused(resp)
+		why = errRefused
+	default:
+		defer resp.Body.Close()
+		why = fmt.Sprintf("upstream MCP server answered HTTP %d", resp.StatusCode)
+		body, err := httpx.ReadAllSized(resp.Body, resp.ContentLength, rl.o.MaxMessage)
+		msgs, _, derr := jsonrpc.Decode(body)
+		if err != nil || derr != nil {
+			break
+		}
+		open := map[string][]byte{}
+		for _, id := range pending {
+			open[jsonrpc.Key(id)] = id
+		}
+		for _, m := range msgs {
+			if m.IsResponse() {
+				delete(open, jsonrpc.Key(m.ID))
+			}
+			if st.write(sse.Event{HasData: true, Data: rw.rewrite(m).Raw}) != nil {
+				return
+			}
+		}
+		pending = pending[:0]
+		for _, id := range open {
+			pending = append(pending, id)
 		}
 	}
-	return false
+	for _, id := range pending {
+		if st.write(sse.Event{HasData: true, Data: jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, why).Raw}) != nil {
+			return
+		}
+	}
+}
+
+// cutIfStalled cancels upstream the requests of a client cut for not
+// reading (its upstream request ends with ServeHTTP; in a session the
+// upstream is also told, see cancelUpstream).
+func (rl *Relay) cutIfStalled(out *stallWriter, sid string, r *http.Request, pending [][]byte) {
+	if !out.stalled() {
+		return
+	}
+	rl.log.Warn("a client stopped reading its response; cut, and its requests cancelled upstream", "unanswered", len(pending))
+	if sid != "" {
+		go rl.cancelUpstream(sid, r.Header.Get("Mcp-Protocol-Version"), pending)
+	}
 }
 
 // tellEnded tells Methods of the sessions the relay forgot.
@@ -439,32 +574,59 @@ func (rl *Relay) relaySSE(ctx context.Context, cancel context.CancelFunc, w http
 	if sw.Flush() != nil {
 		return
 	}
-	var busy atomic.Bool // an event went out since the last tick
+	st := rl.keepAlive(ctx, cancel, sw)
+	defer st.stop()
+	rl.relayEvents(ctx, st, resp, rw, pending)
+}
+
+// stream is a client's event stream with its keep-alive.
+type stream struct {
+	sw   *sse.Writer
+	busy atomic.Bool // an event went out since the last tick
+	stop func()      // ends the keep-alive, and waits for it
+}
+
+// write writes ev to the client.
+func (st *stream) write(ev sse.Event) error {
+	st.busy.Store(true)
+	return st.sw.Write(ev)
+}
+
+// keepAlive returns sw as a stream that gets an SSE comment every
+// Options.KeepAlive in which nothing else went out; a client that cannot
+// take one is cut (cancel).
+func (rl *Relay) keepAlive(ctx context.Context, cancel context.CancelFunc, sw *sse.Writer) *stream {
+	st := &stream{sw: sw, stop: func() {}}
+	if rl.o.KeepAlive <= 0 {
+		return st
+	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer close(done)
-	if rl.o.KeepAlive > 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t := time.NewTicker(rl.o.KeepAlive)
-			defer t.Stop()
-			for {
-				select {
-				case <-done:
+	st.stop = func() { close(done); wg.Wait() }
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(rl.o.KeepAlive)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if !st.busy.Swap(false) && sw.Write(sse.Event{Comments: []string{"keep-alive"}}) != nil {
+					cancel()
 					return
-				case <-ctx.Done():
-					return
-				case <-t.C:
-					if !busy.Swap(false) && sw.Write(sse.Event{Comments: []string{"keep-alive"}}) != nil {
-						cancel()
-						return
-					}
 				}
 			}
-		}()
-	}
+		}
+	}()
+	return st
+}
+
+// relayEvents relays resp's events to st (see relaySSE).
+func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Response, rw *rewriter, pending [][]byte) {
 	open := map[string][]byte{}
 	for _, id := range pending {
 		open[jsonrpc.Key(id)] = id
@@ -487,7 +649,7 @@ func (rl *Relay) relaySSE(ctx context.Context, cancel context.CancelFunc, w http
 			delete(open, jsonrpc.Key(id))
 			e := sse.Event{ID: tooLarge.ID, HasID: tooLarge.HasID, HasData: true,
 				Data: jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, fmt.Sprintf("upstream message exceeds the %d byte limit", tooLarge.Limit)).Raw}
-			if sw.Write(e) != nil {
+			if st.write(e) != nil {
 				return
 			}
 			continue
@@ -498,7 +660,7 @@ func (rl *Relay) relaySSE(ctx context.Context, cancel context.CancelFunc, w http
 			}
 			rl.log.Warn("upstream event stream ended before answering", "err", err, "unanswered", len(open))
 			for _, id := range open {
-				if sw.Write(sse.Event{HasData: true, Data: jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, "upstream MCP server ended the stream without answering").Raw}) != nil {
+				if st.write(sse.Event{HasData: true, Data: jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, "upstream MCP server ended the stream without answering").Raw}) != nil {
 					return
 				}
 			}
@@ -513,8 +675,7 @@ func (rl *Relay) relaySSE(ctx context.Context, cancel context.CancelFunc, w http
 				ev.Data = rw.rewrite(m).Raw
 			}
 		}
-		busy.Store(true)
-		if err := sw.Write(ev); err != nil {
+		if err := st.write(ev); err != nil {
 			return // the client went away or stalled; closing resp.Body tells the upstream
 		}
 	}
@@ -533,6 +694,7 @@ type stallWriter struct {
 	err     error
 	stop    func() bool
 	closing context.Context
+	used    bool // written or flushed: done has something to finish
 }
 
 // stalled reports whether the client was cut for not reading (rather
@@ -570,6 +732,7 @@ func (s *stallWriter) keep(err error) error {
 }
 
 func (s *stallWriter) Write(p []byte) (int, error) {
+	s.used = true
 	if s.timeout < 0 {
 		if err := s.ctx.Err(); err != nil {
 			return 0, s.keep(err)
@@ -583,6 +746,7 @@ func (s *stallWriter) Write(p []byte) (int, error) {
 
 // Flush sends what is buffered, under the deadline.
 func (s *stallWriter) Flush() error {
+	s.used = true
 	if s.timeout >= 0 {
 		if err := s.deadline(time.Now().Add(s.timeout)); err != nil {
 			return s.keep(err)
@@ -595,9 +759,10 @@ func (s *stallWriter) Flush() error {
 }
 
 // done flushes under the deadline, then clears it: the connection may
-// serve further requests, which must not inherit it.
+// serve further requests, which must not inherit it. Unused, it does
+// nothing (the response may be another face's, see Options.DetectLegacy).
 func (s *stallWriter) done() {
-	if s.stop() && s.ctx.Err() == nil && s.Flush() == nil {
+	if s.stop() && s.used && s.ctx.Err() == nil && s.Flush() == nil {
 		s.deadline(time.Time{})
 	}
 }

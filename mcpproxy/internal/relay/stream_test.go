@@ -105,3 +105,50 @@ func TestIdleStreamKeepAlive(t *testing.T) {
 		t.Fatalf("first line %q, %v; want a keep-alive comment", line, err)
 	}
 }
+
+// A stateless call whose upstream (in JSON-response mode) sends nothing
+// until its result gets its client's stream opened first, and the result
+// as an event on it. Before: no response headers until the result, so a
+// client's or load balancer's header timeout cut a long, silent call.
+func TestSilentStatelessCallOpensAtOnce(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		<-release // the tool runs, silently
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":3,"result":{"content":[],"resultType":"complete"}}`)
+	}))
+	t.Cleanup(up.Close)
+	defer close(release)
+	rl := New(Options{URL: up.URL, Methods: owned.New(owned.Options{}), OpenAfter: 10 * time.Millisecond})
+	c := &client{t: t, url: front(t, rl), tenant: "a"}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a deadlock guard
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"slow","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	resp, err := http.DefaultClient.Do(req) // returns with the headers: the upstream has not answered
+	if err != nil {
+		t.Fatalf("no response headers before the result: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("opened with %s %s", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	release <- struct{}{}
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the stream ended without the result: %v", err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			if !strings.Contains(line, `"id":3,"result"`) {
+				t.Fatalf("event %q, want the result", line)
+			}
+			return
+		}
+	}
+}
