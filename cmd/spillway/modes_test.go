@@ -1,6 +1,13 @@
 package main
 
 import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -70,5 +77,63 @@ func TestLocalMCPToken(t *testing.T) {
 	if resp, b := apiCall(t, "POST", base+"/v1/artifacts", strings.NewReader("x"), "Authorization", "Bearer "+tok,
 		"Content-Type", "application/octet-stream"); resp.StatusCode != 404 {
 		t.Fatalf("upload with the local MCP token = %d %s", resp.StatusCode, b)
+	}
+}
+
+// The Kubernetes mode: the shipped config and policy (deploy/kubernetes),
+// tokens from SPILLWAY_AUTH_TOKENS as the secret sets them, and only what
+// a test machine lacks overridden (addresses, store, key file, upstream).
+func TestLinkHolderKubernetesConfig(t *testing.T) {
+	const owner = "k8s-owner-token-0123456789"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"s","version":"1"}}}`)
+	}))
+	defer up.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	data := t.TempDir()
+	fs := newFlagSet("serve")
+	var c serveConfig
+	c.register(fs)
+	args := []string{"--config", "../../deploy/kubernetes/config/spillway.yaml", "--policy", "../../deploy/kubernetes/policy",
+		"--listen", addr, "--public-url", "http://" + addr, "--data", data, "--store", filepath.Join(data, "artifacts"),
+		"--key-file", filepath.Join(data, "signing.keys"), "--upstream-url", up.URL + "/mcp", "--decision-log", "", "--log-level", "warn"}
+	env := map[string]string{"SPILLWAY_AUTH_TOKENS": owner + "=team"}
+	if err := parseLayered(fs, args, func(k string) string { return env[k] }); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := newServer(ctx, &c, slog.New(slog.DiscardHandler), io.Discard, io.Discard)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	base := "http://" + addr
+	a, l := narrowLink(t, s, "team")
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sandbox","version":"1"}}}`
+	for _, tok := range []string{"", linkToken(t, l)} {
+		resp := mcpPost(t, base+"/mcp", tok, "", initialize)
+		resp.Body.Close()
+		if resp.StatusCode != 401 {
+			t.Errorf("initialize (link token sent: %v) = %d, want 401", tok != "", resp.StatusCode)
+		}
+	}
+	if resp, b := apiCall(t, "GET", base+"/v1/artifacts/"+a.ID, nil, "Authorization", "Bearer "+linkToken(t, l)); resp.StatusCode != 401 {
+		t.Errorf("GET /v1 with the link token = %d %s", resp.StatusCode, b)
+	}
+	stillThere(t, l)
+	// The secret's token is the way in.
+	resp := mcpPost(t, base+"/mcp", owner, "", initialize)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("initialize with the secret's token = %d", resp.StatusCode)
 	}
 }
