@@ -2,6 +2,7 @@ package mcpproxy_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -270,7 +272,14 @@ func countChildren(mode string) int {
 	for _, e := range ents {
 		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
 		if err == nil && strings.Contains(string(b), "TestChildServer") && strings.HasSuffix(strings.TrimRight(string(b), "\x00"), "\x00"+mode) {
-			if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && !strings.Contains(string(st), ") Z ") {
+			// Only this test process's own children: another test binary
+			// on the machine (a second go test run) has its own.
+			st, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			f := strings.Fields(string(st[bytes.LastIndexByte(st, ')')+1:]))
+			if len(f) > 1 && f[0] != "Z" && f[1] == strconv.Itoa(os.Getpid()) {
 				n++
 			}
 		}

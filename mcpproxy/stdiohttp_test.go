@@ -25,6 +25,10 @@ func TestStdioFaceSlowJSONCallHoldsNothingUp(t *testing.T) {
 	var mu sync.Mutex
 	held := map[string]chan struct{}{} // upstream call id → closed by its cancellation
 	cancelledWhileHeld := make(chan struct{})
+	// The call and a cancellation sent right after it travel on two
+	// connections: the upstream may read either first (as with any
+	// concurrent client), so the test cancels once the call is held.
+	isHeld := make(chan struct{}, 1)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			w.WriteHeader(http.StatusMethodNotAllowed)
@@ -51,6 +55,7 @@ func TestStdioFaceSlowJSONCallHoldsNothingUp(t *testing.T) {
 			mu.Lock()
 			held[string(m.ID)] = ch
 			mu.Unlock()
+			isHeld <- struct{}{}
 			select {
 			case <-ch:
 				reply(`{"content":[],"isError":true}`)
@@ -114,6 +119,11 @@ func TestStdioFaceSlowJSONCallHoldsNothingUp(t *testing.T) {
 	write(`{"jsonrpc":"2.0","id":3,"method":"ping"}`)
 	if id := next(); id != "3" {
 		t.Fatalf("answer to %s, want the ping's while the call is held", id)
+	}
+	select {
+	case <-isHeld:
+	case <-ctx.Done():
+		t.Fatal("the call never reached the upstream")
 	}
 	write(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}`)
 	select {
