@@ -1,9 +1,7 @@
 package main
 
 import (
-	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -97,25 +95,11 @@ func TestLinkHolderKubernetesConfig(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	data := t.TempDir()
-	fs := newFlagSet("serve")
-	var c serveConfig
-	c.register(fs)
-	args := []string{"--config", "../../deploy/kubernetes/config/spillway.yaml", "--policy", "../../deploy/kubernetes/policy",
-		"--listen", addr, "--public-url", "http://" + addr, "--data", data, "--store", filepath.Join(data, "artifacts"),
-		"--key-file", filepath.Join(data, "signing.keys"), "--upstream-url", up.URL + "/mcp", "--decision-log", "", "--log-level", "warn"}
 	env := map[string]string{"SPILLWAY_AUTH_TOKENS": owner + "=team"}
-	if err := parseLayered(fs, args, func(k string) string { return env[k] }); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := newServer(ctx, &c, slog.New(slog.DiscardHandler), io.Discard, io.Discard)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	s := startServerEnv(t, data, func(k string) string { return env[k] },
+		"--config", "../../deploy/kubernetes/config/spillway.yaml", "--policy", "../../deploy/kubernetes/policy",
+		"--listen", addr, "--public-url", "http://"+addr, "--store", filepath.Join(data, "artifacts"),
+		"--key-file", filepath.Join(data, "signing.keys"), "--upstream-url", up.URL+"/mcp", "--decision-log", "")
 	base := "http://" + addr
 	a, l := narrowLink(t, s, "team")
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sandbox","version":"1"}}}`

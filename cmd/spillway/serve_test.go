@@ -29,11 +29,18 @@ func startServe(t *testing.T, data string, extra ...string) string {
 // startServer is startServe returning the running server.
 func startServer(t *testing.T, data string, extra ...string) *server {
 	t.Helper()
+	return startServerEnv(t, data, func(string) string { return "" }, extra...)
+}
+
+// startServerEnv is startServer with an environment (getenv); a later
+// --listen in extra overrides the free port.
+func startServerEnv(t *testing.T, data string, getenv func(string) string, extra ...string) *server {
+	t.Helper()
 	fs := newFlagSet("serve")
 	var c serveConfig
 	c.register(fs)
 	args := append([]string{"--listen", "127.0.0.1:0", "--data", data, "--log-level", "warn"}, extra...)
-	if err := parseLayered(fs, args, func(string) string { return "" }); err != nil {
+	if err := parseLayered(fs, args, getenv); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
