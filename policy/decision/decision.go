@@ -84,15 +84,21 @@ type OffloadInput struct {
 	Server   string `json:"server,omitempty"` // upstream name
 	Tool     string `json:"tool,omitempty"`   // tool name, for tools/call
 	Method   string `json:"method"`           // "tools/call" or "resources/read"
-	Kind     string `json:"kind"`             // "text", "image", "audio", "resource"
+	Kind     string `json:"kind"`             // "text", "image", "audio", "resource", "structured"
 	MimeType string `json:"mime_type,omitempty"`
 	Size     int64  `json:"size"` // decoded bytes
 	// Threshold is the proxy's configured size for this kind
 	// (--text-threshold, --binary-threshold); items at or below it are
 	// never asked about.
-	Threshold int64  `json:"threshold,omitempty"`
-	Tenant    string `json:"tenant,omitempty"`
-	Client    string `json:"client,omitempty"` // clientInfo.name, when known
+	Threshold int64 `json:"threshold,omitempty"`
+	// Budget is the proxy's per-result budget (--result-budget): what a
+	// tools/call result may keep inline, content and structuredContent
+	// together. OverBudget is set for what the proxy chose to move out so
+	// that the result fits it; the item may be under its Threshold.
+	Budget     int64  `json:"budget,omitempty"`
+	OverBudget bool   `json:"over_budget,omitempty"`
+	Tenant     string `json:"tenant,omitempty"`
+	Client     string `json:"client,omitempty"` // clientInfo.name, when known
 }
 
 // Offload is the output of the offload decision. The zero value keeps

@@ -14,9 +14,13 @@ threshold := input.threshold if input.threshold > 0
 
 else := thresholds[input.kind]
 
-offload := {"offload": true, "threshold": threshold, "ttl_seconds": 900} if {
-	input.size > threshold
-}
+offload := {"offload": true, "threshold": threshold, "ttl_seconds": 900} if move
+
+# Over its kind's threshold, or chosen to make the result fit its budget
+# (--result-budget: what a tools/call result keeps inline).
+move if input.size > threshold
+
+move if input.over_budget
 
 default mint := {"allow": true, "max_ttl_seconds": 3600}
 

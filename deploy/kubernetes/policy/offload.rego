@@ -14,7 +14,10 @@ default offload := false
 
 offload if input.size > threshold
 
+# Chosen by the proxy so that a tools/call result fits --result-budget.
+offload if input.over_budget
+
 # Links to offloaded outputs live 15 minutes.
 ttl_seconds := 900
 
-reason := sprintf("%s of %d bytes is over %d", [input.kind, input.size, threshold]) if offload
+reason := sprintf("%s of %d bytes is over %d", [input.kind, input.size, threshold]) if input.size > threshold

@@ -25,8 +25,13 @@ default offload := {"offload": false}
 
 offload := {"offload": true, "ttl_seconds": offload_ttl} if {
 	count(offload_deny) == 0
-	input.size > config.thresholds[input.kind]
+	over_threshold_or_budget
 }
+
+over_threshold_or_budget if input.size > config.thresholds[input.kind]
+
+# Chosen by the proxy so that a tools/call result fits --result-budget.
+over_threshold_or_budget if input.over_budget
 
 offload := {"offload": false, "reason": concat("; ", sort(offload_deny))} if count(offload_deny) > 0
 
