@@ -3,6 +3,7 @@ package mcpproxy_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -139,5 +140,45 @@ func TestFacesKeepAlive(t *testing.T) {
 	}
 	if c := comment(resp.Body); c != "keep-alive" {
 		t.Fatalf("a silent stateless call's stream: comment %q, want keep-alive", c)
+	}
+}
+
+// TestStdioFaceCapsMessages: a response over the stdio face's cap (the
+// TypeScript SDK's stdio client dies past 10 MiB) reaches the client as a
+// JSON-RPC error naming its size, and the connection goes on: the next
+// call is answered. Before the cap, the 70 MiB line went out whole.
+func TestStdioFaceCapsMessages(t *testing.T) {
+	cmd, args := childCmd("plain")
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.CommandUpstream{Command: cmd, Args: args}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	t.Cleanup(func() { inW.Close() })
+	go p.ServeStdio(ctx, inR, outW)
+	rd := bufio.NewReaderSize(outR, 1<<20)
+	send := func(s string) { fmt.Fprintln(inW, s) }
+	next := func() string {
+		line, err := rd.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		return line
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	next()
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"huge","arguments":{}}}`)
+	line := next()
+	if len(line) > 10<<20 || !strings.Contains(line, `"error"`) || !strings.Contains(line, "--stdio-max-message") {
+		t.Fatalf("a 70 MiB response on stdio: got a %d-byte line: %.300s", len(line), line)
+	}
+	send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"x":1}}}`)
+	if line := next(); !strings.Contains(line, `"id":3`) || strings.Contains(line, `"error"`) {
+		t.Fatalf("the next call after the capped one: %.300s", line)
 	}
 }

@@ -120,6 +120,12 @@ type Options struct {
 	// timeout cuts a long, silent call. Default 15 s;
 	// negative: never.
 	StreamKeepAlive time.Duration
+	// StdioMaxMessage caps one message ServeStdio writes to its client:
+	// a larger response becomes a JSON-RPC error naming its size, a larger
+	// request or notification is dropped. The TypeScript SDK's stdio
+	// client, which desktop hosts use, closes its connection on a message
+	// over 10 MiB. Default 10 MiB; negative: no cap.
+	StdioMaxMessage int64
 	Logger          *slog.Logger
 }
 
@@ -216,6 +222,9 @@ func New(o Options) (*Proxy, error) {
 	}
 	if o.MaxMessage <= 0 {
 		o.MaxMessage = 1 << 30
+	}
+	if o.StdioMaxMessage == 0 {
+		o.StdioMaxMessage = 10 << 20
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -351,7 +360,7 @@ func remoteAddr(r *http.Request) netip.Addr {
 func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
 	client := wire.NewConn(in, out, wire.Options{MaxMessage: p.o.MaxBody, Peer: "client", Logger: p.log})
 	defer client.Close()
-	face := stdioface.New(stdioface.Options{Methods: p.methods, Logger: p.log})
+	face := stdioface.New(stdioface.Options{Methods: p.methods, MaxMessage: p.o.StdioMaxMessage, Logger: p.log})
 	var up stdioface.Upstream
 	switch p.o.Upstream.(type) {
 	case *HTTPUpstream:

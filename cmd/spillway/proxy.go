@@ -29,6 +29,7 @@ type proxyFlags struct {
 	allowedOrigins string
 	maxBody        int64
 	maxMessage     int64
+	stdioMaxMsg    int64
 	maxSessions    int
 
 	offload          bool
@@ -58,6 +59,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "browser Origins every route but /a/ accepts besides its own (`list`, comma-separated)")
 	fs.Int64Var(&f.maxBody, "max-body", 4<<20, "largest request body a client may POST to /mcp, in `bytes`")
 	fs.Int64Var(&f.maxMessage, "max-message", 1<<30, "largest message an upstream may send (JSON body, SSE event or stdio line), in `bytes`; past it the request gets a JSON-RPC error")
+	fs.Int64Var(&f.stdioMaxMsg, "stdio-max-message", 10<<20, "largest message --stdio writes to its client, in `bytes` (the TypeScript SDK's stdio client closes its connection past 10 MiB); a larger response becomes a JSON-RPC error (-1: no cap)")
 	fs.IntVar(&f.maxSessions, "max-sessions", 64, "most session-era sessions with a stdio or legacy upstream (each holds a child or a stream)")
 	fs.BoolVar(&f.offload, "offload", true, "offload large tool outputs to artifacts (the policy has the last word)")
 	fs.Int64Var(&f.textThreshold, "text-threshold", 16<<10, "text items above this many `bytes` are offload candidates")
@@ -139,6 +141,7 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 		Guard:            guard,
 		MaxBody:          f.maxBody,
 		MaxMessage:       f.maxMessage,
+		StdioMaxMessage:  f.stdioMaxMsg,
 		MaxSessions:      f.maxSessions,
 		StreamMode:       f.streamMode,
 		Fetch:            fetch,

@@ -11,6 +11,7 @@ package stdioface
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"sync"
@@ -55,7 +56,11 @@ type Client interface {
 // Options configure Serve. Methods is required.
 type Options struct {
 	Methods *owned.Methods
-	Logger  *slog.Logger
+	// MaxMessage caps what the face writes: a larger response becomes a
+	// JSON-RPC error, a larger request or notification is dropped (and
+	// logged). 0 or negative: no cap.
+	MaxMessage int64
+	Logger     *slog.Logger
 }
 
 // Face is one stdio client's session. Create it with New.
@@ -221,6 +226,23 @@ func (f *Face) handle(ctx context.Context, m *jsonrpc.Message, up Upstream, scop
 // HTTP only.
 const codeNotStreamable = -32003
 
+// capped returns m, or what replaces it when it is over MaxMessage: the
+// client's transport would otherwise end the whole connection (the
+// TypeScript SDK's stdio client does past 10 MiB), losing every other
+// call in flight with it.
+func (f *Face) capped(m *jsonrpc.Message) *jsonrpc.Message {
+	if f.o.MaxMessage <= 0 || int64(len(m.Raw)) <= f.o.MaxMessage {
+		return m
+	}
+	if m.IsResponse() {
+		f.log.Warn("stdio face: a response is over the client's message cap; it gets an error instead", "bytes", len(m.Raw), "cap", f.o.MaxMessage)
+		return jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeInternalError, fmt.Sprintf(
+			"the response is %d bytes, over the %d bytes this stdio connection carries (spillway --stdio-max-message)", len(m.Raw), f.o.MaxMessage))
+	}
+	f.log.Warn("stdio face: a message over the client's message cap was dropped", "method", m.Method, "bytes", len(m.Raw), "cap", f.o.MaxMessage)
+	return nil
+}
+
 // write is the one writer of the client's output.
 func (f *Face) write(ctx context.Context, cancel context.CancelFunc, client Client) {
 	defer close(f.done)
@@ -240,6 +262,9 @@ func (f *Face) write(ctx context.Context, cancel context.CancelFunc, client Clie
 				actx, stop := context.WithTimeout(ctx, time.Minute)
 				m = f.o.Methods.After(actx, it.call, m)
 				stop()
+			}
+			if m = f.capped(m); m == nil {
+				continue
 			}
 			if err := client.Send(ctx, m); err != nil {
 				f.log.Warn("writing to the client failed", "err", err)
