@@ -1,0 +1,127 @@
+// An MCP client on the TypeScript SDK, v1 (@modelcontextprotocol/sdk) or v2
+// (@modelcontextprotocol/client), as an agent's host runs it: it connects,
+// lists the tools (the SDK keeps their outputSchemas and validates each
+// structuredContent against them), calls tools and prints one JSON line per
+// call:
+//
+//   {"name": TOOL, "result": RESULT, "error": MESSAGE, "wireBytes": N}
+//
+// RESULT is the result as the SDK returned it, after its own checks; error is
+// set instead when the call threw (a schema check failed, the connection
+// closed, a JSON-RPC error). wireBytes is the size of the response as it
+// arrived: the body of the POST that carried the call (Streamable HTTP), or
+// the longest line the child wrote during the call (stdio); -1 when unknown.
+// The first line is {"tools": [NAMES]}, or {"error": MESSAGE} when the
+// connection or the listing failed. After the last call the client stays
+// connected until its stdin ends, so that the links of a `spillway serve
+// --stdio` it started can still be fetched.
+//
+// Usage:
+//   node client.mjs v1|v2 http URL [TOKEN] CALLS
+//   node client.mjs v1|v2 stdio ARGV_JSON ENV_JSON CALLS
+// CALLS is a JSON array of {"name": TOOL, "arguments": {...}}.
+import { need } from './npm.mjs';
+
+const [sdk, mode, ...rest] = process.argv.slice(2);
+const calls = JSON.parse(rest.at(-1));
+
+let Client, StreamableHTTPClientTransport, StdioClientTransport;
+if (sdk === 'v1') {
+  ({ Client } = need('@modelcontextprotocol/sdk/client/index.js'));
+  ({ StreamableHTTPClientTransport } = need('@modelcontextprotocol/sdk/client/streamableHttp.js'));
+  ({ StdioClientTransport } = need('@modelcontextprotocol/sdk/client/stdio.js'));
+} else if (sdk === 'v2') {
+  ({ Client, StreamableHTTPClientTransport } = need('@modelcontextprotocol/client'));
+  ({ StdioClientTransport } = need('@modelcontextprotocol/client/stdio'));
+} else {
+  throw new Error(`sdk ${sdk}: want v1 or v2`);
+}
+
+// wire counts the bytes of the response to the call in flight.
+let wire = -1;
+let counting = false;
+
+// countingFetch passes the body of each POST that carries a tools/call
+// through a counter, on its way to the SDK.
+async function countingFetch(url, init) {
+  const res = await fetch(url, init);
+  if (!counting || init?.method !== 'POST' || !res.body || !String(init.body).includes('"tools/call"')) {
+    return res;
+  }
+  const counter = new TransformStream({
+    transform(chunk, ctl) {
+      wire += chunk.byteLength;
+      ctl.enqueue(chunk);
+    },
+  });
+  return new Response(res.body.pipeThrough(counter), { status: res.status, statusText: res.statusText, headers: res.headers });
+}
+
+let transport;
+if (mode === 'http') {
+  const [url, token] = rest.length > 2 ? rest : [rest[0], ''];
+  const headers = token ? { Authorization: `Bearer ${token}` } : {};
+  transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers }, fetch: countingFetch });
+} else if (mode === 'stdio') {
+  const argv = JSON.parse(rest[0]);
+  transport = new StdioClientTransport({ command: argv[0], args: argv.slice(1), env: JSON.parse(rest[1]) });
+} else {
+  throw new Error(`mode ${mode}: want http or stdio`);
+}
+
+// watchLines records, for stdio, the longest line the child writes while a
+// call is counted. The SDK's own listener reads the same chunks.
+function watchLines(t) {
+  const out = t._process?.stdout;
+  if (!out) return;
+  let line = 0;
+  out.on('data', chunk => {
+    let from = 0;
+    for (let nl = chunk.indexOf(10); nl >= 0; nl = chunk.indexOf(10, from)) {
+      line += nl - from;
+      if (counting) wire = Math.max(wire, line);
+      line = 0;
+      from = nl + 1;
+    }
+    line += chunk.length - from;
+    if (counting) wire = Math.max(wire, line);
+  });
+}
+
+function describe(e) {
+  const code = e?.code !== undefined ? ` (code ${e.code})` : '';
+  return `${e?.message ?? e}${code}`;
+}
+
+const client = new Client({ name: `spillway-realservers-${sdk}`, version: '1.0.0' });
+// Generous: a deadlock guard, not a timing check.
+const opts = { timeout: 600000 };
+try {
+  await client.connect(transport, opts);
+  if (mode === 'stdio') watchLines(transport);
+  const { tools } = await client.listTools(undefined, opts);
+  process.stdout.write(JSON.stringify({ tools: tools.map(t => t.name) }) + '\n');
+} catch (e) {
+  process.stdout.write(JSON.stringify({ error: describe(e) }) + '\n');
+  process.exit(0);
+}
+
+for (const c of calls) {
+  wire = mode === 'stdio' && !transport._process ? -1 : 0;
+  counting = true;
+  const report = { name: c.name };
+  try {
+    const params = { name: c.name, arguments: c.arguments ?? {} };
+    // v1 takes a result schema before the options; v2 does not.
+    report.result = await (sdk === 'v1' ? client.callTool(params, undefined, opts) : client.callTool(params, opts));
+  } catch (e) {
+    report.error = describe(e);
+  }
+  counting = false;
+  report.wireBytes = wire;
+  await new Promise(resolve => process.stdout.write(JSON.stringify(report) + '\n', resolve));
+}
+process.stdin.resume();
+await new Promise(resolve => process.stdin.on('end', resolve));
+await client.close().catch(() => {});
+process.exit(0);
