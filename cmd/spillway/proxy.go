@@ -30,6 +30,7 @@ type proxyFlags struct {
 	maxBody        int64
 	maxMessage     int64
 	stdioMaxMsg    int64
+	resultBudget   int64
 	maxSessions    int
 
 	offload          bool
@@ -62,6 +63,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.stdioMaxMsg, "stdio-max-message", 10<<20, "largest message --stdio writes to its client, in `bytes` (the TypeScript SDK's stdio client closes its connection past 10 MiB); a larger response becomes a JSON-RPC error (-1: no cap)")
 	fs.IntVar(&f.maxSessions, "max-sessions", 64, "most session-era sessions with a stdio or legacy upstream (each holds a child or a stream)")
 	fs.BoolVar(&f.offload, "offload", true, "offload large tool outputs to artifacts (the policy has the last word)")
+	fs.Int64Var(&f.resultBudget, "result-budget", 6<<10, "most `bytes` of a tools/call result the agent receives inline, content and structuredContent together, previews and links included; past it the largest parts are offloaded")
 	fs.Int64Var(&f.textThreshold, "text-threshold", 16<<10, "text items above this many `bytes` are offload candidates")
 	fs.Int64Var(&f.binaryThreshold, "binary-threshold", 4<<10, "image, audio and blob items above this many decoded `bytes` are offload candidates")
 	fs.DurationVar(&f.offloadTTL, "offload-ttl", 15*time.Minute, "lifetime of the links in offloaded results (the policy and --max-ttl may shorten it)")
@@ -123,6 +125,7 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 			tools[t] = false
 		}
 		off = mcpproxy.NewOffloader(d.svc, d.engine, mcpproxy.OffloadOptions{
+			Budget:          f.resultBudget,
 			TextThreshold:   f.textThreshold,
 			BinaryThreshold: f.binaryThreshold,
 			TTL:             f.offloadTTL,

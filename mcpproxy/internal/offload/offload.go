@@ -12,9 +12,7 @@
 package offload
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/shrink"
 	"github.com/spillway-dev/spillway/policy"
 )
 
@@ -34,8 +33,16 @@ type Decider interface {
 
 // Options tune a Rewriter. Zero values take the defaults.
 type Options struct {
-	// Items at or below these sizes (decoded bytes) are never offloaded,
-	// nor shown to the policy. Defaults: 16 KiB text, 4 KiB binary.
+	// Budget bounds a tools/call result as the agent receives it: what
+	// stays inline of content and structuredContent together, previews
+	// and links included. A result over it has its largest items
+	// offloaded (many small text items together, as one artifact) and a
+	// large structuredContent shrunk to a preview valid for the tool's
+	// outputSchema. Default 6 KiB.
+	Budget int64
+	// Items over these sizes (decoded bytes) are offloaded even within
+	// the budget. Defaults: 16 KiB text, 4 KiB binary. A resources/read
+	// result has no budget: its items are offloaded over these alone.
 	TextThreshold, BinaryThreshold int64
 	// TTL of the links handed out, unless the policy says otherwise.
 	// Default 15 minutes.
@@ -62,6 +69,9 @@ type Call struct {
 	Tool   string // tools/call: the tool's name
 	URI    string // resources/read: the resource read
 	Tenant string // the caller ("" when inbound auth is off)
+	// Schema is the tool's outputSchema as its client was shown it (see
+	// Schemas); nil when the tool has none or it is not known.
+	Schema *shrink.Schema
 }
 
 // Rewriter replaces large items of tools/call and resources/read results
@@ -82,6 +92,9 @@ func New(svc *artifact.Service, dec Decider, o Options) *Rewriter {
 	}
 	if o.BinaryThreshold <= 0 {
 		o.BinaryThreshold = 4 << 10
+	}
+	if o.Budget <= 0 {
+		o.Budget = 6 << 10
 	}
 	if o.TTL <= 0 {
 		o.TTL = 15 * time.Minute
@@ -127,14 +140,13 @@ func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, 
 			return result, nil, nil
 		}
 	}
-	key := "content"
-	if c.Method == "resources/read" {
-		key = "contents"
-	}
 	if !json.Valid(result) {
 		return nil, nil, fmt.Errorf("offload: result is not valid JSON")
 	}
-	arr, ok := jsonrpc.Member(result, key)
+	if c.Method != "resources/read" {
+		return f.rewriteResult(ctx, c, result)
+	}
+	arr, ok := jsonrpc.Member(result, "contents")
 	if !ok || result[arr[0]] != '[' {
 		return result, nil, nil
 	}
@@ -145,13 +157,10 @@ func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, 
 		repl, a, err := f.item(ctx, c, result[it[0]:it[1]], n+1)
 		if err != nil {
 			if f.o.FailClosed {
-				f.log.Error("offload failed; withholding the result", "method", c.Method, "tool", c.Tool, "err", err)
-				if c.Method == "resources/read" {
-					return nil, stored, ErrWithheld
-				}
-				return toolError, stored, nil
+				f.log.Error("offload failed; withholding the result", "method", c.Method, "uri", c.URI, "err", err)
+				return nil, stored, ErrWithheld
 			}
-			f.log.Warn("offload failed; the item stays inline", "method", c.Method, "tool", c.Tool, "err", err)
+			f.log.Warn("offload failed; the item stays inline", "method", c.Method, "uri", c.URI, "err", err)
 			continue
 		}
 		if repl == nil {
@@ -172,94 +181,41 @@ func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, 
 // toolError is the tools/call result FailClosed answers with.
 var toolError = []byte(`{"content":[{"type":"text","text":"The result was too large to return inline and could not be stored for download; try again later."}],"isError":true}`)
 
-// item offloads one content item, or returns nil to keep it.
+// item offloads one resources/read item, or returns nil to keep it.
 func (f *Rewriter) item(ctx context.Context, c Call, it []byte, n int) ([]byte, artifact.Artifact, error) {
 	if len(it) == 0 || it[0] != '{' {
 		return nil, artifact.Artifact{}, nil
 	}
-	typ := jsonrpc.StringMember(it, "type")
-	mime := jsonrpc.StringMember(it, "mimeType")
-	var lit []byte
-	var binary bool
-	kind := typ
-	switch {
-	case c.Method == "resources/read":
-		kind = "resource"
-		lit, binary = pick(it)
-	case typ == "text":
-		lit = jsonrpc.RawMember(it, "text")
-	case typ == "image" || typ == "audio":
-		lit, binary = jsonrpc.RawMember(it, "data"), true
-	case typ == "resource":
-		if r, ok := jsonrpc.Member(it, "resource"); ok && it[r[0]] == '{' {
-			res := it[r[0]:r[1]]
-			mime = jsonrpc.StringMember(res, "mimeType")
-			lit, binary = pick(res)
-		}
-	}
+	lit, binary := pick(it)
 	if len(lit) < 2 || lit[0] != '"' {
 		return nil, artifact.Artifact{}, nil
 	}
-	size, threshold := int64(len(lit)-2), f.o.TextThreshold
+	u := unit{kind: "resource", mime: jsonrpc.StringMember(it, "mimeType"), threshold: f.threshold(binary)}
 	if binary {
-		size, threshold = base64Size(lit), f.o.BinaryThreshold
+		u.size = base64Size(lit)
+		u.open = func() io.Reader { return base64Decoder(newStringReader(lit)) }
+	} else {
+		u.size = int64(len(lit) - 2)
+		u.open = func() io.Reader { return newStringReader(lit) }
 	}
-	if size <= threshold {
+	if u.size <= u.threshold {
 		return nil, artifact.Artifact{}, nil
 	}
 	if !binary {
-		size, _ = io.Copy(io.Discard, newStringReader(lit)) // exact, without a copy
-		if size <= threshold {
+		u.size, _ = io.Copy(io.Discard, newStringReader(lit)) // exact, without a copy
+		if u.size <= u.threshold {
 			return nil, artifact.Artifact{}, nil
 		}
-		if mime == "" {
-			mime = sniffText(lit)
+		if u.mime == "" {
+			u.mime = sniffText(lit)
 		}
 	}
-	d, err := f.dec.Offload(ctx, policy.OffloadInput{
-		Server: f.o.Server, Tool: c.Tool, Method: c.Method, Kind: kind,
-		MimeType: mime, Size: size, Tenant: c.Tenant, Threshold: threshold,
-	})
-	if err != nil || !d.Offload {
-		if err != nil {
-			f.log.Warn("offload decision failed; keeping the item inline", "err", err)
-		}
-		return nil, artifact.Artifact{}, nil
+	w := &resultWriter{f: f, c: c, previewBudget: 2048, n: n - 1}
+	pub, err := w.publish(ctx, u, "")
+	if err != nil || pub == nil {
+		return nil, artifact.Artifact{}, err
 	}
-	ttl := f.o.TTL
-	if d.TTLSeconds > 0 {
-		ttl = time.Duration(d.TTLSeconds) * time.Second
-	}
-	var src io.Reader = newStringReader(lit)
-	if binary {
-		src = base64.NewDecoder(base64.StdEncoding, src)
-	}
-	if mime == "" {
-		mime = "application/octet-stream"
-	}
-	pv := &previewer{}
-	name, source := c.Tool, "tool:"+c.Tool
-	if c.Method == "resources/read" {
-		name, source = "resource", "resources/read"
-	}
-	a, l, err := f.svc.Publish(ctx, artifact.Artifact{
-		Name:     fmt.Sprintf("%s-%d%s", name, n, extension(mime)),
-		MimeType: mime,
-		Tenant:   c.Tenant,
-		Source:   source,
-	}, io.TeeReader(src, pv), artifact.LinkOptions{TTL: ttl, Tenant: c.Tenant, Audience: d.Audience, Source: "offload"})
-	if err != nil {
-		return nil, artifact.Artifact{}, &errStore{err}
-	}
-	preview := pv.text(kind, itemMeta{mime: mime, sha256: a.SHA256, uri: artifact.URI(a.ID)},
-		linkMeta{url: l.URL, expires: l.Expires})
-	link := artifact.NewResourceLink(a, l)
-	if c.Method == "resources/read" {
-		return resourceItem(it, preview, link), a, nil
-	}
-	text, _ := json.Marshal(map[string]string{"type": "text", "text": preview})
-	lb, _ := json.Marshal(link)
-	return bytes.Join([][]byte{text, lb}, []byte(",")), a, nil
+	return resourceItem(it, pub.text, pub.resourceLink()), pub.a, nil
 }
 
 // MetaOffloaded is the _meta key under which an offloaded resources/read

@@ -283,12 +283,14 @@ func FuzzRewrite(f *testing.F) {
 	f.Add([]byte(`{"content":[{"type":"text","text":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"}],"isError":false}`), false)
 	f.Add([]byte(`{"content":[{"type":"image","data":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","mimeType":"image/png"},{"type":"resource","resource":{"uri":"a","text":"\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9"}}],"_meta":{"k":[1]}}`), false)
 	f.Add([]byte(`{"content":"x"}`), false)
+	f.Add([]byte(`{"content":[{"type":"text","text":"`+"`"+` + strings.Repeat("x", 90) + `+"`"+`"}],"structuredContent":{"a":"`+"`"+` + strings.Repeat("y", 90) + `+"`"+`","b":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30],"c":{"d":"`+"`"+` + strings.Repeat("z", 90) + `+"`"+`"}},"_meta":{"k":1}}`), false)
+	f.Add([]byte(`{"content":[{"type":"text","text":"aaaaaaaaaaaaaaaaaaaaaaa"},{"type":"text","text":"[1,2]"},{"type":"text","text":"{\"a\":1}"},{"type":"image","data":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA","mimeType":"image/png"}],"isError":false}`), false)
 	f.Add([]byte(`[1]`), false)
 	f.Add([]byte(`{"contents":[{"uri":"x://a","text":"aaaaaaaaaaaaaaaaaaaaaaaaaaa","_meta":{"k":1}},{"uri":"x://b","blob":"AAAAAAAAAAAAAAAAAAAAAAAA"}]}`), true)
 	f.Add([]byte(`{"contents":[{"uri":1,"text":"aaaaaaaaaaaaaaaaaaaaaaaaaaa","_meta":[]}]}`), true)
 	svc := testService(f, nil)
-	low := New(svc, threshold{0}, Options{TextThreshold: 8, BinaryThreshold: 8})
-	high := New(svc, threshold{0}, Options{TextThreshold: 1 << 40, BinaryThreshold: 1 << 40})
+	low := New(svc, threshold{0}, Options{TextThreshold: 8, BinaryThreshold: 8, Budget: 64})
+	high := New(svc, threshold{0}, Options{TextThreshold: 1 << 40, BinaryThreshold: 1 << 40, Budget: 1 << 40})
 	f.Fuzz(func(t *testing.T, in []byte, read bool) {
 		c, key := Call{Method: "tools/call", Tool: "fz"}, "content"
 		if read {
@@ -311,8 +313,12 @@ func FuzzRewrite(f *testing.F) {
 		if !json.Valid(out) {
 			t.Fatalf("invalid JSON out: %q", out)
 		}
-		if read && schematest.Validate("2025-11-25", "ReadResourceResult", in) == nil {
-			schematest.Check(t, "2025-11-25", "ReadResourceResult", out)
+		typ := "CallToolResult"
+		if read {
+			typ = "ReadResourceResult"
+		}
+		if schematest.Validate("2025-11-25", typ, in) == nil {
+			schematest.Check(t, "2025-11-25", typ, out)
 		}
 		var a, b map[string]json.RawMessage
 		if json.Unmarshal(in, &a) != nil {
@@ -321,9 +327,38 @@ func FuzzRewrite(f *testing.F) {
 		if err := json.Unmarshal(out, &b); err != nil {
 			t.Fatal(err)
 		}
+		var meta struct {
+			Replaced []struct {
+				Pointer string `json:"pointer"`
+			} `json:"dev.spillway/replaced"`
+		}
+		json.Unmarshal(b["_meta"], &meta)
+		shrunk := false
+		for _, r := range meta.Replaced {
+			shrunk = shrunk || strings.HasPrefix(r.Pointer, "/structuredContent")
+		}
 		for k, v := range a {
-			if k != key && !bytes.Equal(v, b[k]) {
-				t.Fatalf("member %q changed: %s → %s", k, v, b[k])
+			switch {
+			case k == key:
+			case !read && k == "_meta" && meta.Replaced != nil:
+				if v[0] == '{' {
+					var m map[string]json.RawMessage
+					json.Unmarshal(b[k], &m)
+					delete(m, MetaReplaced)
+					want, _ := json.Marshal(m)
+					var orig map[string]json.RawMessage
+					json.Unmarshal(v, &orig)
+					got, _ := json.Marshal(orig)
+					if !bytes.Equal(want, got) {
+						t.Fatalf("_meta changed beyond %s: %s → %s", MetaReplaced, v, b[k])
+					}
+				}
+			case !read && k == "structuredContent" && (shrunk || string(b["isError"]) == "true"):
+			case !read && k == "isError" && b["structuredContent"] == nil:
+			default:
+				if !bytes.Equal(v, b[k]) {
+					t.Fatalf("member %q changed: %s → %s", k, v, b[k])
+				}
 			}
 		}
 	})

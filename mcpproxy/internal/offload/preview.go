@@ -142,17 +142,16 @@ func (p *previewer) closeMember(off int64) {
 // jsonComplete reports whether the bytes were one JSON array or object.
 func (p *previewer) jsonComplete() bool { return !p.notJSON && p.top != 0 && p.depth == 0 }
 
-// text renders the preview of an item stored as a (its link l). kind is
-// the content kind the item had.
-func (p *previewer) text(kind string, a itemMeta, l linkMeta) string {
+// body renders what the preview says of the stored bytes, within about
+// budget bytes. kind is the content kind the item had.
+func (p *previewer) body(kind, mime, sha256 string, budget int) string {
 	var b strings.Builder
-	mime := a.mime
 	switch {
 	case kind == "image" || kind == "audio" || (kind == "resource" && !IsText(mime) && !utf8.Valid(p.head)):
-		fmt.Fprintf(&b, "[%s offloaded: %s, %s, sha256 %s]\n", kind, mime, humanSize(p.size), a.sha256)
+		fmt.Fprintf(&b, "[%s offloaded: %s, %s, sha256 %s]\n", kind, mime, humanSize(p.size), sha256)
 	case p.jsonComplete() && p.top == '[':
 		fmt.Fprintf(&b, "JSON array of %d items (%s). First items:\n", p.items, humanSize(p.size))
-		b.WriteString(firstItems(p.head, 1500))
+		b.WriteString(firstItems(p.head, budget-b.Len()))
 	case p.jsonComplete() && p.top == '{':
 		fmt.Fprintf(&b, "JSON object with %d keys (%s):\n", p.items, humanSize(p.size))
 		for _, k := range p.keys {
@@ -190,16 +189,24 @@ func (p *previewer) text(kind string, a itemMeta, l linkMeta) string {
 			}
 		}
 	}
-	fmt.Fprintf(&b, "The full content (%s, %s) is at %s until %s: fetch it with a plain HTTP GET (no MCP session needed), or read %s.",
-		humanSize(p.size), mimeOr(mime, "application/octet-stream"), l.url, l.expires.UTC().Format(time.RFC3339), a.uri)
-	return b.String()
+	if b.Len() <= budget {
+		return b.String()
+	}
+	out := truncUTF8(b.String(), budget)
+	if i := strings.LastIndexByte(out, '\n'); i > 0 {
+		out = out[:i+1]
+	}
+	return out + "[…]\n"
 }
 
-type itemMeta struct{ mime, sha256, uri string }
-type linkMeta struct {
-	url     string
-	expires time.Time
+// sentence says where the whole of what a preview shows is, and how to
+// get it.
+func sentence(size int64, mime, url string, expires time.Time, uri string) string {
+	return fmt.Sprintf("The full content (%s, %s) is at %s until %s: fetch it with a plain HTTP GET (no MCP session needed), or read %s.",
+		humanSize(size), mimeOr(mime, "application/octet-stream"), url, expires.UTC().Format(timeFormat), uri)
 }
+
+const timeFormat = time.RFC3339
 
 // firstItems renders the first elements of a JSON array head within
 // budget bytes, each compacted to one line.

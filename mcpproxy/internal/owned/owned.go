@@ -103,6 +103,8 @@ type Methods struct {
 
 	recent recent     // tenant → artifacts offloaded lately, for resources/list
 	caps   streamCaps // session → what its initialize declared
+	// schemas: each tool's outputSchema, as tools/list presented it.
+	schemas offload.Schemas
 	// upstreamStream: the upstream's last initialize or server/discover
 	// result declared resources.stream.
 	upstreamStream atomic.Bool
@@ -239,6 +241,9 @@ func (o *Methods) After(ctx context.Context, c *Call, resp *jsonrpc.Message) (ou
 		if o.o.LearnTools != nil {
 			o.o.LearnTools(resp.Result)
 		}
+		if o.o.Offloader != nil {
+			return resp.WithResult(o.schemas.Present(resp.Result))
+		}
 	case "tools/call", "resources/read":
 		return o.offload(ctx, c, resp)
 	}
@@ -251,7 +256,11 @@ func (o *Methods) offload(ctx context.Context, c *Call, resp *jsonrpc.Message) *
 	if resp.Result == nil || o.o.Offloader == nil {
 		return resp
 	}
-	r, stored, err := o.o.Offloader.Rewrite(ctx, offload.Call{Method: c.Method, Tool: c.Tool, URI: c.URI, Tenant: c.Request.Tenant}, resp.Result)
+	call := offload.Call{Method: c.Method, Tool: c.Tool, URI: c.URI, Tenant: c.Request.Tenant}
+	if c.Method == "tools/call" {
+		call.Schema = o.schemas.Lookup(c.Tool)
+	}
+	r, stored, err := o.o.Offloader.Rewrite(ctx, call, resp.Result)
 	for _, a := range stored {
 		o.Remember(c.Request.Tenant, a)
 	}

@@ -1,0 +1,99 @@
+package offload
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/policy"
+)
+
+// unit is one thing the offloader may store: a content item, a group of
+// items, a member of structuredContent.
+type unit struct {
+	kind      string // the policy's kind: text, image, audio, resource, structured
+	mime      string
+	size      int64 // decoded bytes, as far as known before storing
+	threshold int64 // the kind's configured threshold, for the policy
+	over      bool  // chosen because the result is over its budget
+	open      func() io.Reader
+}
+
+// published is a unit stored, with its link and what the agent is shown.
+type published struct {
+	a        artifact.Artifact
+	l        artifact.Link
+	body     string // what the preview says of the bytes
+	sentence string // where they are and how to get them
+	text     string // body and sentence: the text item's text
+}
+
+func (p *published) resourceLink() artifact.ResourceLink { return artifact.NewResourceLink(p.a, p.l) }
+
+// link is the resource_link item.
+func (p *published) link() []byte {
+	b, _ := json.Marshal(p.resourceLink())
+	return b
+}
+
+// publish asks the policy about u and, unless it keeps u inline (nil, nil),
+// stores it, mints its link and records it under ptr (a JSON pointer into
+// the result; "" records nothing).
+func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*published, error) {
+	f, c := w.f, w.c
+	d, err := f.dec.Offload(ctx, policy.OffloadInput{
+		Server: f.o.Server, Tool: c.Tool, Method: c.Method, Kind: u.kind,
+		MimeType: u.mime, Size: u.size, Tenant: c.Tenant, Threshold: u.threshold,
+		Budget: f.o.Budget, OverBudget: u.over,
+	})
+	if err != nil || !d.Offload {
+		if err != nil {
+			f.log.Warn("offload decision failed; keeping the item inline", "err", err)
+		}
+		return nil, nil
+	}
+	ttl := f.o.TTL
+	if d.TTLSeconds > 0 {
+		ttl = time.Duration(d.TTLSeconds) * time.Second
+	}
+	mime := u.mime
+	if mime == "" {
+		mime = "application/octet-stream"
+	}
+	name, source := c.Tool, "tool:"+c.Tool
+	if c.Method == "resources/read" {
+		name, source = "resource", "resources/read"
+	}
+	w.n++
+	pv := &previewer{}
+	a, l, err := f.svc.Publish(ctx, artifact.Artifact{
+		Name:     fmt.Sprintf("%s-%d%s", name, w.n, extension(mime)),
+		MimeType: mime,
+		Tenant:   c.Tenant,
+		Source:   source,
+	}, io.TeeReader(u.open(), pv), artifact.LinkOptions{TTL: ttl, Tenant: c.Tenant, Audience: d.Audience, Source: "offload"})
+	if err != nil {
+		return nil, &errStore{err}
+	}
+	kind := u.kind
+	if kind == "structured" {
+		kind = "text"
+	}
+	p := &published{a: a, l: l,
+		body:     pv.body(kind, mime, a.SHA256, w.previewBudget),
+		sentence: sentence(a.Size, mime, l.URL, l.Expires, artifact.URI(a.ID))}
+	p.text = p.body + p.sentence
+	w.stored = append(w.stored, a)
+	if ptr != "" {
+		w.replaced = append(w.replaced, newReplaced(ptr, p))
+	}
+	return p, nil
+}
+
+// base64Decoder decodes standard base64, the encoding MCP gives binary
+// data.
+func base64Decoder(r io.Reader) io.Reader { return base64.NewDecoder(base64.StdEncoding, r) }

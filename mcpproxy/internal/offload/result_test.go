@@ -1,0 +1,264 @@
+package offload
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/schematest"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/shrink"
+)
+
+// The outputSchema @modelcontextprotocol/server-filesystem declares for
+// read_text_file (and most of its tools), as it sends it.
+const fsTextSchema = `{"type":"object","properties":{"content":{"type":"string"}},"required":["content"],"$schema":"http://json-schema.org/draft-07/schema#","additionalProperties":false}`
+
+// presented lists one tool with schema through Schemas.Present and
+// returns what the client is shown and what the rewriter gets.
+func presented(t *testing.T, schema string) (string, *shrink.Schema) {
+	t.Helper()
+	var s Schemas
+	out := s.Present([]byte(`{"tools":[{"name":"t","inputSchema":{"type":"object"},"outputSchema":` + schema + `}]}`))
+	sch := s.Lookup("t")
+	if sch == nil {
+		t.Fatalf("schema not learned: %s", out)
+	}
+	return string(jsonrawPath(t, out, "tools", 0, "outputSchema")), sch
+}
+
+func jsonrawPath(t *testing.T, b []byte, path ...any) json.RawMessage {
+	t.Helper()
+	var v any = json.RawMessage(b)
+	for _, p := range path {
+		var next json.RawMessage
+		switch k := p.(type) {
+		case string:
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(v.(json.RawMessage), &m); err != nil {
+				t.Fatal(err)
+			}
+			next = m[k]
+		case int:
+			var a []json.RawMessage
+			if err := json.Unmarshal(v.(json.RawMessage), &a); err != nil {
+				t.Fatal(err)
+			}
+			next = a[k]
+		}
+		v = next
+	}
+	return v.(json.RawMessage)
+}
+
+type callResult struct {
+	Content           []map[string]any           `json:"content"`
+	StructuredContent map[string]json.RawMessage `json:"structuredContent"`
+	IsError           bool                       `json:"isError"`
+	Meta              struct {
+		Replaced []replaced `json:"dev.spillway/replaced"`
+	} `json:"_meta"`
+}
+
+func fetchArtifact(t *testing.T, svc *artifact.Service, uri string) []byte {
+	t.Helper()
+	id, ok := artifact.IDFromURI(uri)
+	if !ok {
+		t.Fatalf("not an artifact URI: %s", uri)
+	}
+	rc, err := svc.Store.Open(context.Background(), id, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, _ := io.ReadAll(rc)
+	return b
+}
+
+// checkSmall asserts what every offloaded result must be: schema-valid,
+// under 8 KB, and carrying each of its links in the text of content and
+// in structuredContent alike.
+func checkSmall(t *testing.T, out []byte, r callResult) {
+	t.Helper()
+	schematest.Check(t, "2025-11-25", "CallToolResult", out)
+	if len(out) >= 8000 {
+		t.Errorf("the result is %d bytes, want < 8000:\n%.3000s", len(out), out)
+	}
+	var texts strings.Builder
+	for _, it := range r.Content {
+		if s, ok := it["text"].(string); ok {
+			texts.WriteString(s)
+		}
+	}
+	sc, _ := json.Marshal(r.StructuredContent)
+	for _, rep := range r.Meta.Replaced {
+		if !strings.Contains(texts.String(), rep.HTTPURL) {
+			t.Errorf("%s: its link is in no text of content", rep.Pointer)
+		}
+		if r.StructuredContent != nil && !bytes.Contains(sc, []byte(rep.HTTPURL)) {
+			t.Errorf("%s: its link is not in structuredContent", rep.Pointer)
+		}
+	}
+}
+
+// server-filesystem's read_text_file: the text twice, in content and in
+// structuredContent. Both become one artifact and one link, and the
+// shrunk structuredContent validates against the schema the client was
+// shown.
+func TestOffloadTextRepeatedInStructuredContent(t *testing.T) {
+	svc := testService(t, nil)
+	shown, sch := presented(t, fsTextSchema)
+	if !strings.Contains(shown, `"`+NoteMember+`"`) {
+		t.Errorf("a closed schema is shown without %s: %s", NoteMember, shown)
+	}
+	log := strings.Repeat("2026-11-26T10:00:00Z INFO request served path=/x status=200\n", 20000)
+	in, _ := json.Marshal(map[string]any{
+		"content":           []any{map[string]any{"type": "text", "text": log}},
+		"structuredContent": map[string]any{"content": log},
+	})
+	r, stored := rewriteSmall(t, svc, Call{Method: "tools/call", Tool: "t", Schema: sch}, in)
+	if len(stored) != 1 {
+		t.Fatalf("stored %d artifacts, want 1 (the text, once)", len(stored))
+	}
+	if got := fetchArtifact(t, svc, artifact.URI(stored[0].ID)); string(got) != log {
+		t.Errorf("the artifact holds %d bytes, want the log's %d", len(got), len(log))
+	}
+	if len(r.Meta.Replaced) != 2 || r.Meta.Replaced[1].Pointer != "/structuredContent/content" {
+		t.Errorf("replaced: %+v", r.Meta.Replaced)
+	}
+	if err := sch.Validate(mustJSON(r.StructuredContent)); err != nil {
+		t.Errorf("structuredContent does not validate against the presented schema: %v", err)
+	}
+}
+
+// rewriteSmall rewrites in with the defaults and checks the result
+// with checkSmall.
+func rewriteSmall(t *testing.T, svc *artifact.Service, c Call, in []byte) (callResult, []artifact.Artifact) {
+	t.Helper()
+	out, stored, err := New(svc, threshold{0}, Options{}).Rewrite(context.Background(), c, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r callResult
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	checkSmall(t, out, r)
+	return r, stored
+}
+
+func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
+
+// FastMCP's shape for a tool returning a list: one text item per row, and
+// the rows again in structuredContent.result. The items become one JSON
+// array artifact, the rows a second; the result stays small.
+func TestOffloadManySmallItems(t *testing.T) {
+	svc := testService(t, nil)
+	var items []any
+	var rows []any
+	for i := range 2000 {
+		row := map[string]any{"id": i, "status": []string{"open", "closed"}[i%2], "amount": i * 7}
+		rows = append(rows, row)
+		items = append(items, map[string]any{"type": "text", "text": string(mustJSON(row))})
+	}
+	in, _ := json.Marshal(map[string]any{"content": items, "structuredContent": map[string]any{"result": rows}})
+	r, stored := rewriteSmall(t, svc, Call{Method: "tools/call", Tool: "rows"}, in)
+	if len(stored) != 2 {
+		t.Fatalf("stored %d artifacts, want 2 (the items as one, the rows)", len(stored))
+	}
+	var group []any
+	if err := json.Unmarshal(fetchArtifact(t, svc, artifact.URI(stored[0].ID)), &group); err != nil || len(group) != 2000 {
+		t.Errorf("the items' artifact: %d rows (%v), want a JSON array of 2000", len(group), err)
+	}
+	wantRows := mustJSON(rows)
+	if got := fetchArtifact(t, svc, artifact.URI(stored[1].ID)); !bytes.Equal(got, wantRows) {
+		t.Errorf("the rows' artifact differs from structuredContent.result as sent")
+	}
+	if r.Meta.Replaced[0].Count != 2000 {
+		t.Errorf("the group's entry: %+v", r.Meta.Replaced[0])
+	}
+}
+
+// A PDF reader's 120 page items of about 3 KB: one text artifact, the
+// pages separated by a blank line.
+func TestOffloadPagesAsOneText(t *testing.T) {
+	svc := testService(t, nil)
+	var items []any
+	var pages []string
+	for i := range 120 {
+		p := fmt.Sprintf("Page %d\n%s", i+1, strings.Repeat("lorem ipsum dolor sit amet ", 110))
+		pages = append(pages, p)
+		items = append(items, map[string]any{"type": "text", "text": p})
+	}
+	in, _ := json.Marshal(map[string]any{"content": items})
+	_, stored := rewriteSmall(t, svc, Call{Method: "tools/call", Tool: "pdf"}, in)
+	if len(stored) != 1 {
+		t.Fatalf("stored %d artifacts, want 1", len(stored))
+	}
+	if got := fetchArtifact(t, svc, artifact.URI(stored[0].ID)); string(got) != strings.Join(pages, "\n\n") {
+		t.Errorf("the pages' artifact is not the pages joined by a blank line")
+	}
+}
+
+// An image repeated in structuredContent (server-filesystem's
+// read_media_file): one artifact, the decoded image.
+func TestOffloadImageRepeatedInStructuredContent(t *testing.T) {
+	svc := testService(t, nil)
+	schema := `{"type":"object","properties":{"content":{"type":"array","items":{"type":"object","properties":{"type":{"type":"string","enum":["image","audio"]},"data":{"type":"string"},"mimeType":{"type":"string"}},"required":["type","data","mimeType"],"additionalProperties":false}}},"required":["content"],"additionalProperties":false}`
+	_, sch := presented(t, schema)
+	img := bytes.Repeat([]byte{0x89, 'P', 'N', 'G', 1, 2, 3, 4, 5, 6}, 30000)
+	data := base64.StdEncoding.EncodeToString(img)
+	item := map[string]any{"type": "image", "data": data, "mimeType": "image/png"}
+	in, _ := json.Marshal(map[string]any{"content": []any{item}, "structuredContent": map[string]any{"content": []any{item}}})
+	r, stored := rewriteSmall(t, svc, Call{Method: "tools/call", Tool: "t", Schema: sch}, in)
+	if len(stored) != 1 || !bytes.Equal(fetchArtifact(t, svc, artifact.URI(stored[0].ID)), img) {
+		t.Fatalf("want one artifact holding the decoded image; stored %d", len(stored))
+	}
+	if err := sch.Validate(mustJSON(r.StructuredContent)); err != nil {
+		t.Errorf("structuredContent does not validate: %v", err)
+	}
+}
+
+// A schema that no small value satisfies (a thousand items at least):
+// the result becomes a tool error without structuredContent, which
+// clients do not check against the schema, and the value a link.
+func TestOffloadNoSmallValidValue(t *testing.T) {
+	svc := testService(t, nil)
+	_, sch := presented(t, `{"type":"object","properties":{"rows":{"type":"array","minItems":1000,"items":{"type":"object"}}},"required":["rows"]}`)
+	var rows []any
+	for i := range 1000 {
+		rows = append(rows, map[string]any{"id": i, "name": strings.Repeat("n", 40)})
+	}
+	sc := map[string]any{"rows": rows}
+	in, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": "1000 rows"}}, "structuredContent": sc})
+	r, _ := rewriteSmall(t, svc, Call{Method: "tools/call", Tool: "t", Schema: sch}, in)
+	if !r.IsError || r.StructuredContent != nil {
+		t.Fatalf("want a tool error without structuredContent: %+v", r)
+	}
+	if n := len(r.Meta.Replaced); n != 1 || r.Meta.Replaced[0].Pointer != "/structuredContent" {
+		t.Fatalf("replaced: %+v, want /structuredContent alone", r.Meta.Replaced)
+	}
+	if !bytes.Equal(fetchArtifact(t, svc, r.Meta.Replaced[0].URI), mustJSON(sc)) {
+		t.Errorf("the structuredContent's artifact is not the value as sent")
+	}
+}
+
+// Within the budget nothing changes, byte for byte; tools/list of open
+// schemas is shown as it came.
+func TestOffloadSmallResultUnchanged(t *testing.T) {
+	in := []byte(`{"content":[{"type":"text","text":"` + strings.Repeat("x", 3000) + `"}], "structuredContent":{"a":[1,2,3]},"_meta":{"k":1}}`)
+	out, stored, err := New(testService(t, nil), threshold{0}, Options{}).Rewrite(context.Background(), Call{Method: "tools/call", Tool: "t"}, in)
+	if err != nil || len(stored) != 0 || !bytes.Equal(out, in) {
+		t.Errorf("a small result changed (%v, %d stored)", err, len(stored))
+	}
+	var s Schemas
+	list := []byte(`{"tools":[{"name":"a","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"x":{"type":"string"}}}},{"name":"b","inputSchema":{"type":"object"}}],"nextCursor":"c"}`)
+	if got := s.Present(list); !bytes.Equal(got, list) {
+		t.Errorf("tools/list with open schemas changed:\n%s", got)
+	}
+}

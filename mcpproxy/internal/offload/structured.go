@@ -1,0 +1,179 @@
+package offload
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/shrink"
+)
+
+// structured shrinks a large structuredContent (an object) to a preview
+// that validates against the tool's outputSchema: the members that hold
+// the bytes are stored and replaced (a string by its preview with the
+// link first, an array by its first items), and NoteMember says so with
+// every link of the result. ok is false when no such value exists (or
+// the policy keeps a member inline); w.err is set when a store failed.
+func (w *resultWriter) structured(ctx context.Context, sc []byte) (out []byte, ok bool) {
+	notes := w.linkLines()
+	budget := int(w.f.o.Budget/3) - len(notes) - 400 // room for one more link line
+	cut := func(c shrink.Cut) (string, error) {
+		ptr := "/structuredContent" + c.Pointer
+		if c.Kind == "string" {
+			if p := w.reuse(c.Raw); p != nil {
+				w.replaced = append(w.replaced, newReplaced(ptr, p))
+				return p.sentence + "\n" + p.body, nil
+			}
+		}
+		raw := c.Raw
+		u := unit{kind: "structured", mime: "application/json", size: int64(len(raw)), over: true,
+			open: func() io.Reader { return bytes.NewReader(raw) }}
+		if c.Kind == "string" {
+			u.open = func() io.Reader { return newStringReader(raw) }
+			u.mime = sniffText(raw)
+		}
+		p, err := w.publish(ctx, u, ptr)
+		if err != nil {
+			w.err = err
+			return "", err
+		}
+		if p == nil {
+			return "", errKeep
+		}
+		w.scNew = append(w.scNew, p)
+		return p.sentence + "\n" + p.body, nil
+	}
+	nRep, nNew := len(w.replaced), len(w.scNew)
+	v, _, err := shrink.Shrink(sc, w.c.Schema, shrink.Options{Budget: max(budget, 256)}, cut)
+	if err != nil {
+		// What it stored stays for the sweeper; the result names none of it.
+		w.replaced, w.scNew = w.replaced[:nRep], w.scNew[:nNew]
+		if !errors.Is(err, shrink.ErrNoFit) && !errors.Is(err, errKeep) && w.err == nil {
+			w.f.log.Warn("shrinking structuredContent failed", "tool", w.c.Tool, "err", err)
+		}
+		return nil, false
+	}
+	if jsonrpc.RawMember(v, NoteMember) != nil {
+		return v, true // the server's own member of that name: left alone
+	}
+	note, _ := json.Marshal("This structuredContent is a shortened preview of the tool's output. " + w.linkLines())
+	withNote, _ := jsonrpc.SetPath(v, note, NoteMember)
+	if w.c.Schema == nil || w.c.Schema.Validate(withNote) == nil {
+		return withNote, true
+	}
+	return v, true // Shrink validated v itself
+}
+
+// linkLines lists every artifact of the result so far, one sentence each.
+func (w *resultWriter) linkLines() string {
+	var b strings.Builder
+	seen := map[string]bool{}
+	for _, r := range w.replaced {
+		if seen[r.URI] {
+			continue
+		}
+		seen[r.URI] = true
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString("Full value of " + r.Pointer + " (" + r.MimeType + "): " + r.HTTPURL + " until " + r.HTTPURLExpiresAt + ".")
+	}
+	return b.String()
+}
+
+// Schemas holds the outputSchema of each tool of one upstream, as the
+// proxy presents it to clients (see Present). The zero value is ready;
+// it is safe for concurrent use. Tools are keyed by name across
+// sessions: an upstream that shows different sessions different schemas
+// for one name gets the last listed; a rewrite that does not validate
+// against it falls back (see Rewriter.Rewrite).
+type Schemas struct {
+	mu     sync.Mutex
+	byTool map[string]*toolSchema
+}
+
+type toolSchema struct {
+	raw  []byte
+	once sync.Once
+	s    *shrink.Schema
+}
+
+// maxTools bounds what one upstream's listings may make the proxy hold.
+const maxTools = 10000
+
+// Present returns a tools/list result as the proxy shows it to clients,
+// and learns each tool's outputSchema from it. An outputSchema that
+// refuses members it does not name (additionalProperties or
+// unevaluatedProperties false at its top) gets an optional NoteMember
+// string property, so that a shrunk structuredContent carrying the note
+// stays valid; every other byte is kept. A result it cannot read is
+// returned as it is.
+func (s *Schemas) Present(result []byte) []byte {
+	span, ok := jsonrpc.Member(result, "tools")
+	if !ok || result[span[0]] != '[' {
+		return result
+	}
+	out := result
+	els := jsonrpc.Elements(result, span)
+	learned := map[string][]byte{}
+	// Edit from the last tool back, so earlier spans stay valid.
+	for k := len(els) - 1; k >= 0; k-- {
+		tool := result[els[k][0]:els[k][1]]
+		name := jsonrpc.StringMember(tool, "name")
+		os, ok := jsonrpc.Member(tool, "outputSchema")
+		if name == "" || !ok || tool[os[0]] != '{' {
+			if name != "" {
+				learned[name] = nil
+			}
+			continue
+		}
+		schema := tool[os[0]:os[1]]
+		if closed(schema) && jsonrpc.Path(schema, "properties", NoteMember) == nil {
+			if ns, ok := jsonrpc.SetPath(schema, noteProperty, "properties", NoteMember); ok {
+				abs := [2]int{els[k][0] + os[0], els[k][0] + os[1]}
+				out = append(append(append([]byte(nil), out[:abs[0]]...), ns...), out[abs[1]:]...)
+				schema = ns
+			}
+		}
+		learned[name] = schema
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byTool == nil {
+		s.byTool = map[string]*toolSchema{}
+	}
+	for name, raw := range learned {
+		if _, known := s.byTool[name]; !known && len(s.byTool) >= maxTools {
+			continue
+		}
+		s.byTool[name] = &toolSchema{raw: raw}
+	}
+	return out
+}
+
+var noteProperty = []byte(`{"type":"string","description":"Set by Spillway when the value is a shortened preview: what was moved out, and links to the full values."}`)
+
+// closed reports whether a schema's top refuses members it does not name.
+func closed(schema []byte) bool {
+	return string(jsonrpc.RawMember(schema, "additionalProperties")) == "false" ||
+		string(jsonrpc.RawMember(schema, "unevaluatedProperties")) == "false"
+}
+
+// Lookup returns the tool's schema as presented; nil when the tool has
+// none, is unknown, or its schema does not compile (then nothing is
+// checked, as a client cannot check it either).
+func (s *Schemas) Lookup(tool string) *shrink.Schema {
+	s.mu.Lock()
+	t := s.byTool[tool]
+	s.mu.Unlock()
+	if t == nil || t.raw == nil {
+		return nil
+	}
+	t.once.Do(func() { t.s, _ = shrink.Compile(t.raw) })
+	return t.s
+}
