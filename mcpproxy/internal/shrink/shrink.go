@@ -96,7 +96,8 @@ const maxDepth = 64
 // o.Budget bytes long and valid against s (nil: any object). If the
 // instance fits, it is returned unchanged (copied). Otherwise cut is
 // called for every value replaced or truncated (see Cut); for a string,
-// the text it returns takes the string's place, cut to fit. An error from
+// the text it returns takes the string's place, cut to fit (a nil cut
+// stands for one that returns ""). An error from
 // cut ends Shrink with that error wrapped. Shrink validates its result
 // before returning it; when no result fits and validates, the error wraps
 // ErrNoFit. Input that is not a JSON object gives an error wrapping
@@ -105,39 +106,24 @@ const maxDepth = 64
 // Shrink copies no large member: its allocations are proportional to the
 // result, the number of large members, and the depth, not the instance.
 func Shrink(instance []byte, s *Schema, o Options, cut func(Cut) (string, error)) (out []byte, cuts []Cut, err error) {
-	if o.Budget <= 0 {
-		return nil, nil, fmt.Errorf("%w: budget %d", ErrInvalid, o.Budget)
+	body, o, err := prepare(instance, o)
+	if err != nil {
+		return nil, nil, err
 	}
-	if o.MinCut <= 0 {
-		o.MinCut = 256
-	}
-	if o.Sample <= 0 {
-		o.Sample = 5
-	}
-	if !json.Valid(instance) {
-		return nil, nil, fmt.Errorf("%w: the instance is not valid JSON", ErrInvalid)
-	}
-	start := jsonrpc.SkipSpace(instance, 0)
-	body := instance[start:jsonrpc.SkipValue(instance, start)]
-	if body[0] != '{' {
-		return nil, nil, fmt.Errorf("%w: the instance is not a JSON object", ErrInvalid)
-	}
-	var root view
-	if s != nil {
-		root = s.expand([]*jsonschema.Schema{s.rs.Schema()}, "object")
+	if cut == nil {
+		cut = func(Cut) (string, error) { return "", nil }
 	}
 	// First try everything; should the result not validate (dropping a
 	// member made a oneOf ambiguous, say), try again keeping every member.
 	var last error
 	for _, keepAll := range []bool{false, true} {
 		z := &shrinker{s: s, o: o, keepAll: keepAll}
-		r := z.value(body, root, o.Budget, "", 0)
+		r := z.plan(body)
 		if r.size > o.Budget {
 			last = fmt.Errorf("the smallest value found has %d bytes, the budget is %d", r.size, o.Budget)
-		} else if trial, _, _ := r.assemble(nil); s != nil {
-			last = s.Validate(trial)
 		} else {
-			last = nil
+			trial, _, _ := r.assemble(nil)
+			last = s.Validate(trial)
 		}
 		if last == nil {
 			out, cuts, err := r.assemble(cut)
@@ -156,12 +142,44 @@ func Shrink(instance []byte, s *Schema, o Options, cut func(Cut) (string, error)
 	return nil, nil, fmt.Errorf("%w: %v", ErrNoFit, last)
 }
 
+// prepare checks Shrink's input and returns the instance's object without
+// the space around it, and o with its defaults.
+func prepare(instance []byte, o Options) ([]byte, Options, error) {
+	if o.Budget <= 0 {
+		return nil, o, fmt.Errorf("%w: budget %d", ErrInvalid, o.Budget)
+	}
+	if o.MinCut <= 0 {
+		o.MinCut = 256
+	}
+	if o.Sample <= 0 {
+		o.Sample = 5
+	}
+	if !json.Valid(instance) {
+		return nil, o, fmt.Errorf("%w: the instance is not valid JSON", ErrInvalid)
+	}
+	start := jsonrpc.SkipSpace(instance, 0)
+	body := instance[start:jsonrpc.SkipValue(instance, start)]
+	if body[0] != '{' {
+		return nil, o, fmt.Errorf("%w: the instance is not a JSON object", ErrInvalid)
+	}
+	return body, o, nil
+}
+
 // shrinker holds one attempt's settings.
 type shrinker struct {
 	s       *Schema
 	o       Options
 	keepAll bool // never drop a member
 	dropped bool // some member was dropped
+}
+
+// plan shrinks the whole instance, without asking for any text yet.
+func (z *shrinker) plan(body []byte) result {
+	var root view
+	if z.s != nil {
+		root = z.s.expand([]*jsonschema.Schema{z.s.rs.Schema()}, "object")
+	}
+	return z.value(body, root, z.o.Budget, "", 0)
 }
 
 // A result is a value being built: bytes copied from the instance or

@@ -361,3 +361,68 @@ func FuzzCompile(f *testing.F) {
 		_ = s.Validate([]byte(`{"a":[1,"x",{"b":null}],"next":{"next":{}}}`))
 	})
 }
+
+func TestCompileDeepSchema(t *testing.T) {
+	deep := strings.Repeat(`{"type":"object","properties":{"a":`, 1000) + `{"type":"string"}` + strings.Repeat(`}}`, 1000)
+	s := mustCompile(t, deep)
+	instance := strings.Repeat(`{"a":`, 1000) + `"` + strings.Repeat("x", 5000) + `"` + strings.Repeat(`}`, 1000)
+	out, _, err := Shrink([]byte(instance), s, Options{Budget: 3000}, func(Cut) (string, error) { return "", nil })
+	if err != nil {
+		t.Fatalf("Shrink: %v", err)
+	}
+	if len(out) > 3000 {
+		t.Fatalf("%d bytes", len(out))
+	}
+}
+
+// The instances of issue 21: a 20 MB log read by read_text_file, and
+// 50,000 rows. Allocation stays proportional to the result: B/op is
+// far below the instance's size (the big member is never copied).
+func BenchmarkShrink(b *testing.B) {
+	cases := []struct {
+		name     string
+		schema   string
+		instance []byte
+	}{
+		{"read_text_file 20 MB", readTextFile, mustJSON(map[string]string{"content": logText(20 << 20)})},
+		{"50,000 rows", "", mustJSON(map[string]any{"result": rows(50000)})},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			s := mustCompile(b, c.schema)
+			b.SetBytes(int64(len(c.instance)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := Shrink(c.instance, s, Options{Budget: 6 << 10}, func(Cut) (string, error) { return "preview", nil }); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(len(c.instance)), "instance-bytes")
+		})
+	}
+}
+
+// One Schema serves every goroutine (run with -race).
+func TestSchemaConcurrentUse(t *testing.T) {
+	s := mustCompile(t, readGraph)
+	instance := graph(500)
+	want, _, err := Shrink(instance, s, Options{Budget: 2 << 10}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			out, _, err := Shrink(instance, s, Options{Budget: 2 << 10}, nil)
+			if err == nil && !bytes.Equal(out, want) {
+				err = fmt.Errorf("a different result: %s", out)
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+}

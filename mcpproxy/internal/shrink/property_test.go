@@ -1,0 +1,413 @@
+package shrink
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+)
+
+// gen makes a random schema and an instance valid against it, from a
+// seed: the same seed always gives the same pair.
+type gen struct {
+	r      *rand.Rand
+	draft7 bool
+	defs   map[string]any
+}
+
+var propNames = []string{"a", "b", "content", "rows", "data", "x/y", "t~1", "é"}
+
+// schema returns a random schema for a value of kind ("" any kind).
+func (g *gen) schema(kind string, depth int) map[string]any {
+	if kind == "" {
+		kinds := []string{"object", "array", "string", "string", "integer", "number", "boolean", "null", "anyOf", "oneOf", "ref"}
+		if depth > 3 {
+			kinds = kinds[2:8]
+		}
+		kind = kinds[g.r.IntN(len(kinds))]
+	}
+	s := map[string]any{}
+	switch kind {
+	case "object":
+		s["type"] = "object"
+		props := map[string]any{}
+		var required []string
+		for _, name := range propNames {
+			if g.r.IntN(3) > 0 {
+				continue
+			}
+			props[name] = g.schema("", depth+1)
+			if g.r.IntN(2) == 0 {
+				required = append(required, name)
+			}
+		}
+		s["properties"] = props
+		if required != nil {
+			s["required"] = required
+		}
+		switch g.r.IntN(4) {
+		case 0:
+			s["additionalProperties"] = false
+		case 1:
+			s["additionalProperties"] = map[string]any{"type": "string"}
+		case 2:
+			s["patternProperties"] = map[string]any{"^p": g.schema("", depth+1)}
+		}
+		if g.r.IntN(8) == 0 {
+			s["minProperties"] = 1
+		}
+	case "array":
+		s["type"] = "array"
+		switch {
+		case g.r.IntN(4) > 0:
+			s["items"] = g.schema("", depth+1)
+		case g.draft7:
+			s["items"] = []any{g.schema("", depth+1), g.schema("", depth+1)}
+		default:
+			s["prefixItems"] = []any{g.schema("", depth+1), g.schema("", depth+1)}
+			s["items"] = g.schema("", depth+1)
+		}
+		if g.r.IntN(3) == 0 {
+			s["minItems"] = g.r.IntN(4)
+		}
+		if g.r.IntN(4) == 0 {
+			s["maxItems"] = 4 + g.r.IntN(40)
+		}
+		if g.r.IntN(4) == 0 {
+			s["uniqueItems"] = true
+		}
+	case "string":
+		s["type"] = "string"
+		switch g.r.IntN(8) {
+		case 0:
+			s["minLength"] = g.r.IntN(80)
+		case 1:
+			s["maxLength"] = 100 + g.r.IntN(3000)
+		case 2:
+			s["pattern"] = "^[a-z ]*$"
+		case 3:
+			s["enum"] = []any{"red", strings.Repeat("long ", 100)}
+		case 4:
+			s["const"] = strings.Repeat("pinned ", g.r.IntN(100))
+		}
+	case "integer", "number", "boolean", "null":
+		s["type"] = kind
+	case "anyOf", "oneOf":
+		pairs := [][2]string{{"object", "array"}, {"string", "integer"}, {"array", "string"}, {"object", "null"}}
+		p := pairs[g.r.IntN(len(pairs))]
+		s[kind] = []any{g.schema(p[0], depth+1), g.schema(p[1], depth+1)}
+	case "ref":
+		name := "d" + strconv.Itoa(len(g.defs))
+		g.defs[name] = nil // taken: the subschema may make refs of its own
+		g.defs[name] = g.schema("", depth+1)
+		if g.draft7 {
+			return map[string]any{"$ref": "#/definitions/" + name}
+		}
+		return map[string]any{"$ref": "#/$defs/" + name}
+	}
+	return s
+}
+
+// instance returns a value for the schema s (valid unless chance made,
+// say, two items of a uniqueItems array equal; the caller checks).
+func (g *gen) instance(s map[string]any, depth int) any {
+	if ref, ok := s["$ref"].(string); ok {
+		return g.instance(g.defs[ref[strings.LastIndexByte(ref, '/')+1:]].(map[string]any), depth)
+	}
+	if c, ok := s["const"]; ok {
+		return c
+	}
+	if e, ok := s["enum"].([]any); ok {
+		return e[g.r.IntN(len(e))]
+	}
+	for _, k := range []string{"anyOf", "oneOf"} {
+		if bs, ok := s[k].([]any); ok {
+			return g.instance(bs[g.r.IntN(len(bs))].(map[string]any), depth)
+		}
+	}
+	switch s["type"] {
+	case "object":
+		o := map[string]any{}
+		props := s["properties"].(map[string]any)
+		required, _ := s["required"].([]string)
+		for _, name := range sortedKeys(props) {
+			if slices.Contains(required, name) || g.r.IntN(2) == 0 {
+				o[name] = g.instance(props[name].(map[string]any), depth+1)
+			}
+		}
+		if ap, ok := s["additionalProperties"].(map[string]any); ok && g.r.IntN(2) == 0 {
+			o["extra"] = g.instance(ap, depth+1)
+		}
+		if pp, ok := s["patternProperties"].(map[string]any); ok && g.r.IntN(2) == 0 {
+			o["p1"] = g.instance(pp["^p"].(map[string]any), depth+1)
+		}
+		if _, ok := s["minProperties"]; ok && len(o) == 0 && s["additionalProperties"] == nil {
+			o["free"] = g.text(g.r.IntN(600), false)
+		}
+		return o
+	case "array":
+		n := g.r.IntN(6)
+		if g.r.IntN(3) == 0 {
+			n = g.r.IntN(60)
+		}
+		if m, ok := s["minItems"].(int); ok {
+			n = max(n, m)
+		}
+		if m, ok := s["maxItems"].(int); ok {
+			n = min(n, m)
+		}
+		prefix, _ := s["prefixItems"].([]any)
+		if tuple, ok := s["items"].([]any); ok {
+			prefix = tuple
+			n = min(n, len(tuple)) // draft-07 items array, no additionalItems: keep to the tuple
+		}
+		var a []any
+		for i := range n {
+			is, _ := s["items"].(map[string]any)
+			if i < len(prefix) {
+				is = prefix[i].(map[string]any)
+			}
+			a = append(a, g.instance(is, depth+1))
+		}
+		return a
+	case "string":
+		n := g.r.IntN(20)
+		if g.r.IntN(3) == 0 {
+			n = g.r.IntN(5000)
+		}
+		if m, ok := s["minLength"].(int); ok {
+			n = max(n, m)
+		}
+		if m, ok := s["maxLength"].(int); ok {
+			n = min(n, m)
+			if g.r.IntN(2) == 0 {
+				// Wide characters: more bytes than code points, so a
+				// preview cut to the string's bytes may still be too long.
+				return strings.Repeat("€😀", n/2)
+			}
+		}
+		return g.text(n, s["pattern"] != nil)
+	case "integer":
+		return g.r.IntN(1000000)
+	case "number":
+		return float64(g.r.IntN(100000)) / 8
+	case "boolean":
+		return g.r.IntN(2) == 0
+	case "null":
+		return nil
+	}
+	return g.text(g.r.IntN(400), false) // no type: any value
+}
+
+func (g *gen) text(n int, plain bool) string {
+	const letters = "abcdefghij klmnopqrstuvwxyz"
+	const fancy = "\"\\\n\t\x01é€😀<>&"
+	var b strings.Builder
+	for range n {
+		if !plain && g.r.IntN(20) == 0 {
+			r := []rune(fancy)
+			b.WriteRune(r[g.r.IntN(len(r))])
+		} else {
+			b.WriteByte(letters[g.r.IntN(len(letters))])
+		}
+	}
+	return b.String()
+}
+
+// checkSeed generates one schema and instance from seed, shrinks the
+// instance with a random budget and checks Shrink's promises.
+func checkSeed(t *testing.T, seed uint64) {
+	g := &gen{r: rand.New(rand.NewPCG(seed, seed^0x5eed)), draft7: seed%3 == 0, defs: map[string]any{}}
+	root := g.schema("object", 0)
+	var schemaJSON []byte
+	if seed%7 != 0 { // every seventh: no schema
+		if g.draft7 {
+			root["$schema"] = "http://json-schema.org/draft-07/schema#"
+			root["definitions"] = g.defs
+		} else {
+			root["$defs"] = g.defs
+		}
+		schemaJSON = mustJSON(root)
+	}
+	instance := mustJSON(g.instance(root, 0))
+	s, err := Compile(schemaJSON)
+	if schemaJSON == nil {
+		s, err = nil, nil
+	}
+	if err != nil {
+		t.Fatalf("seed %d: Compile(%s): %v", seed, schemaJSON, err)
+	}
+	if s.Validate(instance) != nil {
+		return // the guarantee holds where the original validated
+	}
+	budget := 1 + g.r.IntN(len(instance)+len(instance)/4+1)
+	o := Options{Budget: budget, MinCut: []int{0, 16, 64}[g.r.IntN(3)], Sample: []int{0, 1, 3}[g.r.IntN(3)]}
+	// The walk alone must make a valid value whenever it fits: the final
+	// validation is a safety net, not the way to find one.
+	body, od, _ := prepare(instance, o)
+	r := (&shrinker{s: s, o: od}).plan(body)
+	if r.size <= budget {
+		trial, _, _ := r.assemble(nil)
+		if err := s.Validate(trial); err != nil {
+			t.Fatalf("seed %d: the walk made an invalid value: %v\nschema %s\ninstance %.2000s\nresult %s", seed, err, schemaJSON, instance, trial)
+		}
+	}
+	calls := 0
+	out, cuts, err := Shrink(instance, s, o, func(c Cut) (string, error) {
+		calls++
+		// Previews of many lengths, with what JSON must escape.
+		return fmt.Sprintf("cut %d: %d bytes at https://spillway.test/%d é\n\" %s", calls, len(c.Raw), calls, strings.Repeat("preview ", calls*37%500)), nil
+	})
+	if err != nil {
+		// ErrNoFit is allowed only where the walk found nothing small enough.
+		if !errors.Is(err, ErrNoFit) || r.size <= budget {
+			t.Fatalf("seed %d: budget %d of %d: %v\nschema %s\ninstance %.2000s", seed, budget, len(instance), err, schemaJSON, instance)
+		}
+		return
+	}
+	if len(out) > budget {
+		t.Fatalf("seed %d: %d bytes, budget %d", seed, len(out), budget)
+	}
+	if err := s.Validate(out); err != nil {
+		t.Fatalf("seed %d: result does not validate: %v\nschema %s\nresult %s", seed, err, schemaJSON, out)
+	}
+	if calls != len(cuts) {
+		t.Fatalf("seed %d: %d calls, %d cuts", seed, calls, len(cuts))
+	}
+	cutAt := map[string]Cut{}
+	for _, c := range cuts {
+		if got := at(instance, c.Pointer); !bytes.Equal(got, c.Raw) || !within(c.Raw, instance) {
+			t.Fatalf("seed %d: cut %q: Raw is not the instance's value there", seed, c.Pointer)
+		}
+		cutAt[c.Pointer] = c
+	}
+	if err := kept(instance, out, "", cutAt); err != nil {
+		t.Fatalf("seed %d: %v\ninstance %.2000s\nresult %s", seed, err, instance, out)
+	}
+}
+
+// kept checks that out, at pointer p, is the instance's value there byte
+// for byte, except where a cut says otherwise.
+func kept(instance, out []byte, p string, cuts map[string]Cut) error {
+	orig := at(instance, p)
+	c, isCut := cuts[p]
+	below := false
+	for q := range cuts {
+		below = below || strings.HasPrefix(q, p+"/")
+	}
+	switch {
+	case isCut && c.Kind == "string":
+		return nil
+	case !isCut && !below:
+		if !bytes.Equal(orig, out) {
+			return fmt.Errorf("%q changed without a cut: %.200s became %.200s", p, orig, out)
+		}
+		return nil
+	case out[0] == '[':
+		items := jsonrpc.Elements(out, [2]int{0, len(out)})
+		if isCut && c.Kept != len(items) {
+			return fmt.Errorf("%q keeps %d items, its cut says %d", p, len(items), c.Kept)
+		}
+		for i, sp := range items {
+			if err := kept(instance, out[sp[0]:sp[1]], p+"/"+strconv.Itoa(i), cuts); err != nil {
+				return err
+			}
+		}
+		return nil
+	case out[0] == '{':
+		n := 0
+		var err error
+		members(out, func(key, val []byte) {
+			n++
+			name, _ := jsonrpc.Unquote(key)
+			if err == nil {
+				err = kept(instance, val, p+"/"+escape(name), cuts)
+			}
+		})
+		if err == nil && isCut && c.Kept != n {
+			err = fmt.Errorf("%q keeps %d members, its cut says %d", p, n, c.Kept)
+		}
+		return err
+	}
+	return fmt.Errorf("%q: a cut below a scalar", p)
+}
+
+// at returns the value at the JSON pointer p in the JSON value b.
+func at(b []byte, p string) []byte {
+	b = bytes.TrimSpace(b)
+	if p == "" {
+		return b
+	}
+	tok, rest, _ := strings.Cut(p[1:], "/")
+	if rest != "" || strings.Contains(p[1:], "/") {
+		rest = "/" + rest
+	}
+	tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+	if b[0] == '[' {
+		i, _ := strconv.Atoi(tok)
+		items := jsonrpc.Elements(b, [2]int{0, len(b)})
+		if i >= len(items) {
+			return nil
+		}
+		return at(b[items[i][0]:items[i][1]], rest)
+	}
+	var v []byte
+	members(b, func(key, val []byte) {
+		if name, _ := jsonrpc.Unquote(key); name == tok {
+			v = val
+		}
+	})
+	if v == nil {
+		return nil
+	}
+	return at(v, rest)
+}
+
+func TestShrinkProperty(t *testing.T) {
+	for seed := range uint64(2000) {
+		checkSeed(t, seed)
+	}
+}
+
+// FuzzShrink runs the property test on seeds the fuzzer picks; `make
+// test` runs only the committed ones (testdata/fuzz/FuzzShrink and those
+// below).
+func FuzzShrink(f *testing.F) {
+	for _, seed := range []uint64{0, 1, 2, 3, 7, 42, 1000, 1 << 40} {
+		f.Add(seed)
+	}
+	f.Fuzz(checkSeed)
+}
+
+// The generator itself must make valid instances most of the time, or
+// the property test checks little.
+func TestGeneratorMakesValidInstances(t *testing.T) {
+	valid, shrunk := 0, 0
+	for seed := range uint64(300) {
+		g := &gen{r: rand.New(rand.NewPCG(seed, seed^0x5eed)), draft7: seed%3 == 0, defs: map[string]any{}}
+		root := g.schema("object", 0)
+		if g.draft7 {
+			root["$schema"] = "http://json-schema.org/draft-07/schema#"
+			root["definitions"] = g.defs
+		} else {
+			root["$defs"] = g.defs
+		}
+		s := mustCompile(t, string(mustJSON(root)))
+		instance := mustJSON(g.instance(root, 0))
+		if s.Validate(instance) == nil {
+			valid++
+			if len(instance) > 1000 {
+				shrunk++
+			}
+		}
+	}
+	if valid < 240 || shrunk < 60 {
+		t.Fatalf("%d of 300 instances valid, %d of them over 1000 bytes", valid, shrunk)
+	}
+}
