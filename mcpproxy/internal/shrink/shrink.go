@@ -88,6 +88,10 @@ type Cut struct {
 // member around it goes instead).
 const minText = 64
 
+// maxWork bounds the bytes Shrink scans, in instances: envelopes of 16
+// levels, each as large as the instance, are still descended into.
+const maxWork = 16
+
 // maxDepth bounds how deep Shrink descends: a value nested deeper is kept
 // or dropped whole. It also bounds Shrink's own stack.
 const maxDepth = 64
@@ -171,6 +175,10 @@ type shrinker struct {
 	o       Options
 	keepAll bool // never drop a member
 	dropped bool // some member was dropped
+	// work counts the bytes the walk scanned, up to limit: each level of
+	// nesting scans its value again, and a hostile instance must not turn
+	// 64 levels into 64 times its size.
+	work, limit int
 }
 
 // plan shrinks the whole instance, without asking for any text yet.
@@ -179,6 +187,7 @@ func (z *shrinker) plan(body []byte) result {
 	if z.s != nil {
 		root = z.s.expand([]*jsonschema.Schema{z.s.rs.Schema()}, "object")
 	}
+	z.limit = maxWork*len(body) + 1<<20
 	return z.value(body, root, z.o.Budget, "", 0)
 }
 
@@ -253,6 +262,11 @@ func (z *shrinker) value(b []byte, v view, budget int, ptr string, depth int) re
 	if len(b) <= budget || depth > 0 && len(b) <= z.o.MinCut || depth > maxDepth {
 		return raw(b)
 	}
+	if b[0] == '{' || b[0] == '[' {
+		if z.work += len(b); z.work > z.limit {
+			return raw(b) // enough: kept whole, or dropped by its parent
+		}
+	}
 	switch b[0] {
 	case '{':
 		return z.object(b, v, budget, ptr, depth)
@@ -279,6 +293,7 @@ func (z *shrinker) str(b []byte, v view, budget int, ptr string) result {
 // span is one item of an array, or one member of an object.
 type span struct {
 	key, val []byte // key: the raw key, quotes included; nil for an item
+	at       int    // the offset of val in its object
 	name     string // the decoded key, for large members
 	res      result
 	dropped  bool
@@ -345,11 +360,11 @@ func (z *shrinker) object(b []byte, v view, budget int, ptr string, depth int) r
 	var large []span
 	fixed := 1 // the braces, less the comma the last member does not have
 	smalls := 0
-	members(b, func(key, val []byte) {
+	scan(b, nil, func(key, val []byte, at int) {
 		cost := len(key) + 1 + len(val) + 1
 		if len(val) > z.o.MinCut {
 			name, _ := jsonrpc.Unquote(key)
-			large = append(large, span{key: key, val: val, name: name})
+			large = append(large, span{key: key, val: val, at: at, name: name})
 			fixed += len(key) + 2
 		} else if !droppable || isRequired(required, key) {
 			fixed += cost
@@ -385,7 +400,7 @@ func (z *shrinker) object(b []byte, v view, budget int, ptr string, depth int) r
 	var r result
 	r.add(lbrace)
 	kept, total, li, full := 0, 0, 0, false
-	members(b, func(key, val []byte) {
+	scan(b, large, func(key, val []byte, _ int) {
 		total++
 		var res result
 		switch {
@@ -426,11 +441,23 @@ func (z *shrinker) object(b []byte, v view, budget int, ptr string, depth int) r
 // members calls f with the raw key and value of each member of the JSON
 // object b, in order.
 func members(b []byte, f func(key, val []byte)) {
+	scan(b, nil, func(key, val []byte, _ int) { f(key, val) })
+}
+
+// scan calls f with the raw key, value and value offset of each member of
+// the JSON object b, in order. Where a member of known (in order) starts,
+// its end is known too and the value is not scanned again.
+func scan(b []byte, known []span, f func(key, val []byte, at int)) {
 	for i := jsonrpc.SkipSpace(b, 1); b[i] != '}'; {
 		kend := jsonrpc.SkipValue(b, i)
 		v := jsonrpc.SkipSpace(b, jsonrpc.SkipSpace(b, kend)+1)
-		vend := jsonrpc.SkipValue(b, v)
-		f(b[i:kend], b[v:vend])
+		var vend int
+		if len(known) > 0 && known[0].at == v {
+			vend, known = v+len(known[0].val), known[1:]
+		} else {
+			vend = jsonrpc.SkipValue(b, v)
+		}
+		f(b[i:kend], b[v:vend], v)
 		if i = jsonrpc.SkipSpace(b, vend); b[i] == ',' {
 			i = jsonrpc.SkipSpace(b, i+1)
 		}

@@ -402,6 +402,22 @@ func BenchmarkShrink(b *testing.B) {
 	}
 }
 
+// A deep chain of objects, each nearly as large as the instance, costs
+// each level a scan of the whole: the walk stops at maxWork instances.
+func TestShrinkBoundsWork(t *testing.T) {
+	instance := []byte(strings.Repeat(`{"a":`, 1000) + `"` + strings.Repeat("x", 4<<20) + `"` + strings.Repeat(`}`, 1000))
+	body, o, _ := prepare(instance, Options{Budget: 1 << 10})
+	z := &shrinker{o: o}
+	z.plan(body)
+	if max := maxWork*len(instance) + 1<<20 + len(instance); z.work > max {
+		t.Fatalf("the walk scanned %d bytes, more than %d", z.work, max)
+	}
+	out, _, err := Shrink(instance, nil, o, func(Cut) (string, error) { return "", nil })
+	if err != nil || len(out) > o.Budget {
+		t.Fatalf("Shrink: %d bytes, %v", len(out), err)
+	}
+}
+
 // One Schema serves every goroutine (run with -race).
 func TestSchemaConcurrentUse(t *testing.T) {
 	s := mustCompile(t, readGraph)
