@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -155,6 +156,44 @@ func rsTail(s string) string {
 		return s[len(s)-4000:]
 	}
 	return s
+}
+
+// rsSpillway runs the built `spillway serve` on a free loopback port with
+// a data dir of its own and returns its base URL and the /mcp token. The
+// real binary, not the race-instrumented test: it carries tens of MB per
+// call here, and the other tests cover races.
+func rsSpillway(t *testing.T, extra ...string) (string, string) {
+	t.Helper()
+	data := t.TempDir()
+	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data", data, "--log-format", "json"}, extra...)
+	cmd := exec.Command(spillwayBin(t), args...)
+	errp, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	log := new(policytest.Buffer)
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("spillway serve: %v; stderr:\n%s", err, rsTail(log.String()))
+		}
+	})
+	lines := bufio.NewReader(errp)
+	for {
+		line, err := lines.ReadString('\n')
+		log.Write([]byte(line))
+		if err != nil {
+			t.Fatalf("spillway serve did not start: %v; stderr:\n%s", err, rsTail(log.String()))
+		}
+		var l struct{ Msg, Addr string }
+		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "spillway listening" {
+			go io.Copy(log, lines)
+			return l.Addr, mcpToken(t, data)
+		}
+	}
 }
 
 // rsListServer starts testdata/realservers/listserver.mjs and returns its

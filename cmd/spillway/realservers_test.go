@@ -89,9 +89,8 @@ func TestRealServers(t *testing.T) {
 		"memory":     {"--upstream-cmd", strings.Join(memCmd, " "), "--upstream-env", "MEMORY_FILE_PATH=" + memFile},
 		"list":       {"--upstream-url", listURL},
 	} {
-		data := t.TempDir()
-		base := startServe(t, data, extra...)
-		through[server] = rsHTTP(base+"/mcp", mcpToken(t, data))
+		base, token := rsSpillway(t, extra...)
+		through[server] = rsHTTP(base+"/mcp", token)
 	}
 
 	// What the upstreams send, for the outputs that are no file.
