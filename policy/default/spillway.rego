@@ -2,7 +2,7 @@
 package spillway
 
 # Bytes above which content is offloaded, by content kind.
-thresholds := {"text": 16384, "image": 4096, "audio": 4096, "resource": 16384}
+thresholds := {"text": 16384, "image": 4096, "audio": 4096, "resource": 16384, "structured": 16384}
 
 # Longest link lifetime, in seconds.
 max_ttl := 3600

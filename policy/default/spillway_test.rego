@@ -20,6 +20,8 @@ test_mint_capped if spillway.mint.max_ttl_seconds == 3600
 
 test_configured_threshold_wins if spillway.offload.offload with input as {"kind": "text", "size": 2000, "threshold": 1024}
 
+test_structured_over_budget if spillway.offload.offload with input as {"kind": "structured", "size": 2000, "over_budget": true}
+
 test_over_budget_moves_a_small_item if spillway.offload.offload with input as {"kind": "text", "size": 2000, "over_budget": true}
 
 test_configured_threshold_higher if not spillway.offload.offload with input as {"kind": "text", "size": 20000, "threshold": 65536}

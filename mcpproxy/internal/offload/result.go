@@ -224,7 +224,7 @@ func (f *Rewriter) rewriteResult(ctx context.Context, c Call, result []byte) ([]
 			// No small value valid for the tool's schema: the result
 			// becomes a tool error without structuredContent (clients skip
 			// the schema check on errors) and the whole value a link.
-			pub, err := rw.publish(ctx, unit{kind: "structured", mime: "application/json", size: int64(len(sc.val)), over: true,
+			pub, err := rw.publish(ctx, unit{kind: "structured", mime: "application/json", size: int64(len(sc.val)), over: true, threshold: f.o.TextThreshold,
 				open: func() io.Reader { return bytes.NewReader(sc.val) }}, "/structuredContent")
 			if err != nil {
 				return f.withhold(c, result, rw.stored, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/schematest"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/shrink"
+	"github.com/spillway-dev/spillway/policy"
 )
 
 // The outputSchema @modelcontextprotocol/server-filesystem declares for
@@ -140,7 +141,7 @@ func TestOffloadTextRepeatedInStructuredContent(t *testing.T) {
 // with checkSmall.
 func rewriteSmall(t *testing.T, svc *artifact.Service, c Call, in []byte) (callResult, []artifact.Artifact) {
 	t.Helper()
-	out, stored, err := New(svc, threshold{0}, Options{}).Rewrite(context.Background(), c, in)
+	out, stored, err := New(svc, builtInPolicy(t), Options{}).Rewrite(context.Background(), c, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,6 +151,19 @@ func rewriteSmall(t *testing.T, svc *artifact.Service, c Call, in []byte) (callR
 	}
 	checkSmall(t, out, r)
 	return r, stored
+}
+
+// builtInPolicy is the policy Spillway runs without --policy: what
+// decides about each unit a rewrite offloads (a structured member once
+// found no threshold in it and stayed inline).
+func builtInPolicy(t *testing.T) *policy.Engine {
+	t.Helper()
+	eng, err := policy.New(t.Context(), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	return eng
 }
 
 func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }

@@ -31,7 +31,7 @@ func (w *resultWriter) structured(ctx context.Context, sc []byte) (out []byte, o
 			}
 		}
 		raw := c.Raw
-		u := unit{kind: "structured", mime: "application/json", size: int64(len(raw)), over: true,
+		u := unit{kind: "structured", mime: "application/json", size: int64(len(raw)), over: true, threshold: w.f.o.TextThreshold,
 			open: func() io.Reader { return bytes.NewReader(raw) }}
 		if c.Kind == "string" {
 			u.open = func() io.Reader { return newStringReader(raw) }
