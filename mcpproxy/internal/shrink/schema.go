@@ -18,6 +18,17 @@ import (
 // are a few KB.
 const MaxSchemaSize = 1 << 20
 
+// MaxSchemaDepth is the deepest nesting of JSON objects and arrays Compile
+// accepts, and maxNested bounds the sum of the sizes of all of them. The
+// library decodes each level's bytes again for every level around it, so
+// its work is that sum: 4,000 levels of 20 bytes took it 17 s, 1 MiB
+// under 100 levels 2.8 s. Real schemas nest a few dozen levels at most
+// and are far smaller.
+const (
+	MaxSchemaDepth = 100
+	maxNested      = 8 << 20
+)
+
 // ErrSchema is wrapped by every error of Compile: the schema is too large,
 // not JSON, not a JSON Schema of a draft the library validates (draft-07
 // or 2020-12), refers to a schema outside itself, or could recurse forever.
@@ -56,6 +67,9 @@ type patternProp struct {
 func Compile(raw []byte) (*Schema, error) {
 	if len(raw) > MaxSchemaSize {
 		return nil, fmt.Errorf("%w: %d bytes, more than %d", ErrSchema, len(raw), MaxSchemaSize)
+	}
+	if d, nested := depth(raw); d > MaxSchemaDepth || nested > maxNested {
+		return nil, fmt.Errorf("%w: nested %d levels deep (at most %d), %d bytes inside one another (at most %d)", ErrSchema, d, MaxSchemaDepth, nested, maxNested)
 	}
 	var root jsonschema.Schema
 	if err := json.Unmarshal(raw, &root); err != nil {
@@ -102,6 +116,29 @@ func (s *Schema) Validate(instance []byte) error {
 		return nil
 	}
 	return s.rs.Validate(v)
+}
+
+// depth returns how deep objects and arrays nest in raw (JSON or not),
+// and the sum of their sizes.
+func depth(raw []byte) (most, nested int) {
+	var open []int // where each enclosing object or array starts
+	inString := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case inString && c == '\\':
+			i++
+		case c == '"':
+			inString = !inString
+		case inString:
+		case c == '{' || c == '[':
+			open = append(open, i)
+			most = max(most, len(open))
+		case (c == '}' || c == ']') && len(open) > 0:
+			nested += i - open[len(open)-1]
+			open = open[:len(open)-1]
+		}
+	}
+	return most, nested
 }
 
 // index fills s.refs and s.patterns. References are resolved the way the
