@@ -1,0 +1,152 @@
+package preview
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// synth writes total bytes (about) of one kind of generated content to
+// fn in chunks of 32 KiB: "json" (an array of objects with unique ids and
+// strings, so that distinct counts overflow to estimates), "csv", "log".
+// checkpoint is called after each chunk with the bytes so far.
+func synth(kind string, total int64, fn func([]byte)) {
+	var buf bytes.Buffer
+	var n int64
+	flush := func(force bool) {
+		if buf.Len() >= 32<<10 || force && buf.Len() > 0 {
+			n += int64(buf.Len())
+			fn(buf.Bytes())
+			buf.Reset()
+		}
+	}
+	statuses := []string{"paid", "pending", "failed", "refunded"}
+	switch kind {
+	case "json":
+		buf.WriteString("[")
+	case "csv":
+		buf.WriteString("id,user,status,amount,date,comment\n")
+	}
+	for i := 0; n+int64(buf.Len()) < total; i++ {
+		switch kind {
+		case "json":
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			fmt.Fprintf(&buf, `{"id":%d,"user":"user-%d","status":%q,"amount":%d.%02d,"date":"2025-%02d-%02d","tags":["a","b"],"addr":{"city":"c%d","zip":"%05d"}}`,
+				i, i*7919, statuses[i%4], i%86000, i%100, 1+i%12, 1+i%28, i%1000, i%99999)
+			buf.WriteByte('\n')
+		case "csv":
+			fmt.Fprintf(&buf, "%d,user-%d,%s,%d.%02d,2025-%02d-%02d,\"said \"\"hi\"\", left\"\n", i, i*7919, statuses[i%4], i%86000, i%100, 1+i%12, 1+i%28)
+		case "log":
+			lv := []string{"INFO", "INFO", "INFO", "WARN", "ERROR", "DEBUG"}[i%6]
+			fmt.Fprintf(&buf, "2025-01-01T10:%02d:%02d.%03dZ %-5s http: GET /api/orders/%d status=200 took=%dms req=%08x\n", i/60%60, i%60, i%1000, lv, i*31, i%700, i*2654435761)
+		}
+		flush(false)
+	}
+	if kind == "json" {
+		buf.WriteString("]")
+	}
+	flush(true)
+}
+
+func liveHeap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// TestMemoryDoesNotGrow streams 24 MiB of each kind (6 MiB under the
+// race detector) and measures the live heap (after a GC) with the
+// Builder alive, at a quarter, half and all of it: it must not grow with
+// the input.
+func TestMemoryDoesNotGrow(t *testing.T) {
+	quarter := int64(6 << 20)
+	if raceEnabled {
+		quarter = 1.5 * (1 << 20)
+	}
+	for _, kind := range []string{"json", "csv", "log"} {
+		t.Run(kind, func(t *testing.T) {
+			b := New(Options{})
+			var fed int64
+			var marks []uint64
+			next := quarter
+			synth(kind, 4*quarter, func(p []byte) {
+				b.Write(p)
+				fed += int64(len(p))
+				if fed >= next {
+					marks = append(marks, liveHeap())
+					next *= 2
+				}
+			})
+			pv := b.Preview()
+			if len(marks) != 3 {
+				t.Fatalf("%d marks", len(marks))
+			}
+			lo, hi := min(marks[0], marks[1], marks[2]), max(marks[0], marks[1], marks[2])
+			t.Logf("%s: live heap at %.1f/%.1f/%.1f MiB of input: %.2f / %.2f / %.2f MiB", kind,
+				mib(uint64(quarter)), mib(uint64(2*quarter)), mib(uint64(4*quarter)), mib(marks[0]), mib(marks[1]), mib(marks[2]))
+			if hi-lo > 1<<20 {
+				t.Errorf("the live heap grew by %.2f MiB while the input grew by %.1f MiB", mib(hi-lo), mib(uint64(3*quarter)))
+			}
+			if pv.Facts.Rows == 0 && pv.Facts.Lines == 0 {
+				t.Errorf("nothing counted:\n%s", pv.Text)
+			}
+		})
+	}
+}
+
+func mib(n uint64) float64 { return float64(n) / (1 << 20) }
+
+// BenchmarkStream100MB streams 100 MB of JSON rows and reports the
+// highest live heap seen (sampled every 10 MB) besides the throughput.
+func BenchmarkStream100MB(b *testing.B) {
+	total := int64(100 << 20)
+	if raceEnabled {
+		total = 10 << 20 // make test runs benchmarks once, with -race
+	}
+	b.SetBytes(total)
+	var peak uint64
+	for range b.N {
+		base := liveHeap()
+		bl := New(Options{})
+		var fed, next int64 = 0, 10 << 20
+		synth("json", total, func(p []byte) {
+			bl.Write(p)
+			if fed += int64(len(p)); fed >= next {
+				b.StopTimer()
+				peak = max(peak, liveHeap()-min(base, liveHeap()))
+				next += 10 << 20
+				b.StartTimer()
+			}
+		})
+		if pv := bl.Preview(); !strings.Contains(pv.Text, "JSON array of") {
+			b.Fatalf("unexpected preview:\n%s", pv.Text)
+		}
+	}
+	b.ReportMetric(mib(peak), "live-MiB")
+}
+
+func benchKind(b *testing.B, kind string) {
+	var data bytes.Buffer
+	synth(kind, 8<<20, func(p []byte) { data.Write(p) })
+	in := data.Bytes()
+	b.SetBytes(int64(len(in)))
+	b.ResetTimer()
+	for range b.N {
+		bl := New(Options{})
+		for p := in; len(p) > 0; {
+			n := min(len(p), 32<<10)
+			bl.Write(p[:n])
+			p = p[n:]
+		}
+		bl.Preview()
+	}
+}
+
+func BenchmarkJSONRows(b *testing.B) { benchKind(b, "json") }
+func BenchmarkCSV(b *testing.B)      { benchKind(b, "csv") }
+func BenchmarkLog(b *testing.B)      { benchKind(b, "log") }

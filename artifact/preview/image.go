@@ -1,0 +1,183 @@
+package preview
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/color"
+	_ "image/gif" // registered for DecodeConfig and Decode
+	"image/jpeg"
+	"image/png"
+)
+
+// thumbSoftMax is the size past which a PNG thumbnail is re-encoded as
+// JPEG: a few tens of KB is what a thumbnail should cost.
+const thumbSoftMax = 48 << 10
+
+// imageAn keeps an image whole, up to maxImageBytes, to read its size
+// and draw a thumbnail.
+type imageAn struct {
+	format string
+	o      Options
+	buf    []byte
+	over   bool
+}
+
+func (a *imageAn) write(p []byte) {
+	if a.over {
+		return
+	}
+	if len(a.buf)+len(p) > maxImageBytes {
+		a.over = true
+		if len(a.buf) < sniffSize {
+			a.buf = append(a.buf, p[:sniffSize-len(a.buf)]...)
+		}
+		return
+	}
+	a.buf = append(a.buf, p...)
+}
+
+func (a *imageAn) finish(pv *Preview) []section {
+	f := &pv.Facts
+	f.Format = a.format
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(a.buf))
+	if err != nil {
+		return []section{{prioHead, fmt.Sprintf("%s image, %s; its size is unreadable.", upper(a.format), humanSize(f.Size))}}
+	}
+	f.Format, f.Width, f.Height = format, cfg.Width, cfg.Height
+	s := fmt.Sprintf("%s image, %d×%d px, %s.", upper(format), cfg.Width, cfg.Height, humanSize(f.Size))
+	if a.o.Thumbnail {
+		switch {
+		case a.over:
+			s += " Too large to thumbnail."
+		case int64(cfg.Width)*int64(cfg.Height) > maxImagePixels:
+			s += " Too many pixels to thumbnail."
+		default:
+			if th, err := thumbnail(a.buf, format, a.o.ThumbMax); err == nil {
+				pv.Thumbnail = th
+				if th.Width != cfg.Width || th.Height != cfg.Height {
+					s += fmt.Sprintf(" A %d×%d thumbnail is attached.", th.Width, th.Height)
+				} else {
+					s += " A copy is attached."
+				}
+			}
+		}
+	}
+	return []section{{prioHead, s}}
+}
+
+func upper(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'a' && c <= 'z' {
+			b[i] = c - 32
+		}
+	}
+	return string(b)
+}
+
+// thumbnail decodes an image and shrinks it to fit maxSide, averaging the
+// source pixels each thumbnail pixel covers. A small image is returned as
+// it is. Photos become JPEG, others PNG unless that is large.
+func thumbnail(data []byte, format string, maxSide int) (*Image, error) {
+	src, _, err := image.Decode(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("decode: %w", err)
+	}
+	b := src.Bounds()
+	w, h := b.Dx(), b.Dy()
+	if w <= maxSide && h <= maxSide && len(data) <= thumbSoftMax && format != "gif" {
+		return &Image{MimeType: "image/" + format, Data: data, Width: w, Height: h}, nil
+	}
+	tw, th := w, h
+	if w >= h && w > maxSide {
+		tw, th = maxSide, max(1, (h*maxSide+w/2)/w)
+	} else if h > w && h > maxSide {
+		tw, th = max(1, (w*maxSide+h/2)/h), maxSide
+	}
+	dst := downscale(src, tw, th)
+	var out bytes.Buffer
+	if format != "jpeg" {
+		if err := png.Encode(&out, dst); err != nil {
+			return nil, fmt.Errorf("encode png: %w", err)
+		}
+		if out.Len() <= thumbSoftMax {
+			return &Image{MimeType: "image/png", Data: out.Bytes(), Width: tw, Height: th}, nil
+		}
+		out.Reset()
+	}
+	if err := jpeg.Encode(&out, dst, &jpeg.Options{Quality: 80}); err != nil {
+		return nil, fmt.Errorf("encode jpeg: %w", err)
+	}
+	return &Image{MimeType: "image/jpeg", Data: out.Bytes(), Width: tw, Height: th}, nil
+}
+
+// downscale averages the box of source pixels under each destination
+// pixel (premultiplied, so transparent pixels do not darken edges), then
+// lays the result on white, as a viewer would show it.
+func downscale(src image.Image, tw, th int) *image.RGBA {
+	b := src.Bounds()
+	w, h := b.Dx(), b.Dy()
+	dst := image.NewRGBA(image.Rect(0, 0, tw, th))
+	at := pixelReader(src)
+	// Column boxes are the same for every row: compute them once.
+	x0s := make([]int, tw+1)
+	for x := 0; x <= tw; x++ {
+		x0s[x] = x * w / tw
+	}
+	acc := make([][4]uint64, tw)
+	for y := 0; y < th; y++ {
+		y0, y1 := y*h/th, max((y+1)*h/th, y*h/th+1)
+		clear(acc)
+		for sy := y0; sy < y1; sy++ {
+			for x := 0; x < tw; x++ {
+				x1 := max(x0s[x+1], x0s[x]+1)
+				for sx := x0s[x]; sx < x1; sx++ {
+					r, g, bl, a := at(b.Min.X+sx, b.Min.Y+sy)
+					acc[x][0] += uint64(r)
+					acc[x][1] += uint64(g)
+					acc[x][2] += uint64(bl)
+					acc[x][3] += uint64(a)
+				}
+			}
+		}
+		for x := 0; x < tw; x++ {
+			n := uint64((y1 - y0) * (max(x0s[x+1], x0s[x]+1) - x0s[x]))
+			r, g, bl, a := acc[x][0]/n, acc[x][1]/n, acc[x][2]/n, acc[x][3]/n
+			white := 0xffff - a // premultiplied over white
+			i := dst.PixOffset(x, y)
+			dst.Pix[i+0] = uint8((r + white) >> 8)
+			dst.Pix[i+1] = uint8((g + white) >> 8)
+			dst.Pix[i+2] = uint8((bl + white) >> 8)
+			dst.Pix[i+3] = 0xff
+		}
+	}
+	return dst
+}
+
+// pixelReader returns a fast premultiplied 16-bit reader for the common
+// decoded types, and the generic one otherwise.
+func pixelReader(src image.Image) func(x, y int) (r, g, b, a uint32) {
+	switch m := src.(type) {
+	case *image.RGBA:
+		return func(x, y int) (uint32, uint32, uint32, uint32) {
+			i := m.PixOffset(x, y)
+			p := m.Pix[i : i+4 : i+4]
+			return uint32(p[0]) * 0x101, uint32(p[1]) * 0x101, uint32(p[2]) * 0x101, uint32(p[3]) * 0x101
+		}
+	case *image.NRGBA:
+		return func(x, y int) (uint32, uint32, uint32, uint32) {
+			i := m.PixOffset(x, y)
+			p := m.Pix[i : i+4 : i+4]
+			a := uint32(p[3]) * 0x101
+			return uint32(p[0]) * a / 0xff, uint32(p[1]) * a / 0xff, uint32(p[2]) * a / 0xff, a
+		}
+	case *image.YCbCr:
+		return func(x, y int) (uint32, uint32, uint32, uint32) {
+			yi, ci := m.YOffset(x, y), m.COffset(x, y)
+			r, g, b := color.YCbCrToRGB(m.Y[yi], m.Cb[ci], m.Cr[ci])
+			return uint32(r) * 0x101, uint32(g) * 0x101, uint32(b) * 0x101, 0xffff
+		}
+	}
+	return func(x, y int) (uint32, uint32, uint32, uint32) { return src.At(x, y).RGBA() }
+}

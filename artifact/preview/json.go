@@ -1,0 +1,644 @@
+package preview
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Bounds of the JSON analysis.
+const (
+	maxFrames   = 64    // nesting levels analysed; deeper ones are only lexed
+	maxNest     = 10000 // nesting levels lexed; deeper is an error
+	maxNodes    = 512   // paths recorded (members, and first elements of arrays)
+	maxTables   = 4     // arrays whose elements get per-field statistics
+	maxScalar   = 256   // bytes kept of a string or number
+	maxInterned = 4096  // member names shared between rows
+	maxNames    = 30    // tree names kept per level
+)
+
+// lexer states
+const (
+	sTop      = iota // between top-level values
+	sValue           // a value must come
+	sArrFirst        // after '[': a value or ']'
+	sObjFirst        // after '{': a key or '}'
+	sKey             // after ',' in an object: a key
+	sColon           // after a key
+	sAfter           // after a value in a container
+	sStr
+	sEsc
+	sU
+	sNum
+	sLit
+	sErr
+)
+
+// vctx is where a value sits: its path if recorded, the table it is a
+// row of, the field of a row it is.
+type vctx struct {
+	path    string
+	tracked bool
+	parent  int    // node index of the container holding it, -1 if none
+	row     *table // the value is a row of this table
+	fld     *field // the value is this field of a row
+	fldName string
+	level   int8 // 1: a row's member; 2: a member of an object in a row
+	nameOf  bool // the value names a tree node
+}
+
+type jframe struct {
+	kind  byte
+	start int64
+	n     int64  // elements or members so far
+	key   string // current member's name
+	v     vctx
+	node  int // node index, -1 if not recorded
+	tab   *jtab
+	// A row of rowTab: the row's level (1) or a nested object's (2).
+	rowLevel  int8
+	rowTab    *table
+	rowPrefix string
+	// capture of a row's text
+	capt     []byte
+	capting  bool
+	captFrom int
+	// trees
+	nodeDepth  int // depth of a tree node, -1 if not a node
+	isChildren bool
+	hasKids    bool
+	name       string
+}
+
+// jnode is a recorded path: a container's size and length, or a scalar.
+type jnode struct {
+	path   string
+	parent int
+	kind   byte // '{', '[' or 's'
+	size   int64
+	n      int64
+	value  string // JSON text of a scalar
+}
+
+type jtab struct {
+	path string
+	t    *table
+	done bool
+	size int64
+}
+
+// jsonAn is an incremental JSON tokenizer and analyser: one pass, one
+// byte at a time, bounded state. It reads one value (an array or object)
+// or a sequence of them (NDJSON).
+type jsonAn struct {
+	st       uint8
+	kinds    []byte // open containers, for matching; at most maxNest
+	frames   []jframe
+	buf      []byte
+	isKey    bool
+	uLeft    int
+	uVal     rune
+	lit      string
+	litI     int
+	litTyp   int
+	off      int64 // offset of the current write's first byte
+	err      string
+	tops     int64
+	topKind  byte
+	topText  string
+	cur      vctx
+	nodes    []jnode
+	tabs     []*jtab
+	nd       *table // top-level values as rows (NDJSON)
+	intern   map[string]string
+	keyBuf   []byte
+	tree     Tree
+	maxDepth int
+	names    [2][]string
+	nodesAt  [2]int64
+}
+
+func newJSON() *jsonAn {
+	return &jsonAn{nd: newTable(), intern: map[string]string{}}
+}
+
+func (a *jsonAn) fail(i int, what string) {
+	if a.st != sErr {
+		a.err = fmt.Sprintf("byte %d: %s", a.off+int64(i), what)
+		a.st = sErr
+	}
+}
+
+func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func (a *jsonAn) write(b []byte) {
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch a.st {
+		case sErr:
+			return
+		case sStr:
+			j := i
+			for j < len(b) && b[j] != '"' && b[j] != '\\' {
+				j++
+			}
+			a.keep(b[i:j])
+			i = j
+			if j == len(b) {
+				break
+			}
+			if b[j] == '"' {
+				a.endString(b, j)
+			} else {
+				a.st = sEsc
+			}
+		case sEsc:
+			a.st = sStr
+			switch c {
+			case '"', '\\', '/':
+				a.keep([]byte{c})
+			case 'b':
+				a.keep([]byte{'\b'})
+			case 'f':
+				a.keep([]byte{'\f'})
+			case 'n':
+				a.keep([]byte{'\n'})
+			case 'r':
+				a.keep([]byte{'\r'})
+			case 't':
+				a.keep([]byte{'\t'})
+			case 'u':
+				a.st, a.uLeft, a.uVal = sU, 4, 0
+			default:
+				a.fail(i, "bad escape")
+			}
+		case sU:
+			var d rune
+			switch {
+			case c >= '0' && c <= '9':
+				d = rune(c - '0')
+			case c >= 'a' && c <= 'f':
+				d = rune(c-'a') + 10
+			case c >= 'A' && c <= 'F':
+				d = rune(c-'A') + 10
+			default:
+				a.fail(i, "bad \\u escape")
+				continue
+			}
+			a.uVal = a.uVal<<4 | d
+			if a.uLeft--; a.uLeft == 0 {
+				a.keep(utf8.AppendRune(nil, a.uVal))
+				a.st = sStr
+			}
+		case sNum:
+			if c >= '0' && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-' {
+				a.keep([]byte{c})
+				continue
+			}
+			if !a.endNumber(b, i) {
+				continue
+			}
+			i-- // c ends the number: read it again
+		case sLit:
+			if c != a.lit[a.litI] {
+				a.fail(i, "bad literal")
+				continue
+			}
+			if a.litI++; a.litI == len(a.lit) {
+				a.endScalar(a.litTyp, a.lit)
+			}
+		default:
+			if isWS(c) {
+				continue
+			}
+			a.structural(c, b, i)
+		}
+	}
+	a.flushCaptures(b)
+	a.off += int64(len(b))
+}
+
+func (a *jsonAn) structural(c byte, b []byte, i int) {
+	switch a.st {
+	case sArrFirst:
+		if c == ']' {
+			a.close(c, b, i)
+			return
+		}
+		a.startValue(c, b, i)
+	case sTop, sValue:
+		a.startValue(c, b, i)
+	case sObjFirst, sKey:
+		switch {
+		case c == '"':
+			a.st, a.isKey, a.buf = sStr, true, a.buf[:0]
+		case c == '}' && a.st == sObjFirst:
+			a.close(c, b, i)
+		default:
+			a.fail(i, fmt.Sprintf("expected a key, found %q", c))
+		}
+	case sColon:
+		if c != ':' {
+			a.fail(i, fmt.Sprintf("expected ':', found %q", c))
+			return
+		}
+		a.st = sValue
+	case sAfter:
+		top := a.kinds[len(a.kinds)-1]
+		switch {
+		case c == ',' && top == '[':
+			a.st = sValue
+		case c == ',':
+			a.st = sKey
+		case c == ']' && top == '[' || c == '}' && top == '{':
+			a.close(c, b, i)
+		default:
+			a.fail(i, fmt.Sprintf("expected ',' or a closing bracket, found %q", c))
+		}
+	}
+}
+
+// keep appends to the current scalar, up to maxScalar bytes.
+func (a *jsonAn) keep(p []byte) {
+	if room := maxScalar - len(a.buf); room > 0 {
+		a.buf = append(a.buf, p[:min(room, len(p))]...)
+	}
+}
+
+// parentFrame is the innermost analysed container, nil at the top level
+// or below maxFrames.
+func (a *jsonAn) parentFrame() *jframe {
+	if len(a.frames) == 0 || len(a.frames) != len(a.kinds) {
+		return nil
+	}
+	return &a.frames[len(a.frames)-1]
+}
+
+// beginValue does the bookkeeping of a value starting: its place in its
+// container, its path, the table and field it belongs to.
+func (a *jsonAn) beginValue() vctx {
+	v := vctx{parent: -1}
+	if len(a.kinds) == 0 {
+		v.row = a.nd
+		if a.tops == 0 {
+			v.tracked = true
+		}
+		return v
+	}
+	p := a.parentFrame()
+	if p == nil {
+		return v
+	}
+	idx := p.n
+	p.n++
+	room := len(a.nodes) < maxNodes
+	if p.kind == '[' {
+		if p.v.tracked && idx == 0 && room {
+			v.path, v.tracked, v.parent = p.v.path+"[0]", true, p.node
+		}
+		if p.tab != nil {
+			v.row = p.tab.t
+		}
+		return v
+	}
+	if p.v.tracked && room {
+		v.path, v.tracked, v.parent = joinPath(p.v.path, p.key), true, p.node
+	}
+	switch p.rowLevel {
+	case 1:
+		v.fld, v.fldName, v.level = p.rowTab.field(p.key), p.key, 1
+	case 2:
+		a.keyBuf = append(append(append(a.keyBuf[:0], p.rowPrefix...), '.'), p.key...)
+		name, ok := a.intern[string(a.keyBuf)]
+		if !ok {
+			name = string(a.keyBuf)
+			if len(a.intern) < maxInterned {
+				a.intern[name] = name
+			}
+		}
+		v.fld, v.fldName, v.level = p.rowTab.field(name), name, 2
+	}
+	if p.nodeDepth <= 1 && (p.key == "name" || p.key == "path" && p.name == "") {
+		v.nameOf = true
+	}
+	return v
+}
+
+func joinPath(parent, key string) string {
+	if parent == "" {
+		return key
+	}
+	return parent + "." + key
+}
+
+func (a *jsonAn) startValue(c byte, b []byte, i int) {
+	if len(a.kinds) == 0 && a.tops == 0 {
+		a.topKind = c
+	}
+	v := a.beginValue()
+	switch {
+	case c == '{' || c == '[':
+		a.push(c, b, i, v)
+	case c == '"':
+		a.cur, a.st, a.isKey, a.buf = v, sStr, false, a.buf[:0]
+	case c == '-' || c >= '0' && c <= '9':
+		a.cur, a.st, a.buf = v, sNum, append(a.buf[:0], c)
+	case c == 't':
+		a.cur, a.st, a.lit, a.litI, a.litTyp = v, sLit, "true", 1, tBool
+	case c == 'f':
+		a.cur, a.st, a.lit, a.litI, a.litTyp = v, sLit, "false", 1, tBool
+	case c == 'n':
+		a.cur, a.st, a.lit, a.litI, a.litTyp = v, sLit, "null", 1, tNull
+	default:
+		a.fail(i, fmt.Sprintf("unexpected %q", c))
+		return
+	}
+}
+
+func (a *jsonAn) push(c byte, b []byte, i int, v vctx) {
+	if len(a.kinds) >= maxNest {
+		a.fail(i, "nested too deep")
+		return
+	}
+	parent := a.parentFrame()
+	a.kinds = append(a.kinds, c)
+	a.st = sArrFirst
+	if c == '{' {
+		a.st = sObjFirst
+	}
+	if parent == nil && len(a.kinds) > 1 || len(a.frames) >= maxFrames {
+		return
+	}
+	fr := jframe{kind: c, start: a.off + int64(i), v: v, node: -1, nodeDepth: -1}
+	if v.tracked {
+		fr.node = len(a.nodes)
+		a.nodes = append(a.nodes, jnode{path: v.path, parent: v.parent, kind: c})
+	}
+	if c == '{' && v.row != nil {
+		fr.rowLevel, fr.rowTab = 1, v.row
+	}
+	if c == '{' && v.level == 1 && parent != nil {
+		fr.rowLevel, fr.rowTab, fr.rowPrefix = 2, parent.rowTab, v.fldName
+	}
+	if c == '[' && v.tracked && v.level < 2 {
+		fr.tab = a.newTab(v.path)
+	}
+	if v.row != nil || v.tracked {
+		// A row's text is its sample; a recorded container's text is
+		// shown whole when it is small.
+		fr.capting, fr.captFrom = true, i
+	}
+	if parent != nil {
+		if c == '{' && parent.isChildren {
+			fr.nodeDepth = parent.nodeDepth + 1
+			a.countNode(fr.nodeDepth)
+		}
+		if c == '[' && parent.kind == '{' && parent.key == "children" {
+			if parent.nodeDepth < 0 {
+				parent.nodeDepth = 0
+				a.countNode(0)
+			}
+			fr.isChildren, fr.nodeDepth = true, parent.nodeDepth
+		}
+	}
+	a.frames = append(a.frames, fr)
+}
+
+func (a *jsonAn) countNode(depth int) {
+	a.tree.Nodes++
+	a.maxDepth = max(a.maxDepth, depth)
+	if depth < 2 {
+		a.nodesAt[depth]++
+	}
+}
+
+// newTab gives an array a table, evicting the smallest finished one when
+// all are taken.
+func (a *jsonAn) newTab(path string) *jtab {
+	t := &jtab{path: path, t: newTable()}
+	if len(a.tabs) < maxTables {
+		a.tabs = append(a.tabs, t)
+		return t
+	}
+	evict := -1
+	for i, x := range a.tabs {
+		if x.done && (evict < 0 || x.size < a.tabs[evict].size) {
+			evict = i
+		}
+	}
+	if evict < 0 {
+		return nil
+	}
+	a.tabs[evict] = t
+	return t
+}
+
+func (a *jsonAn) close(c byte, b []byte, i int) {
+	a.kinds = a.kinds[:len(a.kinds)-1]
+	if len(a.frames) > len(a.kinds) {
+		fr := a.frames[len(a.frames)-1]
+		a.frames = a.frames[:len(a.frames)-1]
+		size := a.off + int64(i) + 1 - fr.start
+		if fr.node >= 0 {
+			a.nodes[fr.node].size, a.nodes[fr.node].n = size, fr.n
+		}
+		typ := tObject
+		if c == ']' {
+			typ = tArray
+		}
+		if fr.v.fld != nil {
+			fr.v.fld.add(typ, "")
+		}
+		if fr.capting {
+			fr.capt = appendCapped(fr.capt, b[fr.captFrom:i+1])
+			text := compactJSON(fr.capt)
+			if fr.v.row != nil {
+				fr.v.row.addRow(text, typ)
+			}
+			if fr.node >= 0 && size <= smallObject {
+				a.nodes[fr.node].value = text
+			}
+		}
+		if fr.tab != nil {
+			fr.tab.done, fr.tab.size = true, size
+		}
+		if fr.nodeDepth >= 0 && c == '}' {
+			if !fr.hasKids {
+				a.tree.Leaves++
+			}
+			if fr.nodeDepth < 2 && fr.name != "" && len(a.names[fr.nodeDepth]) < maxNames {
+				a.names[fr.nodeDepth] = append(a.names[fr.nodeDepth], fr.name)
+			}
+		}
+		if fr.isChildren && fr.n > 0 && len(a.frames) > 0 {
+			a.frames[len(a.frames)-1].hasKids = true
+		}
+	}
+	a.endValue()
+}
+
+func (a *jsonAn) endValue() {
+	if len(a.kinds) == 0 {
+		a.tops++
+		a.st = sTop
+		return
+	}
+	a.st = sAfter
+}
+
+func (a *jsonAn) endString(b []byte, j int) {
+	if a.isKey {
+		a.st = sColon
+		if p := a.parentFrame(); p != nil {
+			name, ok := a.intern[string(a.buf)]
+			if !ok {
+				name = string(a.buf)
+				if len(a.intern) < maxInterned {
+					a.intern[name] = name
+				}
+			}
+			p.key = name
+		}
+		return
+	}
+	a.endScalar(tString, string(a.buf))
+}
+
+// endNumber ends a number at b[i]; false if it is not one.
+func (a *jsonAn) endNumber(b []byte, i int) bool {
+	s := string(a.buf)
+	if _, err := strconv.ParseFloat(s, 64); err != nil && len(a.buf) < maxScalar {
+		if ne, ok := err.(*strconv.NumError); !ok || ne.Err != strconv.ErrRange {
+			a.fail(i, fmt.Sprintf("bad number %q", clip(s, 20)))
+			return false
+		}
+	}
+	typ := tInt
+	if strings.ContainsAny(s, ".eE") {
+		typ = tFloat
+	}
+	a.endScalar(typ, s)
+	return true
+}
+
+func (a *jsonAn) endScalar(typ int, text string) {
+	v := a.cur
+	a.cur = vctx{}
+	v.fld.add(typ, text)
+	if v.row != nil {
+		v.row.field("(value)").add(typ, text)
+		v.row.addRow(scalarText(typ, text), typ)
+	}
+	if v.tracked && len(a.nodes) < maxNodes {
+		a.nodes = append(a.nodes, jnode{path: v.path, parent: v.parent, kind: 's', value: scalarText(typ, text)})
+	}
+	if v.nameOf && typ == tString {
+		if p := a.parentFrame(); p != nil {
+			p.name = clip(text, 60)
+		}
+	}
+	if len(a.kinds) == 0 {
+		a.topText = scalarText(typ, text)
+	}
+	a.endValue()
+}
+
+// scalarText is a scalar as JSON text.
+func scalarText(typ int, text string) string {
+	if typ == tString {
+		return quoteJSON(text)
+	}
+	return text
+}
+
+// quoteJSON quotes a string as JSON does, without escaping HTML.
+func quoteJSON(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range strings.ToValidUTF8(s, "\ufffd") {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+func appendCapped(dst, p []byte) []byte {
+	if room := sampleRowBytes - len(dst); room > 0 {
+		dst = append(dst, p[:min(room, len(p))]...)
+	}
+	return dst
+}
+
+func (a *jsonAn) flushCaptures(b []byte) {
+	for i := range a.frames {
+		fr := &a.frames[i]
+		if fr.capting {
+			fr.capt = appendCapped(fr.capt, b[fr.captFrom:])
+			fr.captFrom = 0
+		}
+	}
+}
+
+// compactJSON drops the whitespace between tokens of JSON text, which may
+// be cut short, and marks a cut.
+func compactJSON(p []byte) string {
+	out := make([]byte, 0, len(p))
+	inStr, esc := false, false
+	for _, c := range p {
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case isWS(c):
+			continue
+		}
+		out = append(out, c)
+	}
+	s := string(out)
+	if len(p) >= sampleRowBytes {
+		s = truncUTF8(s, len(s)-1) + "…"
+	}
+	if !utf8.ValidString(s) {
+		s = strings.ToValidUTF8(s, "�")
+	}
+	return s
+}
+
+// complete reports whether the input so far is whole JSON: no error, no
+// open container or token.
+func (a *jsonAn) complete() bool {
+	return a.err == "" && len(a.kinds) == 0 && a.st == sTop && a.tops > 0
+}
+
+// finishLex ends a number at the end of the input and notes truncation.
+func (a *jsonAn) finishLex() {
+	if a.st == sNum {
+		a.endNumber(nil, 0)
+	}
+	if a.err == "" && (len(a.kinds) > 0 || a.st != sTop) {
+		a.err = fmt.Sprintf("byte %d: the input ends inside a value", a.off)
+	}
+}

@@ -1,0 +1,229 @@
+package preview
+
+import (
+	"fmt"
+	"strings"
+)
+
+// finish renders what the JSON analysis found: a table for an array or
+// NDJSON; for an object its scalars, its keys, and the array that holds
+// its bytes, wherever it is.
+func (a *jsonAn) finish(pv *Preview) []section {
+	a.finishLex()
+	f := &pv.Facts
+	f.Malformed = a.err
+	size := humanSize(f.Size)
+	var secs []section
+	if a.err != "" {
+		secs = append(secs, section{prioHead, fmt.Sprintf("Malformed JSON at %s; the figures cover what came before.\n", a.err)})
+	}
+	switch {
+	case a.tops > 1:
+		pv.Kind, f.Format = KindNDJSON, "ndjson"
+		head := fmt.Sprintf("NDJSON, %d records of %s (%s).\n", a.nd.rows, noun(a.nd), size)
+		return append(secs, tableSections(head, a.nd, f)...)
+	case a.topKind == '[':
+		t := a.table("")
+		if t == nil {
+			return append(secs, section{prioHead, fmt.Sprintf("JSON array (%s).\n", size)})
+		}
+		head := fmt.Sprintf("JSON array of %d %s (%s).\n", t.rows, noun(t), size)
+		return append(secs, tableSections(head, t, f)...)
+	case a.topKind == '{' && len(a.nodes) > 0:
+		return append(secs, a.objectSections(f)...)
+	case a.topText != "":
+		return append(secs, section{prioHead, fmt.Sprintf("JSON value: %s\n", a.topText)})
+	}
+	return append(secs, section{prioHead, fmt.Sprintf("JSON (%s).\n", size)})
+}
+
+func (a *jsonAn) table(path string) *table {
+	for _, t := range a.tabs {
+		if t.path == path {
+			return t.t
+		}
+	}
+	return nil
+}
+
+// noun names what a table's rows are.
+func noun(t *table) string {
+	for i, n := range t.kinds {
+		if n == t.rows && t.rows > 0 {
+			switch i {
+			case tObject:
+				return "objects"
+			case tArray:
+				return "arrays"
+			case tString, tDate, tDateTime:
+				return "strings"
+			case tInt, tFloat:
+				return "numbers"
+			}
+		}
+	}
+	if t.kinds[tInt]+t.kinds[tFloat] == t.rows && t.rows > 0 {
+		return "numbers"
+	}
+	return "items"
+}
+
+// smallObject is the size under which an object of scalars is shown
+// member by member, as values.
+const smallObject = 300
+
+// describe renders a recorded member: a scalar as its value, a small
+// object of scalars as its values, a container as its type and size.
+// Scalars shown are added to f.
+func (a *jsonAn) describe(i int, f *Facts) string {
+	n := a.nodes[i]
+	switch n.kind {
+	case 's':
+		f.Scalars = append(f.Scalars, Scalar{n.path, n.value})
+		return fmt.Sprintf("%s=%s", n.path, clip(n.value, 160))
+	case '{':
+		if kids := a.children(i); n.size <= smallObject && int64(len(kids)) == n.n && n.n > 0 && a.allScalars(kids) {
+			parts := make([]string, len(kids))
+			for j, k := range kids {
+				parts[j] = a.describe(k, f)
+			}
+			return strings.Join(parts, "; ")
+		}
+		if n.value != "" {
+			return fmt.Sprintf("%s=%s", n.path, n.value)
+		}
+		return fmt.Sprintf("%s: object of %s (%s)", n.path, plural(n.n, "key"), humanSize(n.size))
+	}
+	if n.value != "" {
+		return fmt.Sprintf("%s=%s", n.path, n.value)
+	}
+	if t := a.table(n.path); t != nil && t.rows == n.n {
+		return fmt.Sprintf("%s: array of %d %s (%s)", n.path, n.n, noun(t), humanSize(n.size))
+	}
+	return fmt.Sprintf("%s: array of %d (%s)", n.path, n.n, humanSize(n.size))
+}
+
+func (a *jsonAn) allScalars(idx []int) bool {
+	for _, i := range idx {
+		if a.nodes[i].kind != 's' {
+			return false
+		}
+	}
+	return true
+}
+
+func plural(n int64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
+}
+
+func (a *jsonAn) children(parent int) []int {
+	var out []int
+	for i, n := range a.nodes {
+		if n.parent == parent && i != parent {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// bulk follows the largest container from the root down, as long as it
+// holds a good part of its parent's bytes, and stops at an array of
+// several elements. It returns the node indexes on the way.
+func (a *jsonAn) bulk() []int {
+	path := []int{0}
+	cur := 0
+	for {
+		best := -1
+		for _, i := range a.children(cur) {
+			if n := a.nodes[i]; n.kind != 's' && (best < 0 || n.size > a.nodes[best].size) {
+				best = i
+			}
+		}
+		if best < 0 || a.nodes[best].size*4 < a.nodes[cur].size || a.nodes[best].size == 0 {
+			return path
+		}
+		path = append(path, best)
+		cur = best
+		if n := a.nodes[best]; n.kind == '[' && n.n != 1 {
+			return path
+		}
+	}
+}
+
+func (a *jsonAn) objectSections(f *Facts) []section {
+	root := a.nodes[0]
+	var secs []section
+	head := fmt.Sprintf("JSON object of %s (%s).\n", plural(root.n, "key"), humanSize(f.Size))
+	var top []string
+	for _, i := range a.children(0) {
+		top = append(top, a.describe(i, f))
+	}
+	if more := root.n - int64(len(top)); more > 0 {
+		top = append(top, fmt.Sprintf("and %d more keys", more))
+	}
+	secs = append(secs, section{prioHead, head}, section{prioFacts, "Keys: " + strings.Join(top, "; ") + "\n"})
+
+	path := a.bulk()
+	if len(path) > 1 {
+		b := a.nodes[path[len(path)-1]]
+		// What sits beside the bulk on the way down: counts the server
+		// reports, the query, the column names.
+		var beside []string
+		for k := 1; k < len(path)-1; k++ {
+			for _, i := range a.children(path[k]) {
+				if i == path[k+1] {
+					continue
+				}
+				beside = append(beside, a.describe(i, f))
+			}
+		}
+		f.Path = b.path
+		line := fmt.Sprintf("The bulk is %s", a.describe(path[len(path)-1], f))
+		if len(beside) > 0 {
+			line += "; beside it: " + strings.Join(beside, "; ")
+		}
+		line += ".\n"
+		// A tree's bulk is its first level: the tree line says more.
+		isTree := a.tree.Nodes > 1 && strings.HasSuffix(b.path, "children")
+		if t := a.table(b.path); t != nil && b.kind == '[' && !isTree {
+			secs = append(secs, tableSections(line, t, f)...)
+		} else {
+			secs = append(secs, section{prioFacts, line})
+		}
+	}
+	var also []string
+	for _, t := range a.tabs {
+		if t.path == f.Path || t.t.rows < 2 || t.size <= smallObject || noun(t.t) != "objects" || strings.HasPrefix(t.path, f.Path+"[") && f.Path != "" {
+			continue
+		}
+		names := make([]string, 0, len(t.t.fields))
+		for _, fl := range t.t.fields {
+			names = append(names, fl.name)
+		}
+		also = append(also, fmt.Sprintf("%s: %d %s (%s), fields %s", t.path, t.t.rows, noun(t.t), humanSize(t.size), clip(strings.Join(names, ", "), 200)))
+	}
+	if len(also) > 0 {
+		secs = append(secs, section{prioDetail, "Other arrays: " + strings.Join(also, "; ") + ".\n"})
+	}
+	if a.tree.Nodes > 1 {
+		tr := &Tree{Nodes: a.tree.Nodes, Leaves: a.tree.Leaves, Depth: a.maxDepth}
+		tr.TopNames = a.names[1]
+		if a.nodesAt[0] > 1 {
+			tr.TopNames = a.names[0]
+		}
+		f.Tree = tr
+		s := fmt.Sprintf("Tree of `children`: %d nodes, %d leaves, depth %d.", tr.Nodes, tr.Leaves, tr.Depth)
+		if len(tr.TopNames) > 0 {
+			s += " Top-level names: " + strings.Join(tr.TopNames, ", ")
+			if n := max(a.nodesAt[1], a.nodesAt[0]); n > int64(len(tr.TopNames)) && a.nodesAt[0] <= 1 {
+				s += fmt.Sprintf(" (%d of %d)", len(tr.TopNames), a.nodesAt[1])
+			}
+			s += "."
+		}
+		secs = append(secs[:1], append([]section{{prioFacts + 1, s + "\n"}}, secs[1:]...)...)
+	}
+	return secs
+}

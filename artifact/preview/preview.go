@@ -1,0 +1,326 @@
+// Package preview turns the bytes of a tool result, fed as they stream,
+// into what a model should see in place of the whole: a dense factual
+// text within a byte budget, the facts behind it for programs, and for
+// images a small thumbnail.
+//
+// It knows nothing of MCP: the proxy's offloading and the upload API call
+// it alike. A [Builder] is written to like an [io.Writer] and asked for
+// its [Preview] once at the end. Whatever the size of the input, a
+// Builder keeps a bounded sample (see [New] for the bounds); its result
+// does not depend on how the bytes were split into writes.
+//
+// The input is untrusted: every parser here is incremental, bounded in
+// depth and memory, and fuzzed.
+package preview
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+)
+
+// Kinds of content a Preview describes ([Preview.Kind]).
+const (
+	KindEmpty    = "empty"
+	KindJSON     = "json"   // one JSON value: an array or an object
+	KindNDJSON   = "ndjson" // a sequence of JSON values, one per line
+	KindCSV      = "csv"    // delimited text: comma, semicolon or pipe
+	KindTSV      = "tsv"    // tab-separated text
+	KindText     = "text"   // plain text and logs
+	KindMarkdown = "markdown"
+	KindHTML     = "html"
+	KindImage    = "image"
+	KindAudio    = "audio"
+	KindBinary   = "binary"
+)
+
+// Defaults and bounds.
+const (
+	DefaultBudget   = 2048
+	DefaultThumbMax = 512
+
+	// sniffSize is how many leading bytes decide the kind: the head is
+	// buffered until then, and is the only part that is kept whole.
+	sniffSize = 64 << 10
+	// maxImageBytes and maxImagePixels bound what is decoded for a
+	// thumbnail; past them a preview states the dimensions only.
+	maxImageBytes  = 32 << 20
+	maxImagePixels = 25_000_000
+)
+
+// ErrFinished is returned by [Builder.Write] after [Builder.Preview].
+var ErrFinished = errors.New("preview: write after Preview")
+
+// Options configure a Builder. The zero value previews within
+// DefaultBudget bytes with no thumbnail.
+type Options struct {
+	// MimeType and Name are what the producer declared. They are hints:
+	// content decides (a CSV declared text/plain is previewed as a table).
+	MimeType string
+	Name     string
+	// Budget is the most bytes of Text; 0 means DefaultBudget. Values
+	// under 64 are raised to 64.
+	Budget int
+	// Thumbnail asks for a downscaled copy of an image.
+	Thumbnail bool
+	// ThumbMax is the thumbnail's longest side in pixels; 0 means
+	// DefaultThumbMax.
+	ThumbMax int
+}
+
+// Preview is what a Builder found.
+type Preview struct {
+	// Kind is one of the Kind constants.
+	Kind string
+	// Text describes the content for a model, within Options.Budget bytes.
+	// It holds no link: the caller adds how to fetch the whole.
+	Text string
+	// Thumbnail is a small PNG or JPEG of an image, nil when there is none
+	// (not asked for, not an image, too large to decode, or undecodable).
+	Thumbnail *Image
+	// Facts are the figures behind Text, for programs.
+	Facts Facts
+}
+
+// Image is an encoded picture.
+type Image struct {
+	MimeType      string
+	Data          []byte
+	Width, Height int
+}
+
+// Facts are the figures a preview states. Fields that do not apply to
+// the kind are zero.
+type Facts struct {
+	Size   int64  // bytes written
+	Format string // a finer type: "png", "pdf", "wav", "gzip", "log"...
+	// Tabular content: a JSON array, NDJSON, CSV/TSV, or the array that
+	// holds the bytes of a JSON object (at Path, e.g.
+	// "data.statements[0].rows").
+	Path    string
+	Rows    int64
+	Columns []Column
+	// Scalars are a JSON object's scalar members on the way to the bulk,
+	// in document order, as JSON text.
+	Scalars []Scalar
+	Tree    *Tree
+	// Text.
+	Lines  int64
+	Levels map[string]int64
+	Title  string
+	// Images and audio.
+	Width, Height int
+	Channels      int
+	SampleRate    int
+	Seconds       float64
+	// Malformed says where parsing stopped, if it did.
+	Malformed string
+}
+
+// Column summarises one field of tabular content.
+type Column struct {
+	Name string
+	// Type is the field's type: "int", "number", "string", "bool",
+	// "date", "datetime", "object", "array", "null", or several joined by
+	// "|" in order of frequency.
+	Type    string
+	Missing int64 // rows without the field (JSON only)
+	Nulls   int64 // null or empty values
+	// Min, Max and Mean cover the numeric values, when HasNum.
+	HasNum         bool
+	Min, Max, Mean float64
+	// MinText and MaxText are the range of date/time values.
+	MinText, MaxText string
+	// Distinct counts distinct non-null values, exactly when
+	// DistinctExact, else estimated.
+	Distinct      int64
+	DistinctExact bool
+	// Top lists every value with its count when there are few.
+	Top []ValueCount
+}
+
+// ValueCount is a value and how many rows hold it.
+type ValueCount struct {
+	Value string
+	Count int64
+}
+
+// Scalar is a scalar member of a JSON object: its path and JSON text.
+type Scalar struct {
+	Path, Value string
+}
+
+// Tree describes nested `children` arrays.
+type Tree struct {
+	Nodes, Leaves int64
+	Depth         int
+	TopNames      []string
+}
+
+// analyzer is one kind's incremental parser.
+type analyzer interface {
+	write(p []byte)
+	// finish renders the sections of the text and fills the facts.
+	finish(pv *Preview) []section
+}
+
+// Builder builds a Preview from bytes written to it. Its zero value is not
+// usable: call New. A Builder is not safe for concurrent use.
+type Builder struct {
+	o    Options
+	head []byte // the first sniffSize bytes
+	size int64
+	an   analyzer
+	kind string
+	done bool
+}
+
+// New returns a Builder. Whatever the input size, it keeps the first 64
+// KiB, a fixed number of sample rows and lines of at most a few KiB each,
+// and per column at most 256 distinct values of 64 bytes (columns: 64 per
+// table; tables: 4 per JSON document), in all a few MiB at worst. The one
+// exception is an image to thumbnail, which is kept whole up to 32 MiB
+// and decoded up to 25 Mpx.
+func New(o Options) *Builder {
+	if o.Budget == 0 {
+		o.Budget = DefaultBudget
+	}
+	o.Budget = max(o.Budget, 64)
+	if o.ThumbMax <= 0 {
+		o.ThumbMax = DefaultThumbMax
+	}
+	return &Builder{o: o}
+}
+
+// Write feeds the next bytes. It never fails before Preview is called and
+// always consumes all of p; after Preview it returns ErrFinished.
+func (b *Builder) Write(p []byte) (int, error) {
+	if b.done {
+		return 0, ErrFinished
+	}
+	n := len(p)
+	b.size += int64(n)
+	if b.an == nil {
+		room := sniffSize - len(b.head)
+		if len(p) < room {
+			b.head = append(b.head, p...)
+			return n, nil
+		}
+		b.head = append(b.head, p[:room]...)
+		p = p[room:]
+		b.start(false)
+	}
+	b.an.write(p)
+	return n, nil
+}
+
+var _ io.Writer = (*Builder)(nil)
+
+// start picks the analyzer from the head and feeds it the head.
+func (b *Builder) start(complete bool) {
+	b.kind, b.an = sniff(b.head, complete, b.o)
+	b.an.write(b.head)
+}
+
+// Preview returns the preview of the bytes written. Call it once, after
+// the last Write.
+func (b *Builder) Preview() Preview {
+	if !b.done && b.an == nil {
+		b.start(true)
+	}
+	b.done = true
+	pv := Preview{Kind: b.kind}
+	pv.Facts.Size = b.size
+	secs := b.an.finish(&pv)
+	pv.Text = fit(secs, b.o.Budget)
+	return pv
+}
+
+// section is a part of the text; when the whole does not fit the budget,
+// sections of least prio go first.
+type section struct {
+	prio int
+	text string
+}
+
+// Section priorities, most important last.
+const (
+	prioExtra  = 10 // more sample rows, more lines
+	prioSample = 30 // one sample row, first lines
+	prioDetail = 50 // per-column detail, outlines
+	prioFacts  = 80 // the figures
+	prioHead   = 100
+)
+
+// fit joins sections in order, dropping the least important ones (the
+// later first among equals) until the text fits budget bytes, then cuts.
+func fit(secs []section, budget int) string {
+	total := 0
+	for _, s := range secs {
+		total += len(s.text)
+	}
+	keep := make([]bool, len(secs))
+	for i := range keep {
+		keep[i] = true
+	}
+	for total > budget {
+		drop := -1
+		for i, s := range secs {
+			if keep[i] && s.prio < prioHead && (drop < 0 || s.prio <= secs[drop].prio) {
+				drop = i
+			}
+		}
+		if drop < 0 {
+			break
+		}
+		keep[drop] = false
+		total -= len(secs[drop].text)
+	}
+	var sb strings.Builder
+	for i, s := range secs {
+		if keep[i] {
+			sb.WriteString(s.text)
+		}
+	}
+	out := strings.TrimRight(sb.String(), "\n")
+	if len(out) > budget {
+		out = truncUTF8(out, budget-len("…")) + "…"
+	}
+	return out
+}
+
+// truncUTF8 cuts s to at most n bytes without splitting a character.
+func truncUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	if n <= 0 {
+		return ""
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// clip cuts s to n bytes, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return truncUTF8(s, n-len("…")) + "…"
+}
+
+func humanSize(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package preview
+
+const raceEnabled = true

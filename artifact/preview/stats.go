@@ -1,0 +1,404 @@
+package preview
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Bounds of a table's statistics.
+const (
+	maxColumns     = 64  // fields tracked per table; more are counted only
+	distinctExact  = 256 // distinct values counted exactly per field, then estimated
+	maxValueLen    = 64  // bytes of a value kept for distinct counts and top values
+	kmvSize        = 256 // hashes kept by the distinct estimator
+	topShown       = 10  // a field with at most this many values lists them all
+	sampleRowBytes = 1024
+	firstRows      = 3
+)
+
+// value types, in the order they are named.
+const (
+	tNull = iota
+	tBool
+	tInt
+	tFloat
+	tString
+	tDate
+	tDateTime
+	tObject
+	tArray
+	nTypes
+)
+
+var typeNames = [nTypes]string{"null", "bool", "int", "number", "string", "date", "datetime", "object", "array"}
+
+// table accumulates per-field statistics over rows. Memory is bounded by
+// maxColumns fields of bounded size each.
+type table struct {
+	rows      int64
+	fields    []*field
+	byName    map[string]*field
+	dropped   map[string]bool // names past maxColumns, up to a bound
+	moreNames int64
+	kinds     [nTypes]int64 // rows per type (JSON arrays hold any value)
+	first     []string      // first rows, as sampled text
+	last      string
+}
+
+type field struct {
+	name    string
+	present int64
+	types   [nTypes]int64
+	// numbers
+	nNum          int64
+	min, max, sum float64
+	// dates: lexical range of ISO strings of one shape
+	tmin, tmax string
+	// distinct values
+	exact    map[string]int64 // nil once past distinctExact
+	kmv      kmv
+	sizeSeen bool
+}
+
+func newTable() *table {
+	return &table{byName: map[string]*field{}}
+}
+
+func (t *table) field(name string) *field {
+	if f, ok := t.byName[name]; ok {
+		return f
+	}
+	if len(t.fields) >= maxColumns {
+		if t.dropped == nil {
+			t.dropped = map[string]bool{}
+		}
+		if !t.dropped[name] && len(t.dropped) < 1024 {
+			t.dropped[name] = true
+			t.moreNames++
+		}
+		return nil
+	}
+	f := &field{name: name, exact: map[string]int64{}, min: math.Inf(1), max: math.Inf(-1)}
+	t.fields = append(t.fields, f)
+	t.byName[name] = f
+	return f
+}
+
+// addRow records a sample of a row just ended.
+func (t *table) addRow(sample string, typ int) {
+	t.rows++
+	t.kinds[typ]++
+	if len(t.first) < firstRows {
+		t.first = append(t.first, sample)
+	}
+	t.last = sample
+}
+
+// add records one value of a field. typ is its JSON-level type; text is
+// the value (a string's content, a number's literal) for scalars.
+func (f *field) add(typ int, text string) {
+	if f == nil {
+		return
+	}
+	f.present++
+	switch typ {
+	case tString:
+		typ = stringType(text)
+	case tInt, tFloat:
+		if v, err := strconv.ParseFloat(text, 64); err == nil && !math.IsInf(v, 0) {
+			f.nNum++
+			f.sum += v
+			f.min = math.Min(f.min, v)
+			f.max = math.Max(f.max, v)
+		}
+	}
+	f.types[typ]++
+	switch typ {
+	case tDate, tDateTime:
+		if f.tmin == "" || text < f.tmin {
+			f.tmin = clip(text, maxValueLen)
+		}
+		if text > f.tmax {
+			f.tmax = clip(text, maxValueLen)
+		}
+	}
+	if typ == tNull || typ == tObject || typ == tArray {
+		return
+	}
+	v := truncUTF8(text, maxValueLen)
+	f.kmv.add(v)
+	if f.exact != nil {
+		if _, ok := f.exact[v]; ok || len(f.exact) < distinctExact {
+			f.exact[v]++
+		} else {
+			f.exact = nil
+		}
+	}
+}
+
+// stringType tells dates and date-times apart from other strings.
+func stringType(s string) int {
+	if len(s) < 10 || !isDate(s[:10]) {
+		return tString
+	}
+	if len(s) == 10 {
+		return tDate
+	}
+	if len(s) >= 16 && (s[10] == 'T' || s[10] == ' ') && isDigits(s[11:13]) && s[13] == ':' && isDigits(s[14:16]) {
+		return tDateTime
+	}
+	return tString
+}
+
+func isDate(s string) bool {
+	return isDigits(s[:4]) && s[4] == '-' && isDigits(s[5:7]) && s[7] == '-' && isDigits(s[8:10])
+}
+
+func isDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// column turns a field's statistics into its public summary.
+func (t *table) column(f *field) Column {
+	c := Column{Name: f.name, Missing: t.rows - f.present, Nulls: f.types[tNull]}
+	c.Type = typeOf(f.types)
+	if f.nNum > 0 {
+		c.HasNum, c.Min, c.Max, c.Mean = true, f.min, f.max, f.sum/float64(f.nNum)
+	}
+	c.MinText, c.MaxText = f.tmin, f.tmax
+	if f.exact != nil {
+		c.Distinct, c.DistinctExact = int64(len(f.exact)), true
+		if len(f.exact) <= topShown && (f.types[tString]+f.types[tBool]) > 0 && int64(len(f.exact)) < f.present-f.types[tNull] {
+			for v, n := range f.exact {
+				c.Top = append(c.Top, ValueCount{v, n})
+			}
+			slices.SortFunc(c.Top, func(a, b ValueCount) int {
+				if a.Count != b.Count {
+					return int(b.Count - a.Count)
+				}
+				return strings.Compare(a.Value, b.Value)
+			})
+		}
+	} else {
+		// An estimate past the count of values would read as a mistake.
+		c.Distinct = min(f.kmv.estimate(), f.present-f.types[tNull]-f.types[tObject]-f.types[tArray])
+	}
+	return c
+}
+
+// typeOf names the types seen, most frequent first, ints and floats
+// together as "number", nulls aside.
+func typeOf(counts [nTypes]int64) string {
+	if counts[tInt] > 0 && counts[tFloat] > 0 {
+		counts[tFloat] += counts[tInt]
+		counts[tInt] = 0
+	}
+	var idx []int
+	for i := 1; i < nTypes; i++ {
+		if counts[i] > 0 {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return "null"
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return int(counts[b] - counts[a]) })
+	names := make([]string, len(idx))
+	for i, t := range idx {
+		names[i] = typeNames[t]
+	}
+	return strings.Join(names, "|")
+}
+
+// columns summarises every field.
+func (t *table) columns() []Column {
+	out := make([]Column, len(t.fields))
+	for i, f := range t.fields {
+		out[i] = t.column(f)
+	}
+	return out
+}
+
+// describe renders one column as a line: name, type, nulls, range,
+// distinct values.
+func describe(c Column, rows int64) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "- %s: %s", c.Name, c.Type)
+	if c.Missing > 0 {
+		fmt.Fprintf(&sb, ", missing %d", c.Missing)
+	}
+	if c.Nulls > 0 {
+		fmt.Fprintf(&sb, ", null %d", c.Nulls)
+	}
+	if c.HasNum {
+		fmt.Fprintf(&sb, ", %s..%s", num(c.Min), num(c.Max))
+		if c.Min != c.Max {
+			fmt.Fprintf(&sb, " mean %s", num(round(c.Mean)))
+		}
+	}
+	if c.MinText != "" {
+		if c.MinText == c.MaxText {
+			fmt.Fprintf(&sb, ", %s", c.MinText)
+		} else {
+			fmt.Fprintf(&sb, ", %s..%s", c.MinText, c.MaxText)
+		}
+	}
+	switch {
+	case len(c.Top) > 0:
+		sb.WriteString(", values ")
+		for i, v := range c.Top {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			fmt.Fprintf(&sb, "%s ×%d", strconv.Quote(clip(v.Value, 40)), v.Count)
+		}
+	case c.Distinct > 0 && c.Type != "bool":
+		switch {
+		case c.DistinctExact && c.Distinct == rows-c.Missing-c.Nulls && rows > 1:
+			sb.WriteString(", all distinct")
+		case c.DistinctExact:
+			fmt.Fprintf(&sb, ", %d distinct", c.Distinct)
+		default:
+			fmt.Fprintf(&sb, ", ~%d distinct", c.Distinct)
+		}
+	}
+	sb.WriteByte('\n')
+	return sb.String()
+}
+
+// round keeps 4 significant digits of a mean.
+func round(v float64) float64 {
+	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return v
+	}
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 4, 64), 64)
+	return f
+}
+
+// num writes a number as a model reads it best: integers in full.
+func num(v float64) string {
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return strconv.FormatInt(int64(v), 10)
+	}
+	return strconv.FormatFloat(v, 'g', -1, 64)
+}
+
+// tableSections renders a table: what it is, its fields, sample rows.
+func tableSections(head string, t *table, f *Facts) []section {
+	f.Rows = t.rows
+	f.Columns = t.columns()
+	secs := []section{{prioHead, head}}
+	if len(f.Columns) > 0 {
+		var sb strings.Builder
+		sb.WriteString("Fields:\n")
+		for i, c := range f.Columns {
+			// An object whose members follow as "name.member" lines needs
+			// no line of its own unless it is sometimes absent or null.
+			if c.Type == "object" && c.Missing == 0 && c.Nulls == 0 && i+1 < len(f.Columns) && strings.HasPrefix(f.Columns[i+1].Name, c.Name+".") {
+				continue
+			}
+			sb.WriteString(describe(c, t.rows))
+		}
+		if t.moreNames > 0 {
+			fmt.Fprintf(&sb, "- and %d more fields\n", t.moreNames)
+		}
+		secs = append(secs, section{prioFacts, sb.String()})
+	}
+	for i, r := range t.first {
+		p := prioExtra
+		if i == 0 {
+			p = prioSample
+		}
+		label := ""
+		if i == 0 {
+			label = "First rows:\n"
+		}
+		secs = append(secs, section{p, label + r + "\n"})
+	}
+	if t.rows > int64(len(t.first)) {
+		secs = append(secs, section{prioSample - 1, fmt.Sprintf("Last row (#%d):\n%s\n", t.rows, t.last)})
+	}
+	return secs
+}
+
+// kmv estimates a count of distinct values from the k smallest hashes
+// seen ("k minimum values"). Deterministic: the hash has no seed.
+type kmv struct {
+	heap []uint64 // a max-heap of the smallest hashes
+	in   map[uint64]struct{}
+}
+
+func (k *kmv) add(s string) {
+	h := hash64(s)
+	if _, ok := k.in[h]; ok {
+		return
+	}
+	if k.in == nil {
+		k.in = map[uint64]struct{}{}
+	}
+	if len(k.heap) < kmvSize {
+		k.in[h] = struct{}{}
+		k.heap = append(k.heap, h)
+		for i := len(k.heap) - 1; i > 0; {
+			p := (i - 1) / 2
+			if k.heap[p] >= k.heap[i] {
+				break
+			}
+			k.heap[p], k.heap[i] = k.heap[i], k.heap[p]
+			i = p
+		}
+		return
+	}
+	if h >= k.heap[0] {
+		return
+	}
+	delete(k.in, k.heap[0])
+	k.in[h] = struct{}{}
+	k.heap[0] = h
+	for i := 0; ; {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < len(k.heap) && k.heap[l] > k.heap[m] {
+			m = l
+		}
+		if r < len(k.heap) && k.heap[r] > k.heap[m] {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		k.heap[i], k.heap[m] = k.heap[m], k.heap[i]
+		i = m
+	}
+}
+
+func (k *kmv) estimate() int64 {
+	if len(k.heap) < kmvSize {
+		return int64(len(k.heap))
+	}
+	frac := float64(k.heap[0]) / math.MaxUint64
+	return int64(float64(kmvSize-1) / frac)
+}
+
+// hash64 is FNV-1a with a final mix, so that the low and high bits both
+// spread.
+func hash64(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	h ^= h >> 33
+	h *= 0xff51afd7ed558ccd
+	h ^= h >> 33
+	h *= 0xc4ceb9fe1a85ec53
+	h ^= h >> 33
+	return h
+}
