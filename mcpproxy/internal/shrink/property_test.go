@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -62,6 +63,21 @@ func (g *gen) schema(kind string, depth int) map[string]any {
 		if g.r.IntN(8) == 0 {
 			s["minProperties"] = 1
 		}
+		// A member that needs another: four ways to say it.
+		if names := sortedKeys(props); len(names) >= 2 {
+			a, b := names[0], names[len(names)-1]
+			switch g.r.IntN(8) {
+			case 0:
+				s["dependentRequired"] = map[string]any{a: []string{b}}
+			case 1:
+				s["if"] = map[string]any{"required": []string{a}}
+				s["then"] = map[string]any{"required": []string{b}}
+			case 2:
+				s["dependentSchemas"] = map[string]any{a: map[string]any{"required": []string{b}}}
+			case 3:
+				return map[string]any{"allOf": []any{s, map[string]any{"required": []string{a}}}}
+			}
+		}
 	case "array":
 		s["type"] = "array"
 		switch {
@@ -81,6 +97,9 @@ func (g *gen) schema(kind string, depth int) map[string]any {
 		}
 		if g.r.IntN(4) == 0 {
 			s["uniqueItems"] = true
+		}
+		if g.r.IntN(8) == 0 {
+			s = map[string]any{"type": "array", "contains": map[string]any{"type": "integer"}}
 		}
 	case "string":
 		s["type"] = "string"
@@ -126,6 +145,13 @@ func (g *gen) instance(s map[string]any, depth int) any {
 	if e, ok := s["enum"].([]any); ok {
 		return e[g.r.IntN(len(e))]
 	}
+	if all, ok := s["allOf"].([]any); ok {
+		// The object schema, with the second one's required members.
+		base := maps.Clone(all[0].(map[string]any))
+		required, _ := base["required"].([]string)
+		base["required"] = append(slices.Clone(required), all[1].(map[string]any)["required"].([]string)...)
+		return g.instance(base, depth)
+	}
 	for _, k := range []string{"anyOf", "oneOf"} {
 		if bs, ok := s[k].([]any); ok {
 			return g.instance(bs[g.r.IntN(len(bs))].(map[string]any), depth)
@@ -150,6 +176,9 @@ func (g *gen) instance(s map[string]any, depth int) any {
 		if _, ok := s["minProperties"]; ok && len(o) == 0 && s["additionalProperties"] == nil {
 			o["free"] = g.text(g.r.IntN(600), false)
 		}
+		if a, b, ok := implies(s); ok && o[a] != nil && o[b] == nil {
+			o[b] = g.instance(props[b].(map[string]any), depth+1)
+		}
 		return o
 	case "array":
 		n := g.r.IntN(6)
@@ -168,6 +197,12 @@ func (g *gen) instance(s map[string]any, depth int) any {
 			n = min(n, len(tuple)) // draft-07 items array, no additionalItems: keep to the tuple
 		}
 		var a []any
+		if _, ok := s["contains"]; ok {
+			for range n {
+				a = append(a, g.text(g.r.IntN(400), false))
+			}
+			return slices.Insert(a, g.r.IntN(n+1), any(g.r.IntN(100)))
+		}
 		for i := range n {
 			is, _ := s["items"].(map[string]any)
 			if i < len(prefix) {
@@ -205,6 +240,25 @@ func (g *gen) instance(s map[string]any, depth int) any {
 	return g.text(g.r.IntN(400), false) // no type: any value
 }
 
+// implies returns the members a and b of an object schema that says "a
+// needs b", in any of the ways schema generates.
+func implies(s map[string]any) (a, b string, ok bool) {
+	if dr, ok := s["dependentRequired"].(map[string]any); ok {
+		for a, bs := range dr {
+			return a, bs.([]string)[0], true
+		}
+	}
+	if ds, ok := s["dependentSchemas"].(map[string]any); ok {
+		for a, d := range ds {
+			return a, d.(map[string]any)["required"].([]string)[0], true
+		}
+	}
+	if cond, ok := s["if"].(map[string]any); ok {
+		return cond["required"].([]string)[0], s["then"].(map[string]any)["required"].([]string)[0], true
+	}
+	return "", "", false
+}
+
 func (g *gen) text(n int, plain bool) string {
 	const letters = "abcdefghij klmnopqrstuvwxyz"
 	const fancy = "\"\\\n\t\x01é€😀<>&"
@@ -220,28 +274,29 @@ func (g *gen) text(n int, plain bool) string {
 	return b.String()
 }
 
+// newCase makes the schema and instance of seed; g goes on from there.
+func newCase(seed uint64) (g *gen, schemaJSON, instance []byte) {
+	g = &gen{r: rand.New(rand.NewPCG(seed, seed^0x5eed)), draft7: seed%3 == 0, defs: map[string]any{}}
+	root := g.schema("object", 0)
+	if g.draft7 {
+		root["$schema"] = "http://json-schema.org/draft-07/schema#"
+		root["definitions"] = g.defs
+	} else {
+		root["$defs"] = g.defs
+	}
+	return g, mustJSON(root), mustJSON(g.instance(root, 0))
+}
+
 // checkSeed generates one schema and instance from seed, shrinks the
 // instance with a random budget and checks Shrink's promises.
 func checkSeed(t *testing.T, seed uint64) {
-	g := &gen{r: rand.New(rand.NewPCG(seed, seed^0x5eed)), draft7: seed%3 == 0, defs: map[string]any{}}
-	root := g.schema("object", 0)
-	var schemaJSON []byte
+	g, schemaJSON, instance := newCase(seed)
+	var s *Schema
 	if seed%7 != 0 { // every seventh: no schema
-		if g.draft7 {
-			root["$schema"] = "http://json-schema.org/draft-07/schema#"
-			root["definitions"] = g.defs
-		} else {
-			root["$defs"] = g.defs
+		var err error
+		if s, err = Compile(schemaJSON); err != nil {
+			t.Fatalf("seed %d: Compile(%s): %v", seed, schemaJSON, err)
 		}
-		schemaJSON = mustJSON(root)
-	}
-	instance := mustJSON(g.instance(root, 0))
-	s, err := Compile(schemaJSON)
-	if schemaJSON == nil {
-		s, err = nil, nil
-	}
-	if err != nil {
-		t.Fatalf("seed %d: Compile(%s): %v", seed, schemaJSON, err)
 	}
 	if s.Validate(instance) != nil {
 		return // the guarantee holds where the original validated
@@ -390,17 +445,8 @@ func FuzzShrink(f *testing.F) {
 func TestGeneratorMakesValidInstances(t *testing.T) {
 	valid, shrunk := 0, 0
 	for seed := range uint64(300) {
-		g := &gen{r: rand.New(rand.NewPCG(seed, seed^0x5eed)), draft7: seed%3 == 0, defs: map[string]any{}}
-		root := g.schema("object", 0)
-		if g.draft7 {
-			root["$schema"] = "http://json-schema.org/draft-07/schema#"
-			root["definitions"] = g.defs
-		} else {
-			root["$defs"] = g.defs
-		}
-		s := mustCompile(t, string(mustJSON(root)))
-		instance := mustJSON(g.instance(root, 0))
-		if s.Validate(instance) == nil {
+		_, schemaJSON, instance := newCase(seed)
+		if mustCompile(t, string(schemaJSON)).Validate(instance) == nil {
 			valid++
 			if len(instance) > 1000 {
 				shrunk++

@@ -16,7 +16,8 @@
 //     for it (the caller's preview and link), cut to the string's share of
 //     the budget and to maxLength, padded with spaces to minLength. A
 //     string whose schema pins it (enum, const, pattern, format) is never
-//     replaced: the cut happens elsewhere, or nowhere.
+//     replaced, nor an array cut whose schema says it must contain some
+//     item: the cut happens elsewhere, or nowhere.
 //
 // The subschema of each member is found by following $ref, allOf, anyOf,
 // oneOf, properties, patternProperties, additionalProperties, items and

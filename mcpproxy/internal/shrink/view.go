@@ -10,8 +10,9 @@ import (
 
 // A view is every schema whose constraints Shrink respects for one value:
 // the subschemas that apply to it, with references and allOf, anyOf,
-// oneOf, then and else followed. Branches of anyOf and oneOf are all
-// included, whichever one the value matches: that is conservative (a
+// oneOf, then, else and dependentSchemas followed. Branches (of anyOf,
+// oneOf, if, dependentSchemas) are all included, whichever one applies to
+// the value: that is conservative (a
 // string a branch pins with a pattern is never replaced), and the final
 // validation catches what a view cannot see. A nil view is "no schema".
 type view []*jsonschema.Schema
@@ -41,6 +42,12 @@ func (s *Schema) expand(roots []*jsonschema.Schema, kind string) view {
 		for _, c := range slices.Concat(sc.AnyOf, sc.OneOf, []*jsonschema.Schema{sc.Then, sc.Else}) {
 			add(c, true)
 		}
+		for _, k := range sortedKeys(sc.DependentSchemas) {
+			add(sc.DependentSchemas[k], true)
+		}
+		for _, k := range sortedKeys(sc.DependencySchemas) {
+			add(sc.DependencySchemas[k], true)
+		}
 	}
 	for _, r := range roots {
 		add(r, false)
@@ -62,14 +69,18 @@ func admits(sc *jsonschema.Schema, kind string) bool {
 }
 
 // pinned reports whether the value must stay exactly as it is: a schema
-// names its values (enum, const), or, for a string, its shape (pattern,
-// format), which free text would break.
+// names its values (enum, const); for a string, its shape (pattern,
+// format), which free text would break; for an array, an item it must
+// contain, which the items kept might not be.
 func (v view) pinned(kind string) bool {
 	for _, sc := range v {
 		if sc.Enum != nil || sc.Const != nil {
 			return true
 		}
 		if kind == "string" && (sc.Pattern != "" || sc.Format != "") {
+			return true
+		}
+		if kind == "array" && sc.Contains != nil {
 			return true
 		}
 	}
