@@ -11,6 +11,25 @@ const MetaSHA256 = "dev.spillway/sha256"
 // secret (the httpUrl shows it too) and authorises nothing.
 const MetaTokenID = "dev.spillway/tokenId"
 
+// MetaLink is the _meta key under which a resource_link mirrors what a
+// fetcher needs (LinkMeta): the TypeScript SDKs parse resource_link with
+// schemas that drop httpUrl and httpUrlExpiresAt, and keep _meta whole.
+const MetaLink = "dev.spillway/link"
+
+// LinkMeta is the value under MetaLink.
+type LinkMeta struct {
+	HTTPURL          string `json:"httpUrl"`
+	HTTPURLExpiresAt string `json:"httpUrlExpiresAt"`
+	Size             int64  `json:"size"`
+	SHA256           string `json:"sha256"`
+	MimeType         string `json:"mimeType,omitempty"`
+	// OriginalType and OriginalURI describe the item an offloaded link
+	// replaced: its content type (text, image, audio, resource) and, for
+	// an embedded resource, its URI.
+	OriginalType string `json:"originalType,omitempty"`
+	OriginalURI  string `json:"originalUri,omitempty"`
+}
+
 // ResourceLink is an MCP resource_link content item carrying the out-of-band
 // fields httpUrl and httpUrlExpiresAt (draft SEP "Out-of-Band Resource Access
 // via HTTPS URLs").
@@ -34,7 +53,9 @@ func NewResourceLink(a Artifact, l Link) ResourceLink {
 	if name == "" {
 		name = a.ID
 	}
-	meta := map[string]any{MetaSHA256: a.SHA256}
+	expires := l.Expires.UTC().Format(time.RFC3339)
+	meta := map[string]any{MetaSHA256: a.SHA256, MetaLink: LinkMeta{
+		HTTPURL: l.URL, HTTPURLExpiresAt: expires, Size: a.Size, SHA256: a.SHA256, MimeType: a.MimeType}}
 	if l.TokenID != "" {
 		meta[MetaTokenID] = l.TokenID
 	}
@@ -45,7 +66,7 @@ func NewResourceLink(a Artifact, l Link) ResourceLink {
 		MimeType:         a.MimeType,
 		Size:             a.Size,
 		HTTPURL:          l.URL,
-		HTTPURLExpiresAt: l.Expires.UTC().Format(time.RFC3339),
+		HTTPURLExpiresAt: expires,
 		Streamable:       true,
 		Meta:             meta,
 	}

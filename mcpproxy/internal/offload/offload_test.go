@@ -115,8 +115,16 @@ func TestOffloadItems(t *testing.T) {
 		if !bytes.Equal(got, orig) {
 			t.Errorf("item %d: stored %d bytes, want the original %d", i, len(got), len(orig))
 		}
-		if meta := link["_meta"].(map[string]any); meta[artifact.MetaSHA256] != sum(orig) {
+		meta := link["_meta"].(map[string]any)
+		if meta[artifact.MetaSHA256] != sum(orig) {
 			t.Errorf("item %d: sha256 %v, want %s", i, meta[artifact.MetaSHA256], sum(orig))
+		}
+		// What typed clients keep: _meta, with the link and the original item.
+		lm, _ := meta[artifact.MetaLink].(map[string]any)
+		wantType, wantURI := []string{"text", "text", "text", "image", "resource"}[i], []string{"", "", "", "", "file:///x.bin"}[i]
+		if lm["httpUrl"] != link["httpUrl"] || lm["httpUrlExpiresAt"] != link["httpUrlExpiresAt"] || lm["sha256"] != sum(orig) ||
+			lm["size"] != float64(len(orig)) || lm["originalType"] != wantType || (lm["originalUri"] != nil && lm["originalUri"] != wantURI) || (wantURI != "" && lm["originalUri"] != wantURI) {
+			t.Errorf("item %d: _meta[%s] = %v", i, artifact.MetaLink, lm)
 		}
 		if stored[i].Tenant != "acme" {
 			t.Errorf("item %d: tenant %q", i, stored[i].Tenant)

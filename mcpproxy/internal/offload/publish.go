@@ -34,9 +34,14 @@ type published struct {
 
 func (p *published) resourceLink() artifact.ResourceLink { return artifact.NewResourceLink(p.a, p.l) }
 
-// link is the resource_link item.
-func (p *published) link() []byte {
-	b, _ := json.Marshal(p.resourceLink())
+// link is the resource_link item that replaces a content item of type
+// typ (with uri, an embedded resource's).
+func (p *published) link(typ, uri string) []byte {
+	rl := p.resourceLink()
+	m := rl.Meta[artifact.MetaLink].(artifact.LinkMeta)
+	m.OriginalType, m.OriginalURI = typ, uri
+	rl.Meta[artifact.MetaLink] = m
+	b, _ := json.Marshal(rl)
 	return b
 }
 

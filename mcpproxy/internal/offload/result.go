@@ -53,7 +53,8 @@ type contentItem struct {
 	lit    []byte // the string literal holding the payload
 	binary bool
 	mime   string
-	size   int64 // decoded bytes (base64 estimated exactly, text as escaped)
+	uri    string // an embedded resource's
+	size   int64  // decoded bytes (base64 estimated exactly, text as escaped)
 }
 
 func parseItem(it []byte) contentItem {
@@ -71,7 +72,7 @@ func parseItem(it []byte) contentItem {
 	case "resource":
 		if r, ok := jsonrpc.Member(it, "resource"); ok && it[r[0]] == '{' {
 			res := it[r[0]:r[1]]
-			c.mime = jsonrpc.StringMember(res, "mimeType")
+			c.mime, c.uri = jsonrpc.StringMember(res, "mimeType"), jsonrpc.StringMember(res, "uri")
 			c.lit, c.binary = pick(res)
 		}
 	}
@@ -307,7 +308,7 @@ func (w *resultWriter) content(ctx context.Context, items []contentItem, p plan)
 			}
 			changed = true
 			w.byLiteral = append(w.byLiteral, literalLink{it.lit, pub})
-			out = append(out, textItem(pub.text), pub.link())
+			out = append(out, textItem(pub.text), pub.link(it.kind, it.uri))
 		case group[i] && i == p.group[0]:
 			pub, err := w.publish(ctx, groupUnit(items, p.group), "/content/"+strconv.Itoa(i))
 			if err != nil {
@@ -320,7 +321,7 @@ func (w *resultWriter) content(ctx context.Context, items []contentItem, p plan)
 			}
 			changed = true
 			w.replaced[len(w.replaced)-1].Count = len(p.group)
-			out = append(out, textItem(pub.text), pub.link())
+			out = append(out, textItem(pub.text), pub.link("text", ""))
 		case group[i]:
 			if groupKept {
 				out = append(out, it.raw)
