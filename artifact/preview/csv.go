@@ -22,6 +22,7 @@ type csvAn struct {
 	rec     []string
 	extra   int // fields past maxFields in this record
 	header  []string
+	lastRec []string
 	t       *table
 	ragged  int64
 }
@@ -111,7 +112,10 @@ func (a *csvAn) endRecord() {
 		}
 		a.t.byName[a.header[i]].addText(v)
 	}
-	a.t.addRow(a.sample(rec), tObject)
+	if a.t.count(tObject) {
+		a.t.first = append(a.t.first, a.sample(rec))
+	}
+	a.lastRec = append(a.lastRec[:0], rec...)
 }
 
 // addText records a CSV value by what it looks like.
@@ -169,6 +173,9 @@ func (a *csvAn) finish(pv *Preview) []section {
 	if a.any {
 		a.endField()
 		a.endRecord()
+	}
+	if a.t.rows > 0 {
+		a.t.last = a.sample(a.lastRec)
 	}
 	f := &pv.Facts
 	f.Format = pv.Kind

@@ -53,9 +53,12 @@ type jframe struct {
 	start int64
 	n     int64  // elements or members so far
 	key   string // current member's name
-	v     vctx
-	node  int // node index, -1 if not recorded
-	tab   *jtab
+	// keyField is the key's field when a row's member was found by its
+	// position.
+	keyField *field
+	v        vctx
+	node     int // node index, -1 if not recorded
+	tab      *jtab
 	// A row of rowTab: the row's level (1) or a nested object's (2).
 	rowLevel  int8
 	rowTab    *table
@@ -307,7 +310,17 @@ func (a *jsonAn) beginValue() vctx {
 	}
 	switch p.rowLevel {
 	case 1:
-		v.fld, v.fldName, v.level = p.rowTab.field(p.key), p.key, 1
+		f := p.keyField
+		if f == nil {
+			f = p.rowTab.field(p.key)
+			if idx < maxColumns {
+				for int64(len(p.rowTab.order)) <= idx {
+					p.rowTab.order = append(p.rowTab.order, nil)
+				}
+				p.rowTab.order[idx] = f
+			}
+		}
+		v.fld, v.fldName, v.level = f, p.key, 1
 	case 2:
 		a.keyBuf = append(append(append(a.keyBuf[:0], p.rowPrefix...), '.'), p.key...)
 		name, ok := a.intern[string(a.keyBuf)]
@@ -452,12 +465,11 @@ func (a *jsonAn) close(c byte, b []byte, i int) {
 		}
 		if fr.capting {
 			fr.capt = appendCapped(fr.capt, b[fr.captFrom:i+1])
-			text := compactJSON(fr.capt)
 			if fr.v.row != nil {
-				fr.v.row.addRow(text, typ)
+				fr.v.row.addRow(typ, fr.capt)
 			}
 			if fr.node >= 0 && size <= smallObject {
-				a.nodes[fr.node].value = text
+				a.nodes[fr.node].value = compactJSON(fr.capt)
 			}
 		}
 		if fr.tab != nil {
@@ -491,6 +503,15 @@ func (a *jsonAn) endString(b []byte, j int) {
 	if a.isKey {
 		a.st = sColon
 		if p := a.parentFrame(); p != nil {
+			// Rows mostly repeat their members in one order: the field
+			// at this position in the last row is the likely one.
+			p.keyField = nil
+			if p.rowLevel == 1 && p.n < int64(len(p.rowTab.order)) {
+				if f := p.rowTab.order[p.n]; f != nil && f.name == string(a.buf) {
+					p.key, p.keyField = f.name, f
+					return
+				}
+			}
 			name, ok := a.intern[string(a.buf)]
 			if !ok {
 				name = string(a.buf)
@@ -528,7 +549,7 @@ func (a *jsonAn) endScalar(typ int, text string) {
 	v.fld.add(typ, text)
 	if v.row != nil {
 		v.row.field("(value)").add(typ, text)
-		v.row.addRow(scalarText(typ, text), typ)
+		v.row.addRow(typ, []byte(scalarText(typ, text)))
 	}
 	if v.tracked && len(a.nodes) < maxNodes {
 		a.nodes = append(a.nodes, jnode{path: v.path, parent: v.parent, kind: 's', value: scalarText(typ, text)})

@@ -41,11 +41,13 @@ type table struct {
 	rows      int64
 	fields    []*field
 	byName    map[string]*field
+	order     []*field        // the fields of the last row by position
 	dropped   map[string]bool // names past maxColumns, up to a bound
 	moreNames int64
 	kinds     [nTypes]int64 // rows per type (JSON arrays hold any value)
 	first     []string      // first rows, as sampled text
-	last      string
+	last      string        // the last row's text, if not lastRaw
+	lastRaw   []byte        // the last row as JSON
 }
 
 type field struct {
@@ -87,14 +89,28 @@ func (t *table) field(name string) *field {
 	return f
 }
 
-// addRow records a sample of a row just ended.
-func (t *table) addRow(sample string, typ int) {
+// count counts a row of type typ and reports whether it is one of the
+// first rows, whose text the caller then appends to t.first.
+func (t *table) count(typ int) bool {
 	t.rows++
 	t.kinds[typ]++
-	if len(t.first) < firstRows {
-		t.first = append(t.first, sample)
+	return len(t.first) < firstRows
+}
+
+// addRow counts a row given as JSON text, compacted only if shown.
+func (t *table) addRow(typ int, raw []byte) {
+	if t.count(typ) {
+		t.first = append(t.first, compactJSON(raw))
 	}
-	t.last = sample
+	t.lastRaw = append(t.lastRaw[:0], raw...)
+}
+
+// lastRow is the text of the last row.
+func (t *table) lastRow() string {
+	if t.last != "" {
+		return t.last
+	}
+	return compactJSON(t.lastRaw)
 }
 
 // add records one value of a field. typ is its JSON-level type; text is
@@ -129,14 +145,21 @@ func (f *field) add(typ int, text string) {
 		return
 	}
 	v := truncUTF8(text, maxValueLen)
-	f.kmv.add(v)
-	if f.exact != nil {
-		if _, ok := f.exact[v]; ok || len(f.exact) < distinctExact {
-			f.exact[v]++
-		} else {
-			f.exact = nil
-		}
+	if f.exact == nil {
+		f.kmv.add(v)
+		return
 	}
+	if _, ok := f.exact[v]; ok || len(f.exact) < distinctExact {
+		f.exact[v]++
+		return
+	}
+	// Past the bound: estimate from here on. The estimator depends on
+	// the set of values only, so it starts from the exact set.
+	for x := range f.exact {
+		f.kmv.add(x)
+	}
+	f.kmv.add(v)
+	f.exact = nil
 }
 
 // stringType tells dates and date-times apart from other strings.
@@ -324,7 +347,7 @@ func tableSections(head string, t *table, f *Facts) []section {
 		secs = append(secs, section{p, label + r + "\n"})
 	}
 	if t.rows > int64(len(t.first)) {
-		secs = append(secs, section{prioSample - 1, fmt.Sprintf("Last row (#%d):\n%s\n", t.rows, t.last)})
+		secs = append(secs, section{prioSample - 1, fmt.Sprintf("Last row (#%d):\n%s\n", t.rows, t.lastRow())})
 	}
 	return secs
 }

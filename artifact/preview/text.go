@@ -160,8 +160,10 @@ func level(s string) string {
 		if lv, ok := levelWords[w]; ok {
 			return lv
 		}
-		if lv, ok := levelWords[strings.ToUpper(w)]; ok && (strings.HasSuffix(s[:i], "level=") || strings.HasSuffix(s[:i], `"level":"`) || strings.HasSuffix(s[:i], "lvl=") || i > 0 && s[i-1] == '[' && j < len(s) && s[j] == ']') {
-			return lv
+		if strings.HasSuffix(s[:i], "level=") || strings.HasSuffix(s[:i], `"level":"`) || strings.HasSuffix(s[:i], "lvl=") || i > 0 && s[i-1] == '[' && j < len(s) && s[j] == ']' {
+			if lv, ok := levelWords[strings.ToUpper(w)]; ok {
+				return lv
+			}
 		}
 		i = j
 	}
