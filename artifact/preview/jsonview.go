@@ -28,7 +28,11 @@ func (a *jsonAn) finish(pv *Preview) []section {
 			return append(secs, section{prioHead, fmt.Sprintf("JSON array (%s).\n", size)})
 		}
 		head := fmt.Sprintf("JSON array of %d %s (%s).\n", t.rows, noun(t), size)
-		return append(secs, tableSections(head, t, f)...)
+		secs = append(secs, tableSections(head, t, f)...)
+		if ts, ok := a.treeSection(f); ok {
+			secs = append(secs, ts)
+		}
+		return secs
 	case a.topKind == '{' && len(a.nodes) > 0:
 		return append(secs, a.objectSections(f)...)
 	case a.topText != "":
@@ -208,22 +212,32 @@ func (a *jsonAn) objectSections(f *Facts) []section {
 	if len(also) > 0 {
 		secs = append(secs, section{prioDetail, "Other arrays: " + strings.Join(also, "; ") + ".\n"})
 	}
-	if a.tree.Nodes > 1 {
-		tr := &Tree{Nodes: a.tree.Nodes, Leaves: a.tree.Leaves, Depth: a.maxDepth}
-		tr.TopNames = a.names[1]
-		if a.nodesAt[0] > 1 {
-			tr.TopNames = a.names[0]
-		}
-		f.Tree = tr
-		s := fmt.Sprintf("Tree of `children`: %d nodes, %d leaves, depth %d.", tr.Nodes, tr.Leaves, tr.Depth)
-		if len(tr.TopNames) > 0 {
-			s += " Top-level names: " + strings.Join(tr.TopNames, ", ")
-			if n := max(a.nodesAt[1], a.nodesAt[0]); n > int64(len(tr.TopNames)) && a.nodesAt[0] <= 1 {
-				s += fmt.Sprintf(" (%d of %d)", len(tr.TopNames), a.nodesAt[1])
-			}
-			s += "."
-		}
-		secs = append(secs[:1], append([]section{{prioFacts + 1, s + "\n"}}, secs[1:]...)...)
+	if ts, ok := a.treeSection(f); ok {
+		secs = append(secs[:1], append([]section{ts}, secs[1:]...)...)
 	}
 	return secs
+}
+
+// treeSection describes nested `children` arrays, if there are any.
+func (a *jsonAn) treeSection(f *Facts) (section, bool) {
+	if a.tree.Nodes <= 1 {
+		return section{}, false
+	}
+	tr := &Tree{Nodes: a.tree.Nodes, Leaves: a.tree.Leaves, Depth: a.maxDepth}
+	// One root: its children are the top level; several: they are.
+	n := a.nodesAt[1]
+	tr.TopNames = a.names[1]
+	if a.nodesAt[0] > 1 {
+		tr.TopNames, n = a.names[0], a.nodesAt[0]
+	}
+	f.Tree = tr
+	s := fmt.Sprintf("Tree of `children`: %d nodes, %d leaves, depth %d.", tr.Nodes, tr.Leaves, tr.Depth)
+	if len(tr.TopNames) > 0 {
+		s += " Top-level names: " + strings.Join(tr.TopNames, ", ")
+		if n > int64(len(tr.TopNames)) {
+			s += fmt.Sprintf(" (%d of %d)", len(tr.TopNames), n)
+		}
+		s += "."
+	}
+	return section{prioFacts + 1, s + "\n"}, true
 }

@@ -1,0 +1,273 @@
+package preview
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"image"
+	"image/color"
+	"image/png"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func previewOf(o Options, data []byte) Preview {
+	b := New(o)
+	b.Write(data)
+	return b.Preview()
+}
+
+// TestTopValues: a low-cardinality field lists every value with its
+// count, as counted from the fixture by encoding/json.
+func TestTopValues(t *testing.T) {
+	data := readFixture(t, "db_envelope.json")
+	var env struct {
+		Data struct {
+			Statements []struct{ Rows []map[string]any }
+		}
+	}
+	if err := json.Unmarshal(data, &env); err != nil {
+		t.Fatal(err)
+	}
+	pv := previewOf(Options{}, data)
+	for _, col := range []string{"status", "region"} {
+		counts := map[string]int64{}
+		for _, r := range env.Data.Statements[0].Rows {
+			counts[r[col].(string)]++
+		}
+		var c *Column
+		for i := range pv.Facts.Columns {
+			if pv.Facts.Columns[i].Name == col {
+				c = &pv.Facts.Columns[i]
+			}
+		}
+		if c == nil {
+			t.Fatalf("no column %s", col)
+		}
+		if len(c.Top) != len(counts) {
+			t.Errorf("%s: %d top values, want %d", col, len(c.Top), len(counts))
+		}
+		for _, v := range c.Top {
+			if counts[v.Value] != v.Count {
+				t.Errorf("%s=%s: %d, want %d", col, v.Value, v.Count, counts[v.Value])
+			}
+			if s := fmt.Sprintf("%q ×%d", v.Value, counts[v.Value]); !strings.Contains(pv.Text, s) {
+				t.Errorf("the text does not state %s", s)
+			}
+		}
+	}
+}
+
+// TestDistinctCounts: exact up to the bound, then an estimate close to
+// the truth (the hash has no seed: the figure is fixed).
+func TestDistinctCounts(t *testing.T) {
+	for _, n := range []int{10, distinctExact, 5000, 100000} {
+		tb := newTable()
+		f := tb.field("x")
+		for i := range 2 * n {
+			f.add(tString, fmt.Sprintf("user-%d", i%n))
+			tb.count(tObject)
+		}
+		c := tb.column(f)
+		if n <= distinctExact {
+			if !c.DistinctExact || c.Distinct != int64(n) {
+				t.Errorf("%d values: %d (exact %v)", n, c.Distinct, c.DistinctExact)
+			}
+			continue
+		}
+		if c.DistinctExact {
+			t.Errorf("%d values counted as exact", n)
+		}
+		if off := float64(c.Distinct-int64(n)) / float64(n); off > 0.15 || off < -0.15 {
+			t.Errorf("%d distinct values estimated as %d", n, c.Distinct)
+		}
+	}
+}
+
+// TestLogFacts counts lines and levels of the application log with
+// strings functions and compares.
+func TestLogFacts(t *testing.T) {
+	data := readFixture(t, "app.log")
+	pv := previewOf(Options{MimeType: "text/plain"}, data)
+	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	want := map[string]int64{}
+	var firstErr string
+	for i, l := range lines {
+		for _, lv := range []string{"INFO", "DEBUG", "WARN", "ERROR"} {
+			if strings.Contains(l, " "+lv+" ") {
+				want[lv]++
+				if lv == "ERROR" && firstErr == "" {
+					firstErr = fmt.Sprintf("line %d: %s", i+1, l)
+				}
+			}
+		}
+	}
+	if pv.Facts.Lines != int64(len(lines)) || pv.Facts.Format != "log" {
+		t.Errorf("%d lines, format %q; want %d, log", pv.Facts.Lines, pv.Facts.Format, len(lines))
+	}
+	for lv, n := range want {
+		if pv.Facts.Levels[lv] != n || !strings.Contains(pv.Text, fmt.Sprintf("%s %d", lv, n)) {
+			t.Errorf("level %s: %d, want %d", lv, pv.Facts.Levels[lv], n)
+		}
+	}
+	if !strings.Contains(pv.Text, "First errors:\n"+firstErr+"\n") {
+		t.Errorf("the text does not start its errors with %q", firstErr)
+	}
+	if !strings.Contains(pv.Text, "Last lines (of 2504):\n") || !strings.Contains(pv.Text, lines[len(lines)-1]) {
+		t.Errorf("the text does not end with the last line %q", lines[len(lines)-1])
+	}
+}
+
+// TestDocumentFacts: titles and outlines of the Markdown report and the
+// HTML page.
+func TestDocumentFacts(t *testing.T) {
+	md := previewOf(Options{Name: "report.md"}, readFixture(t, "report.md"))
+	if md.Kind != KindMarkdown || md.Facts.Title != "Quarterly infrastructure report, Q3 2025" {
+		t.Errorf("markdown: %s, title %q", md.Kind, md.Facts.Title)
+	}
+	if !strings.Contains(md.Text, "## Incidents\n### Incidents: Summary\n") {
+		t.Errorf("markdown outline missing:\n%s", md.Text)
+	}
+	page := previewOf(Options{}, readFixture(t, "page.html"))
+	if page.Kind != KindHTML || page.Facts.Title != "Release notes – Acme Cloud 4.2" {
+		t.Errorf("html: %s, title %q", page.Kind, page.Facts.Title)
+	}
+	if strings.Contains(page.Text, "hidden") || strings.Contains(page.Text, "dataLayer") {
+		t.Errorf("comments or scripts leak into the text:\n%s", page.Text)
+	}
+}
+
+// TestAudioFacts reads the WAV fixture's header fields with
+// encoding/binary.
+func TestAudioFacts(t *testing.T) {
+	data := readFixture(t, "tone.wav")
+	pv := previewOf(Options{}, data)
+	ch := int(binary.LittleEndian.Uint16(data[22:]))
+	rate := int(binary.LittleEndian.Uint32(data[24:]))
+	secs := float64(binary.LittleEndian.Uint32(data[40:])) / float64(binary.LittleEndian.Uint32(data[28:]))
+	if pv.Kind != KindAudio || pv.Facts.Channels != ch || pv.Facts.SampleRate != rate || pv.Facts.Seconds != secs {
+		t.Errorf("%s %d ch %d Hz %v s, want %d ch %d Hz %v s", pv.Kind, pv.Facts.Channels, pv.Facts.SampleRate, pv.Facts.Seconds, ch, rate, secs)
+	}
+	if !strings.Contains(pv.Text, fmt.Sprintf("%.2f s", secs)) {
+		t.Errorf("no duration in %q", pv.Text)
+	}
+}
+
+// TestMalformedJSON: a cut or broken document still gets its figures,
+// and the text says where it broke.
+func TestMalformedJSON(t *testing.T) {
+	pv := previewOf(Options{}, []byte(`[{"a":1},{"a":2},{"a":`))
+	if pv.Kind != KindJSON || pv.Facts.Rows != 2 || !strings.HasPrefix(pv.Text, "Malformed JSON at byte 22: the input ends inside a value") {
+		t.Errorf("cut array: %s, %d rows:\n%s", pv.Kind, pv.Facts.Rows, pv.Text)
+	}
+	// Broken after the sniffed head: still JSON, marked malformed.
+	big := bytes.Repeat([]byte(`{"a":1},`), sniffSize/8+10)
+	big = append(append([]byte("["), big...), "oops]"...)
+	pv = previewOf(Options{}, big)
+	if pv.Kind != KindJSON || pv.Facts.Malformed == "" || !strings.Contains(pv.Text, "Malformed JSON") {
+		t.Errorf("broken after the head: %s %q", pv.Kind, pv.Facts.Malformed)
+	}
+	// Broken inside the head: not JSON at all.
+	if pv := previewOf(Options{}, []byte("[INFO] starting\n[INFO] ready\n")); pv.Kind != KindText {
+		t.Errorf("bracketed log read as %s", pv.Kind)
+	}
+}
+
+// TestTreeArray: an array of root nodes names the roots (a, a1, a2, b,
+// b1, b11: 6 nodes; a1, a2 with no children and b11 are the 3 leaves).
+func TestTreeArray(t *testing.T) {
+	pv := previewOf(Options{}, []byte(`[{"name":"a","children":[{"name":"a1"},{"name":"a2","children":[]}]},{"name":"b","children":[{"name":"b1","children":[{"name":"b11"}]}]}]`))
+	tr := pv.Facts.Tree
+	if tr == nil || tr.Nodes != 6 || tr.Leaves != 3 || tr.Depth != 2 || !slices.Equal(tr.TopNames, []string{"a", "b"}) {
+		t.Fatalf("tree %+v\n%s", tr, pv.Text)
+	}
+}
+
+// pngHeader is a PNG signature and an IHDR for w×h, enough for
+// DecodeConfig.
+func pngHeader(w, h uint32) []byte {
+	ihdr := binary.BigEndian.AppendUint32([]byte("IHDR"), w)
+	ihdr = binary.BigEndian.AppendUint32(ihdr, h)
+	ihdr = append(ihdr, 8, 6, 0, 0, 0)
+	b := append([]byte("\x89PNG\r\n\x1a\n"), 0, 0, 0, 13)
+	b = append(b, ihdr...)
+	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(ihdr))
+}
+
+// TestImageBounds: too many pixels gives dimensions and no thumbnail; a
+// transparent image is thumbnailed over white.
+func TestImageBounds(t *testing.T) {
+	pv := previewOf(Options{Thumbnail: true}, pngHeader(10000, 10000))
+	if pv.Facts.Width != 10000 || pv.Thumbnail != nil || !strings.Contains(pv.Text, "10000×10000") || !strings.Contains(pv.Text, "Too many pixels") {
+		t.Errorf("huge image: %+v %q", pv.Facts, pv.Text)
+	}
+	img := image.NewNRGBA(image.Rect(0, 0, 1200, 600))
+	for y := range 600 {
+		for x := range 600 {
+			img.SetNRGBA(x, y, color.NRGBA{200, 0, 0, 255}) // left half red, right transparent
+		}
+	}
+	var buf bytes.Buffer
+	png.Encode(&buf, img)
+	pv = previewOf(Options{Thumbnail: true, ThumbMax: 100}, buf.Bytes())
+	if pv.Thumbnail == nil {
+		t.Fatalf("no thumbnail: %q", pv.Text)
+	}
+	th, _, err := image.Decode(bytes.NewReader(pv.Thumbnail.Data))
+	if err != nil || th.Bounds().Dx() != 100 || th.Bounds().Dy() != 50 {
+		t.Fatalf("thumbnail %v %v", th.Bounds(), err)
+	}
+	if r, g, b, _ := th.At(90, 25).RGBA(); r>>8 != 255 || g>>8 != 255 || b>>8 != 255 {
+		t.Errorf("transparent area is %d,%d,%d, want white", r>>8, g>>8, b>>8)
+	}
+	if r, g, _, _ := th.At(10, 25).RGBA(); r>>8 != 200 || g>>8 != 0 {
+		t.Errorf("red area is %d,%d, want 200,0", r>>8, g>>8)
+	}
+}
+
+// TestBudgetDropsDetailFirst: a small budget keeps the head line and the
+// field statistics before sample rows.
+func TestBudgetDropsDetailFirst(t *testing.T) {
+	data := readFixture(t, "db_envelope.json")
+	pv := previewOf(Options{Budget: 1000}, data)
+	if len(pv.Text) > 1000 {
+		t.Fatalf("%d bytes", len(pv.Text))
+	}
+	if !strings.HasPrefix(pv.Text, "JSON object of 2 keys") || !strings.Contains(pv.Text, "- amount: number") {
+		t.Errorf("head or fields dropped:\n%s", pv.Text)
+	}
+	if strings.Contains(pv.Text, "Last row") {
+		t.Errorf("sample rows kept before fields:\n%s", pv.Text)
+	}
+}
+
+// TestContentOverDeclaredType: CSV declared as JSON is still a table;
+// JSON declared as CSV is still JSON; bytes declared as text are binary.
+func TestContentOverDeclaredType(t *testing.T) {
+	csvData := readFixture(t, "orders.csv")
+	if pv := previewOf(Options{MimeType: "application/json"}, csvData); pv.Kind != KindCSV {
+		t.Errorf("CSV declared JSON: %s", pv.Kind)
+	}
+	if pv := previewOf(Options{MimeType: "text/csv"}, []byte(`[{"a":1}]`)); pv.Kind != KindJSON {
+		t.Errorf("JSON declared CSV: %s", pv.Kind)
+	}
+	if pv := previewOf(Options{MimeType: "text/plain"}, readFixture(t, "random.bin")); pv.Kind != KindBinary {
+		t.Errorf("random bytes declared text: %s", pv.Kind)
+	}
+	if pv := previewOf(Options{}, nil); pv.Kind != KindEmpty || pv.Text == "" {
+		t.Errorf("empty: %s %q", pv.Kind, pv.Text)
+	}
+}
+
+// TestWriteAfterPreview: a finished Builder refuses bytes.
+func TestWriteAfterPreview(t *testing.T) {
+	b := New(Options{})
+	b.Write([]byte("x"))
+	b.Preview()
+	if _, err := b.Write([]byte("y")); err != ErrFinished {
+		t.Errorf("err %v, want ErrFinished", err)
+	}
+}
