@@ -2,6 +2,7 @@ package shrink
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -22,7 +23,7 @@ type gen struct {
 	defs   map[string]any
 }
 
-var propNames = []string{"a", "b", "content", "rows", "data", "x/y", "t~1", "é"}
+var propNames = []string{"a", "b", "content", "rows", "data", "x/y", "t~1", "é", "q\"\u0001"}
 
 // schema returns a random schema for a value of kind ("" any kind).
 func (g *gen) schema(kind string, depth int) map[string]any {
@@ -284,7 +285,12 @@ func newCase(seed uint64) (g *gen, schemaJSON, instance []byte) {
 	} else {
 		root["$defs"] = g.defs
 	}
-	return g, mustJSON(root), mustJSON(g.instance(root, 0))
+	v := g.instance(root, 0)
+	if seed%5 == 0 { // pretty-printed, as some servers send it
+		b, _ := json.MarshalIndent(v, " ", "\t")
+		return g, mustJSON(root), b
+	}
+	return g, mustJSON(root), mustJSON(v)
 }
 
 // checkSeed generates one schema and instance from seed, shrinks the
@@ -347,50 +353,50 @@ func checkSeed(t *testing.T, seed uint64) {
 	}
 }
 
-// kept checks that out, at pointer p, is the instance's value there byte
-// for byte, except where a cut says otherwise.
+// kept checks that out, at pointer p, is the instance's value there:
+// byte for byte for a string, number, true, false or null; the same
+// members or items for an object or array (the space between them may
+// differ), except where a cut says otherwise.
 func kept(instance, out []byte, p string, cuts map[string]Cut) error {
 	orig := at(instance, p)
 	c, isCut := cuts[p]
-	below := false
-	for q := range cuts {
-		below = below || strings.HasPrefix(q, p+"/")
-	}
 	switch {
+	case orig == nil:
+		return fmt.Errorf("%q is not in the instance", p)
 	case isCut && c.Kind == "string":
 		return nil
-	case !isCut && !below:
+	case out[0] != '[' && out[0] != '{':
 		if !bytes.Equal(orig, out) {
 			return fmt.Errorf("%q changed without a cut: %.200s became %.200s", p, orig, out)
 		}
 		return nil
-	case out[0] == '[':
+	}
+	var n, want int
+	var err error
+	if out[0] == '[' {
 		items := jsonrpc.Elements(out, [2]int{0, len(out)})
-		if isCut && c.Kept != len(items) {
-			return fmt.Errorf("%q keeps %d items, its cut says %d", p, len(items), c.Kept)
-		}
 		for i, sp := range items {
-			if err := kept(instance, out[sp[0]:sp[1]], p+"/"+strconv.Itoa(i), cuts); err != nil {
-				return err
+			if err == nil {
+				err = kept(instance, out[sp[0]:sp[1]], p+"/"+strconv.Itoa(i), cuts)
 			}
 		}
-		return nil
-	case out[0] == '{':
-		n := 0
-		var err error
+		n, want = len(items), len(jsonrpc.Elements(orig, [2]int{0, len(orig)}))
+	} else {
 		members(out, func(key, val []byte) {
 			n++
-			name, _ := jsonrpc.Unquote(key)
-			if err == nil {
+			if name, _ := jsonrpc.Unquote(key); err == nil {
 				err = kept(instance, val, p+"/"+escape(name), cuts)
 			}
 		})
-		if err == nil && isCut && c.Kept != n {
-			err = fmt.Errorf("%q keeps %d members, its cut says %d", p, n, c.Kept)
-		}
-		return err
+		members(orig, func(_, _ []byte) { want++ })
 	}
-	return fmt.Errorf("%q: a cut below a scalar", p)
+	if isCut {
+		want = c.Kept
+	}
+	if err == nil && n != want {
+		err = fmt.Errorf("%q keeps %d of %d members or items (cut: %v)", p, n, want, isCut)
+	}
+	return err
 }
 
 // at returns the value at the JSON pointer p in the JSON value b.
@@ -438,6 +444,44 @@ func FuzzShrink(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(checkSeed)
+}
+
+// FuzzShrinkRaw shrinks any bytes, without a schema and with one: a
+// hostile upstream's structuredContent must give a valid result or an
+// error, never a panic.
+func FuzzShrinkRaw(f *testing.F) {
+	for _, seed := range []string{
+		`{"a":"` + strings.Repeat("x", 300) + `"}`,
+		" {\n \"a\" : [ 1 , \"" + strings.Repeat("é", 200) + "\" , { \"b\" : null } ] ,\"c\":\"\\u0041\\\"\" } ",
+		`{"k\"\u00e9/~":{"x":[` + strings.Repeat(`"abc",`, 100) + `1]}}`,
+		strings.Repeat(`{"a":`, 200) + `"` + strings.Repeat("z", 400) + `"` + strings.Repeat(`}`, 200),
+		`{"a":1,"a":"` + strings.Repeat("d", 500) + `"}`,
+		`{"n":1e400,"s":"` + strings.Repeat("y", 300) + `"}`,
+		"{\"bad\":\"\xff\xfe" + strings.Repeat("w", 300) + "\"}",
+		`[1]`, `{`, ``, `{}`,
+	} {
+		f.Add([]byte(seed), uint16(100))
+	}
+	s := mustCompile(f, readGraph)
+	f.Fuzz(func(t *testing.T, instance []byte, budget uint16) {
+		for _, s := range []*Schema{nil, s} {
+			out, cuts, err := Shrink(instance, s, Options{Budget: int(budget)}, func(c Cut) (string, error) { return "preview " + c.Pointer, nil })
+			if err != nil {
+				if !errors.Is(err, ErrNoFit) && !errors.Is(err, ErrInvalid) {
+					t.Fatalf("err = %v", err)
+				}
+				continue
+			}
+			if len(out) > int(budget) || s.Validate(out) != nil {
+				t.Fatalf("%d bytes for a budget of %d: %s", len(out), budget, out)
+			}
+			for _, c := range cuts {
+				if !within(c.Raw, instance) {
+					t.Fatalf("cut %q: Raw is not a part of the instance", c.Pointer)
+				}
+			}
+		}
+	})
 }
 
 // The generator itself must make valid instances most of the time, or
