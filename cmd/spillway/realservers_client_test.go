@@ -75,6 +75,17 @@ type rsReport struct {
 	Result    json.RawMessage `json:"result"`
 	Error     string          `json:"error"`
 	WireBytes int             `json:"wireBytes"`
+	// Message is the JSON-RPC response as it arrived, when under 1 MiB.
+	Message string `json:"message"`
+}
+
+// wireResult is the result member of the response as it arrived.
+func (r rsReport) wireResult() json.RawMessage {
+	var m struct {
+		Result json.RawMessage `json:"result"`
+	}
+	json.Unmarshal([]byte(r.Message), &m)
+	return m.Result
 }
 
 // rsResult is the part of a CallToolResult the checks read.

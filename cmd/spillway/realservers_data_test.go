@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"image"
-	"image/color"
 	"image/jpeg"
 	"image/png"
 	"math/rand/v2"
@@ -24,13 +23,13 @@ func rsLog(t *testing.T, name string, size int) {
 	r := rand.New(rand.NewPCG(21, 1))
 	paths := []string{"/api/v1/items", "/api/v1/orders", "/healthz", "/api/v1/users", "/static/app.js"}
 	levels := []string{"INFO", "INFO", "INFO", "WARN", "DEBUG", "ERROR"}
-	var b bytes.Buffer
-	for i := 0; b.Len() < size; i++ {
-		fmt.Fprintf(&b, "2026-11-26T%02d:%02d:%02d.%03dZ %-5s req=%08d path=%s/%d status=%d dur=%dms user=u-%d\n",
+	b := make([]byte, 0, size+200)
+	for i := 0; len(b) < size; i++ {
+		b = fmt.Appendf(b, "2026-11-26T%02d:%02d:%02d.%03dZ %-5s req=%08d path=%s/%d status=%d dur=%dms user=u-%d\n",
 			i/3600000%24, i/60000%60, i/1000%60, i%1000, levels[r.IntN(len(levels))], i,
 			paths[r.IntN(len(paths))], r.IntN(100000), []int{200, 200, 200, 201, 404, 500}[r.IntN(6)], r.IntN(2000), r.IntN(5000))
 	}
-	rsWrite(t, name, b.Bytes())
+	rsWrite(t, name, b)
 }
 
 // rsCSV writes a table of n rows and a header.
@@ -70,19 +69,21 @@ func rsScreenshot(t *testing.T, name string, w, h int) {
 	r := rand.New(rand.NewPCG(21, 3))
 	img := image.NewNRGBA(image.Rect(0, 0, w, h))
 	for y := range h {
+		row := img.Pix[y*img.Stride : y*img.Stride+4*w]
 		for x := range w {
-			c := color.NRGBA{236, 238, 241, 255}
+			c := [4]byte{236, 238, 241, 255}
 			switch {
 			case y < 40:
-				c = color.NRGBA{40, 44, 52, 255}
+				c = [4]byte{40, 44, 52, 255}
 			case x < 280:
-				c = color.NRGBA{250, 250, 252, 255}
+				c = [4]byte{250, 250, 252, 255}
 			case x > w/2+200 && y > h/2:
-				c = color.NRGBA{uint8(r.IntN(256)), uint8(r.IntN(256)), uint8(r.IntN(256)), 255}
+				v := r.Uint32()
+				c = [4]byte{byte(v), byte(v >> 8), byte(v >> 16), 255}
 			case y%24 > 6 && y%24 < 18 && (x/9+y/24)%7 != 0 && r.IntN(3) == 0:
-				c = color.NRGBA{30, 30, 30, 255}
+				c = [4]byte{30, 30, 30, 255}
 			}
-			img.SetNRGBA(x, y, c)
+			copy(row[4*x:], c[:])
 		}
 	}
 	var b bytes.Buffer
@@ -96,14 +97,15 @@ func rsScreenshot(t *testing.T, name string, w, h int) {
 // noise does).
 func rsPhoto(t *testing.T, name string, w, h int) {
 	t.Helper()
-	r := rand.New(rand.NewPCG(21, 4))
+	r := rand.NewChaCha8([32]byte{21, 4})
 	img := image.NewYCbCr(image.Rect(0, 0, w, h), image.YCbCrSubsampleRatio444)
-	for i := range img.Y {
-		img.Y[i] = uint8(r.IntN(256))
-	}
+	r.Read(img.Y)
+	r.Read(img.Cb)
+	r.Read(img.Cr)
+	// Muted colour: chroma near neutral.
 	for i := range img.Cb {
-		img.Cb[i] = uint8(96 + r.IntN(64))
-		img.Cr[i] = uint8(96 + r.IntN(64))
+		img.Cb[i] = 96 + img.Cb[i]%64
+		img.Cr[i] = 96 + img.Cr[i]%64
 	}
 	var b bytes.Buffer
 	if err := jpeg.Encode(&b, img, &jpeg.Options{Quality: 92}); err != nil {

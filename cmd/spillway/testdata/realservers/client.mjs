@@ -4,13 +4,15 @@
 // structuredContent against them), calls tools and prints one JSON line per
 // call:
 //
-//   {"name": TOOL, "result": RESULT, "error": MESSAGE, "wireBytes": N}
+//   {"name": TOOL, "result": RESULT, "error": MESSAGE, "wireBytes": N, "message": RAW}
 //
 // RESULT is the result as the SDK returned it, after its own checks; error is
 // set instead when the call threw (a schema check failed, the connection
 // closed, a JSON-RPC error). wireBytes is the size of the response as it
 // arrived: the body of the POST that carried the call (Streamable HTTP), or
 // the longest line the child wrote during the call (stdio); -1 when unknown.
+// RAW is the JSON-RPC response message as it arrived, byte for byte (the
+// SDKs drop what their schemas do not name), when it is under 1 MiB.
 // The first line is {"tools": [NAMES]}, or {"error": MESSAGE} when the
 // connection or the listing failed. After the last call the client stays
 // connected until its stdin ends, so that the links of a `spillway serve
@@ -37,21 +39,53 @@ if (sdk === 'v1') {
   throw new Error(`sdk ${sdk}: want v1 or v2`);
 }
 
-// wire counts the bytes of the response to the call in flight.
-let wire = -1;
-let counting = false;
+// call is the record of the call in flight: the bytes of its response
+// (wire), the messages that arrived meanwhile when small, and the HTTP
+// bodies still being read (pending).
+let call = null;
+const keepUnder = 1 << 20;
+
+// response picks the response among raw messages.
+function response(raws) {
+  for (const m of raws) {
+    try {
+      const v = JSON.parse(m);
+      if (v.id !== undefined && (v.result !== undefined || v.error !== undefined)) return m;
+    } catch {}
+  }
+  return undefined;
+}
 
 // countingFetch passes the body of each POST that carries a tools/call
 // through a counter, on its way to the SDK.
 async function countingFetch(url, init) {
   const res = await fetch(url, init);
-  if (!counting || init?.method !== 'POST' || !res.body || !String(init.body).includes('"tools/call"')) {
+  const rec = call;
+  if (!rec || init?.method !== 'POST' || !res.body || !String(init.body).includes('"tools/call"')) {
     return res;
   }
+  const chunks = [];
+  let done;
+  rec.pending.push(new Promise(resolve => (done = resolve)));
   const counter = new TransformStream({
     transform(chunk, ctl) {
-      wire += chunk.byteLength;
+      rec.wire += chunk.byteLength;
+      if (rec.wire < keepUnder) chunks.push(chunk);
       ctl.enqueue(chunk);
+    },
+    flush() {
+      done();
+      if (rec.wire >= keepUnder) return;
+      const body = Buffer.concat(chunks).toString('utf8');
+      if (!(res.headers.get('content-type') ?? '').includes('text/event-stream')) {
+        rec.messages.push(body);
+        return;
+      }
+      // Each SSE event's data lines, joined, are one message.
+      for (const ev of body.split(/\r?\n\r?\n/)) {
+        const data = ev.split(/\r?\n/).filter(l => l.startsWith('data:')).map(l => l.slice(5).replace(/^ /, ''));
+        if (data.length) rec.messages.push(data.join('\n'));
+      }
     },
   });
   return new Response(res.body.pipeThrough(counter), { status: res.status, statusText: res.statusText, headers: res.headers });
@@ -75,16 +109,23 @@ function watchLines(t) {
   const out = t._process?.stdout;
   if (!out) return;
   let line = 0;
+  let parts = [];
   out.on('data', chunk => {
+    const rec = call;
     let from = 0;
     for (let nl = chunk.indexOf(10); nl >= 0; nl = chunk.indexOf(10, from)) {
       line += nl - from;
-      if (counting) wire = Math.max(wire, line);
+      if (rec) {
+        rec.wire = Math.max(rec.wire, line);
+        if (line < keepUnder) rec.messages.push(Buffer.concat([...parts, chunk.subarray(from, nl)]).toString('utf8'));
+      }
       line = 0;
+      parts = [];
       from = nl + 1;
     }
     line += chunk.length - from;
-    if (counting) wire = Math.max(wire, line);
+    if (line < keepUnder) parts.push(chunk.subarray(from));
+    if (rec) rec.wire = Math.max(rec.wire, line);
   });
 }
 
@@ -107,8 +148,8 @@ try {
 }
 
 for (const c of calls) {
-  wire = mode === 'stdio' && !transport._process ? -1 : 0;
-  counting = true;
+  const rec = { wire: mode === 'stdio' && !transport._process ? -1 : 0, messages: [], pending: [] };
+  call = rec;
   const report = { name: c.name };
   try {
     const params = { name: c.name, arguments: c.arguments ?? {} };
@@ -117,8 +158,12 @@ for (const c of calls) {
   } catch (e) {
     report.error = describe(e);
   }
-  counting = false;
-  report.wireBytes = wire;
+  call = null;
+  // The SDK may settle before the counter sees the end of the body; a body
+  // it cancelled never ends (the guard).
+  await Promise.race([Promise.all(rec.pending), new Promise(resolve => setTimeout(resolve, 10000).unref())]);
+  report.wireBytes = rec.wire;
+  report.message = response(rec.messages);
   await new Promise(resolve => process.stdout.write(JSON.stringify(report) + '\n', resolve));
 }
 process.stdin.resume();
