@@ -104,7 +104,7 @@ func (in fetchInput) value() (ast.Value, error) {
 }
 
 func (in offloadInput) value() (ast.Value, error) {
-	f := make(fields, 0, 9)
+	f := make(fields, 0, 11)
 	f.str("server", in.Server, true)
 	f.str("tool", in.Tool, true)
 	f.str("method", in.Method, false)
@@ -112,6 +112,10 @@ func (in offloadInput) value() (ast.Value, error) {
 	f.str("mime_type", in.MimeType, true)
 	f.num("size", in.Size, false)
 	f.num("threshold", in.Threshold, true)
+	f.num("budget", in.Budget, true)
+	if in.OverBudget {
+		f.add("over_budget", ast.BooleanTerm(true))
+	}
 	f.str("tenant", in.Tenant, true)
 	f.str("client", in.Client, true)
 	return f.term().Value, nil

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -17,7 +18,7 @@ func TestInputValues(t *testing.T) {
 			Artifact: art, Now: 5,
 		},
 		"offload zero": offloadInput{},
-		"offload full": offloadInput{Server: "s", Tool: "t", Method: "tools/call", Kind: "image", MimeType: "image/png", Size: 7, Threshold: 8, Tenant: "x", Client: "c"},
+		"offload full": filled[offloadInput](t), // every field, the ones added later too
 		"mint zero":    mintInput{},
 		"mint full":    mintInput{Artifact: art, Tenant: "t", Source: "api", RequestedTTLSeconds: 60, CIDR: "127.0.0.1/32", Audience: "a", Now: 9},
 	} {
@@ -33,4 +34,26 @@ func TestInputValues(t *testing.T) {
 			t.Errorf("%s:\n got %v\nwant %v", name, got, want)
 		}
 	}
+}
+
+// filled returns a T whose every field (strings, integers, booleans) is
+// set, so that a field added to T without its line in value() fails
+// TestInputValues (over_budget once reached no policy).
+func filled[T any](t *testing.T) T {
+	var v T
+	rv := reflect.ValueOf(&v).Elem()
+	for i := range rv.NumField() {
+		f := rv.Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString(rv.Type().Field(i).Name)
+		case reflect.Int64:
+			f.SetInt(int64(i + 1))
+		case reflect.Bool:
+			f.SetBool(true)
+		default:
+			t.Fatalf("filled: field %s of kind %s", rv.Type().Field(i).Name, f.Kind())
+		}
+	}
+	return v
 }
