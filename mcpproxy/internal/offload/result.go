@@ -214,13 +214,24 @@ func (f *Rewriter) rewriteResult(ctx context.Context, c Call, result []byte) ([]
 	if err != nil {
 		return f.withhold(c, result, rw.stored, err)
 	}
+	// addItem appends to content, the items kept as they were if none
+	// was replaced.
+	addItem := func(it []byte) {
+		if newItems == nil {
+			for _, old := range items {
+				newItems = append(newItems, old.raw)
+			}
+		}
+		newItems = append(newItems, it)
+	}
+	changed := newItems != nil
 	if shrinkSC {
 		v, ok := rw.structured(ctx, sc.val)
 		switch {
 		case rw.err != nil:
 			return f.withhold(c, result, rw.stored, rw.err)
 		case ok:
-			sc.val = v
+			sc.val, changed = v, true
 		default:
 			// No small value valid for the tool's schema: the result
 			// becomes a tool error without structuredContent (clients skip
@@ -233,14 +244,18 @@ func (f *Rewriter) rewriteResult(ctx context.Context, c Call, result []byte) ([]
 			if pub == nil { // the policy keeps it inline
 				break
 			}
+			changed = true
 			mem.remove("structuredContent")
 			mem.setOrAdd("isError", []byte("true"))
-			newItems = append(newItems, textItem("The tool succeeded, but its structured output ("+humanSize(pub.a.Size)+
-				") does not fit this result in a form its output schema accepts, so it is marked as an error. "+pub.sentence))
+			addItem(textItem("The tool succeeded, but its structured output (" + humanSize(pub.a.Size) +
+				") does not fit this result in a form its output schema accepts, so it is marked as an error. " + pub.sentence))
 		}
 	}
-	if extra := rw.structuredLinks(); extra != "" && len(newItems) > 0 {
-		newItems = append(newItems, textItem(extra))
+	if !changed {
+		return result, rw.stored, nil // the policy kept everything inline
+	}
+	if extra := rw.structuredLinks(); extra != "" {
+		addItem(textItem(extra))
 	}
 	if newItems != nil {
 		mem.setOrAdd("content", jsonArray(newItems))

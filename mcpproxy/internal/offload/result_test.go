@@ -254,6 +254,9 @@ func TestOffloadNoSmallValidValue(t *testing.T) {
 	if !r.IsError || r.StructuredContent != nil {
 		t.Fatalf("want a tool error without structuredContent: %+v", r)
 	}
+	if len(r.Content) != 2 || r.Content[0]["text"] != "1000 rows" {
+		t.Errorf("the server's own content item is lost: %v", r.Content)
+	}
 	if n := len(r.Meta.Replaced); n != 1 || r.Meta.Replaced[0].Pointer != "/structuredContent" {
 		t.Fatalf("replaced: %+v, want /structuredContent alone", r.Meta.Replaced)
 	}
@@ -274,5 +277,24 @@ func TestOffloadSmallResultUnchanged(t *testing.T) {
 	list := []byte(`{"tools":[{"name":"a","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"x":{"type":"string"}}}},{"name":"b","inputSchema":{"type":"object"}}],"nextCursor":"c"}`)
 	if got := s.Present(list); !bytes.Equal(got, list) {
 		t.Errorf("tools/list with open schemas changed:\n%s", got)
+	}
+}
+
+// A small content beside a large structuredContent (a tool without an
+// outputSchema): content keeps its items and gains the link, so a model
+// reading content alone finds it too.
+func TestOffloadStructuredOnly(t *testing.T) {
+	svc := testService(t, nil)
+	var rows []any
+	for i := range 500 {
+		rows = append(rows, map[string]any{"id": i, "name": fmt.Sprintf("row %d", i)})
+	}
+	in, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": "500 rows"}}, "structuredContent": map[string]any{"rows": rows, "count": 500}})
+	r, _ := rewriteSmall(t, svc, Call{Method: "tools/call", Tool: "t"}, in)
+	if len(r.Content) != 2 || r.Content[0]["text"] != "500 rows" {
+		t.Errorf("content: %v", r.Content)
+	}
+	if string(r.StructuredContent["count"]) != "500" {
+		t.Errorf("the scalar count is not kept: %s", r.StructuredContent["count"])
 	}
 }
