@@ -150,3 +150,45 @@ func benchKind(b *testing.B, kind string) {
 func BenchmarkJSONRows(b *testing.B) { benchKind(b, "json") }
 func BenchmarkCSV(b *testing.B)      { benchKind(b, "csv") }
 func BenchmarkLog(b *testing.B)      { benchKind(b, "log") }
+
+// TestMemoryWorstCase fills every bound an input can reach: four arrays
+// (the tables tracked), each of rows with 64 fields (the columns
+// tracked) holding 300 distinct long values (past the exact bound), and
+// more rows after. The live heap stays under the stated bound.
+func TestMemoryWorstCase(t *testing.T) {
+	base := liveHeap()
+	b := New(Options{})
+	b.Write([]byte("{"))
+	for tab := range maxTables + 1 {
+		if tab > 0 {
+			b.Write([]byte(","))
+		}
+		fmt.Fprintf(b, `"t%d":[`, tab)
+		for r := range 300 {
+			if r > 0 {
+				b.Write([]byte(","))
+			}
+			var row bytes.Buffer
+			row.WriteString("{")
+			for c := range maxColumns + 4 {
+				if c > 0 {
+					row.WriteString(",")
+				}
+				fmt.Fprintf(&row, `"field_%02d":"%d-%d-%d-%s"`, c, tab, r, c, strings.Repeat("v", 80))
+			}
+			row.WriteString("}")
+			b.Write(row.Bytes())
+		}
+		b.Write([]byte("]"))
+	}
+	b.Write([]byte("}"))
+	live := liveHeap() - min(base, liveHeap())
+	pv := b.Preview()
+	t.Logf("live heap with every bound reached: %.2f MiB", mib(live))
+	if live > 24<<20 {
+		t.Errorf("live heap %.2f MiB, over 24 MiB", mib(live))
+	}
+	if pv.Facts.Path == "" || pv.Facts.Rows != 300 || len(pv.Facts.Columns) != maxColumns {
+		t.Errorf("bulk %q: %d rows, %d columns\n%s", pv.Facts.Path, pv.Facts.Rows, len(pv.Facts.Columns), pv.Text)
+	}
+}

@@ -189,5 +189,5 @@ func (a *csvAn) finish(pv *Preview) []section {
 	if a.ragged > 0 {
 		head += fmt.Sprintf("%d rows have a different number of fields.\n", a.ragged)
 	}
-	return tableSections(head, a.t, f)
+	return tableSections(head, a.t, f, nil)
 }

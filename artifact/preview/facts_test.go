@@ -371,6 +371,39 @@ func TestWrappedJSONFacts(t *testing.T) {
 		scalarsStated(t, pv, "meta.", env.Meta)
 		bulk(t, pv, "data.statements[0].rows", decodeArray(t, env.Data.Statements[0].Rows))
 	})
+	t.Run("compact_rows", func(t *testing.T) {
+		pv, data := prev("compact_rows.json")
+		var env struct {
+			Meta       []struct{ Name string }
+			Data       []json.RawMessage
+			Statistics map[string]any
+		}
+		json.Unmarshal(data, &env)
+		var top map[string]any
+		json.Unmarshal(data, &top)
+		scalarsStated(t, pv, "", top)
+		scalarsStated(t, pv, "statistics.", env.Statistics)
+		// Rows are arrays: their columns are named by "meta".
+		w := newWant()
+		w.rows = len(env.Data)
+		for _, raw := range env.Data {
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.UseNumber()
+			var row []any
+			if err := dec.Decode(&row); err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range row {
+				w.observe(env.Meta[i].Name, kindOf(v), fmt.Sprint(v))
+			}
+		}
+		checkTable(t, pv, w)
+		var c bytes.Buffer
+		json.Compact(&c, env.Data[0])
+		if pv.Facts.Path != "data" || !strings.Contains(pv.Text, "First rows:\n"+c.String()+"\n") {
+			t.Errorf("bulk %q, first row %s not shown", pv.Facts.Path, c.String())
+		}
+	})
 	t.Run("git_diff", func(t *testing.T) {
 		pv, data := prev("git_diff.json")
 		var top map[string]any

@@ -35,22 +35,23 @@ func TestGenerateCorpus(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, fn := range map[string]func(*rand.Rand) []byte{
-		"api_list.json":    genAPIList,
-		"db_envelope.json": genDBEnvelope,
-		"git_diff.json":    genGitDiff,
-		"graph.json":       genGraph,
-		"tree.json":        genTree,
-		"events.ndjson":    genNDJSON,
-		"orders.csv":       genCSV,
-		"metrics.tsv":      genTSV,
-		"app.log":          genLog,
-		"report.md":        genMarkdown,
-		"page.html":        genHTML,
-		"screenshot.png":   genScreenshot,
-		"photo.jpg":        genPhoto,
-		"tone.wav":         genWAV,
-		"doc.pdf":          genPDF,
-		"random.bin":       genRandom,
+		"api_list.json":     genAPIList,
+		"db_envelope.json":  genDBEnvelope,
+		"compact_rows.json": genCompactRows,
+		"git_diff.json":     genGitDiff,
+		"graph.json":        genGraph,
+		"tree.json":         genTree,
+		"events.ndjson":     genNDJSON,
+		"orders.csv":        genCSV,
+		"metrics.tsv":       genTSV,
+		"app.log":           genLog,
+		"report.md":         genMarkdown,
+		"page.html":         genHTML,
+		"screenshot.png":    genScreenshot,
+		"photo.jpg":         genPhoto,
+		"tone.wav":          genWAV,
+		"doc.pdf":           genPDF,
+		"random.bin":        genRandom,
 	} {
 		r := rand.New(rand.NewPCG(uint64(len(name)), 23))
 		if err := os.WriteFile(filepath.Join(dir, name), fn(r), 0o644); err != nil {
@@ -130,6 +131,23 @@ func genDBEnvelope(r *rand.Rand) []byte {
 			"rows":    rows,
 		}}},
 		"meta": map[string]any{"duration_ms": 412, "database": "shop"},
+	})
+}
+
+// genCompactRows is a result in ClickHouse's JSONCompact format: column
+// descriptions in "meta", rows as arrays in "data".
+func genCompactRows(r *rand.Rand) []byte {
+	var rows [][]any
+	for i := range 800 {
+		rows = append(rows, []any{
+			base.Add(time.Duration(i) * time.Hour).Format("2006-01-02 15:04:05"),
+			pick(r, "/", "/pricing", "/docs", "/blog/launch"), 1 + r.IntN(5000), math.Round(r.Float64()*3000) / 1000,
+		})
+	}
+	return mustJSON(map[string]any{
+		"meta": []map[string]string{{"name": "hour", "type": "DateTime"}, {"name": "page", "type": "String"}, {"name": "visits", "type": "UInt32"}, {"name": "bounce_rate", "type": "Float64"}},
+		"data": rows, "rows": len(rows), "rows_before_limit_at_least": 12000,
+		"statistics": map[string]any{"elapsed": 0.0213, "rows_read": 1200000, "bytes_read": 48000000},
 	})
 }
 

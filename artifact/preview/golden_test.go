@@ -18,6 +18,7 @@ var update = flag.Bool("update", false, "rewrite the golden previews in testdata
 var corpus = []struct{ file, mime, kind string }{
 	{"api_list.json", "application/json", KindJSON},
 	{"db_envelope.json", "application/json", KindJSON},
+	{"compact_rows.json", "application/json", KindJSON},
 	{"git_diff.json", "application/json", KindJSON},
 	{"graph.json", "application/json", KindJSON},
 	{"tree.json", "application/json", KindJSON},

@@ -16,7 +16,16 @@ const (
 	maxScalar   = 256   // bytes kept of a string or number
 	maxInterned = 4096  // member names shared between rows
 	maxNames    = 30    // tree names kept per level
+	maxPath     = 512   // bytes of a recorded path; deeper members are not recorded
 )
+
+// posNames name the columns of rows given as arrays.
+var posNames = func() (n [maxColumns]string) {
+	for i := range n {
+		n[i] = fmt.Sprintf("[%d]", i)
+	}
+	return n
+}()
 
 // lexer states
 const (
@@ -297,15 +306,30 @@ func (a *jsonAn) beginValue() vctx {
 	p.n++
 	room := len(a.nodes) < maxNodes
 	if p.kind == '[' {
-		if p.v.tracked && idx == 0 && room {
+		if p.v.tracked && idx == 0 && room && len(p.v.path) < maxPath {
 			v.path, v.tracked, v.parent = p.v.path+"[0]", true, p.node
 		}
 		if p.tab != nil {
 			v.row = p.tab.t
 		}
+		if p.rowLevel == 1 && idx < maxColumns {
+			// A row given as an array: its columns are its positions.
+			t, name := p.rowTab, posNames[idx]
+			var f *field
+			if idx < int64(len(t.order)) && t.order[idx] != nil && t.order[idx].name == name {
+				f = t.order[idx]
+			} else {
+				f = t.field(name)
+				for int64(len(t.order)) <= idx {
+					t.order = append(t.order, nil)
+				}
+				t.order[idx] = f
+			}
+			v.fld, v.fldName, v.level = f, name, 1
+		}
 		return v
 	}
-	if p.v.tracked && room {
+	if p.v.tracked && room && len(p.v.path) < maxPath {
 		v.path, v.tracked, v.parent = joinPath(p.v.path, p.key), true, p.node
 	}
 	switch p.rowLevel {
@@ -388,13 +412,13 @@ func (a *jsonAn) push(c byte, b []byte, i int, v vctx) {
 		fr.node = len(a.nodes)
 		a.nodes = append(a.nodes, jnode{path: v.path, parent: v.parent, kind: c})
 	}
-	if c == '{' && v.row != nil {
+	if v.row != nil {
 		fr.rowLevel, fr.rowTab = 1, v.row
 	}
 	if c == '{' && v.level == 1 && parent != nil {
 		fr.rowLevel, fr.rowTab, fr.rowPrefix = 2, parent.rowTab, v.fldName
 	}
-	if c == '[' && v.tracked && v.level < 2 {
+	if c == '[' && v.tracked && v.level < 2 && (v.row == nil || v.row == a.nd) {
 		fr.tab = a.newTab(v.path)
 	}
 	if v.row != nil || v.tracked {
@@ -468,7 +492,7 @@ func (a *jsonAn) close(c byte, b []byte, i int) {
 			if fr.v.row != nil {
 				fr.v.row.addRow(typ, fr.capt)
 			}
-			if fr.node >= 0 && size <= smallObject {
+			if fr.node >= 0 && size < sampleRowBytes {
 				a.nodes[fr.node].value = compactJSON(fr.capt)
 			}
 		}

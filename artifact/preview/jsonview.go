@@ -1,6 +1,7 @@
 package preview
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 )
@@ -21,14 +22,14 @@ func (a *jsonAn) finish(pv *Preview) []section {
 	case a.tops > 1:
 		pv.Kind, f.Format = KindNDJSON, "ndjson"
 		head := fmt.Sprintf("NDJSON, %d records of %s (%s).\n", a.nd.rows, noun(a.nd), size)
-		return append(secs, tableSections(head, a.nd, f)...)
+		return append(secs, tableSections(head, a.nd, f, nil)...)
 	case a.topKind == '[':
 		t := a.table("")
 		if t == nil {
 			return append(secs, section{prioHead, fmt.Sprintf("JSON array (%s).\n", size)})
 		}
 		head := fmt.Sprintf("JSON array of %d %s (%s).\n", t.rows, noun(t), size)
-		secs = append(secs, tableSections(head, t, f)...)
+		secs = append(secs, tableSections(head, t, f, nil)...)
 		if ts, ok := a.treeSection(f); ok {
 			secs = append(secs, ts)
 		}
@@ -93,12 +94,12 @@ func (a *jsonAn) describe(i int, f *Facts) string {
 			}
 			return strings.Join(parts, "; ")
 		}
-		if n.value != "" {
+		if n.value != "" && n.size <= smallObject {
 			return fmt.Sprintf("%s=%s", n.path, n.value)
 		}
 		return fmt.Sprintf("%s: object of %s (%s)", n.path, plural(n.n, "key"), humanSize(n.size))
 	}
-	if n.value != "" {
+	if n.value != "" && n.size <= smallObject {
 		return fmt.Sprintf("%s=%s", n.path, n.value)
 	}
 	if t := a.table(n.path); t != nil && t.rows == n.n {
@@ -134,19 +135,24 @@ func (a *jsonAn) children(parent int) []int {
 }
 
 // bulk follows the largest container from the root down, as long as it
-// holds a good part of its parent's bytes, and stops at an array of
-// several elements. It returns the node indexes on the way.
+// holds a good part of its parent's bytes (always at the root), and
+// stops at an array of several elements. It returns the node indexes on the way.
 func (a *jsonAn) bulk() []int {
 	path := []int{0}
 	cur := 0
 	for {
 		best := -1
 		for _, i := range a.children(cur) {
-			if n := a.nodes[i]; n.kind != 's' && (best < 0 || n.size > a.nodes[best].size) {
+			// Among equals, one with statistics (its table may have
+			// been given to a later array).
+			if n := a.nodes[i]; n.kind != 's' && (best < 0 || n.size > a.nodes[best].size ||
+				n.size == a.nodes[best].size && a.table(n.path) != nil && a.table(a.nodes[best].path) == nil) {
 				best = i
 			}
 		}
-		if best < 0 || a.nodes[best].size*4 < a.nodes[cur].size || a.nodes[best].size == 0 {
+		// From the root, the largest member is worth showing whatever its
+		// share; below, only one holding a good part of its parent.
+		if best < 0 || a.nodes[best].size*4 < a.nodes[cur].size && cur != 0 || a.nodes[best].size == 0 {
 			return path
 		}
 		path = append(path, best)
@@ -193,7 +199,7 @@ func (a *jsonAn) objectSections(f *Facts) []section {
 		// A tree's bulk is its first level: the tree line says more.
 		isTree := a.tree.Nodes > 1 && strings.HasSuffix(b.path, "children")
 		if t := a.table(b.path); t != nil && b.kind == '[' && !isTree {
-			secs = append(secs, tableSections(line, t, f)...)
+			secs = append(secs, tableSections(line, t, f, a.columnNames(path[len(path)-2], t))...)
 		} else {
 			secs = append(secs, section{prioFacts, line})
 		}
@@ -240,4 +246,37 @@ func (a *jsonAn) treeSection(f *Facts) (section, bool) {
 		s += "."
 	}
 	return section{prioFacts + 1, s + "\n"}, true
+}
+
+// columnNames finds the names of rows given as arrays in a sibling of
+// the array ("columns", "fields", "headers", "meta" as in ClickHouse's
+// JSONCompact...), a list of names or of objects with a name.
+func (a *jsonAn) columnNames(parent int, t *table) []string {
+	if len(t.fields) == 0 || t.fields[0].name != posNames[0] {
+		return nil
+	}
+	for _, i := range a.children(parent) {
+		n := a.nodes[i]
+		key := n.path[strings.LastIndexByte(n.path, '.')+1:]
+		switch key {
+		case "columns", "fields", "headers", "header", "cols", "names", "meta", "schema":
+		default:
+			continue
+		}
+		var names []string
+		if json.Unmarshal([]byte(n.value), &names) != nil {
+			var objs []struct{ Name string }
+			if json.Unmarshal([]byte(n.value), &objs) != nil {
+				continue
+			}
+			names = names[:0]
+			for _, o := range objs {
+				names = append(names, o.Name)
+			}
+		}
+		if len(names) == len(t.fields) {
+			return names
+		}
+	}
+	return nil
 }

@@ -315,9 +315,16 @@ func num(v float64) string {
 }
 
 // tableSections renders a table: what it is, its fields, sample rows.
-func tableSections(head string, t *table, f *Facts) []section {
+//
+// names, when given, rename the columns of rows given as arrays.
+func tableSections(head string, t *table, f *Facts, names []string) []section {
 	f.Rows = t.rows
 	f.Columns = t.columns()
+	for i := range f.Columns {
+		if i < len(names) && f.Columns[i].Name == posNames[i] {
+			f.Columns[i].Name = clip(names[i], maxValueLen)
+		}
+	}
 	secs := []section{{prioHead, head}}
 	if len(f.Columns) > 0 {
 		var sb strings.Builder
