@@ -104,6 +104,12 @@ type rsItem struct {
 	Data    string `json:"data"`
 	URI     string `json:"uri"`
 	HTTPURL string `json:"httpUrl"`
+	Meta    struct {
+		Link struct {
+			HTTPURL string `json:"httpUrl"`
+			SHA256  string `json:"sha256"`
+		} `json:"dev.spillway/link"`
+	} `json:"_meta"`
 }
 
 type rsReplaced struct {

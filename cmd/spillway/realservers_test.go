@@ -200,26 +200,30 @@ func rsCheckLarge(t *testing.T, rep rsReport, originals map[string]string) {
 	}
 	// Every link, with the SHA-256 Spillway declared for it ("" if none).
 	// The SDKs drop members the spec does not define from a resource_link
-	// (its httpUrl among them), so a client finds a link by its URI in
-	// _meta["dev.spillway/replaced"].
+	// (httpUrl among them) and keep its _meta: a client finds the link
+	// there, or in _meta["dev.spillway/replaced"] of the result.
 	links := map[string]string{}
-	byURI := map[string]bool{}
 	for _, r := range res.Meta.Replaced {
 		if r.HTTPURL == "" {
 			t.Errorf("a replaced entry without httpUrl: %+v", r)
 			continue
 		}
 		links[r.HTTPURL] = r.SHA256
-		byURI[r.URI] = true
 	}
 	for _, it := range res.Content {
 		if it.Type != "resource_link" || !strings.HasPrefix(it.URI, "spillway:") {
 			continue
 		}
-		if _, ok := links[it.HTTPURL]; it.HTTPURL != "" && !ok {
-			links[it.HTTPURL] = ""
-		} else if it.HTTPURL == "" && !byURI[it.URI] {
-			t.Errorf("the client cannot find the link of resource_link %s: no httpUrl survived, and no _meta entry names it", it.URI)
+		url, sum := it.HTTPURL, it.Meta.Link.SHA256
+		if url == "" {
+			url = it.Meta.Link.HTTPURL
+		}
+		if url == "" {
+			t.Errorf("resource_link %s: no httpUrl reached the client, neither its own nor in _meta[dev.spillway/link]", it.URI)
+			continue
+		}
+		if links[url] == "" {
+			links[url] = sum
 		}
 	}
 	if len(links) == 0 {
