@@ -93,6 +93,9 @@ const minText = 64
 // levels, each as large as the instance, are still descended into.
 const maxWork = 16
 
+// maxSteps bounds the subschemas the walk visits (see shrinker.steps).
+const maxSteps = 1 << 18
+
 // maxDepth bounds how deep Shrink descends: a value nested deeper is kept
 // or dropped whole. It also bounds Shrink's own stack.
 const maxDepth = 64
@@ -180,13 +183,18 @@ type shrinker struct {
 	// nesting scans its value again, and a hostile instance must not turn
 	// 64 levels into 64 times its size.
 	work, limit int
+	// steps counts the subschemas the walk visited and the patterns it
+	// matched, up to maxSteps: a hostile schema and instance (a thousand
+	// anyOf branches for each of a million members) must not make it
+	// visit their product.
+	steps int
 }
 
 // plan shrinks the whole instance, without asking for any text yet.
 func (z *shrinker) plan(body []byte) result {
 	var root view
 	if z.s != nil {
-		root = z.s.expand([]*jsonschema.Schema{z.s.rs.Schema()}, "object")
+		root = z.expand([]*jsonschema.Schema{z.s.rs.Schema()}, "object")
 	}
 	z.limit = maxWork*len(body) + 1<<20
 	return z.value(body, root, z.o.Budget, "", 0)
@@ -260,7 +268,7 @@ func (r result) assemble(cut func(Cut) (string, error)) ([]byte, []Cut, error) {
 // value shrinks the JSON value b to budget bytes if it can; if it cannot,
 // the result is the smallest it found, larger than budget.
 func (z *shrinker) value(b []byte, v view, budget int, ptr string, depth int) result {
-	if len(b) <= budget || depth > 0 && len(b) <= z.o.MinCut || depth > maxDepth {
+	if len(b) <= budget || depth > 0 && len(b) <= z.o.MinCut || depth > maxDepth || z.steps > maxSteps {
 		return raw(b)
 	}
 	if b[0] == '{' || b[0] == '[' {
@@ -327,7 +335,7 @@ func (z *shrinker) array(b []byte, v view, budget int, ptr string, depth int) re
 	rem := budget - 1 - len(items) // brackets and commas
 	for j, k := range bySize(items) {
 		it := &items[k]
-		it.res = z.value(it.val, z.s.item(v, k, kindOf(it.val[0])), rem/(len(items)-j), ptr+"/"+strconv.Itoa(k), depth+1)
+		it.res = z.value(it.val, z.item(v, k, kindOf(it.val[0])), rem/(len(items)-j), ptr+"/"+strconv.Itoa(k), depth+1)
 		rem -= it.res.size
 	}
 	// Items past minItems go from the end while the array is too large.
@@ -380,7 +388,7 @@ func (z *shrinker) object(b []byte, v view, budget int, ptr string, depth int) r
 	rem := avail - reserve
 	for j, k := range bySize(large) {
 		m := &large[k]
-		mv := z.s.member(v, m.name, kindOf(m.val[0]))
+		mv := z.member(v, m.name, kindOf(m.val[0]))
 		m.res = z.value(m.val, mv, rem/(len(large)-j), ptr+"/"+escape(m.name), depth+1)
 		rem -= m.res.size
 	}

@@ -452,3 +452,26 @@ func TestSchemaConcurrentUse(t *testing.T) {
 		}
 	}
 }
+
+// A thousand anyOf branches for each of 20,000 members: the walk stops
+// visiting subschemas at maxSteps.
+func TestShrinkBoundsSteps(t *testing.T) {
+	branches := strings.TrimSuffix(strings.Repeat(`{"type":"string","minLength":1},`, 1000), ",")
+	s := mustCompile(t, `{"type":"object","additionalProperties":{"anyOf":[`+branches+`]}}`)
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range 20000 {
+		fmt.Fprintf(&b, `"k%d":"%s",`, i, strings.Repeat("v", 300))
+	}
+	instance := []byte(strings.TrimSuffix(b.String(), ",") + "}")
+	body, o, _ := prepare(instance, Options{Budget: 2 << 10})
+	z := &shrinker{s: s, o: o}
+	z.plan(body)
+	if max := maxSteps + 1001; z.steps > max { // one member's worth over
+		t.Fatalf("the walk made %d steps, more than %d", z.steps, max)
+	}
+	out, _, err := Shrink(instance, s, o, nil)
+	if err != nil || len(out) > o.Budget {
+		t.Fatalf("Shrink: %d bytes, %v", len(out), err)
+	}
+}

@@ -20,7 +20,8 @@ type view []*jsonschema.Schema
 // expand returns the view of the schemas roots for a value of JSON type
 // kind ("object", "array", "string", or "" for other values). Branches
 // whose type excludes kind are left out: the value cannot match them.
-func (s *Schema) expand(roots []*jsonschema.Schema, kind string) view {
+func (z *shrinker) expand(roots []*jsonschema.Schema, kind string) view {
+	s := z.s
 	if s == nil {
 		return nil
 	}
@@ -28,7 +29,11 @@ func (s *Schema) expand(roots []*jsonschema.Schema, kind string) view {
 	seen := map[*jsonschema.Schema]bool{}
 	var add func(sc *jsonschema.Schema, branch bool)
 	add = func(sc *jsonschema.Schema, branch bool) {
-		if sc == nil || seen[sc] || isFalse(sc) || branch && !admits(sc, kind) {
+		if sc == nil {
+			return
+		}
+		z.steps++
+		if seen[sc] || isFalse(sc) || branch && !admits(sc, kind) {
 			return
 		}
 		seen[sc] = true
@@ -114,7 +119,10 @@ func (v view) bounds(f func(*jsonschema.Schema) (lower, upper *int)) (lo, hi int
 }
 
 // item returns the schemas of the array item at index i.
-func (s *Schema) item(v view, i int, kind string) view {
+func (z *shrinker) item(v view, i int, kind string) view {
+	if z.steps > maxSteps {
+		return nil // the walk stops here: see shrinker.value
+	}
 	var roots []*jsonschema.Schema
 	for _, sc := range v {
 		switch {
@@ -130,18 +138,22 @@ func (s *Schema) item(v view, i int, kind string) view {
 			roots = append(roots, sc.UnevaluatedItems)
 		}
 	}
-	return s.expand(roots, kind)
+	return z.expand(roots, kind)
 }
 
 // member returns the schemas of the object member key.
-func (s *Schema) member(v view, key, kind string) view {
+func (z *shrinker) member(v view, key, kind string) view {
+	if z.steps > maxSteps {
+		return nil // the walk stops here: see shrinker.value
+	}
 	var roots []*jsonschema.Schema
 	for _, sc := range v {
 		found := false
 		if p, ok := sc.Properties[key]; ok {
 			roots, found = append(roots, p), true
 		}
-		for _, pp := range s.patterns[sc] {
+		for _, pp := range z.s.patterns[sc] {
+			z.steps++
 			if pp.re.MatchString(key) {
 				roots, found = append(roots, pp.s), true
 			}
@@ -154,7 +166,7 @@ func (s *Schema) member(v view, key, kind string) view {
 			roots = append(roots, sc.UnevaluatedProperties)
 		}
 	}
-	return s.expand(roots, kind)
+	return z.expand(roots, kind)
 }
 
 // required returns the names no member of the object may lose, and
