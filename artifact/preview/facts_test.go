@@ -419,7 +419,7 @@ func TestWrappedJSONFacts(t *testing.T) {
 		json.Unmarshal(data, &env)
 		bulk(t, pv, "relations", decodeArray(t, env.Relations))
 		ents := decodeArray(t, env.Entities)
-		if s := fmt.Sprintf("entities: %d objects", len(ents)); !strings.Contains(pv.Text, s) {
+		if s := fmt.Sprintf("Also entities: array of %d objects", len(ents)); !strings.Contains(pv.Text, s) {
 			t.Errorf("the text does not state %q", s)
 		}
 	})
@@ -441,15 +441,32 @@ func TestWrappedJSONFacts(t *testing.T) {
 			}
 		}
 		walk(root, 0)
-		var names []string
+		var names, named []string
+		var sizes []int64
 		for _, k := range root["children"].([]any) {
+			var size func(n map[string]any) int
+			size = func(n map[string]any) int {
+				c := 1
+				kids, _ := n["children"].([]any)
+				for _, k := range kids {
+					c += size(k.(map[string]any))
+				}
+				return c
+			}
+			sub := size(k.(map[string]any))
 			names = append(names, k.(map[string]any)["name"].(string))
+			sizes = append(sizes, int64(sub))
+			if sub > 1 {
+				named = append(named, fmt.Sprintf("%s (%d nodes)", names[len(names)-1], sub))
+			} else {
+				named = append(named, names[len(names)-1])
+			}
 		}
 		tr := pv.Facts.Tree
-		if tr == nil || tr.Nodes != int64(nodes) || tr.Leaves != int64(leaves) || tr.Depth != depth || !slices.Equal(tr.TopNames, names) {
-			t.Errorf("tree facts %+v, want %d nodes, %d leaves, depth %d, names %q", tr, nodes, leaves, depth, names)
+		if tr == nil || tr.Nodes != int64(nodes) || tr.Leaves != int64(leaves) || tr.Depth != depth || !slices.Equal(tr.TopNames, names) || !slices.Equal(tr.TopSizes, sizes) {
+			t.Errorf("tree facts %+v, want %d nodes, %d leaves, depth %d, names %q of %d nodes", tr, nodes, leaves, depth, names, sizes)
 		}
-		s := fmt.Sprintf("%d nodes, %d leaves, depth %d. Top-level names: %s.", nodes, leaves, depth, strings.Join(names, ", "))
+		s := fmt.Sprintf("%d nodes, %d leaves, depth %d. Top-level names: %s.", nodes, leaves, depth, strings.Join(named, ", "))
 		if !strings.Contains(pv.Text, s) {
 			t.Errorf("the text does not state %q:\n%s", s, pv.Text)
 		}

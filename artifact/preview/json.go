@@ -81,6 +81,8 @@ type jframe struct {
 	isChildren bool
 	hasKids    bool
 	name       string
+	// nodesAtOpen is the node count when the node was counted.
+	nodesAtOpen int64
 }
 
 // jnode is a recorded path: a container's size and length, or a scalar.
@@ -128,6 +130,7 @@ type jsonAn struct {
 	tree     Tree
 	maxDepth int
 	names    [2][]string
+	subtree  [2][]int64 // nodes under each named node, itself included
 	nodesAt  [2]int64
 }
 
@@ -430,11 +433,13 @@ func (a *jsonAn) push(c byte, b []byte, i int, v vctx) {
 		if c == '{' && parent.isChildren {
 			fr.nodeDepth = parent.nodeDepth + 1
 			a.countNode(fr.nodeDepth)
+			fr.nodesAtOpen = a.tree.Nodes
 		}
 		if c == '[' && parent.kind == '{' && parent.key == "children" {
 			if parent.nodeDepth < 0 {
 				parent.nodeDepth = 0
 				a.countNode(0)
+				parent.nodesAtOpen = a.tree.Nodes
 			}
 			fr.isChildren, fr.nodeDepth = true, parent.nodeDepth
 		}
@@ -505,6 +510,7 @@ func (a *jsonAn) close(c byte, b []byte, i int) {
 			}
 			if fr.nodeDepth < 2 && fr.name != "" && len(a.names[fr.nodeDepth]) < maxNames {
 				a.names[fr.nodeDepth] = append(a.names[fr.nodeDepth], fr.name)
+				a.subtree[fr.nodeDepth] = append(a.subtree[fr.nodeDepth], a.tree.Nodes-fr.nodesAtOpen+1)
 			}
 		}
 		if fr.isChildren && fr.n > 0 && len(a.frames) > 0 {

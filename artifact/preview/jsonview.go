@@ -1,8 +1,10 @@
 package preview
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -191,7 +193,10 @@ func (a *jsonAn) objectSections(f *Facts) []section {
 			}
 		}
 		f.Path = b.path
-		line := fmt.Sprintf("The bulk is %s", a.describe(path[len(path)-1], f))
+		line := fmt.Sprintf("Most of the bytes are in %s", a.describe(path[len(path)-1], f))
+		if len(path) == 2 {
+			line = "Most of the bytes are in " + b.path // the keys line described it
+		}
 		if len(beside) > 0 {
 			line += "; beside it: " + strings.Join(beside, "; ")
 		}
@@ -204,19 +209,17 @@ func (a *jsonAn) objectSections(f *Facts) []section {
 			secs = append(secs, section{prioFacts, line})
 		}
 	}
-	var also []string
-	for _, t := range a.tabs {
+	// Other arrays of objects, largest first: a line each, then their
+	// fields if the budget allows.
+	others := slices.Clone(a.tabs)
+	slices.SortStableFunc(others, func(x, y *jtab) int { return cmp.Compare(y.size, x.size) })
+	for _, t := range others {
 		if t.path == f.Path || t.t.rows < 2 || t.size <= smallObject || noun(t.t) != "objects" || strings.HasPrefix(t.path, f.Path+"[") && f.Path != "" {
 			continue
 		}
-		names := make([]string, 0, len(t.t.fields))
-		for _, fl := range t.t.fields {
-			names = append(names, fl.name)
-		}
-		also = append(also, fmt.Sprintf("%s: %d %s (%s), fields %s", t.path, t.t.rows, noun(t.t), humanSize(t.size), clip(strings.Join(names, ", "), 200)))
-	}
-	if len(also) > 0 {
-		secs = append(secs, section{prioDetail, "Other arrays: " + strings.Join(also, "; ") + ".\n"})
+		secs = append(secs,
+			section{prioDetail, fmt.Sprintf("Also %s: array of %d objects (%s).\n", t.path, t.t.rows, humanSize(t.size))},
+			section{prioSample - 5, fieldsText(t.t.columns(), t.t)})
 	}
 	if ts, ok := a.treeSection(f); ok {
 		secs = append(secs[:1], append([]section{ts}, secs[1:]...)...)
@@ -231,15 +234,22 @@ func (a *jsonAn) treeSection(f *Facts) (section, bool) {
 	}
 	tr := &Tree{Nodes: a.tree.Nodes, Leaves: a.tree.Leaves, Depth: a.maxDepth}
 	// One root: its children are the top level; several: they are.
-	n := a.nodesAt[1]
-	tr.TopNames = a.names[1]
+	n, level := a.nodesAt[1], 1
 	if a.nodesAt[0] > 1 {
-		tr.TopNames, n = a.names[0], a.nodesAt[0]
+		n, level = a.nodesAt[0], 0
 	}
+	tr.TopNames, tr.TopSizes = a.names[level], a.subtree[level]
 	f.Tree = tr
 	s := fmt.Sprintf("Tree of `children`: %d nodes, %d leaves, depth %d.", tr.Nodes, tr.Leaves, tr.Depth)
 	if len(tr.TopNames) > 0 {
-		s += " Top-level names: " + strings.Join(tr.TopNames, ", ")
+		named := make([]string, len(tr.TopNames))
+		for i, name := range tr.TopNames {
+			named[i] = name
+			if tr.TopSizes[i] > 1 {
+				named[i] += fmt.Sprintf(" (%d nodes)", tr.TopSizes[i])
+			}
+		}
+		s += " Top-level names: " + strings.Join(named, ", ")
 		if n > int64(len(tr.TopNames)) {
 			s += fmt.Sprintf(" (%d of %d)", len(tr.TopNames), n)
 		}

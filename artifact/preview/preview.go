@@ -152,11 +152,14 @@ type Scalar struct {
 	Path, Value string
 }
 
-// Tree describes nested `children` arrays.
+// Tree describes nested `children` arrays: objects in them are nodes.
+// A node with no children is a leaf. The top level is the root's
+// children, or the roots when there are several.
 type Tree struct {
 	Nodes, Leaves int64
 	Depth         int
-	TopNames      []string
+	TopNames      []string // the first 30 names ("name" or "path" members)
+	TopSizes      []int64  // nodes under each of TopNames, itself included
 }
 
 // analyzer is one kind's incremental parser.

@@ -327,20 +327,7 @@ func tableSections(head string, t *table, f *Facts, names []string) []section {
 	}
 	secs := []section{{prioHead, head}}
 	if len(f.Columns) > 0 {
-		var sb strings.Builder
-		sb.WriteString("Fields:\n")
-		for i, c := range f.Columns {
-			// An object whose members follow as "name.member" lines needs
-			// no line of its own unless it is sometimes absent or null.
-			if c.Type == "object" && c.Missing == 0 && c.Nulls == 0 && i+1 < len(f.Columns) && strings.HasPrefix(f.Columns[i+1].Name, c.Name+".") {
-				continue
-			}
-			sb.WriteString(describe(c, t.rows))
-		}
-		if t.moreNames > 0 {
-			fmt.Fprintf(&sb, "- and %d more fields\n", t.moreNames)
-		}
-		secs = append(secs, section{prioFacts, sb.String()})
+		secs = append(secs, section{prioFacts, fieldsText(f.Columns, t)})
 	}
 	for i, r := range t.first {
 		p := prioExtra
@@ -357,6 +344,24 @@ func tableSections(head string, t *table, f *Facts, names []string) []section {
 		secs = append(secs, section{prioSample - 1, fmt.Sprintf("Last row (#%d):\n%s\n", t.rows, t.lastRow())})
 	}
 	return secs
+}
+
+// fieldsText lists a table's columns, one line each.
+func fieldsText(cols []Column, t *table) string {
+	var sb strings.Builder
+	sb.WriteString("Fields:\n")
+	for i, c := range cols {
+		// An object whose members follow as "name.member" lines needs
+		// no line of its own unless it is sometimes absent or null.
+		if c.Type == "object" && c.Missing == 0 && c.Nulls == 0 && i+1 < len(cols) && strings.HasPrefix(cols[i+1].Name, c.Name+".") {
+			continue
+		}
+		sb.WriteString(describe(c, t.rows))
+	}
+	if t.moreNames > 0 {
+		fmt.Fprintf(&sb, "- and %d more fields\n", t.moreNames)
+	}
+	return sb.String()
 }
 
 // kmv estimates a count of distinct values from the k smallest hashes
