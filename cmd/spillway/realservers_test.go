@@ -37,9 +37,6 @@ type rsOutput struct {
 // the same call made directly. Over stdio, the v1 client reads a 20 MB file
 // through `spillway serve --stdio` where directly its connection closes.
 func TestRealServers(t *testing.T) {
-	if os.Getenv("SPILLWAY_REALSERVERS") != "1" {
-		t.Skip("waiting for the offload rework of issue 21; SPILLWAY_REALSERVERS=1 runs it")
-	}
 	rt := rsSetup(t)
 
 	// The outputs, generated once.
