@@ -2,6 +2,7 @@ package preview
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"image"
 	"image/color"
@@ -42,6 +43,11 @@ func (a *imageAn) finish(pv *Preview) []section {
 	f.Format = a.format
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(a.buf))
 	if err != nil {
+		// No decoder here for WebP: its header still gives the size.
+		if w, h, ok := webpSize(a.buf); ok && a.format == "webp" {
+			f.Width, f.Height = w, h
+			return []section{{prioHead, fmt.Sprintf("WEBP image, %d×%d px, %s.", w, h, humanSize(f.Size))}}
+		}
 		return []section{{prioHead, fmt.Sprintf("%s image, %s; its size is unreadable.", upper(a.format), humanSize(f.Size))}}
 	}
 	f.Format, f.Width, f.Height = format, cfg.Width, cfg.Height
@@ -180,4 +186,30 @@ func pixelReader(src image.Image) func(x, y int) (r, g, b, a uint32) {
 		}
 	}
 	return func(x, y int) (uint32, uint32, uint32, uint32) { return src.At(x, y).RGBA() }
+}
+
+// webpSize reads a WebP's dimensions from its first chunk: VP8X (the
+// canvas), VP8L (lossless) or VP8 (lossy).
+func webpSize(b []byte) (w, h int, ok bool) {
+	if len(b) < 30 || string(b[:4]) != "RIFF" || string(b[8:12]) != "WEBP" {
+		return 0, 0, false
+	}
+	switch string(b[12:16]) {
+	case "VP8X":
+		w = 1 + (int(b[24]) | int(b[25])<<8 | int(b[26])<<16)
+		h = 1 + (int(b[27]) | int(b[28])<<8 | int(b[29])<<16)
+		return w, h, true
+	case "VP8L":
+		if b[20] != 0x2f {
+			return 0, 0, false
+		}
+		v := binary.LittleEndian.Uint32(b[21:25])
+		return 1 + int(v&0x3fff), 1 + int(v>>14&0x3fff), true
+	case "VP8 ":
+		if b[23] != 0x9d || b[24] != 0x01 || b[25] != 0x2a {
+			return 0, 0, false
+		}
+		return int(binary.LittleEndian.Uint16(b[26:28]) & 0x3fff), int(binary.LittleEndian.Uint16(b[28:30]) & 0x3fff), true
+	}
+	return 0, 0, false
 }

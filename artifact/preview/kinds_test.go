@@ -271,3 +271,47 @@ func TestWriteAfterPreview(t *testing.T) {
 		t.Errorf("err %v, want ErrFinished", err)
 	}
 }
+
+// TestByteOrderMark: a BOM does not break JSON, nor stick to the first
+// CSV column's name.
+func TestByteOrderMark(t *testing.T) {
+	pv := previewOf(Options{}, []byte("\xef\xbb\xbf[{\"a\":1},{\"a\":2}]"))
+	if pv.Kind != KindJSON || pv.Facts.Rows != 2 || pv.Facts.Malformed != "" {
+		t.Errorf("JSON with a BOM: %s, %d rows, %q", pv.Kind, pv.Facts.Rows, pv.Facts.Malformed)
+	}
+	pv = previewOf(Options{}, []byte("\xef\xbb\xbfid,name\n1,a\n2,b\n3,c\n"))
+	if pv.Kind != KindCSV || len(pv.Facts.Columns) != 2 || pv.Facts.Columns[0].Name != "id" {
+		t.Errorf("CSV with a BOM: %s, %+v", pv.Kind, pv.Facts.Columns)
+	}
+}
+
+// webpHeader builds the first bytes of a WebP of the given chunk kind.
+func webpHeader(kind string, w, h int) []byte {
+	b := []byte("RIFF\x00\x00\x00\x00WEBP" + kind + "\x0a\x00\x00\x00")
+	switch kind {
+	case "VP8X":
+		b = append(b, 0, 0, 0, 0, byte(w-1), byte((w-1)>>8), byte((w-1)>>16), byte(h-1), byte((h-1)>>8), byte((h-1)>>16))
+	case "VP8L":
+		b = binary.LittleEndian.AppendUint32(append(b, 0x2f), uint32(w-1)|uint32(h-1)<<14)
+		b = append(b, 0)
+	case "VP8 ":
+		b = append(b, 0, 0, 0, 0x9d, 0x01, 0x2a)
+		b = binary.LittleEndian.AppendUint16(b, uint16(w))
+		b = binary.LittleEndian.AppendUint16(b, uint16(h))
+	}
+	return append(b, make([]byte, 16)...)
+}
+
+// TestWebPSize: with no WebP decoder in the standard library, the size
+// comes from the header, for each of the three chunk kinds.
+func TestWebPSize(t *testing.T) {
+	for _, c := range []struct {
+		kind string
+		w, h int
+	}{{"VP8X", 3000, 2000}, {"VP8X", 256, 1}, {"VP8L", 100, 50}, {"VP8 ", 1920, 1080}} {
+		pv := previewOf(Options{Thumbnail: true}, webpHeader(c.kind, c.w, c.h))
+		if pv.Kind != KindImage || pv.Facts.Width != c.w || pv.Facts.Height != c.h || !strings.Contains(pv.Text, fmt.Sprintf("%d×%d px", c.w, c.h)) {
+			t.Errorf("%s %d×%d: %s %d×%d %q", c.kind, c.w, c.h, pv.Kind, pv.Facts.Width, pv.Facts.Height, pv.Text)
+		}
+	}
+}

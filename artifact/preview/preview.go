@@ -14,6 +14,7 @@
 package preview
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -224,7 +225,14 @@ var _ io.Writer = (*Builder)(nil)
 // start picks the analyzer from the head and feeds it the head.
 func (b *Builder) start(complete bool) {
 	b.kind, b.an = sniff(b.head, complete, b.o)
-	b.an.write(b.head)
+	head := b.head
+	if b.kind != KindBinary && b.kind != KindImage && b.kind != KindAudio {
+		// A text's byte order mark is no part of its first value, key
+		// or column name. The head is written whole, so this does not
+		// depend on chunking.
+		head = bytes.TrimPrefix(head, []byte(bom))
+	}
+	b.an.write(head)
 }
 
 // Preview returns the preview of the bytes written. Call it once, after

@@ -7,6 +7,10 @@ import (
 	"unicode/utf8"
 )
 
+// bom is UTF-8's byte order mark, which some tools (Excel's CSV export)
+// put first.
+const bom = "\xef\xbb\xbf"
+
 // magic is a signature at an offset and what it means.
 type magic struct {
 	off    int
@@ -70,7 +74,7 @@ func sniff(head []byte, complete bool, o Options) (string, analyzer) {
 	if !isText(head, complete) {
 		return KindBinary, &binAn{head: head}
 	}
-	text := bytes.TrimPrefix(head, []byte("\xef\xbb\xbf"))
+	text := bytes.TrimPrefix(head, []byte(bom))
 	trimmed := bytes.TrimLeft(text, " \t\r\n")
 	mime, _, _ := strings.Cut(strings.ToLower(o.MimeType), ";")
 	mime = strings.TrimSpace(mime)
