@@ -11,14 +11,15 @@ import (
 	"unsafe"
 )
 
-// The outputSchemas real servers declare, as they send them in tools/list.
+// The outputSchemas real servers declare, byte for byte as they send
+// them in tools/list (the versions the Makefile pins).
 const (
-	// @modelcontextprotocol/server-filesystem, read_text_file.
-	readTextFile = `{"type":"object","properties":{"content":{"type":"string"}},"required":["content"],"$schema":"http://json-schema.org/draft-07/schema#","additionalProperties":false}`
+	// @modelcontextprotocol/server-filesystem 2026.8.31, read_text_file (and directory_tree).
+	readTextFile = `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"content":{"type":"string"}},"required":["content"],"additionalProperties":false}`
 	// @modelcontextprotocol/server-filesystem, read_media_file.
-	readMediaFile = `{"type":"object","properties":{"content":{"type":"array","items":{"anyOf":[{"type":"object","properties":{"type":{"type":"string","enum":["image","audio"]},"data":{"type":"string"},"mimeType":{"type":"string"}},"required":["type","data","mimeType"],"additionalProperties":false},{"type":"object","properties":{"type":{"type":"string","const":"resource"},"resource":{"type":"object","properties":{"uri":{"type":"string"},"mimeType":{"type":"string"},"blob":{"type":"string"}},"required":["uri","blob"],"additionalProperties":false}},"required":["type","resource"],"additionalProperties":false}]}}},"required":["content"],"$schema":"http://json-schema.org/draft-07/schema#","additionalProperties":false}`
-	// @modelcontextprotocol/server-memory, read_graph.
-	readGraph = `{"type":"object","properties":{"entities":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string"},"entityType":{"type":"string"},"observations":{"type":"array","items":{"type":"string"}}},"required":["name","entityType","observations"],"additionalProperties":false}},"relations":{"type":"array","items":{"type":"object","properties":{"from":{"type":"string"},"to":{"type":"string"},"relationType":{"type":"string"}},"required":["from","to","relationType"],"additionalProperties":false}}},"required":["entities","relations"],"additionalProperties":false,"$schema":"http://json-schema.org/draft-07/schema#"}`
+	readMediaFile = `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"content":{"type":"array","items":{"anyOf":[{"type":"object","properties":{"type":{"type":"string","enum":["image","audio"]},"data":{"type":"string"},"mimeType":{"type":"string"}},"required":["type","data","mimeType"],"additionalProperties":false},{"type":"object","properties":{"type":{"type":"string","const":"resource"},"resource":{"type":"object","properties":{"uri":{"type":"string"},"mimeType":{"type":"string"},"blob":{"type":"string"}},"required":["uri","blob"],"additionalProperties":false}},"required":["type","resource"],"additionalProperties":false}]}}},"required":["content"],"additionalProperties":false}`
+	// @modelcontextprotocol/server-memory 2026.8.31, read_graph.
+	readGraph = `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"entities":{"type":"array","items":{"type":"object","properties":{"name":{"type":"string","description":"The name of the entity"},"entityType":{"type":"string","description":"The type of the entity"},"observations":{"type":"array","items":{"type":"string"},"description":"An array of observation contents associated with the entity"}},"required":["name","entityType","observations"],"additionalProperties":false}},"relations":{"type":"array","items":{"type":"object","properties":{"from":{"type":"string","description":"The name of the entity where the relation starts"},"to":{"type":"string","description":"The name of the entity where the relation ends"},"relationType":{"type":"string","description":"The type of the relation"}},"required":["from","to","relationType"],"additionalProperties":false}}},"required":["entities","relations"],"additionalProperties":false}`
 )
 
 // recorder is a cut function that remembers what it was given and answers
@@ -59,12 +60,13 @@ func mustJSON(v any) []byte {
 	return b
 }
 
+// logText returns n bytes of log lines (64 KiB of them, repeated).
 func logText(n int) string {
 	var b strings.Builder
-	for i := 0; b.Len() < n; i++ {
+	for i := 0; b.Len() < 64<<10; i++ {
 		fmt.Fprintf(&b, "2026-11-26T10:%02d:%02d.000Z INFO request %d served in 3 ms \"quoted\"\n", i/60%60, i%60, i)
 	}
-	return b.String()[:n]
+	return strings.Repeat(b.String(), n/b.Len()+1)[:n]
 }
 
 func graph(entities int) []byte {
