@@ -25,6 +25,11 @@
 // respected. Whatever the walk cannot foresee, the validation of the
 // result catches: Shrink returns only a value that validates, or
 // ErrNoFit.
+//
+// Schema and instance come from an upstream that may be hostile: nothing
+// is ever fetched, and the work is bounded (the size and nesting of a
+// schema, the bytes scanned, the subschemas visited, the depth walked).
+// Everything here is safe for concurrent use.
 package shrink
 
 import (
@@ -103,16 +108,19 @@ const maxDepth = 64
 // Shrink returns a copy of instance, a JSON object, that is at most
 // o.Budget bytes long and valid against s (nil: any object). If the
 // instance fits, it is returned unchanged (copied). Otherwise cut is
-// called for every value replaced or truncated (see Cut); for a string,
-// the text it returns takes the string's place, cut to fit (a nil cut
-// stands for one that returns ""). An error from
-// cut ends Shrink with that error wrapped. Shrink validates its result
-// before returning it; when no result fits and validates, the error wraps
+// called for every value replaced or truncated (see Cut), and cuts lists
+// the same, in the same order; for a string, the text cut returns takes
+// the string's place, cut to fit (a nil cut stands for one that returns
+// ""). cut is called only for the result returned, once the result is
+// known to fit and validate with stand-in texts. An error from cut ends
+// Shrink with that error wrapped. Shrink validates its result before
+// returning it; when no result fits and validates, the error wraps
 // ErrNoFit. Input that is not a JSON object gives an error wrapping
 // ErrInvalid.
 //
 // Shrink copies no large member: its allocations are proportional to the
-// result, the number of large members, and the depth, not the instance.
+// result, the number of large members, and the depth, not the instance
+// (20 KB for a 20 MB string member or 50,000 rows).
 func Shrink(instance []byte, s *Schema, o Options, cut func(Cut) (string, error)) (out []byte, cuts []Cut, err error) {
 	body, o, err := prepare(instance, o)
 	if err != nil {
