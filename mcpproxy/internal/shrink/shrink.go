@@ -107,7 +107,8 @@ const maxDepth = 64
 
 // Shrink returns a copy of instance, a JSON object, that is at most
 // o.Budget bytes long and valid against s (nil: any object). If the
-// instance fits, it is returned unchanged (copied). Otherwise cut is
+// instance fits and validates, it is returned unchanged (copied, without
+// the space around it). Otherwise cut is
 // called for every value replaced or truncated (see Cut), and cuts lists
 // the same, in the same order; for a string, the text cut returns takes
 // the string's place, cut to fit (a nil cut stands for one that returns
