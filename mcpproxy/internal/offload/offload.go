@@ -72,6 +72,10 @@ type Call struct {
 	// Schema is the tool's outputSchema as its client was shown it (see
 	// Schemas); nil when the tool has none or it is not known.
 	Schema *shrink.Schema
+	// SchemaErr is set when the tool declares an outputSchema the proxy
+	// cannot use (it does not compile): no shrunk value could be checked,
+	// so a large structuredContent makes the result a tool error.
+	SchemaErr error
 }
 
 // Rewriter replaces large items of tools/call and resources/read results

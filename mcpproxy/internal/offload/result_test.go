@@ -26,8 +26,8 @@ func presented(t *testing.T, schema string) (string, *shrink.Schema) {
 	t.Helper()
 	var s Schemas
 	out := s.Present([]byte(`{"tools":[{"name":"t","inputSchema":{"type":"object"},"outputSchema":` + schema + `}]}`))
-	sch := s.Lookup("t")
-	if sch == nil {
+	sch, err := s.Lookup("t")
+	if sch == nil || err != nil {
 		t.Fatalf("schema not learned: %s", out)
 	}
 	return string(jsonrawPath(t, out, "tools", 0, "outputSchema")), sch
@@ -296,5 +296,26 @@ func TestOffloadStructuredOnly(t *testing.T) {
 	}
 	if string(r.StructuredContent["count"]) != "500" {
 		t.Errorf("the scalar count is not kept: %s", r.StructuredContent["count"])
+	}
+}
+
+// A tool whose outputSchema the proxy cannot compile (a remote $ref; a
+// client may resolve it) gets no unchecked shrunk value: the result
+// becomes a tool error, and the value a link.
+func TestOffloadUnusableSchema(t *testing.T) {
+	var s Schemas
+	s.Present([]byte(`{"tools":[{"name":"t","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"rows":{"$ref":"https://example.invalid/rows.json"}}}}]}`))
+	sch, err := s.Lookup("t")
+	if sch != nil || err == nil {
+		t.Fatalf("a schema with a remote $ref: %v, %v", sch, err)
+	}
+	var rows []any
+	for i := range 500 {
+		rows = append(rows, map[string]any{"id": i, "name": fmt.Sprintf("row %d", i)})
+	}
+	in, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": "500 rows"}}, "structuredContent": map[string]any{"rows": rows}})
+	r, _ := rewriteSmall(t, testService(t, nil), Call{Method: "tools/call", Tool: "t", Schema: sch, SchemaErr: err}, in)
+	if !r.IsError || r.StructuredContent != nil {
+		t.Errorf("want a tool error without structuredContent: %+v", r)
 	}
 }

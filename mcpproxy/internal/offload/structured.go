@@ -20,6 +20,10 @@ import (
 // every link of the result. ok is false when no such value exists (or
 // the policy keeps a member inline); w.err is set when a store failed.
 func (w *resultWriter) structured(ctx context.Context, sc []byte) (out []byte, ok bool) {
+	if w.c.SchemaErr != nil {
+		w.f.log.Warn("the tool's outputSchema is unusable; a large structuredContent makes its result a tool error", "tool", w.c.Tool, "err", w.c.SchemaErr)
+		return nil, false
+	}
 	notes := w.linkLines()
 	budget := int(w.f.o.Budget/3) - len(notes) - 400 // room for one more link line
 	cut := func(c shrink.Cut) (string, error) {
@@ -101,6 +105,7 @@ type toolSchema struct {
 	raw  []byte
 	once sync.Once
 	s    *shrink.Schema
+	err  error
 }
 
 // maxTools bounds what one upstream's listings may make the proxy hold.
@@ -165,15 +170,16 @@ func closed(schema []byte) bool {
 }
 
 // Lookup returns the tool's schema as presented; nil when the tool has
-// none, is unknown, or its schema does not compile (then nothing is
-// checked, as a client cannot check it either).
-func (s *Schemas) Lookup(tool string) *shrink.Schema {
+// none or is unknown. err is set when the tool has one that does not
+// compile (too large, too deep, a remote $ref): a client may still check
+// results against it, so nothing shrunk can be shown to pass.
+func (s *Schemas) Lookup(tool string) (sch *shrink.Schema, err error) {
 	s.mu.Lock()
 	t := s.byTool[tool]
 	s.mu.Unlock()
 	if t == nil || t.raw == nil {
-		return nil
+		return nil, nil
 	}
-	t.once.Do(func() { t.s, _ = shrink.Compile(t.raw) })
-	return t.s
+	t.once.Do(func() { t.s, t.err = shrink.Compile(t.raw) })
+	return t.s, t.err
 }

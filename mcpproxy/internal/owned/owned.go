@@ -258,7 +258,7 @@ func (o *Methods) offload(ctx context.Context, c *Call, resp *jsonrpc.Message) *
 	}
 	call := offload.Call{Method: c.Method, Tool: c.Tool, URI: c.URI, Tenant: c.Request.Tenant}
 	if c.Method == "tools/call" {
-		call.Schema = o.schemas.Lookup(c.Tool)
+		call.Schema, call.SchemaErr = o.schemas.Lookup(c.Tool)
 	}
 	r, stored, err := o.o.Offloader.Rewrite(ctx, call, resp.Result)
 	for _, a := range stored {
