@@ -404,6 +404,29 @@ func TestWrappedJSONFacts(t *testing.T) {
 			t.Errorf("bulk %q, first row %s not shown", pv.Facts.Path, c.String())
 		}
 	})
+	t.Run("npm_ls", func(t *testing.T) {
+		// A map of objects keyed by name: its values are the rows.
+		pv, data := prev("npm_ls.json")
+		var top map[string]any
+		json.Unmarshal(data, &top)
+		scalarsStated(t, pv, "", top)
+		var deps orderedObject
+		var env struct{ Dependencies json.RawMessage }
+		json.Unmarshal(data, &env)
+		if err := json.Unmarshal(env.Dependencies, &deps); err != nil {
+			t.Fatal(err)
+		}
+		var raws []json.RawMessage
+		for _, m := range deps {
+			raws = append(raws, m.rawv)
+		}
+		w := wantJSONRows(t, raws)
+		checkTable(t, pv, w)
+		first := quoteJSON(deps[0].key) + ":" + w.first
+		if pv.Facts.Path != "dependencies" || !strings.Contains(pv.Text, "First entries:\n"+first+"\n") {
+			t.Errorf("bulk %q; first entry %s not shown:\n%s", pv.Facts.Path, first, pv.Text)
+		}
+	})
 	t.Run("git_diff", func(t *testing.T) {
 		pv, data := prev("git_diff.json")
 		var top map[string]any

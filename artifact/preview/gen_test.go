@@ -39,6 +39,7 @@ func TestGenerateCorpus(t *testing.T) {
 		"db_envelope.json":  genDBEnvelope,
 		"compact_rows.json": genCompactRows,
 		"git_diff.json":     genGitDiff,
+		"npm_ls.json":       genNpmLs,
 		"graph.json":        genGraph,
 		"tree.json":         genTree,
 		"events.ndjson":     genNDJSON,
@@ -149,6 +150,25 @@ func genCompactRows(r *rand.Rand) []byte {
 		"data": rows, "rows": len(rows), "rows_before_limit_at_least": 12000,
 		"statistics": map[string]any{"elapsed": 0.0213, "rows_read": 1200000, "bytes_read": 48000000},
 	})
+}
+
+// genNpmLs is `npm ls --json`: dependencies as a map of objects keyed by
+// package name.
+func genNpmLs(r *rand.Rand) []byte {
+	deps := map[string]any{}
+	for i := range 150 {
+		name := fmt.Sprintf("%s-%s-%d", pick(r, "lodash", "react", "chalk", "debug", "ms", "semver"), pick(r, "core", "utils", "plugin"), i)
+		d := map[string]any{
+			"version":    fmt.Sprintf("%d.%d.%d", r.IntN(20), r.IntN(30), r.IntN(10)),
+			"resolved":   fmt.Sprintf("https://registry.example.com/%s/-/%s.tgz", name, name),
+			"overridden": r.IntN(20) == 0,
+		}
+		if r.IntN(4) == 0 {
+			d["dependencies"] = map[string]any{"ms": map[string]any{"version": "2.1.3"}}
+		}
+		deps[name] = d
+	}
+	return mustJSON(map[string]any{"name": "shop-frontend", "version": "1.4.0", "dependencies": deps})
 }
 
 func genGitDiff(r *rand.Rand) []byte {

@@ -21,6 +21,7 @@ var corpus = []struct{ file, mime, kind string }{
 	{"compact_rows.json", "application/json", KindJSON},
 	{"git_diff.json", "application/json", KindJSON},
 	{"graph.json", "application/json", KindJSON},
+	{"npm_ls.json", "application/json", KindJSON},
 	{"tree.json", "application/json", KindJSON},
 	{"events.ndjson", "application/x-ndjson", KindNDJSON},
 	{"orders.csv", "text/plain", KindCSV},

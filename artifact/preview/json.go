@@ -2,6 +2,7 @@ package preview
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -17,6 +18,11 @@ const (
 	maxInterned = 4096  // member names shared between rows
 	maxNames    = 30    // tree names kept per level
 	maxPath     = 512   // bytes of a recorded path; deeper members are not recorded
+	rootReserve = 128   // nodes kept for the root's members
+	maxMembers  = 64    // members recorded per object below the root
+	maxMaps     = 3     // objects watched as possible maps of objects
+	maxMapDepth = 4     // nesting level of the deepest object so watched
+	minMapKeys  = 8     // members of the smallest object counted as a map
 )
 
 // posNames name the columns of rows given as arrays.
@@ -55,6 +61,7 @@ type vctx struct {
 	fldName string
 	level   int8 // 1: a row's member; 2: a member of an object in a row
 	nameOf  bool // the value names a tree node
+	inMap   bool // row is the table of an object that may be a map
 }
 
 type jframe struct {
@@ -96,10 +103,11 @@ type jnode struct {
 }
 
 type jtab struct {
-	path string
-	t    *table
-	done bool
-	size int64
+	isMap bool // an object whose members are rows
+	path  string
+	t     *table
+	done  bool
+	size  int64
 }
 
 // jsonAn is an incremental JSON tokenizer and analyser: one pass, one
@@ -307,7 +315,13 @@ func (a *jsonAn) beginValue() vctx {
 	}
 	idx := p.n
 	p.n++
+	// The root's members may use every node; deeper ones leave room for
+	// them, and record the first members of an object only (a map of
+	// thousands would take them all).
 	room := len(a.nodes) < maxNodes
+	if len(a.kinds) > 1 {
+		room = len(a.nodes) < maxNodes-rootReserve && idx < maxMembers
+	}
 	if p.kind == '[' {
 		if p.v.tracked && idx == 0 && room && len(p.v.path) < maxPath {
 			v.path, v.tracked, v.parent = p.v.path+"[0]", true, p.node
@@ -331,6 +345,9 @@ func (a *jsonAn) beginValue() vctx {
 			v.fld, v.fldName, v.level = f, name, 1
 		}
 		return v
+	}
+	if p.tab != nil {
+		v.row, v.inMap = p.tab.t, true
 	}
 	if p.v.tracked && room && len(p.v.path) < maxPath {
 		v.path, v.tracked, v.parent = joinPath(p.v.path, p.key), true, p.node
@@ -415,14 +432,21 @@ func (a *jsonAn) push(c byte, b []byte, i int, v vctx) {
 		fr.node = len(a.nodes)
 		a.nodes = append(a.nodes, jnode{path: v.path, parent: v.parent, kind: c})
 	}
-	if v.row != nil {
-		fr.rowLevel, fr.rowTab = 1, v.row
-	}
 	if c == '{' && v.level == 1 && parent != nil {
 		fr.rowLevel, fr.rowTab, fr.rowPrefix = 2, parent.rowTab, v.fldName
 	}
-	if c == '[' && v.tracked && v.level < 2 && (v.row == nil || v.row == a.nd) {
-		fr.tab = a.newTab(v.path)
+	if v.row != nil {
+		fr.rowLevel, fr.rowTab = 1, v.row
+	}
+	if v.tracked && v.level < 2 && (v.row == nil || v.row == a.nd || v.inMap) {
+		switch {
+		case c == '[':
+			fr.tab = a.newTab(v.path, false)
+		case len(a.kinds) <= maxMapDepth:
+			// Any object may be a map of objects keyed by id or name: it
+			// keeps its table if it turns out to be one.
+			fr.tab = a.newTab(v.path, true)
+		}
 	}
 	if v.row != nil || v.tracked {
 		// A row's text is its sample; a recorded container's text is
@@ -455,25 +479,39 @@ func (a *jsonAn) countNode(depth int) {
 	}
 }
 
-// newTab gives an array a table, evicting the smallest finished one when
-// all are taken.
-func (a *jsonAn) newTab(path string) *jtab {
-	t := &jtab{path: path, t: newTable()}
-	if len(a.tabs) < maxTables {
-		a.tabs = append(a.tabs, t)
-		return t
+// newTab gives an array, or an object that may be a map, a table,
+// evicting the smallest finished one of its kind when all are taken.
+func (a *jsonAn) newTab(path string, isMap bool) *jtab {
+	t := &jtab{path: path, t: newTable(), isMap: isMap}
+	limit, n := maxTables, 0
+	if isMap {
+		limit = maxMaps
 	}
 	evict := -1
 	for i, x := range a.tabs {
+		if x.isMap != isMap {
+			continue
+		}
+		n++
 		if x.done && (evict < 0 || x.size < a.tabs[evict].size) {
 			evict = i
 		}
+	}
+	if n < limit {
+		a.tabs = append(a.tabs, t)
+		return t
 	}
 	if evict < 0 {
 		return nil
 	}
 	a.tabs[evict] = t
 	return t
+}
+
+// isMap tells a map of objects (many members, nearly all objects) from
+// a record.
+func (t *jtab) isMapOf(members int64) bool {
+	return members >= minMapKeys && t.t.kinds[tObject]*10 >= members*9
 }
 
 func (a *jsonAn) close(c byte, b []byte, i int) {
@@ -495,7 +533,7 @@ func (a *jsonAn) close(c byte, b []byte, i int) {
 		if fr.capting {
 			fr.capt = appendCapped(fr.capt, b[fr.captFrom:i+1])
 			if fr.v.row != nil {
-				fr.v.row.addRow(typ, fr.capt)
+				fr.v.row.addRow(typ, a.withKey(fr.capt))
 			}
 			if fr.node >= 0 && size < sampleRowBytes {
 				a.nodes[fr.node].value = compactJSON(fr.capt)
@@ -503,6 +541,9 @@ func (a *jsonAn) close(c byte, b []byte, i int) {
 		}
 		if fr.tab != nil {
 			fr.tab.done, fr.tab.size = true, size
+			if fr.tab.isMap && !fr.tab.isMapOf(fr.n) {
+				a.tabs = slices.DeleteFunc(a.tabs, func(t *jtab) bool { return t == fr.tab })
+			}
 		}
 		if fr.nodeDepth >= 0 && c == '}' {
 			if !fr.hasKids {
@@ -579,7 +620,7 @@ func (a *jsonAn) endScalar(typ int, text string) {
 	v.fld.add(typ, text)
 	if v.row != nil {
 		v.row.field("(value)").add(typ, text)
-		v.row.addRow(typ, []byte(scalarText(typ, text)))
+		v.row.addRow(typ, a.withKey([]byte(scalarText(typ, text))))
 	}
 	if v.tracked && len(a.nodes) < maxNodes {
 		a.nodes = append(a.nodes, jnode{path: v.path, parent: v.parent, kind: 's', value: scalarText(typ, text)})
@@ -626,6 +667,15 @@ func quoteJSON(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// withKey prefixes a map entry's text with its key.
+func (a *jsonAn) withKey(raw []byte) []byte {
+	p := a.parentFrame()
+	if p == nil || p.kind != '{' {
+		return raw
+	}
+	return append([]byte(quoteJSON(clip(p.key, 80))+":"), raw...)
 }
 
 func appendCapped(dst, p []byte) []byte {

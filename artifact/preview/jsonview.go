@@ -46,7 +46,9 @@ func (a *jsonAn) finish(pv *Preview) []section {
 
 func (a *jsonAn) table(path string) *table {
 	for _, t := range a.tabs {
-		if t.path == path {
+		// A map is known to be one once closed; an array left open by
+		// a cut input still has its rows.
+		if t.path == path && (t.done || !t.isMap) {
 			return t.t
 		}
 	}
@@ -74,6 +76,9 @@ func noun(t *table) string {
 	}
 	return "items"
 }
+
+// maxKeysLine is about the most bytes of the root's keys listed.
+const maxKeysLine = 800
 
 // smallObject is the size under which an object of scalars is shown
 // member by member, as values.
@@ -142,6 +147,9 @@ func (a *jsonAn) children(parent int) []int {
 func (a *jsonAn) bulk() []int {
 	path := []int{0}
 	cur := 0
+	if a.table("") != nil {
+		return path // the root is a map of objects
+	}
 	for {
 		best := -1
 		for _, i := range a.children(cur) {
@@ -159,8 +167,8 @@ func (a *jsonAn) bulk() []int {
 		}
 		path = append(path, best)
 		cur = best
-		if n := a.nodes[best]; n.kind == '[' && n.n != 1 {
-			return path
+		if n := a.nodes[best]; n.kind == '[' && n.n != 1 || n.kind == '{' && a.table(n.path) != nil {
+			return path // an array, or a map of objects
 		}
 	}
 }
@@ -170,8 +178,14 @@ func (a *jsonAn) objectSections(f *Facts) []section {
 	var secs []section
 	head := fmt.Sprintf("JSON object of %s (%s).\n", plural(root.n, "key"), humanSize(f.Size))
 	var top []string
+	n := 0
 	for _, i := range a.children(0) {
-		top = append(top, a.describe(i, f))
+		if n > maxKeysLine {
+			break // a map at the root: its rows say more
+		}
+		d := a.describe(i, f)
+		top = append(top, d)
+		n += len(d)
 	}
 	if more := root.n - int64(len(top)); more > 0 {
 		top = append(top, fmt.Sprintf("and %d more keys", more))
@@ -179,6 +193,11 @@ func (a *jsonAn) objectSections(f *Facts) []section {
 	secs = append(secs, section{prioHead, head}, section{prioFacts, "Keys: " + strings.Join(top, "; ") + "\n"})
 
 	path := a.bulk()
+	if t := a.table(""); len(path) == 1 && t != nil {
+		f.Path = ""
+		t.rowWord = "entries"
+		secs = append(secs, tableSections(fmt.Sprintf("Its values are %s, described as rows.\n", noun(t)), t, f, nil)...)
+	}
 	if len(path) > 1 {
 		b := a.nodes[path[len(path)-1]]
 		// What sits beside the bulk on the way down: counts the server
@@ -203,7 +222,11 @@ func (a *jsonAn) objectSections(f *Facts) []section {
 		line += ".\n"
 		// A tree's bulk is its first level: the tree line says more.
 		isTree := a.tree.Nodes > 1 && strings.HasSuffix(b.path, "children")
-		if t := a.table(b.path); t != nil && b.kind == '[' && !isTree {
+		if t := a.table(b.path); t != nil && b.kind == '{' {
+			t.rowWord = "entries"
+			line = strings.TrimSuffix(line, ".\n") + fmt.Sprintf(", a map whose values are %s, described as rows.\n", noun(t))
+			secs = append(secs, tableSections(line, t, f, nil)...)
+		} else if t != nil && b.kind == '[' && !isTree {
 			secs = append(secs, tableSections(line, t, f, a.columnNames(path[len(path)-2], t))...)
 		} else {
 			secs = append(secs, section{prioFacts, line})

@@ -315,3 +315,26 @@ func TestWebPSize(t *testing.T) {
 		}
 	}
 }
+
+// TestRootMap: an object of thousands of objects keyed by id lists a few
+// keys, then describes its values as rows.
+func TestRootMap(t *testing.T) {
+	var b bytes.Buffer
+	b.WriteString("{")
+	for i := range 3000 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		fmt.Fprintf(&b, `"user-%d":{"id":%d,"plan":%q}`, i, i, []string{"free", "pro"}[i%2])
+	}
+	b.WriteString("}")
+	pv := previewOf(Options{}, b.Bytes())
+	if len(pv.Text) > DefaultBudget || pv.Facts.Rows != 3000 || pv.Facts.Path != "" || len(pv.Facts.Columns) != 2 {
+		t.Fatalf("%d rows at %q, %d columns:\n%s", pv.Facts.Rows, pv.Facts.Path, len(pv.Facts.Columns), pv.Text)
+	}
+	for _, s := range []string{"JSON object of 3000 keys", "more keys", "- id: int, 0..2999", `- plan: string, values "free" ×1500, "pro" ×1500`, "First entries:\n" + `"user-0":{"id":0,"plan":"free"}`} {
+		if !strings.Contains(pv.Text, s) {
+			t.Errorf("no %q in:\n%s", s, pv.Text)
+		}
+	}
+}

@@ -48,6 +48,7 @@ type table struct {
 	first     []string      // first rows, as sampled text
 	last      string        // the last row's text, if not lastRaw
 	lastRaw   []byte        // the last row as JSON
+	rowWord   string        // what rows are called; "rows" if empty
 }
 
 type field struct {
@@ -329,6 +330,10 @@ func tableSections(head string, t *table, f *Facts, names []string) []section {
 	if len(f.Columns) > 0 {
 		secs = append(secs, section{prioFacts, fieldsText(f.Columns, t)})
 	}
+	word, one := "rows", "row"
+	if t.rowWord != "" {
+		word, one = t.rowWord, "entry"
+	}
 	for i, r := range t.first {
 		p := prioExtra
 		if i == 0 {
@@ -336,12 +341,12 @@ func tableSections(head string, t *table, f *Facts, names []string) []section {
 		}
 		label := ""
 		if i == 0 {
-			label = "First rows:\n"
+			label = "First " + word + ":\n"
 		}
 		secs = append(secs, section{p, label + r + "\n"})
 	}
 	if t.rows > int64(len(t.first)) {
-		secs = append(secs, section{prioSample - 1, fmt.Sprintf("Last row (#%d):\n%s\n", t.rows, t.lastRow())})
+		secs = append(secs, section{prioSample - 1, fmt.Sprintf("Last %s (#%d):\n%s\n", one, t.rows, t.lastRow())})
 	}
 	return secs
 }
