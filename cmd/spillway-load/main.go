@@ -6,8 +6,11 @@
 //     percentiles, ratios, each server's peak RSS);
 //   - a ~50 MB tool output through Spillway with offloading vs plain
 //     pass-through (time, and the proxy's peak RSS against the message);
-//   - a 100 MiB fetch of an artifact from Spillway on MinIO vs a direct,
-//     presigned MinIO GET of the same object (throughput ratio);
+//   - fetches of a link (fetch.go): a small cached artifact at concurrency
+//     64 and a 100 MiB one from the local-directory store vs a bare
+//     http.FileServer over the same bytes, and a 100 MiB one from MinIO vs
+//     a direct, presigned MinIO GET of the same object (requests per
+//     second, percentiles, throughput ratios). -fetch-only runs just these;
 //   - 1,000 slow and idle connections against Spillway vs a bare net/http
 //     server with the same server timeouts (memory and descriptors held,
 //     and for how long; slow.go). -slow-only runs just this one.
@@ -19,7 +22,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -36,8 +38,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/spillway-dev/spillway/artifact/s3store"
 )
 
 var (
@@ -46,8 +46,6 @@ var (
 	minioBin    = flag.String("minio", envOr("SPILLWAY_MINIO", ".tools/bin/minio"), "minio binary; empty skips the fetch comparison")
 	smallN      = flag.Int("small", 2000, "small tools/call round trips per side")
 	bigRows     = flag.Int("rows", 250_000, "rows of the big query (about 200 bytes each)")
-	fetchMiB    = flag.Int("fetch-mib", 100, "size of the fetched artifact, MiB")
-	fetchN      = flag.Int("fetch-n", 5, "fetches per side")
 	streamSizes = flag.String("stream-mib", "1,10,100", "artifact sizes (MiB) for resources/stream vs resources/read; empty skips")
 	clientMode  = flag.String("client", "", "internal: run as the MCP client of one read/stream measurement")
 )
@@ -101,6 +99,9 @@ func run() error {
 	if *slowOnly {
 		return slowClients()
 	}
+	if *fetchOnly {
+		return fetches()
+	}
 
 	up := start(*bigtoolBin, "-http", addr())
 	upURL := "http://" + up + "/mcp"
@@ -122,10 +123,8 @@ func run() error {
 			return err
 		}
 	}
-	if *minioBin != "" {
-		if err := fetchVsMinIO(); err != nil {
-			return err
-		}
+	if err := fetches(); err != nil {
+		return err
 	}
 	if *slowN > 0 {
 		return slowClients()
@@ -318,92 +317,6 @@ func upload(sp, token string, body []byte) (link struct{ URI, HTTPURL string }, 
 		return link, fmt.Errorf("upload: %s", resp.Status)
 	}
 	return link, json.NewDecoder(resp.Body).Decode(&link)
-}
-
-func fetchVsMinIO() error {
-	if _, err := os.Stat(*minioBin); err != nil {
-		fmt.Printf("(no MinIO at %s: fetch comparison skipped)\n", *minioBin)
-		return nil
-	}
-	dir, _ := os.MkdirTemp("", "spillway-load-minio-")
-	maddr := addr()
-	user, pass := "loadtest", "loadtest-secret-0123"
-	cmd := exec.Command(*minioBin, "server", "--quiet", "--address", maddr, "--console-address", addr(), dir)
-	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+user, "MINIO_ROOT_PASSWORD="+pass)
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	children = append(children, cmd)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get("http://" + maddr + "/minio/health/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("minio not ready")
-		}
-	}
-	os.Setenv("AWS_ACCESS_KEY_ID", user)
-	os.Setenv("AWS_SECRET_ACCESS_KEY", pass)
-	storeURL := "s3://load?endpoint=" + maddr + "&secure=false&create=true"
-	const token = mcpToken
-	sp := startSpillway("--store", storeURL, "--auth-tokens", token+"=load")
-
-	body := make([]byte, *fetchMiB<<20)
-	rand.Read(body)
-	link, err := upload(sp, token, body)
-	if err != nil {
-		return err
-	}
-	opts, err := s3store.ParseURL(storeURL)
-	if err != nil {
-		return err
-	}
-	store, err := s3store.New(context.Background(), opts)
-	if err != nil {
-		return err
-	}
-	id := filepath.Base(link.URI)
-	direct, err := store.PresignGet(context.Background(), id, time.Hour, "application/octet-stream", "attachment")
-	if err != nil {
-		return err
-	}
-	get := func(url string) (time.Duration, error) {
-		t0 := time.Now()
-		resp, err := http.Get(url)
-		if err != nil {
-			return 0, err
-		}
-		n, err := io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if err != nil || n != int64(len(body)) || resp.StatusCode != 200 {
-			return 0, fmt.Errorf("GET: %s, %d bytes, %v", resp.Status, n, err)
-		}
-		return time.Since(t0), nil
-	}
-	var dm, sm []time.Duration
-	for range *fetchN {
-		d, err := get(direct.String())
-		if err != nil {
-			return err
-		}
-		s, err := get(link.HTTPURL)
-		if err != nil {
-			return err
-		}
-		dm, sm = append(dm, d), append(sm, s)
-	}
-	mbps := func(d time.Duration) float64 { return float64(len(body)) / 1e6 / d.Seconds() }
-	dmed, smed := percentile(dm, .5), percentile(sm, .5)
-	fmt.Printf("## fetch of a %d MiB artifact on MinIO, median of %d\n\n", *fetchMiB, *fetchN)
-	fmt.Printf("| path | time | throughput |\n|---|---|---|\n")
-	fmt.Printf("| direct presigned MinIO GET (anchor) | %v | %.0f MB/s |\n", dmed.Round(time.Millisecond), mbps(dmed))
-	fmt.Printf("| Spillway httpUrl (verify, policy, stream) | %v | %.0f MB/s |\n", smed.Round(time.Millisecond), mbps(smed))
-	fmt.Printf("\nthroughput ratio Spillway / direct: %.2f\n", mbps(smed)/mbps(dmed))
-	return nil
 }
 
 // streamVsRead compares resources/stream (direct mode: raw bytes) with

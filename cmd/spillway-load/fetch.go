@@ -1,0 +1,327 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spillway-dev/spillway/artifact/s3store"
+)
+
+var (
+	fetchOnly   = flag.Bool("fetch-only", false, "run only the fetch comparisons")
+	fetchMiB    = flag.Int("fetch-mib", 100, "size of the big fetched artifact, MiB")
+	fetchN      = flag.Int("fetch-n", 5, "big fetches per side (each run reported)")
+	smallKiB    = flag.Int("fetch-small-kib", 4, "size of the small cached artifact, KiB")
+	smallConc   = flag.Int("fetch-c", 64, "concurrent clients of the small fetch")
+	smallRound  = flag.Duration("fetch-round", 2*time.Second, "length of one small-fetch round per side")
+	smallRoundN = flag.Int("fetch-rounds", 6, "small-fetch rounds per side, interleaved")
+)
+
+// fetches runs every fetch comparison: the local-directory store against
+// http.FileServer, then (with MinIO) the S3 store against MinIO's own
+// presigned GET.
+func fetches() error {
+	if err := fetchLocal(); err != nil {
+		return err
+	}
+	if *minioBin == "" {
+		return nil
+	}
+	return fetchVsMinIO()
+}
+
+// startSpillwayLogging is startSpillway at the default log level (one
+// line per fetch, as deployed), its log thrown away by the kernel rather
+// than copied through a pipe into this process.
+func startSpillwayLogging(extra ...string) string {
+	dir, _ := os.MkdirTemp("", "spillway-load-")
+	if err := os.WriteFile(filepath.Join(dir, "mcp.token"), []byte(mcpToken+"\n"), 0o600); err != nil {
+		panic(err)
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		panic(err)
+	}
+	args := append([]string{"serve", "--data", dir, "--log-level", "info"}, extra...)
+	cmd := exec.Command(*spillwayBin, append(args, "--listen", addr())...)
+	cmd.Stderr = null
+	return launch(cmd)
+}
+
+// fetchLocal compares Spillway on its local-directory store with a bare
+// http.FileServer (the anchor, its own process) serving the same bytes
+// from a file: a small artifact (cached by Spillway after the first fetch)
+// under concurrent load, then a big one fetched whole, one at a time.
+func fetchLocal() error {
+	const token = mcpToken
+	dir, _ := os.MkdirTemp("", "spillway-load-fetch-")
+	defer os.RemoveAll(dir)
+	small := make([]byte, *smallKiB<<10)
+	big := make([]byte, *fetchMiB<<20)
+	rand.Read(small)
+	rand.Read(big)
+	for name, b := range map[string][]byte{"small.bin": small, "big.bin": big} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			return err
+		}
+	}
+	sp := startSpillwayLogging("--auth-tokens", token+"=load")
+	smallLink, err := upload(sp, token, small)
+	if err != nil {
+		return err
+	}
+	bigLink, err := upload(sp, token, big)
+	if err != nil {
+		return err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	an := start(self, "-anchor-dir", dir, "-anchor", addr())
+
+	fmt.Printf("## small cached fetch (%d KiB, valid token, built-in policy, log level info), c=%d, %d interleaved rounds of %v per side\n\n",
+		*smallKiB, *smallConc, *smallRoundN, *smallRound)
+	sides := []*hammerSide{
+		{name: "http.FileServer, same bytes (anchor)", url: "http://" + an + "/small.bin", pid: pid(an)},
+		{name: "Spillway link, local-directory store", url: smallLink.HTTPURL, pid: pid(sp)},
+	}
+	load0 := loadAvg()
+	var ratios []float64
+	for _, sd := range sides { // warm-up: connections, Spillway's cache
+		if err := sd.round(*smallConc, *smallRound/2, len(small), false); err != nil {
+			return err
+		}
+	}
+	for r := range *smallRoundN {
+		var rps [2]float64
+		for i := range sides {
+			sd := sides[(r+i)%2]
+			t0, n0 := sd.elapsed, len(sd.lat)
+			if err := sd.round(*smallConc, *smallRound, len(small), true); err != nil {
+				return err
+			}
+			rps[(r+i)%2] = float64(len(sd.lat)-n0) / (sd.elapsed - t0).Seconds()
+		}
+		ratios = append(ratios, rps[1]/rps[0])
+	}
+	fmt.Printf("load average (1 min) before / after: %s / %s\n\n", load0, loadAvg())
+	fmt.Printf("| path | requests/s | p50 | p99 | server CPU per request |\n|---|---|---|---|---|\n")
+	for _, sd := range sides {
+		fmt.Printf("| %s | %.0f | %v | %v | %v |\n", sd.name, sd.rps(), percentile(sd.lat, .5).Round(time.Microsecond),
+			percentile(sd.lat, .99).Round(time.Microsecond), (sd.cpu / time.Duration(len(sd.lat))).Round(100*time.Nanosecond))
+	}
+	a, s := sides[0], sides[1]
+	sort.Float64s(ratios)
+	fmt.Printf("\nSpillway / FileServer: requests/s %.2f× (per round: min %.2f, median %.2f, max %.2f), p99 %.2f×\n\n",
+		s.rps()/a.rps(), ratios[0], ratios[len(ratios)/2], ratios[len(ratios)-1],
+		float64(percentile(s.lat, .99))/float64(percentile(a.lat, .99)))
+
+	fmt.Printf("## %d MiB fetch from the local-directory store vs http.FileServer, %d runs, interleaved\n\n", *fetchMiB, *fetchN)
+	return bigRuns("http.FileServer (anchor)", "http://"+an+"/big.bin", "Spillway link", bigLink.HTTPURL, len(big))
+}
+
+// hammerSide is one server of the small-fetch comparison: its latencies,
+// the time measured and its process's CPU over all measured rounds.
+type hammerSide struct {
+	name, url string
+	pid       int
+	tr        *http.Transport
+	lat       []time.Duration
+	elapsed   time.Duration
+	cpu       time.Duration
+}
+
+func (sd *hammerSide) rps() float64 { return float64(len(sd.lat)) / sd.elapsed.Seconds() }
+
+// round runs c clients, each fetching sd.url over its own keep-alive
+// connection back to back for d, and records (when keep) every latency.
+func (sd *hammerSide) round(c int, d time.Duration, size int, keep bool) error {
+	if sd.tr == nil {
+		sd.tr = &http.Transport{MaxIdleConnsPerHost: c, MaxConnsPerHost: c}
+	}
+	client := &http.Client{Transport: sd.tr}
+	var mu sync.Mutex
+	var first error
+	lats := make([][]time.Duration, c)
+	cpu0 := cpuTime(sd.pid)
+	t0 := time.Now()
+	end := t0.Add(d)
+	var wg sync.WaitGroup
+	for i := range c {
+		wg.Go(func() {
+			buf := make([]byte, size+1)
+			for time.Now().Before(end) {
+				s := time.Now()
+				resp, err := client.Get(sd.url)
+				if err == nil {
+					var n int
+					n, err = io.ReadFull(resp.Body, buf)
+					resp.Body.Close()
+					if err == io.ErrUnexpectedEOF && n == size && resp.StatusCode == http.StatusOK {
+						err = nil
+					} else {
+						err = fmt.Errorf("%s: %s, %d bytes, %v", sd.name, resp.Status, n, err)
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					first = cmpOr(first, err)
+					mu.Unlock()
+					return
+				}
+				lats[i] = append(lats[i], time.Since(s))
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil || !keep {
+		return first
+	}
+	sd.elapsed += time.Since(t0)
+	sd.cpu += cpuTime(sd.pid) - cpu0
+	for _, l := range lats {
+		sd.lat = append(sd.lat, l...)
+	}
+	return nil
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// getAll fetches url whole through a 256 KiB buffer (io.Discard's own
+// ReadFrom reads 8 KiB at a time, which would make the client the
+// bottleneck) and returns how long it took.
+func getAll(url string, size int) (time.Duration, error) {
+	t0 := time.Now()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 256<<10)
+	var n int
+	for {
+		m, err := resp.Body.Read(buf)
+		n += m
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	if n != size || resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET: %s, %d bytes", resp.Status, n)
+	}
+	return time.Since(t0), nil
+}
+
+// bigRuns fetches the anchor's and Spillway's URL fetchN times each,
+// alternating which goes first, and prints every run and its ratio.
+func bigRuns(anchorName, anchorURL, spName, spURL string, size int) error {
+	mbps := func(d time.Duration) float64 { return float64(size) / 1e6 / d.Seconds() }
+	if _, err := getAll(anchorURL, size); err != nil { // warm-up: page cache, connections
+		return err
+	}
+	if _, err := getAll(spURL, size); err != nil {
+		return err
+	}
+	fmt.Printf("| run | load avg | %s | %s | ratio |\n|---|---|---|---|---|\n", anchorName, spName)
+	var ratios []float64
+	for r := range *fetchN {
+		var a, s time.Duration
+		var err error
+		for i := range 2 {
+			if (r+i)%2 == 0 {
+				a, err = getAll(anchorURL, size)
+			} else {
+				s, err = getAll(spURL, size)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		ratio := mbps(s) / mbps(a)
+		ratios = append(ratios, ratio)
+		fmt.Printf("| %d | %s | %.0f MB/s | %.0f MB/s | %.2f |\n", r+1, loadAvg(), mbps(a), mbps(s), ratio)
+	}
+	sort.Float64s(ratios)
+	fmt.Printf("\nratio Spillway / anchor: min %.2f, median %.2f, max %.2f\n\n", ratios[0], ratios[len(ratios)/2], ratios[len(ratios)-1])
+	return nil
+}
+
+// fetchVsMinIO compares a link to an artifact on MinIO with a direct,
+// presigned MinIO GET of the same object.
+func fetchVsMinIO() error {
+	if _, err := os.Stat(*minioBin); err != nil {
+		fmt.Printf("(no MinIO at %s: fetch comparison skipped)\n", *minioBin)
+		return nil
+	}
+	dir, _ := os.MkdirTemp("", "spillway-load-minio-")
+	defer os.RemoveAll(dir)
+	maddr := addr()
+	user, pass := "loadtest", "loadtest-secret-0123"
+	cmd := exec.Command(*minioBin, "server", "--quiet", "--address", maddr, "--console-address", addr(), dir)
+	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+user, "MINIO_ROOT_PASSWORD="+pass)
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	children = append(children, cmd)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + maddr + "/minio/health/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("minio not ready")
+		}
+	}
+	os.Setenv("AWS_ACCESS_KEY_ID", user)
+	os.Setenv("AWS_SECRET_ACCESS_KEY", pass)
+	storeURL := "s3://load?endpoint=" + maddr + "&secure=false&create=true"
+	const token = mcpToken
+	sp := startSpillwayLogging("--store", storeURL, "--auth-tokens", token+"=load")
+
+	body := make([]byte, *fetchMiB<<20)
+	rand.Read(body)
+	link, err := upload(sp, token, body)
+	if err != nil {
+		return err
+	}
+	opts, err := s3store.ParseURL(storeURL)
+	if err != nil {
+		return err
+	}
+	store, err := s3store.New(context.Background(), opts)
+	if err != nil {
+		return err
+	}
+	u, _ := url.Parse(link.URI)
+	id := u.Path[strings.LastIndexByte(u.Path, '/')+1:]
+	direct, err := store.PresignGet(context.Background(), id, time.Hour, "application/octet-stream", "attachment")
+	if err != nil {
+		return err
+	}
+	fmt.Printf("## %d MiB fetch of an artifact on MinIO vs MinIO's presigned GET of the same object, %d runs, interleaved\n\n", *fetchMiB, *fetchN)
+	return bigRuns("presigned MinIO GET (anchor)", direct.String(), "Spillway link (verify, policy, stream)", link.HTTPURL, len(body))
+}
