@@ -33,6 +33,7 @@ type source struct {
 	store    storage.Store
 	revision string
 	digest   string // of the modules and data: what is enforced, whatever the revision says
+	builtin  bool   // the embedded policy, unchanged: builtinFetch may decide for it
 }
 
 // load reads the built-in policy, a folder (all .rego files and
@@ -113,6 +114,7 @@ func load(dir, bundlePath string, o Options) (*source, error) {
 		if err != nil {
 			return nil, err
 		}
+		s.builtin = true
 	}
 	if o.afterRead != nil {
 		o.afterRead()
