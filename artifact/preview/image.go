@@ -56,7 +56,7 @@ func (a *imageAn) finish(pv *Preview) []section {
 		switch {
 		case a.over:
 			s += " Too large to thumbnail."
-		case int64(cfg.Width)*int64(cfg.Height) > maxImagePixels:
+		case int64(cfg.Width)*int64(cfg.Height)*bytesPerPixel(cfg.ColorModel) > maxDecoded:
 			s += " Too many pixels to thumbnail."
 		default:
 			if th, err := thumbnail(a.buf, format, a.o.ThumbMax); err == nil {
@@ -212,4 +212,22 @@ func webpSize(b []byte) (w, h int, ok bool) {
 		return int(binary.LittleEndian.Uint16(b[26:28]) & 0x3fff), int(binary.LittleEndian.Uint16(b[28:30]) & 0x3fff), true
 	}
 	return 0, 0, false
+}
+
+// bytesPerPixel is what a decoder allocates per pixel for a color model.
+func bytesPerPixel(m color.Model) int64 {
+	switch m {
+	case color.GrayModel, color.AlphaModel:
+		return 1
+	case color.Gray16Model, color.Alpha16Model:
+		return 2
+	case color.YCbCrModel, color.NYCbCrAModel:
+		return 3 // 4:4:4 at most
+	case color.RGBA64Model, color.NRGBA64Model:
+		return 8
+	}
+	if _, ok := m.(color.Palette); ok {
+		return 1
+	}
+	return 4
 }

@@ -188,10 +188,10 @@ func TestTreeArray(t *testing.T) {
 
 // pngHeader is a PNG signature and an IHDR for w×h, enough for
 // DecodeConfig.
-func pngHeader(w, h uint32) []byte {
+func pngHeader(w, h uint32, depth byte) []byte {
 	ihdr := binary.BigEndian.AppendUint32([]byte("IHDR"), w)
 	ihdr = binary.BigEndian.AppendUint32(ihdr, h)
-	ihdr = append(ihdr, 8, 6, 0, 0, 0)
+	ihdr = append(ihdr, depth, 6, 0, 0, 0)
 	b := append([]byte("\x89PNG\r\n\x1a\n"), 0, 0, 0, 13)
 	b = append(b, ihdr...)
 	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(ihdr))
@@ -200,9 +200,18 @@ func pngHeader(w, h uint32) []byte {
 // TestImageBounds: too many pixels gives dimensions and no thumbnail; a
 // transparent image is thumbnailed over white.
 func TestImageBounds(t *testing.T) {
-	pv := previewOf(Options{Thumbnail: true}, pngHeader(10000, 10000))
+	pv := previewOf(Options{Thumbnail: true}, pngHeader(10000, 10000, 8))
 	if pv.Facts.Width != 10000 || pv.Thumbnail != nil || !strings.Contains(pv.Text, "10000×10000") || !strings.Contains(pv.Text, "Too many pixels") {
 		t.Errorf("huge image: %+v %q", pv.Facts, pv.Text)
+	}
+	// What counts is the decoded size: 3000×3000 is 36 MB of 8-bit RGBA
+	// (decoded: this header has no pixels, so no thumbnail either) but
+	// 72 MB of 16-bit.
+	if pv := previewOf(Options{Thumbnail: true}, pngHeader(3000, 3000, 8)); strings.Contains(pv.Text, "Too many") {
+		t.Errorf("8-bit 3000×3000 refused: %q", pv.Text)
+	}
+	if pv := previewOf(Options{Thumbnail: true}, pngHeader(3000, 3000, 16)); !strings.Contains(pv.Text, "Too many pixels") {
+		t.Errorf("16-bit 3000×3000 not refused: %q", pv.Text)
 	}
 	img := image.NewNRGBA(image.Rect(0, 0, 1200, 600))
 	for y := range 600 {

@@ -45,10 +45,11 @@ const (
 	// sniffSize is how many leading bytes decide the kind: the head is
 	// buffered until then, and is the only part that is kept whole.
 	sniffSize = 64 << 10
-	// maxImageBytes and maxImagePixels bound what is decoded for a
-	// thumbnail; past them a preview states the dimensions only.
-	maxImageBytes  = 32 << 20
-	maxImagePixels = 25_000_000
+	// maxImageBytes and maxDecoded bound what is decoded for a
+	// thumbnail: the encoded image and its decoded pixels. Past them a
+	// preview states the dimensions only.
+	maxImageBytes = 32 << 20
+	maxDecoded    = 64 << 20
 )
 
 // ErrFinished is returned by [Builder.Write] after [Builder.Preview].
@@ -182,11 +183,13 @@ type Builder struct {
 }
 
 // New returns a Builder. Whatever the input size, it keeps the first 64
-// KiB, a fixed number of sample rows and lines of at most a few KiB each,
-// and per column at most 256 distinct values of 64 bytes (columns: 64 per
-// table; tables: 4 per JSON document), in all a few MiB at worst. The one
-// exception is an image to thumbnail, which is kept whole up to 32 MiB
-// and decoded up to 25 Mpx.
+// KiB, a fixed number of sample rows and lines of at most 1 KiB each, 512
+// recorded JSON paths, and per column at most 256 distinct values of 64
+// bytes (columns: 64 per table; tables: 4 arrays and 3 maps per JSON
+// document): about 3 MiB live with every bound reached
+// (TestMemoryWorstCase), 0.3 MiB for ordinary rows. The one exception is
+// an image to thumbnail, which is kept whole up to 32 MiB and decoded if
+// its pixels take at most 64 MiB (16 Mpx of RGBA, 21 Mpx of a JPEG).
 func New(o Options) *Builder {
 	if o.Budget == 0 {
 		o.Budget = DefaultBudget
