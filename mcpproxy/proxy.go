@@ -101,6 +101,11 @@ type Options struct {
 	Fetch http.Handler
 	// MaxInlineRead caps resources/read of an artifact; default 32 MiB.
 	MaxInlineRead int64
+	// NoArtifactTools turns off the artifact tools (spillway_artifact_read,
+	// _grep, _jq: a window, a search, a jq query of an artifact), which
+	// are otherwise listed after the upstream's tools and answered
+	// whenever Artifacts is set.
+	NoArtifactTools bool
 	// StreamWindow is how long a session's SSE events stay replayable
 	// with Last-Event-ID; default 2 minutes.
 	StreamWindow time.Duration
@@ -236,7 +241,8 @@ func New(o Options) (*Proxy, error) {
 	p.methods = owned.New(owned.Options{
 		Artifacts: o.Artifacts, Offloader: o.Offloader, OffloadResources: o.OffloadResources,
 		MaxInlineRead: o.MaxInlineRead, StreamMode: o.StreamMode, Fetch: o.Fetch, Logger: o.Logger,
-		LearnTools: func(result []byte) { p.tools.Learn(result) },
+		NoArtifactTools: o.NoArtifactTools,
+		LearnTools:      func(result []byte) { p.tools.Learn(result) },
 	})
 	faceFor := func(dial terminate.Dial) *terminate.Face {
 		return terminate.New(terminate.Options{Dial: dial, Methods: p.methods, MaxBody: o.MaxBody,

@@ -42,6 +42,7 @@ type proxyFlags struct {
 	noOffloadTools   string
 	streamMode       string
 	maxInlineRead    int64
+	artifactTools    bool
 	streamWindow     time.Duration
 	pollAfter        time.Duration
 	writeStall       time.Duration // serve's --write-stall-timeout (negative: never)
@@ -71,6 +72,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.failClosed, "offload-fail-closed", false, "when the store fails, answer with a tool error instead of the content inline")
 	fs.StringVar(&f.streamMode, "stream-mode", "direct", "how resources/stream delivers artifacts: direct (bytes in the response), redirect (302 to presigned storage; S3) or download (a downloadUrl)")
 	fs.Int64Var(&f.maxInlineRead, "max-inline-read", 32<<20, "largest artifact resources/read returns (base64 in JSON), in `bytes`")
+	fs.BoolVar(&f.artifactTools, "artifact-tools", true, "list and answer the tools spillway_artifact_read, _grep and _jq, for agents without a sandbox to read, search and query an artifact")
 	fs.DurationVar(&f.streamWindow, "stream-window", 2*time.Minute, "how long SSE events stay replayable for a client that reconnects with Last-Event-ID")
 	fs.DurationVar(&f.keepAlive, "sse-keep-alive", 15*time.Second, "send an SSE comment on an open /mcp stream this often, so that no load balancer's idle timeout cuts it (0: never)")
 	fs.DurationVar(&f.pollAfter, "sse-poll-after", 0, "end a long call's SSE stream after this long; the client polls for the rest with GET (SEP-1699; 0: never)")
@@ -149,6 +151,7 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 		StreamMode:       f.streamMode,
 		Fetch:            fetch,
 		MaxInlineRead:    f.maxInlineRead,
+		NoArtifactTools:  !f.artifactTools,
 		StreamWindow:     f.streamWindow,
 		StreamPollAfter:  f.pollAfter,
 		Logger:           log,

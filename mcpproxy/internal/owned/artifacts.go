@@ -115,10 +115,17 @@ func (o *Methods) readArtifact(ctx context.Context, rq Request, reqID []byte, id
 // says so with the policy's reason; the cause of anything else goes to
 // the log only.
 func (o *Methods) accessError(reqID []byte, id string, err error) *jsonrpc.Message {
+	code, msg := o.accessMessage(id, err)
+	return jsonrpc.ErrorResponse(reqID, code, msg)
+}
+
+// accessMessage is accessError's JSON-RPC code and message, for answers
+// that carry the message another way (the artifact tools' tool errors).
+func (o *Methods) accessMessage(id string, err error) (code int, msg string) {
 	var denied *artifact.DeniedError
 	switch {
 	case errors.Is(err, artifact.ErrNotFound), errors.Is(err, artifact.ErrExpired):
-		return jsonrpc.ErrorResponse(reqID, CodeResourceNotFound, "resource not found: "+artifact.URI(id))
+		return CodeResourceNotFound, "resource not found: " + artifact.URI(id)
 	case errors.As(err, &denied):
 		msg := "denied by policy"
 		switch {
@@ -128,13 +135,13 @@ func (o *Methods) accessError(reqID []byte, id string, err error) *jsonrpc.Messa
 		case denied.Reason != "":
 			msg += ": " + denied.Reason
 		}
-		return jsonrpc.ErrorResponse(reqID, jsonrpc.CodeInvalidRequest, msg)
+		return jsonrpc.CodeInvalidRequest, msg
 	case errors.Is(err, artifact.ErrUnavailable):
 		o.log.Warn("artifact store unavailable", "artifact", id, "err", err)
-		return jsonrpc.ErrorResponse(reqID, jsonrpc.CodeInternalError, "artifact store unavailable; retry later")
+		return jsonrpc.CodeInternalError, "artifact store unavailable; retry later"
 	}
 	o.log.Error("reading an artifact failed", "artifact", id, "err", err)
-	return jsonrpc.ErrorResponse(reqID, jsonrpc.CodeInternalError, "reading the artifact failed")
+	return jsonrpc.CodeInternalError, "reading the artifact failed"
 }
 
 // authorize is the one access rule for the proxy's methods: the /a/

@@ -2,8 +2,9 @@
 // to initialize and server/discover (the resources capability), the
 // artifacts it adds to resources/list and resources/templates/list,
 // resources/read and resources/stream of its spillway:// artifact URIs,
-// and the results it offloads (tools/call, and upstream resources/read
-// when configured).
+// the artifact tools it adds to tools/list and answers (read, grep, jq of
+// an artifact; see package arttools), and the results it offloads
+// (tools/call, and upstream resources/read when configured).
 //
 // A face calls Before with every request from a client; Before either
 // answers it (the proxy owns the request) or returns the Call to carry
@@ -33,6 +34,7 @@ import (
 	"sync/atomic"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/arttools"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/offload"
@@ -92,6 +94,13 @@ type Options struct {
 	// LearnTools is called with every tools/list result the upstream
 	// sends (the x-mcp-header bindings of its tools). nil: none.
 	LearnTools func(result []byte)
+	// NoArtifactTools turns off the artifact tools (spillway_artifact_read,
+	// _grep, _jq), which are otherwise listed and answered whenever
+	// Artifacts is set.
+	NoArtifactTools bool
+	// ToolLimits bound the artifact tools; zero values take arttools'
+	// defaults, except MaxAnswer without an Offloader (64 KiB).
+	ToolLimits arttools.Limits
 	Logger     *slog.Logger
 }
 
@@ -108,6 +117,8 @@ type Methods struct {
 	// upstreamStream: the upstream's last initialize or server/discover
 	// result declared resources.stream.
 	upstreamStream atomic.Bool
+	tools          *arttools.Runner
+	shadow         shadowed // the artifact tools' names the upstream lists itself
 }
 
 // New returns the proxy's own methods configured by o.
@@ -121,7 +132,10 @@ func New(o Options) *Methods {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Methods{o: o, log: o.Logger, recent: newRecent(), caps: newStreamCaps()}
+	if o.Offloader == nil && o.ToolLimits.MaxAnswer <= 0 {
+		o.ToolLimits.MaxAnswer = maxToolAnswer
+	}
+	return &Methods{o: o, log: o.Logger, recent: newRecent(), caps: newStreamCaps(), tools: arttools.New(o.ToolLimits)}
 }
 
 // Before inspects a request from a client. It returns reply when the
@@ -143,12 +157,16 @@ func (o *Methods) Before(ctx context.Context, rq Request, m *jsonrpc.Message) (r
 		rq.Version = jsonrpc.MetaString(m, jsonrpc.MetaProtocolVersion)
 	}
 	switch m.Method {
-	case "initialize", "server/discover", "tools/list":
+	case "initialize", "server/discover":
 		return nil, &Call{Method: m.Method, Request: rq}
-	case "resources/list", "resources/templates/list":
+	case "tools/list", "resources/list", "resources/templates/list":
 		return nil, &Call{Method: m.Method, More: jsonrpc.StringMember(m.Params, "cursor") != "", Request: rq}
 	case "tools/call":
-		return nil, &Call{Method: m.Method, Tool: jsonrpc.StringMember(m.Params, "name"), Request: rq}
+		name := jsonrpc.StringMember(m.Params, "name")
+		if o.ownsTool(name) {
+			return o.callTool(ctx, rq, m), nil
+		}
+		return nil, &Call{Method: m.Method, Tool: name, Request: rq}
 	case "resources/read":
 		uri := jsonrpc.StringMember(m.Params, "uri")
 		if id, ours := o.ours(uri); ours {
@@ -217,6 +235,9 @@ func (o *Methods) After(ctx context.Context, c *Call, resp *jsonrpc.Message) (ou
 		if !ok {
 			return invalid("capabilities or capabilities.resources is not an object")
 		}
+		if o.toolsOn() && jsonrpc.RawMember(jsonrpc.RawMember(r, "capabilities"), "tools") == nil {
+			r, _ = jsonrpc.SetPath(r, []byte(`{}`), "capabilities", "tools")
+		}
 		return resp.WithResult(r)
 	case "resources/list", "resources/templates/list":
 		if c.More || o.o.Artifacts == nil {
@@ -232,18 +253,26 @@ func (o *Methods) After(ctx context.Context, c *Call, resp *jsonrpc.Message) (ou
 		}
 		return r
 	case "tools/list":
-		if resp.Error != nil {
+		if resp.Error == nil {
+			if !isObject(resp.Result) {
+				return invalid("the result is not an object")
+			}
+			if o.o.LearnTools != nil {
+				o.o.LearnTools(resp.Result)
+			}
+			o.shadow.learn(resp.Result)
+			if o.o.Offloader != nil {
+				resp = resp.WithResult(o.schemas.Present(resp.Result))
+			}
+		}
+		if c.More || !o.toolsOn() {
 			return resp
 		}
-		if !isObject(resp.Result) {
-			return invalid("the result is not an object")
+		r, ok := addToList(resp, "tools", o.toolItems(), c.Request, false)
+		if !ok {
+			return invalid("the result's tools is not a list")
 		}
-		if o.o.LearnTools != nil {
-			o.o.LearnTools(resp.Result)
-		}
-		if o.o.Offloader != nil {
-			return resp.WithResult(o.schemas.Present(resp.Result))
-		}
+		return r
 	case "tools/call", "resources/read":
 		return o.offload(ctx, c, resp)
 	}

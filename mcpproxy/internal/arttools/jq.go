@@ -1,0 +1,165 @@
+package arttools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/itchyny/gojq"
+)
+
+// jqRun answers jq: Program run over each JSON value of the artifact,
+// each output one line of compact JSON.
+//
+// gojq bounds neither memory nor the time of one builtin; the bounds are
+// the input's size, a timeout checked between instructions, the outputs
+// counted, and the runs at once (each holds a decoded input). The
+// environment is not given to the program ($ENV and env are empty), nor
+// any module or input beyond the artifact.
+func (r *Runner) jqRun(ctx context.Context, c Call, src Source) (string, error) {
+	q, err := gojq.Parse(c.Program)
+	if err != nil {
+		return "", invalid("jq program: %s", err)
+	}
+	code, err := gojq.Compile(q)
+	if err != nil {
+		return "", invalid("jq program: %s", err)
+	}
+	if src.Size > r.lim.MaxJQInput {
+		return "", invalid("the artifact is %d bytes; jq reads at most %d: use %s or %s on it", src.Size, r.lim.MaxJQInput, Grep, Read)
+	}
+	select {
+	case r.jq <- struct{}{}:
+		defer func() { <-r.jq }()
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, r.lim.JQTimeout, errJQTimeout)
+	defer cancel()
+	inputs, err := r.decode(ctx, c.Format, src)
+	if err != nil {
+		return "", err
+	}
+	a := answer{max: r.lim.MaxAnswer}
+	outputs, more := 0, false
+run:
+	for _, in := range inputs {
+		iter := code.RunWithContext(ctx, in)
+		for {
+			v, ok := iter.Next()
+			if !ok {
+				break
+			}
+			if err, ok := v.(error); ok {
+				var halt *gojq.HaltError
+				switch {
+				case errors.As(err, &halt) && halt.Value() == nil:
+					break run
+				case context.Cause(ctx) == errJQTimeout:
+					return "", invalid("jq program ran past its %s limit (%d outputs so far)", r.lim.JQTimeout, outputs)
+				case ctx.Err() != nil:
+					return "", ctx.Err()
+				}
+				return "", invalid("jq: %s (after %d outputs)", err, outputs)
+			}
+			if outputs == c.MaxOutputs {
+				more = true
+				break run
+			}
+			b, err := gojq.Marshal(v)
+			if err != nil {
+				return "", invalid("jq output: %s", err)
+			}
+			outputs++
+			if !a.add(string(b) + "\n") {
+				break run
+			}
+		}
+	}
+	head := fmt.Sprintf("%s: jq %s over %d input value(s): %d output(s)", src.URI, truncate(c.Program, 200), len(inputs), outputs)
+	if more {
+		head += fmt.Sprintf(" (stopped at maxOutputs=%d; more follow)", c.MaxOutputs)
+	}
+	return head + "\n" + a.String(), nil
+}
+
+// errJQTimeout is the cause of a jq run's context when its time is up.
+var errJQTimeout = errors.New("jq timeout")
+
+// decode reads the artifact as JSON values: format "json" one value,
+// "ndjson" one value per non-blank line, "" any sequence of values
+// (jq's own input: a document, NDJSON, concatenated values).
+func (r *Runner) decode(ctx context.Context, format string, src Source) ([]any, error) {
+	rc, err := src.Open(ctx, 0, src.Size)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(io.LimitReader(rc, r.lim.MaxJQInput+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > r.lim.MaxJQInput {
+		return nil, invalid("the artifact is over %d bytes, what jq reads at most", r.lim.MaxJQInput)
+	}
+	if format == "ndjson" {
+		var vs []any
+		for i, ln := range bytes.Split(data, []byte("\n")) {
+			if len(bytes.TrimSpace(ln)) == 0 {
+				continue
+			}
+			v, err := values(ln, 1)
+			if err != nil {
+				return nil, invalid("not NDJSON: line %d: %s", i+1, err)
+			}
+			vs = append(vs, v[0])
+		}
+		return vs, nil
+	}
+	limit := -1
+	if format == "json" {
+		limit = 1
+	}
+	vs, err := values(data, limit)
+	if err != nil {
+		return nil, invalid("not JSON: %s", err)
+	}
+	if len(vs) == 0 {
+		return nil, invalid("not JSON: the artifact holds no JSON value")
+	}
+	return vs, nil
+}
+
+// values decodes the JSON values in b, numbers kept exact; limit > 0
+// requires exactly that many.
+func values(b []byte, limit int) ([]any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var vs []any
+	for {
+		var v any
+		err := d.Decode(&v)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			var se *json.SyntaxError
+			if errors.As(err, &se) {
+				return nil, fmt.Errorf("%s at byte %d", strings.TrimPrefix(se.Error(), "json: "), se.Offset)
+			}
+			return nil, err
+		}
+		if limit > 0 && len(vs) == limit {
+			return nil, fmt.Errorf("more than %d value(s) (at byte %d; format \"ndjson\" or \"auto\" reads a sequence)", limit, d.InputOffset())
+		}
+		vs = append(vs, v)
+	}
+	if limit > 0 && len(vs) < limit {
+		return nil, errors.New("no JSON value")
+	}
+	return vs, nil
+}
