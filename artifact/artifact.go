@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 )
@@ -125,6 +126,16 @@ type Store interface {
 	// (after the artifact is deleted, so that they stop counting against
 	// the tenant's bound). Removing none is not an error.
 	DeleteRevocations(ctx context.Context, tenant, artifactID string) error
+}
+
+// FileSection is implemented by a reader Store.Open returns when its bytes
+// are a section of a regular file (the local-directory store): the fetch
+// endpoint then has the kernel copy them to the client (sendfile) instead
+// of reading them through a buffer. The file stays owned by the reader,
+// which its Close closes; the endpoint may move the file's offset.
+type FileSection interface {
+	// FileSection returns the file and the section: n bytes from off.
+	FileSection() (f *os.File, off, n int64)
 }
 
 // Presigner is implemented by stores that can hand out a short-lived URL of

@@ -207,17 +207,25 @@ func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, a Artifac
 	w.WriteHeader(status)
 	// A failure mid-stream leaves the body short of Content-Length, which the
 	// client sees as a broken transfer, as it must.
-	// CopyBuffer uses this buffer (512 KiB while few fetches hold one; see
-	// copyBuffer) rather than the server's ReadFrom and its 32 KiB one: a
-	// store reader is not a file sendfile could take, and bigger reads cut
-	// the per-byte cost.
-	buf, release := copyBuffer()
-	if _, err := io.CopyBuffer(body, rc, buf); err != nil && ctx.Err() == nil {
+	if err := h.copyBody(body, rc); err != nil && ctx.Err() == nil {
 		h.log.Warn("fetch stream broken", "artifact", a.ID, "err", err)
 	} else {
 		body.done()
 	}
-	release()
+}
+
+// copyBody streams a store reader to the client: a section of a local
+// file by sendfile, anything else through a buffer (512 KiB while few
+// fetches hold one; see copyBuffer) rather than the server's ReadFrom and
+// its 32 KiB one, since bigger reads cut the per-byte cost.
+func (h *Handler) copyBody(body *stallWriter, rc io.Reader) error {
+	if fs, ok := rc.(FileSection); ok {
+		return body.sendFile(fs.FileSection())
+	}
+	buf, release := copyBuffer()
+	defer release()
+	_, err := io.CopyBuffer(body, rc, buf)
+	return err
 }
 
 // bodyWriter writes a response body under WriteStallTimeout (limit.go).

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
 )
@@ -187,6 +188,44 @@ func WriteWithin(w io.Writer, p []byte, chunk int, timeout time.Duration, setDea
 		p = p[m:]
 	}
 	return n, nil
+}
+
+// sendFile writes n bytes of f from offset off, as Write would, but
+// through the writer's ReadFrom, where the HTTP server has the kernel copy
+// them from the file to the socket (sendfile) instead of through a buffer
+// here; each stallChunk goes under a fresh write deadline, as in Write. It
+// moves f's offset, which sendfile reads from.
+func (s *stallWriter) sendFile(f *os.File, off, n int64) error {
+	rf, ok := s.w.(io.ReaderFrom)
+	if !ok {
+		_, err := io.Copy(s, io.NewSectionReader(f, off, n))
+		return err
+	}
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		return err
+	}
+	chunk := int64(stallChunk)
+	if s.timeout < 0 {
+		chunk = n
+	}
+	lr := &io.LimitedReader{R: f}
+	for n > 0 {
+		if s.timeout >= 0 {
+			if err := s.ctl.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+				return err
+			}
+		}
+		lr.N = min(chunk, n)
+		m, err := rf.ReadFrom(lr)
+		n -= m
+		switch {
+		case err != nil:
+			return err
+		case m == 0:
+			return io.ErrUnexpectedEOF // the file is shorter than its section
+		}
+	}
+	return nil
 }
 
 // done flushes what is buffered under the last deadline, then clears it:

@@ -385,6 +385,13 @@ type fileRange struct {
 
 func (r *fileRange) Close() error { return r.f.Close() }
 
+// FileSection lets the fetch endpoint send the range with sendfile
+// (artifact.FileSection).
+func (r *fileRange) FileSection() (*os.File, int64, int64) {
+	_, off, n := r.SectionReader.Outer()
+	return r.f, off, n
+}
+
 // Delete removes id; an absent id is not an error, a malformed one is
 // ErrInvalid. Readers already open keep reading the old bytes.
 func (s *Store) Delete(ctx context.Context, id string) error {
