@@ -233,6 +233,10 @@ type Limits struct {
 	// JQConcurrent bounds the jq runs at once; a call waits for a slot
 	// until its context ends. Default 2.
 	JQConcurrent int
+	// MaxJQHeap stops the jq runs in flight when the process's heap
+	// objects pass it, whoever holds them (a proxy that needs more for
+	// other work refuses jq: it fails closed). Default 1 GiB.
+	MaxJQHeap uint64
 }
 
 // Runner runs the tools. Create it with New; it is safe for concurrent
@@ -255,6 +259,9 @@ func New(lim Limits) *Runner {
 	}
 	if lim.JQConcurrent <= 0 {
 		lim.JQConcurrent = 2
+	}
+	if lim.MaxJQHeap == 0 {
+		lim.MaxJQHeap = 1 << 30
 	}
 	return &Runner{lim: lim, jq: make(chan struct{}, lim.JQConcurrent)}
 }

@@ -333,6 +333,12 @@ func TestJQHostile(t *testing.T) {
 	if _, err := run(t, r, JQ, `"program":"length"`, append(big, '"')); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "jq reads at most 1048576") {
 		t.Errorf("input over the cap: %v", err)
 	}
+	// A string doubled 40 times would be 1 TiB: the heap watcher stops it
+	// (before it, the test process died of memory).
+	mem := New(Limits{MaxJQHeap: 64 << 20})
+	if _, err := run(t, mem, JQ, `"program":"reduce range(40) as $i (\"x\"; . + .) | length"`, []byte(`1`)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "memory passed 64 MiB") {
+		t.Errorf("a program that doubles a string: %v", err)
+	}
 	t.Setenv("SPILLWAY_TEST_SECRET", "s3cret")
 	if _, body := mustRun(t, r, JQ, `"program":"[$ENV, env] | map(length)"`, []byte(`null`)); body != "[0,0]\n" {
 		t.Errorf("the program sees the environment: %q", body)

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/metrics"
 	"strings"
+	"time"
 
 	"github.com/itchyny/gojq"
 )
@@ -17,9 +19,11 @@ import (
 //
 // gojq bounds neither memory nor the time of one builtin; the bounds are
 // the input's size, a timeout checked between instructions, the outputs
-// counted, and the runs at once (each holds a decoded input). The
-// environment is not given to the program ($ENV and env are empty), nor
-// any module or input beyond the artifact.
+// counted, the runs at once (each holds a decoded input), and the
+// process's heap, watched while the run lasts (`reduce range(40) as $i
+// ("x"; . + .)` doubles a string to 1 TiB in 40 instructions, too few for
+// a timeout). The environment is not given to the program ($ENV and env
+// are empty), nor any module or input beyond the artifact.
 func (r *Runner) jqRun(ctx context.Context, c Call, src Source) (string, error) {
 	q, err := gojq.Parse(c.Program)
 	if err != nil {
@@ -38,8 +42,11 @@ func (r *Runner) jqRun(ctx context.Context, c Call, src Source) (string, error) 
 	case <-ctx.Done():
 		return "", ctx.Err()
 	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	ctx, cancel := context.WithTimeoutCause(ctx, r.lim.JQTimeout, errJQTimeout)
 	defer cancel()
+	defer r.watchHeap(stop)()
 	inputs, err := r.decode(ctx, c.Format, src)
 	if err != nil {
 		return "", err
@@ -61,6 +68,8 @@ run:
 					break run
 				case context.Cause(ctx) == errJQTimeout:
 					return "", invalid("jq program ran past its %s limit (%d outputs so far)", r.lim.JQTimeout, outputs)
+				case context.Cause(ctx) == errJQMemory:
+					return "", invalid("jq program stopped: the proxy's memory passed %d MiB while it ran (%d outputs so far)", r.lim.MaxJQHeap>>20, outputs)
 				case ctx.Err() != nil:
 					return "", ctx.Err()
 				}
@@ -87,8 +96,40 @@ run:
 	return head + "\n" + a.String(), nil
 }
 
-// errJQTimeout is the cause of a jq run's context when its time is up.
-var errJQTimeout = errors.New("jq timeout")
+// Causes of a jq run's end: its time is up, the heap is over its cap.
+var (
+	errJQTimeout = errors.New("jq timeout")
+	errJQMemory  = errors.New("jq memory")
+)
+
+// heapPoll is how often a jq run's watcher reads the heap: a string that
+// doubles at each instruction takes longer than this to pass from the
+// cap to several times it, as copying it takes time.
+const heapPoll = 5 * time.Millisecond
+
+// watchHeap cancels a jq run with errJQMemory once the process's heap
+// objects pass Limits.MaxJQHeap; the run sees it at its next instruction.
+// It returns the function that stops the watcher.
+func (r *Runner) watchHeap(cancel context.CancelCauseFunc) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(heapPoll)
+		defer t.Stop()
+		s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			if metrics.Read(s); s[0].Value.Kind() == metrics.KindUint64 && s[0].Value.Uint64() > r.lim.MaxJQHeap {
+				cancel(errJQMemory)
+				return
+			}
+		}
+	}()
+	return func() { close(done) }
+}
 
 // decode reads the artifact as JSON values: format "json" one value,
 // "ndjson" one value per non-blank line, "" any sequence of values
