@@ -7,15 +7,60 @@ import (
 	"strings"
 )
 
-// binAn previews audio and other binaries from their head: the type by
-// magic number, what the header tells (a WAV's format and duration, a
-// PDF's version, a zip's first entry), and the size.
+// tailSize is how much of a binary's end is kept: a zip's central
+// directory and a gzip's length are there.
+const tailSize = 64 << 10
+
+// binAn previews audio and other binaries from their head and tail: the
+// type by magic number, what the headers tell (a WAV's format and
+// duration, a PDF's version and pages, a zip's entries, a gzip's name and
+// length), and the size.
 type binAn struct {
 	format string
 	head   []byte // the sniffed head, not copied
+	tail   []byte // the last bytes, at most 2*tailSize held
+	pages  int64  // PDF page objects seen
+	carry  []byte // the end of the last write, for matches across writes
 }
 
-func (b *binAn) write([]byte) {}
+func (b *binAn) write(p []byte) {
+	switch b.format {
+	case "zip", "gzip":
+		b.tail = append(b.tail, p...)
+		if len(b.tail) > 2*tailSize {
+			b.tail = append(b.tail[:0], b.tail[len(b.tail)-tailSize:]...)
+		}
+	case "pdf":
+		b.countPages(p)
+	}
+}
+
+// countPages counts "/Type /Page" dictionary entries (not /Pages),
+// including one cut by a write boundary, once.
+func (b *binAn) countPages(p []byte) {
+	buf := append(b.carry, p...)
+	for i := 0; ; {
+		j := bytes.Index(buf[i:], []byte("/Type"))
+		if j < 0 {
+			break
+		}
+		k := i + j + len("/Type")
+		for k < len(buf) && k-(i+j+len("/Type")) < 16 && isWS(buf[k]) {
+			k++
+		}
+		// The byte after "/Page" ends the match: it must be there, not
+		// a letter, and new (a match within the carry was counted).
+		if bytes.HasPrefix(buf[k:], []byte("/Page")) && k+5 < len(buf) && !isLetter(buf[k+5]) && k+5 >= len(b.carry) {
+			b.pages++
+		}
+		i += j + 1
+	}
+	keep := min(len(buf), 40)
+	b.carry = append(b.carry[:0], buf[len(buf)-keep:]...)
+}
+
+// end is the last tailSize bytes.
+func (b *binAn) end() []byte { return b.tail[max(0, len(b.tail)-tailSize):] }
 
 var formatNames = map[string]string{
 	"wav": "WAV audio", "mp3": "MP3 audio", "ogg": "Ogg audio", "flac": "FLAC audio", "m4a": "M4A audio",
@@ -49,9 +94,27 @@ func (b *binAn) finish(pv *Preview) []section {
 		if v, _, ok := bytes.Cut(b.head[5:], []byte("\n")); ok && len(v) <= 8 {
 			detail = append(detail, "version "+strings.TrimSpace(string(v)))
 		}
+		if b.pages > 0 {
+			detail = append(detail, plural(b.pages, "page"))
+		}
 	case "zip":
-		if n := zipFirstName(b.head); n != "" {
+		if z, ok := parseZipEnd(b.end(), f.Size); ok {
+			detail = append(detail, z.String())
+		} else if n := zipFirstName(b.head); n != "" {
 			detail = append(detail, fmt.Sprintf("first entry %q", n))
+		}
+	case "gzip":
+		if name := gzipName(b.head); name != "" {
+			detail = append(detail, fmt.Sprintf("of %q", name))
+		}
+		if t := b.end(); len(t) >= 4 && f.Size >= 18 {
+			// The trailer holds the length modulo 4 GiB: past 100 MiB
+			// compressed, it may have wrapped.
+			s := fmt.Sprintf("%s uncompressed", humanSize(int64(binary.LittleEndian.Uint32(t[len(t)-4:]))))
+			if f.Size >= 100<<20 {
+				s += " (modulo 4 GiB)"
+			}
+			detail = append(detail, s)
 		}
 	case "":
 		if len(b.head) > 0 {
@@ -153,4 +216,82 @@ func zipFirstName(b []byte) string {
 		return ""
 	}
 	return strings.ToValidUTF8(string(b[30:30+n]), "?")
+}
+
+// zipEnd is what a zip's end of central directory, and the directory if
+// it is in the tail, say.
+type zipEnd struct {
+	entries int
+	names   []string
+	size    int64 // uncompressed bytes of the listed entries
+	listed  int
+}
+
+func (z zipEnd) String() string {
+	s := plural(int64(z.entries), "entry")
+	if z.listed == z.entries && z.entries > 0 {
+		s += fmt.Sprintf(", %s uncompressed", humanSize(z.size))
+	}
+	if len(z.names) > 0 {
+		s += ": " + strings.Join(z.names, ", ")
+		if z.entries > len(z.names) {
+			s += ", …"
+		}
+	}
+	return s
+}
+
+// parseZipEnd finds the end of central directory record in tail (the
+// last bytes of a file of size bytes) and reads the directory's first
+// entries when it lies in the tail.
+func parseZipEnd(tail []byte, size int64) (zipEnd, bool) {
+	var z zipEnd
+	i := bytes.LastIndex(tail, []byte("PK\x05\x06"))
+	if i < 0 || len(tail)-i < 22 {
+		return z, false
+	}
+	e := tail[i:]
+	z.entries = int(binary.LittleEndian.Uint16(e[10:]))
+	cdSize, cdOff := int64(binary.LittleEndian.Uint32(e[12:])), int64(binary.LittleEndian.Uint32(e[16:]))
+	start := int64(len(tail)) - (size - cdOff) // the directory's offset in tail
+	if start < 0 || start > int64(i) || cdSize > int64(i)-start {
+		return z, true
+	}
+	d := tail[start : start+cdSize]
+	for len(d) >= 46 && string(d[:4]) == "PK\x01\x02" && z.listed < 1000 {
+		nl, xl, cl := int(binary.LittleEndian.Uint16(d[28:])), int(binary.LittleEndian.Uint16(d[30:])), int(binary.LittleEndian.Uint16(d[32:]))
+		if 46+nl+xl+cl > len(d) {
+			break
+		}
+		z.size += int64(binary.LittleEndian.Uint32(d[24:]))
+		if len(z.names) < 10 {
+			z.names = append(z.names, strings.ToValidUTF8(clip(string(d[46:46+nl]), 80), "?"))
+		}
+		z.listed++
+		d = d[46+nl+xl+cl:]
+	}
+	return z, true
+}
+
+// gzipName reads the original file name of a gzip header, if any.
+func gzipName(b []byte) string {
+	if len(b) < 10 || b[3]&0x08 == 0 {
+		return ""
+	}
+	p := b[10:]
+	if b[3]&0x04 != 0 { // FEXTRA
+		if len(p) < 2 {
+			return ""
+		}
+		n := int(binary.LittleEndian.Uint16(p))
+		if 2+n > len(p) {
+			return ""
+		}
+		p = p[2+n:]
+	}
+	end := bytes.IndexByte(p, 0)
+	if end < 0 || end > 255 {
+		return ""
+	}
+	return strings.ToValidUTF8(string(p[:end]), "?")
 }

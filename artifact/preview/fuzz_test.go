@@ -134,10 +134,14 @@ func FuzzSniffDelim(f *testing.F) {
 }
 
 // FuzzWAVHeader: no panic; a duration is finite and not negative. The
-// other header readers (FLAC, zip, WebP) run on the same input.
+// other header readers (FLAC, zip, gzip, WebP, PDF pages) run on the
+// same input.
 func FuzzWAVHeader(f *testing.F) {
 	f.Add([]byte("RIFF\x00\x00\x00\x00WEBPVP8X\x0a\x00\x00\x00\x00\x00\x00\x00\xb7\x0b\x00\xcf\x07\x00"), int64(100))
 	f.Add(readFixtureF(f, "tone.wav")[:64], int64(24044))
+	zipData := readFixtureF(f, "bundle.zip")
+	f.Add(zipData, int64(len(zipData)))
+	f.Add(readFixtureF(f, "export.csv.gz")[:64], int64(64))
 	f.Add([]byte("RIFF\x24\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x02\x00\x44\xac\x00\x00\x10\xb1\x02\x00\x04\x00\x10\x00data\xff\xff\xff\xff"), int64(1<<20))
 	f.Add([]byte("fLaC\x00\x00\x00\x22\x10\x00\x10\x00\x00\x00\x00\x00\x00\x00\x0a\xc4\x42\xf0\x00\x00\xac\x44"), int64(1000))
 	f.Fuzz(func(t *testing.T, data []byte, size int64) {
@@ -152,6 +156,12 @@ func FuzzWAVHeader(f *testing.F) {
 		if w, h, ok := webpSize(data); ok && (w < 0 || h < 0) {
 			t.Fatalf("webp %d×%d", w, h)
 		}
+		if z, ok := parseZipEnd(data, size); ok {
+			_ = z.String()
+		}
+		gzipName(data)
+		var pdf binAn
+		pdf.countPages(data)
 	})
 }
 

@@ -1,7 +1,9 @@
 package preview
 
 import (
+	"archive/zip"
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"encoding/csv"
 	"encoding/json"
@@ -52,6 +54,8 @@ func TestGenerateCorpus(t *testing.T) {
 		"photo.jpg":         genPhoto,
 		"tone.wav":          genWAV,
 		"doc.pdf":           genPDF,
+		"bundle.zip":        genZip,
+		"export.csv.gz":     genGzip,
 		"random.bin":        genRandom,
 	} {
 		r := rand.New(rand.NewPCG(uint64(len(name)), 23))
@@ -464,6 +468,29 @@ func genPDF(*rand.Rand) []byte {
 	}
 	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(objs)+1, xref)
 	return []byte(b.String())
+}
+
+func genZip(r *rand.Rand) []byte {
+	var b bytes.Buffer
+	w := zip.NewWriter(&b)
+	for _, name := range []string{"README.md", "src/main.go", "src/util.go", "data/orders.csv", "data/customers.csv", "docs/guide.md"} {
+		f, _ := w.Create(name)
+		for range 20 + r.IntN(50) {
+			fmt.Fprintf(f, "line %d of %s\n", r.IntN(1000), name)
+		}
+	}
+	w.Close()
+	return b.Bytes()
+}
+
+func genGzip(r *rand.Rand) []byte {
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	w.Name = "export.csv"
+	w.ModTime = base
+	w.Write(genCSV(r))
+	w.Close()
+	return b.Bytes()
 }
 
 func genRandom(r *rand.Rand) []byte {

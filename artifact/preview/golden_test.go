@@ -33,6 +33,8 @@ var corpus = []struct{ file, mime, kind string }{
 	{"photo.jpg", "image/jpeg", KindImage},
 	{"tone.wav", "audio/wav", KindAudio},
 	{"doc.pdf", "application/pdf", KindBinary},
+	{"bundle.zip", "application/zip", KindBinary},
+	{"export.csv.gz", "application/gzip", KindBinary},
 	{"random.bin", "application/octet-stream", KindBinary},
 }
 

@@ -128,6 +128,9 @@ func plural(n int64, what string) string {
 	if n == 1 {
 		return "1 " + what
 	}
+	if len(what) > 1 && what[len(what)-1] == 'y' && !strings.ContainsRune("aeiou", rune(what[len(what)-2])) {
+		return fmt.Sprintf("%d %sies", n, what[:len(what)-1])
+	}
 	return fmt.Sprintf("%d %ss", n, what)
 }
 

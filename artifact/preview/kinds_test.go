@@ -1,7 +1,9 @@
 package preview
 
 import (
+	"archive/zip"
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -344,6 +347,57 @@ func TestRootMap(t *testing.T) {
 	for _, s := range []string{"JSON object of 3000 keys", "more keys", "- id: int, 0..2999", `- plan: string, values "free" ×1500, "pro" ×1500`, "First entries:\n" + `"user-0":{"id":0,"plan":"free"}`} {
 		if !strings.Contains(pv.Text, s) {
 			t.Errorf("no %q in:\n%s", s, pv.Text)
+		}
+	}
+}
+
+// TestArchiveFacts reads the zip fixture with archive/zip and the gzip
+// one with compress/gzip, and holds the previews to them.
+func TestArchiveFacts(t *testing.T) {
+	data := readFixture(t, "bundle.zip")
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	var size uint64
+	for _, f := range zr.File {
+		names = append(names, f.Name)
+		size += f.UncompressedSize64
+	}
+	pv := previewChunks(Options{}, data, 100)
+	want := fmt.Sprintf("%d entries, %s uncompressed: %s.", len(names), humanSize(int64(size)), strings.Join(names, ", "))
+	if !strings.HasSuffix(pv.Text, want) {
+		t.Errorf("zip: %q, want it to end %q", pv.Text, want)
+	}
+
+	data = readFixture(t, "export.csv.gz")
+	gr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := io.Copy(io.Discard, gr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pv = previewChunks(Options{}, data, 100)
+	want = fmt.Sprintf("of %q, %s uncompressed.", gr.Name, humanSize(n))
+	if !strings.HasSuffix(pv.Text, want) {
+		t.Errorf("gzip: %q, want it to end %q", pv.Text, want)
+	}
+}
+
+// TestPDFPages counts page objects across write boundaries, and not the
+// /Pages tree nodes.
+func TestPDFPages(t *testing.T) {
+	var b bytes.Buffer
+	b.WriteString("%PDF-1.7\n1 0 obj << /Type /Pages /Count 3 >> endobj\n")
+	for i := range 3 {
+		fmt.Fprintf(&b, "%d 0 obj << /Type%s/Page /Parent 1 0 R >> endobj\n", i+2, strings.Repeat(" ", i*7))
+	}
+	for _, chunk := range []int{1, 5, 1 << 20} {
+		if pv := previewChunks(Options{}, b.Bytes(), chunk); pv.Facts.Format != "pdf" || !strings.Contains(pv.Text, "3 pages") {
+			t.Errorf("writes of %d: %q", chunk, pv.Text)
 		}
 	}
 }
