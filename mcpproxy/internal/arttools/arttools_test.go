@@ -169,7 +169,8 @@ func TestReadBytesUTF8(t *testing.T) {
 	}
 }
 
-// grepWant is grep -n's output for matches of re in lines with context c,
+// grepWant is grep -n's output for matches of re in lines with context c
+// ("--" between groups only with context, as GNU grep prints them),
 // computed by marking the lines to show, then printing runs of them.
 func grepWant(lines []string, match func(string) bool, c int) (string, int) {
 	show := make([]byte, len(lines))
@@ -191,7 +192,7 @@ func grepWant(lines []string, match func(string) bool, c int) (string, int) {
 		if s == 0 {
 			continue
 		}
-		if prev >= 0 && i > prev+1 {
+		if c > 0 && prev >= 0 && i > prev+1 {
 			b.WriteString("--\n")
 		}
 		fmt.Fprintf(&b, "%d%c%s\n", i+1, s, lines[i])

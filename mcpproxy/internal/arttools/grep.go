@@ -34,7 +34,7 @@ func (r *Runner) grep(ctx context.Context, c Call, src Source) (string, error) {
 	var before []numbered // the context lines held before a match
 	after, last, matches, n := 0, 0, 0, 0
 	emit := func(num int, sep byte, text string) {
-		if last != 0 && num > last+1 {
+		if c.Context > 0 && last != 0 && num > last+1 { // grep's group separator
 			a.add("--\n")
 		}
 		a.add(fmt.Sprintf("%d%c%s\n", num, sep, text))

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -264,5 +266,154 @@ func TestArtifactToolsLargeAnswer(t *testing.T) {
 	text, isErr := toolText(t, reply)
 	if isErr || len(text) > maxToolAnswer+200 || !strings.HasSuffix(text, fmt.Sprintf("[answer cut at %d bytes: ask for a smaller window or fewer results]", maxToolAnswer)) {
 		t.Errorf("no offloader: %d bytes, isError %v, ends %q", len(text), isErr, text[max(0, len(text)-100):])
+	}
+}
+
+// fullAnswer is a tool's whole answer: its text, or, when it was
+// offloaded, the bytes of its link.
+func (e *env) fullAnswer(t *testing.T, reply *jsonrpc.Message) string {
+	t.Helper()
+	text, isErr := toolText(t, reply)
+	if isErr {
+		t.Fatalf("tool error: %s", text)
+	}
+	var r struct {
+		Content []struct{ Type, URI string } `json:"content"`
+	}
+	json.Unmarshal(reply.Result, &r)
+	for _, c := range r.Content {
+		if c.Type != "resource_link" {
+			continue
+		}
+		id, _ := artifact.IDFromURI(c.URI)
+		rc, err := e.svc.Store.Open(ctx, id, 0, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		b, _ := io.ReadAll(rc)
+		return string(b)
+	}
+	return text
+}
+
+// The tools over the preview engine's corpus of realistic outputs, each
+// answer checked against values the test computes from the fixture.
+func TestArtifactToolsCorpus(t *testing.T) {
+	e := toolEnv(t, Options{})
+	rq := Request{Tenant: "acme"}
+	dir := filepath.Join("..", "..", "..", "artifact", "preview", "testdata", "corpus")
+	load := func(name string) ([]byte, string) {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, artifact.URI(e.publishNamed(t, name, "acme", "application/octet-stream", b).ID)
+	}
+	call := func(tool, uri string, args map[string]any) string {
+		t.Helper()
+		args["uri"] = uri
+		_, body, _ := strings.Cut(e.fullAnswer(t, e.callTool(t, rq, tool, args)), "\n")
+		return body
+	}
+
+	// An API list response: refunded amounts, from the fixture's rows.
+	b, uri := load("api_list.json")
+	var api struct {
+		Data []struct {
+			Amount int64  `json:"amount"`
+			Status string `json:"status"`
+		} `json:"data"`
+		TotalCount int `json:"total_count"`
+	}
+	json.Unmarshal(b, &api)
+	var refunded int64
+	for _, c := range api.Data {
+		if c.Status == "refunded" {
+			refunded += c.Amount
+		}
+	}
+	if got, want := call(arttools.JQ, uri, map[string]any{"program": `(.data | length), .total_count, ([.data[] | select(.status == "refunded") | .amount] | add)`}),
+		fmt.Sprintf("%d\n%d\n%d\n", len(api.Data), api.TotalCount, refunded); got != want {
+		t.Errorf("api_list: %q, want %q", got, want)
+	}
+
+	// A database envelope and a git diff summary.
+	b, uri = load("db_envelope.json")
+	var db struct {
+		Data struct {
+			Statements []struct {
+				Columns []string         `json:"columns"`
+				Count   int              `json:"count"`
+				Rows    []map[string]any `json:"rows"`
+			} `json:"statements"`
+		} `json:"data"`
+	}
+	json.Unmarshal(b, &db)
+	st := db.Data.Statements[0]
+	if got, want := call(arttools.JQ, uri, map[string]any{"program": `.data.statements[0] | .count, (.rows | length), .columns[-1], .rows[-1].order_id`, "format": "json"}),
+		fmt.Sprintf("%d\n%d\n%q\n%v\n", st.Count, len(st.Rows), st.Columns[len(st.Columns)-1], st.Rows[len(st.Rows)-1]["order_id"]); got != want {
+		t.Errorf("db_envelope: %q, want %q", got, want)
+	}
+	b, uri = load("git_diff.json")
+	var diff struct {
+		Deletions int `json:"deletions"`
+		Files     []struct {
+			Deletions int `json:"deletions"`
+		} `json:"files"`
+	}
+	json.Unmarshal(b, &diff)
+	sum := 0
+	for _, f := range diff.Files {
+		sum += f.Deletions
+	}
+	if got, want := call(arttools.JQ, uri, map[string]any{"program": `.deletions, (.files | length), ([.files[].deletions] | add)`}),
+		fmt.Sprintf("%d\n%d\n%d\n", diff.Deletions, len(diff.Files), sum); got != want {
+		t.Errorf("git_diff: %q, want %q", got, want)
+	}
+
+	// NDJSON events: the slow errors' users, line by line.
+	b, uri = load("events.ndjson")
+	var users []string
+	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var ev struct {
+			Level    string `json:"level"`
+			Duration int    `json:"duration_ms"`
+			User     int    `json:"user_id"`
+		}
+		json.Unmarshal([]byte(l), &ev)
+		if ev.Level == "error" && ev.Duration > 800 {
+			users = append(users, fmt.Sprint(ev.User))
+		}
+	}
+	if got, want := call(arttools.JQ, uri, map[string]any{"program": `select(.level == "error" and .duration_ms > 800) | .user_id`, "format": "ndjson", "maxOutputs": 10000}),
+		strings.Join(users, "\n")+"\n"; len(users) == 0 || got != want {
+		t.Errorf("events: %d users; got %q", len(users), got)
+	}
+
+	// The application log: every ERROR line, numbered as in the file.
+	b, uri = load("app.log")
+	lines := strings.Split(string(b), "\n")
+	var errLines []string
+	for i, l := range lines {
+		if strings.Contains(l, " ERROR ") {
+			errLines = append(errLines, fmt.Sprintf("%d:%s", i+1, l))
+		}
+	}
+	if got := call(arttools.Grep, uri, map[string]any{"pattern": " ERROR ", "maxMatches": 1000}); len(errLines) == 0 || got != strings.Join(errLines, "\n")+"\n" {
+		t.Errorf("app.log: %d ERROR lines; grep answered %.300q", len(errLines), got)
+	}
+
+	// A CSV with quoted fields and non-ASCII names: a window of lines, and
+	// a byte window starting inside "ü".
+	b, uri = load("orders.csv")
+	lines = strings.Split(string(b), "\n")
+	if got, want := call(arttools.Read, uri, map[string]any{"offset": 2, "limit": 3}),
+		fmt.Sprintf("%6d\t%s\n%6d\t%s\n%6d\t%s\n", 2, lines[1], 3, lines[2], 4, lines[3]); got != want {
+		t.Errorf("orders.csv lines: %q, want %q", got, want)
+	}
+	u := bytes.Index(b, []byte("ü"))
+	if got, want := call(arttools.Read, uri, map[string]any{"byteOffset": u + 1, "byteLength": 40}), string(b[u+2:u+41]); u < 0 || got != want {
+		t.Errorf("orders.csv bytes from inside ü: %q, want %q", got, want)
 	}
 }
