@@ -12,6 +12,7 @@ import (
 	"image/color"
 	"image/png"
 	"io"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -274,13 +275,22 @@ func TestContentOverDeclaredType(t *testing.T) {
 	}
 }
 
-// TestWriteAfterPreview: a finished Builder refuses bytes.
+// TestWriteAfterPreview: a finished Builder refuses bytes and gives the
+// same preview again without computing it again.
 func TestWriteAfterPreview(t *testing.T) {
-	b := New(Options{})
-	b.Write([]byte("x"))
-	b.Preview()
+	b := New(Options{Thumbnail: true})
+	b.Write(readFixture(t, "screenshot.png"))
+	first := b.Preview()
 	if _, err := b.Write([]byte("y")); err != ErrFinished {
 		t.Errorf("err %v, want ErrFinished", err)
+	}
+	again := b.Preview()
+	if !reflect.DeepEqual(again, first) {
+		t.Errorf("a second Preview differs:\n%s\nfirst:\n%s", render(again), render(first))
+	}
+	// Not computed again: the same thumbnail, not a second encoding.
+	if &again.Thumbnail.Data[0] != &first.Thumbnail.Data[0] {
+		t.Error("the second Preview decoded and encoded the image again")
 	}
 }
 

@@ -180,6 +180,7 @@ type Builder struct {
 	an   analyzer
 	kind string
 	done bool
+	pv   Preview // the result, once done
 }
 
 // New returns a Builder. Whatever the input size, it keeps the first 64
@@ -238,10 +239,13 @@ func (b *Builder) start(complete bool) {
 	b.an.write(head)
 }
 
-// Preview returns the preview of the bytes written. Call it once, after
-// the last Write.
+// Preview returns the preview of the bytes written, after the last
+// Write; later calls return the same preview.
 func (b *Builder) Preview() Preview {
-	if !b.done && b.an == nil {
+	if b.done {
+		return b.pv
+	}
+	if b.an == nil {
 		b.start(true)
 	}
 	b.done = true
@@ -249,6 +253,7 @@ func (b *Builder) Preview() Preview {
 	pv.Facts.Size = b.size
 	secs := b.an.finish(&pv)
 	pv.Text = fit(secs, b.o.Budget)
+	b.pv = pv
 	return pv
 }
 
