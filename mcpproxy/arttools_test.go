@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/mcpproxy"
 	"github.com/spillway-dev/spillway/policy"
 )
@@ -178,5 +179,30 @@ func TestArtifactToolsStdioAndStateless(t *testing.T) {
 	r = decodeTool(t, call(3, "tools/call", jq(r.link(t, "application/json"))))
 	if r.IsError || body(r.text()) != want {
 		t.Errorf("stdio: %+v, want %q", r, want)
+	}
+}
+
+// A stateless call of an artifact tool is answered without asking the
+// upstream anything: in front of a child that never answers tools/list,
+// it still returns. Before, the proxy first listed the upstream's tools
+// (to learn the call's header bindings) and the call waited for them.
+func TestArtifactToolsStatelessAskNothingUpstream(t *testing.T) {
+	_, url := childProxy(t, "nolist", mcpproxy.Options{Artifacts: newService(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	resp, err := statelessPost(ctx, url, 1, "tools/call", map[string]any{"name": "spillway_artifact_read",
+		"arguments": map[string]any{"uri": artifact.URI(artifact.NewID())}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r *toolResult
+	sseMessages(ctx, resp, func(m map[string]json.RawMessage) {
+		if m["result"] != nil {
+			d := decodeTool(t, m["result"])
+			r = &d
+		}
+	})
+	if r == nil || !r.IsError || !strings.HasPrefix(r.text(), "resource not found: ") {
+		t.Fatalf("no answer (ctx: %v) or not a tool error: %+v", ctx.Err(), r)
 	}
 }

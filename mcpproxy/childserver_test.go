@@ -35,7 +35,8 @@ func childCmd(mode string) (string, []string) {
 // Modes: "plain" serves the tools below; "strict2025" also answers like a session-era-only server (the Python
 // SDK's): everything before initialize is refused; tools/call "slow"
 // sends a progress notification every 20 ms for 2 s (stopping when
-// cancelled) then its result; "silent" never answers; "flood" sends 5000 progress notifications
+// cancelled) then its result; "silent" never answers (in mode "nolist",
+// tools/list is never answered either); "flood" sends 5000 progress notifications
 // at once; "endless" sends 4 KiB progress notifications until cancelled
 // (at most 20,000, so a failing test does not keep a core busy), saying
 // "sent 3000" on stderr on the way; "huge" answers with 70 MiB of text
@@ -110,6 +111,8 @@ func TestChildServer(t *testing.T) {
 			continue
 		}
 		switch {
+		case m.Method == "tools/list" && mode == "nolist":
+			// never answers
 		case m.Method == "tools/call" && m.Params.Name == "silent":
 			// never answers
 		case m.Method == "tools/call" && m.Params.Name == "slow":

@@ -172,7 +172,8 @@ func (p *Proxy) checkStateless(ctx context.Context, r *http.Request, m *jsonrpc.
 	if err := mcpheader.Check(r.Header, []*jsonrpc.Message{m}); err != nil {
 		return headerError(m, err)
 	}
-	if name, ok := mcpheader.RoutingName(m); ok && m.Method == "tools/call" && mcpheader.Stateless(r.Header.Get(mcpheader.ProtocolVersion)) {
+	if name, ok := mcpheader.RoutingName(m); ok && m.Method == "tools/call" && mcpheader.Stateless(r.Header.Get(mcpheader.ProtocolVersion)) &&
+		!p.methods.OwnsTool(name) { // the proxy answers it: no bindings to check, no upstream to ask
 		meta := jsonrpc.RawMember(m.Params, "_meta")
 		p.tools.Ensure(ctx, name, func(ctx context.Context, cursor string) ([]byte, error) {
 			return listTools(ctx, up, meta, cursor)

@@ -163,7 +163,7 @@ func (o *Methods) Before(ctx context.Context, rq Request, m *jsonrpc.Message) (r
 		return nil, &Call{Method: m.Method, More: jsonrpc.StringMember(m.Params, "cursor") != "", Request: rq}
 	case "tools/call":
 		name := jsonrpc.StringMember(m.Params, "name")
-		if o.ownsTool(name) {
+		if o.OwnsTool(name) {
 			return o.callTool(ctx, rq, m), nil
 		}
 		return nil, &Call{Method: m.Method, Tool: name, Request: rq}

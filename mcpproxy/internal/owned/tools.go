@@ -59,8 +59,10 @@ func (s *shadowed) has(name string) bool {
 	return s.names[name]
 }
 
-// ownsTool reports whether a tools/call of name is the proxy's to answer.
-func (o *Methods) ownsTool(name string) bool {
+// OwnsTool reports whether a tools/call of name is the proxy's to answer
+// (one of the artifact tools, not shadowed by the upstream's): such a
+// call never reaches the upstream. Safe for concurrent use.
+func (o *Methods) OwnsTool(name string) bool {
 	return o.toolsOn() && arttools.Is(name) && !o.shadow.has(name)
 }
 
