@@ -30,13 +30,20 @@ type csvAn struct {
 func newCSV(d byte) *csvAn { return &csvAn{delim: d, t: newTable()} }
 
 func (a *csvAn) write(p []byte) {
-	for _, c := range p {
+	for i := 0; i < len(p); i++ {
+		c := p[i]
 		if a.inQ {
 			if c == '"' {
 				a.inQ, a.afterQ = false, true
 				continue
 			}
-			a.keep(c)
+			// Take the run up to the next quote at once.
+			j := i + 1
+			for j < len(p) && p[j] != '"' {
+				j++
+			}
+			a.keepRun(p[i:j])
+			i = j - 1
 			continue
 		}
 		if a.afterQ {
@@ -62,8 +69,22 @@ func (a *csvAn) write(p []byte) {
 			}
 			a.keep(c)
 		default:
-			a.keep(c)
+			// Take the run up to the next byte that means something.
+			j := i + 1
+			for j < len(p) && p[j] != a.delim && p[j] != '\n' && p[j] != '\r' && p[j] != '"' {
+				j++
+			}
+			a.keepRun(p[i:j])
+			i = j - 1
 		}
+	}
+}
+
+// keepRun appends bytes of the current field, up to maxScalar in all.
+func (a *csvAn) keepRun(b []byte) {
+	a.started, a.any = true, true
+	if room := maxScalar - len(a.fld); room > 0 {
+		a.fld = append(a.fld, b[:min(room, len(b))]...)
 	}
 }
 
