@@ -233,6 +233,9 @@ type Limits struct {
 	// JQConcurrent bounds the jq runs at once; a call waits for a slot
 	// until its context ends. Default 2.
 	JQConcurrent int
+	// Timeout bounds one read or grep (its scan of the artifact).
+	// Default 30 s.
+	Timeout time.Duration
 	// MaxJQHeap stops the jq runs in flight when the process's heap
 	// objects pass it, whoever holds them (a proxy that needs more for
 	// other work refuses jq: it fails closed). Default 1 GiB.
@@ -260,6 +263,9 @@ func New(lim Limits) *Runner {
 	if lim.JQConcurrent <= 0 {
 		lim.JQConcurrent = 2
 	}
+	if lim.Timeout <= 0 {
+		lim.Timeout = 30 * time.Second
+	}
 	if lim.MaxJQHeap == 0 {
 		lim.MaxJQHeap = 1 << 30
 	}
@@ -270,19 +276,32 @@ func New(lim Limits) *Runner {
 // ErrInvalid are the caller's to correct (their text is safe to show);
 // others come from src.Open or reading it (artifact errors) or ctx.
 func (r *Runner) Run(ctx context.Context, c Call, src Source) (string, error) {
-	switch c.Tool {
-	case Read:
-		if c.Bytes {
-			return r.readBytes(ctx, c, src)
-		}
-		return r.readLines(ctx, c, src)
-	case Grep:
-		return r.grep(ctx, c, src)
-	case JQ:
+	if c.Tool == JQ {
 		return r.jqRun(ctx, c, src)
 	}
-	return "", invalid("unknown tool %q", c.Tool)
+	ctx, cancel := context.WithTimeoutCause(ctx, r.lim.Timeout, errTimeout)
+	defer cancel()
+	var out string
+	var err error
+	switch {
+	case c.Tool == Grep:
+		out, err = r.grep(ctx, c, src)
+	case c.Tool == Read && c.Bytes:
+		out, err = r.readBytes(ctx, c, src)
+	case c.Tool == Read:
+		out, err = r.readLines(ctx, c, src)
+	default:
+		return "", invalid("unknown tool %q", c.Tool)
+	}
+	if err != nil && context.Cause(ctx) == errTimeout {
+		return "", invalid("%s ran past its %s limit: ask for a window nearer the start, or search a smaller artifact", c.Tool, r.lim.Timeout)
+	}
+	return out, err
 }
+
+// errTimeout is the cause of a read's or grep's context when its time is
+// up.
+var errTimeout = errors.New("scan timeout")
 
 // answer builds an answer up to a cap; past it, what is added is
 // dropped and the answer says so.

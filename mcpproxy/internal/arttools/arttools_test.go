@@ -409,3 +409,16 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// A read or grep that would scan past its time ends with a tool error,
+// however long the line it is in.
+func TestScanTimeout(t *testing.T) {
+	r := New(Limits{Timeout: time.Nanosecond})
+	for _, data := range [][]byte{bytes.Repeat([]byte("a\n"), 10000), bytes.Repeat([]byte("a"), 1<<20)} {
+		for _, tc := range []struct{ tool, args string }{{Grep, `"pattern":"b"`}, {Read, `"offset":5000`}} {
+			if _, err := run(t, r, tc.tool, tc.args, data); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "ran past its 1ns limit") {
+				t.Errorf("%s over %d bytes: %v", tc.tool, len(data), err)
+			}
+		}
+	}
+}

@@ -29,7 +29,7 @@ func (r *Runner) grep(ctx context.Context, c Call, src Source) (string, error) {
 		return "", err
 	}
 	defer rc.Close()
-	lr := newLineReader(rc)
+	lr := newLineReader(ctx, rc)
 	a := answer{max: r.lim.MaxAnswer}
 	var before []numbered // the context lines held before a match
 	after, last, matches, n := 0, 0, 0, 0
@@ -49,9 +49,7 @@ func (r *Runner) grep(ctx context.Context, c Call, src Source) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if n++; n%4096 == 0 && ctx.Err() != nil {
-			return "", ctx.Err()
-		}
+		n++
 		if loc := re.FindIndex(ln.text); loc != nil {
 			if matches == c.MaxMatches {
 				more = true

@@ -16,14 +16,16 @@ import (
 // it from.
 const maxLine = 8 << 10
 
-// lineReader reads lines of any length, keeping a bounded prefix of each.
+// lineReader reads lines of any length, keeping a bounded prefix of each,
+// until its context ends (checked at each line and every 64 KiB of one).
 type lineReader struct {
+	ctx context.Context
 	br  *bufio.Reader
 	pos int64 // byte offset of the next line
 }
 
-func newLineReader(r io.Reader) *lineReader {
-	return &lineReader{br: bufio.NewReaderSize(r, 64<<10)}
+func newLineReader(ctx context.Context, r io.Reader) *lineReader {
+	return &lineReader{ctx: ctx, br: bufio.NewReaderSize(r, 64<<10)}
 }
 
 // line is one line, without its "\n" or "\r\n".
@@ -41,6 +43,9 @@ func (l *lineReader) next(keep int) (line, error) {
 	nl := false
 	var tail [2]byte // the last two bytes read: is there a "\r\n"?
 	for {
+		if err := l.ctx.Err(); err != nil {
+			return line{}, err
+		}
 		frag, err := l.br.ReadSlice('\n')
 		raw += len(frag)
 		for _, b := range frag[max(0, len(frag)-2):] {
@@ -92,14 +97,11 @@ func (r *Runner) readLines(ctx context.Context, c Call, src Source) (string, err
 		return "", err
 	}
 	defer rc.Close()
-	lr := newLineReader(rc)
+	lr := newLineReader(ctx, rc)
 	n := 0 // lines read
-	for n+1 < c.Offset {
+	for ; n+1 < c.Offset; n++ {
 		if _, err := lr.next(0); err != nil {
 			return "", pastEnd(err, c.Offset, n)
-		}
-		if n++; n%4096 == 0 && ctx.Err() != nil {
-			return "", ctx.Err()
 		}
 	}
 	a := answer{max: r.lim.MaxAnswer}
