@@ -119,7 +119,8 @@ func (h *Handler) serve(w *countingWriter, r *http.Request, id string) (token.Cl
 	}
 	if h.o.Redirect && d.Redirect && r.Method == http.MethodGet {
 		if p, ok := h.svc.Store.(Presigner); ok {
-			u, err := p.PresignGet(r.Context(), id, h.o.RedirectTTL, contentType(a), disposition(a))
+			ct, disp := typeAndDisposition(a)
+			u, err := p.PresignGet(r.Context(), id, h.o.RedirectTTL, ct, disp)
 			if err != nil {
 				return c, err
 			}
@@ -141,10 +142,13 @@ func (h *Handler) serve(w *countingWriter, r *http.Request, id string) (token.Cl
 func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, a Artifact) {
 	hdr := w.Header()
 	etag := `"` + a.SHA256 + `"`
-	hdr.Set("Content-Type", contentType(a))
-	hdr.Set("Content-Disposition", disposition(a))
-	hdr.Set("ETag", etag)
-	hdr.Set("Accept-Ranges", "bytes")
+	ct, disp := typeAndDisposition(a)
+	// Direct assignments: the names are canonical already, and Set would
+	// check each again.
+	hdr["Content-Type"] = []string{ct}
+	hdr["Content-Disposition"] = []string{disp}
+	hdr["Etag"] = []string{etag}
+	hdr["Accept-Ranges"] = acceptRanges
 	if !a.Expires.IsZero() {
 		hdr.Set("Expires", a.Expires.UTC().Format(http.TimeFormat))
 	}
@@ -230,7 +234,7 @@ func (h *Handler) copyBody(body *stallWriter, rc io.Reader) error {
 
 // bodyWriter writes a response body under WriteStallTimeout (limit.go).
 func (h *Handler) bodyWriter(w http.ResponseWriter) *stallWriter {
-	return &stallWriter{w: w, ctl: http.NewResponseController(w), timeout: h.o.WriteStallTimeout}
+	return &stallWriter{w: w, ctl: *http.NewResponseController(w), timeout: h.o.WriteStallTimeout}
 }
 
 func (h *Handler) readSmall(ctx context.Context, a Artifact) ([]byte, error) {
@@ -282,13 +286,28 @@ func remoteAddr(r *http.Request) netip.Addr {
 	return a.Unmap()
 }
 
+// safetyHeaders are set on every response, errors included. The value
+// slices are shared by all responses: the server only reads them, and a
+// later Set or Add replaces a slice (of capacity 1) rather than writing
+// into it.
+var safetyHeaders = []struct {
+	name  string // canonical
+	value []string
+}{
+	{"X-Content-Type-Options", []string{"nosniff"}},
+	{"Content-Security-Policy", []string{"sandbox; default-src 'none'"}},
+	{"Referrer-Policy", []string{"no-referrer"}},
+	{"Cache-Control", []string{"private, no-store"}},
+	{"Cross-Origin-Resource-Policy", []string{"same-origin"}},
+}
+
+var acceptRanges = []string{"bytes"}
+
 // setSafetyHeaders applies to every response, errors included.
 func setSafetyHeaders(h http.Header) {
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Security-Policy", "sandbox; default-src 'none'")
-	h.Set("Referrer-Policy", "no-referrer")
-	h.Set("Cache-Control", "private, no-store")
-	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+	for _, sh := range safetyHeaders {
+		h[sh.name] = sh.value[:1:1]
+	}
 }
 
 // protectedHeader reports whether a policy may not set header k.
@@ -305,19 +324,38 @@ func protectedHeader(k string) bool {
 // contentType is the stored mime type, re-serialised; anything unparsable
 // becomes application/octet-stream so a browser never guesses.
 func contentType(a Artifact) string {
-	mt, params, err := mime.ParseMediaType(a.MimeType)
-	if err != nil {
-		return "application/octet-stream"
-	}
-	if s := mime.FormatMediaType(mt, params); s != "" {
-		return s
-	}
-	return "application/octet-stream"
+	ct, _ := typeAndDisposition(a)
+	return ct
 }
 
-// activeType reports whether a browser could execute content of this type.
-func activeType(ct string) bool {
-	mt, _, _ := mime.ParseMediaType(ct)
+// typeAndDisposition returns a's Content-Type (see contentType) and its
+// Content-Disposition: attachment for a type a browser could execute
+// (activeType), inline otherwise, with a's name (or id) as the filename.
+// The type is parsed once for both.
+func typeAndDisposition(a Artifact) (ct, disp string) {
+	ct, mt := "application/octet-stream", ""
+	if t, params, err := mime.ParseMediaType(a.MimeType); err == nil {
+		if s := mime.FormatMediaType(t, params); s != "" {
+			ct, mt = s, t
+		}
+	}
+	kind := "inline"
+	if activeType(mt) {
+		kind = "attachment"
+	}
+	name := a.Name
+	if name == "" {
+		name = a.ID
+	}
+	if disp = mime.FormatMediaType(kind, map[string]string{"filename": name}); disp == "" {
+		disp = kind
+	}
+	return ct, disp
+}
+
+// activeType reports whether a browser could execute content of media
+// type mt (lower case, no parameters).
+func activeType(mt string) bool {
 	switch {
 	case mt == "text/html", mt == "application/xhtml+xml", mt == "image/svg+xml",
 		mt == "text/xml", mt == "application/xml", strings.HasSuffix(mt, "+xml"),
@@ -326,21 +364,6 @@ func activeType(ct string) bool {
 		return true
 	}
 	return false
-}
-
-func disposition(a Artifact) string {
-	kind := "inline"
-	if activeType(contentType(a)) {
-		kind = "attachment"
-	}
-	name := a.Name
-	if name == "" {
-		name = a.ID
-	}
-	if s := mime.FormatMediaType(kind, map[string]string{"filename": name}); s != "" {
-		return s
-	}
-	return kind
 }
 
 // etagMatch reports whether a list of entity tags (If-Match,
@@ -494,20 +517,29 @@ func (c *countingWriter) ReadFrom(r io.Reader) (int64, error) {
 func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }
 
 // logRequest writes one line; the query string (the token) is never logged.
+// It goes to the handler directly, with no caller's program counter:
+// Logger.LogAttrs would walk the stack for one on every fetch, for a
+// source location that is always this function.
 func (h *Handler) logRequest(r *http.Request, id, tokenID string, cw *countingWriter, d time.Duration, err error) {
-	attrs := []slog.Attr{
+	ctx := r.Context()
+	lh := h.log.Handler()
+	if !lh.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	rec := slog.NewRecord(time.Now(), slog.LevelInfo, "fetch", 0)
+	rec.AddAttrs(
 		slog.String("method", r.Method),
 		slog.String("artifact", id),
 		slog.Int("status", cw.status),
 		slog.Int64("bytes", cw.n),
 		slog.Duration("dur", d),
 		slog.String("remote", r.RemoteAddr),
-	}
+	)
 	if tokenID != "" {
-		attrs = append(attrs, slog.String("token_id", tokenID))
+		rec.AddAttrs(slog.String("token_id", tokenID))
 	}
 	if err != nil {
-		attrs = append(attrs, slog.String("err", err.Error()))
+		rec.AddAttrs(slog.String("err", err.Error()))
 	}
-	h.log.LogAttrs(r.Context(), slog.LevelInfo, "fetch", attrs...)
+	lh.Handle(ctx, rec)
 }
