@@ -594,6 +594,15 @@ func (a *jsonAn) endString(b []byte, j int) {
 		}
 		return
 	}
+	// A row's field takes the bytes: most strings need no copy.
+	v := a.cur
+	addValue(v.fld, tString, a.buf)
+	if v.row == nil && !v.tracked && !v.nameOf && len(a.kinds) > 0 {
+		a.cur = vctx{}
+		a.endValue()
+		return
+	}
+	a.cur.fld = nil // counted
 	a.endScalar(tString, string(a.buf))
 }
 

@@ -311,12 +311,12 @@ func fit(secs []section, budget int) string {
 }
 
 // truncUTF8 cuts s to at most n bytes without splitting a character.
-func truncUTF8(s string, n int) string {
+func truncUTF8[T ~string | ~[]byte](s T, n int) T {
 	if len(s) <= n {
 		return s
 	}
 	if n <= 0 {
-		return ""
+		return s[:0]
 	}
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--

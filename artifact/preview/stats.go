@@ -61,7 +61,8 @@ type field struct {
 	// dates: lexical range of ISO strings of one shape
 	tmin, tmax string
 	// distinct values
-	exact    map[string]int64 // nil once past distinctExact
+	exact    map[string]int32 // index in counts; nil once past distinctExact
+	counts   []int64
 	kmv      kmv
 	sizeSeen bool
 }
@@ -84,7 +85,7 @@ func (t *table) field(name string) *field {
 		}
 		return nil
 	}
-	f := &field{name: name, exact: map[string]int64{}, min: math.Inf(1), max: math.Inf(-1)}
+	f := &field{name: name, exact: map[string]int32{}, min: math.Inf(1), max: math.Inf(-1)}
 	t.fields = append(t.fields, f)
 	t.byName[name] = f
 	return f
@@ -116,7 +117,11 @@ func (t *table) lastRow() string {
 
 // add records one value of a field. typ is its JSON-level type; text is
 // the value (a string's content, a number's literal) for scalars.
-func (f *field) add(typ int, text string) {
+func (f *field) add(typ int, text string) { addValue(f, typ, text) }
+
+// addValue is add for a string or for bytes, which it copies only into a
+// new distinct value.
+func addValue[T ~string | ~[]byte](f *field, typ int, text T) {
 	if f == nil {
 		return
 	}
@@ -125,7 +130,7 @@ func (f *field) add(typ int, text string) {
 	case tString:
 		typ = stringType(text)
 	case tInt, tFloat:
-		if v, err := strconv.ParseFloat(text, 64); err == nil && !math.IsInf(v, 0) {
+		if v, err := strconv.ParseFloat(string(text), 64); err == nil && !math.IsInf(v, 0) {
 			f.nNum++
 			f.sum += v
 			f.min = math.Min(f.min, v)
@@ -135,11 +140,11 @@ func (f *field) add(typ int, text string) {
 	f.types[typ]++
 	switch typ {
 	case tDate, tDateTime:
-		if f.tmin == "" || text < f.tmin {
-			f.tmin = clip(text, maxValueLen)
+		if f.tmin == "" || string(text) < f.tmin {
+			f.tmin = clip(string(text), maxValueLen)
 		}
-		if text > f.tmax {
-			f.tmax = clip(text, maxValueLen)
+		if string(text) > f.tmax {
+			f.tmax = clip(string(text), maxValueLen)
 		}
 	}
 	if typ == tNull || typ == tObject || typ == tArray {
@@ -147,24 +152,29 @@ func (f *field) add(typ int, text string) {
 	}
 	v := truncUTF8(text, maxValueLen)
 	if f.exact == nil {
-		f.kmv.add(v)
+		f.kmv.add(hash64(v))
 		return
 	}
-	if _, ok := f.exact[v]; ok || len(f.exact) < distinctExact {
-		f.exact[v]++
+	if i, ok := f.exact[string(v)]; ok {
+		f.counts[i]++
+		return
+	}
+	if len(f.exact) < distinctExact {
+		f.exact[string(v)] = int32(len(f.counts))
+		f.counts = append(f.counts, 1)
 		return
 	}
 	// Past the bound: estimate from here on. The estimator depends on
 	// the set of values only, so it starts from the exact set.
 	for x := range f.exact {
-		f.kmv.add(x)
+		f.kmv.add(hash64(x))
 	}
-	f.kmv.add(v)
-	f.exact = nil
+	f.kmv.add(hash64(v))
+	f.exact, f.counts = nil, nil
 }
 
 // stringType tells dates and date-times apart from other strings.
-func stringType(s string) int {
+func stringType[T ~string | ~[]byte](s T) int {
 	if len(s) < 10 || !isDate(s[:10]) {
 		return tString
 	}
@@ -177,17 +187,17 @@ func stringType(s string) int {
 	return tString
 }
 
-func isDate(s string) bool {
+func isDate[T ~string | ~[]byte](s T) bool {
 	return isDigits(s[:4]) && s[4] == '-' && isDigits(s[5:7]) && s[7] == '-' && isDigits(s[8:10])
 }
 
-func isDigits(s string) bool {
+func isDigits[T ~string | ~[]byte](s T) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
 			return false
 		}
 	}
-	return s != ""
+	return len(s) > 0
 }
 
 // column turns a field's statistics into its public summary.
@@ -201,8 +211,8 @@ func (t *table) column(f *field) Column {
 	if f.exact != nil {
 		c.Distinct, c.DistinctExact = int64(len(f.exact)), true
 		if len(f.exact) <= topShown && (f.types[tString]+f.types[tBool]) > 0 && int64(len(f.exact)) < f.present-f.types[tNull] {
-			for v, n := range f.exact {
-				c.Top = append(c.Top, ValueCount{v, n})
+			for v, i := range f.exact {
+				c.Top = append(c.Top, ValueCount{v, f.counts[i]})
 			}
 			slices.SortFunc(c.Top, func(a, b ValueCount) int {
 				if a.Count != b.Count {
@@ -376,8 +386,7 @@ type kmv struct {
 	in   map[uint64]struct{}
 }
 
-func (k *kmv) add(s string) {
-	h := hash64(s)
+func (k *kmv) add(h uint64) {
 	if _, ok := k.in[h]; ok {
 		return
 	}
@@ -429,7 +438,7 @@ func (k *kmv) estimate() int64 {
 
 // hash64 is FNV-1a with a final mix, so that the low and high bits both
 // spread.
-func hash64(s string) uint64 {
+func hash64[T ~string | ~[]byte](s T) uint64 {
 	h := uint64(14695981039346656037)
 	for i := 0; i < len(s); i++ {
 		h ^= uint64(s[i])
