@@ -1,6 +1,7 @@
 package preview
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
@@ -26,7 +27,8 @@ type lineAn struct {
 	line     []byte
 	lines    int64
 	head     []string
-	tail     [tailLines]string
+	tail     [tailLines][]byte // the last lines, a ring of reused buffers
+	tbuf     []byte            // the current line's template
 	levels   map[string]int64
 	leveled  int64
 	tmpl     map[string]*tmplCount
@@ -72,41 +74,48 @@ func (a *lineAn) keep(p []byte) {
 	}
 }
 
+// endLine analyses the line in a.line. It allocates nothing for a line
+// like those before it (a 100 MB log is millions of lines): strings are
+// made only for what is kept.
 func (a *lineAn) endLine() {
 	a.lines++
-	s := strings.ToValidUTF8(strings.TrimRight(string(a.line), "\r"), "�")
-	a.line = a.line[:0]
+	line := bytes.TrimRight(a.line, "\r")
+	defer func() { a.line = a.line[:0] }()
 	if len(a.head) < headLines {
-		a.head = append(a.head, clip(s, 200))
+		a.head = append(a.head, clip(validText(line), 200))
 	}
-	a.tail[(a.lines-1)%tailLines] = clip(s, 200)
+	k := (a.lines - 1) % tailLines
+	a.tail[k] = append(a.tail[k][:0], line[:min(len(line), 4*200)]...)
 	if a.md {
-		a.markdown(s)
+		a.markdown(validText(line))
 		return
 	}
-	if lv := level(s); lv != "" {
+	if lv := level(line); lv != "" {
 		if a.levels == nil {
 			a.levels = map[string]int64{}
 		}
 		a.levels[lv]++
 		a.leveled++
 		if (lv == "ERROR" || lv == "FATAL" || lv == "PANIC" || lv == "CRITICAL") && len(a.errs) < firstErrors {
-			a.errs = append(a.errs, fmt.Sprintf("line %d: %s", a.lines, clip(s, 200)))
+			a.errs = append(a.errs, fmt.Sprintf("line %d: %s", a.lines, clip(validText(line), 200)))
 		}
 	}
-	if strings.TrimSpace(s) == "" {
+	if len(bytes.TrimSpace(line)) == 0 {
 		return
 	}
 	if a.tmpl == nil {
 		a.tmpl = map[string]*tmplCount{}
 	}
-	t := template(s)
-	if c, ok := a.tmpl[t]; ok {
+	a.tbuf = template(a.tbuf[:0], line)
+	if c, ok := a.tmpl[string(a.tbuf)]; ok {
 		c.n++
 	} else if len(a.tmpl) < maxTemplates {
-		a.tmpl[t] = &tmplCount{1, a.lines}
+		a.tmpl[string(a.tbuf)] = &tmplCount{1, a.lines}
 	}
 }
+
+// validText is line as a string, invalid UTF-8 replaced.
+func validText(line []byte) string { return strings.ToValidUTF8(string(line), "\uFFFD") }
 
 func (a *lineAn) markdown(s string) {
 	t := strings.TrimSpace(s)
@@ -145,8 +154,8 @@ var levelWords = map[string]string{
 
 // level finds a log level among the first words of a line: an uppercase
 // word (INFO, [ERROR]), or a lowercase one after level= or "level":".
-func level(s string) string {
-	s = s[:min(len(s), 120)]
+func level(line []byte) string {
+	s := line[:min(len(line), 120)]
 	for i := 0; i < len(s); {
 		if !isLetter(s[i]) {
 			i++
@@ -157,11 +166,11 @@ func level(s string) string {
 			j++
 		}
 		w := s[i:j]
-		if lv, ok := levelWords[w]; ok {
+		if lv, ok := levelWords[string(w)]; ok {
 			return lv
 		}
-		if strings.HasSuffix(s[:i], "level=") || strings.HasSuffix(s[:i], `"level":"`) || strings.HasSuffix(s[:i], "lvl=") || i > 0 && s[i-1] == '[' && j < len(s) && s[j] == ']' {
-			if lv, ok := levelWords[strings.ToUpper(w)]; ok {
+		if bytes.HasSuffix(s[:i], []byte("level=")) || bytes.HasSuffix(s[:i], []byte(`"level":"`)) || bytes.HasSuffix(s[:i], []byte("lvl=")) || i > 0 && s[i-1] == '[' && j < len(s) && s[j] == ']' {
+			if lv, ok := levelWords[strings.ToUpper(string(w))]; ok {
 				return lv
 			}
 		}
@@ -172,14 +181,14 @@ func level(s string) string {
 
 func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
 
-// template masks what varies in a log line: any word holding a digit
-// (numbers, ids, times, hex) becomes '#'.
-func template(s string) string {
-	var b strings.Builder
-	for i := 0; i < len(s) && b.Len() < 200; {
+// template appends to b the line with what varies masked: any word
+// holding a digit (numbers, ids, times, hex) becomes '#'.
+func template(b, s []byte) []byte {
+	start := len(b)
+	for i := 0; i < len(s) && len(b)-start < 200; {
 		c := s[i]
 		if !isWordByte(c) {
-			b.WriteByte(c)
+			b = append(b, c)
 			i++
 			continue
 		}
@@ -189,13 +198,13 @@ func template(s string) string {
 			j++
 		}
 		if digit {
-			b.WriteByte('#')
+			b = append(b, '#')
 		} else {
-			b.WriteString(s[i:j])
+			b = append(b, s[i:j]...)
 		}
 		i = j
 	}
-	return b.String()
+	return b
 }
 
 func isWordByte(c byte) bool { return isLetter(c) || c >= '0' && c <= '9' || c == '_' }
@@ -251,7 +260,7 @@ func (a *lineAn) finish(pv *Preview) []section {
 		n := min(rest, tailLines)
 		var tail []string
 		for i := a.lines - n; i < a.lines; i++ {
-			tail = append(tail, a.tail[i%tailLines])
+			tail = append(tail, clip(validText(a.tail[i%tailLines]), 200))
 		}
 		secs = append(secs, section{prioSample - 1, fmt.Sprintf("Last lines (of %d):\n%s\n", a.lines, strings.Join(tail, "\n"))})
 	}
@@ -278,7 +287,7 @@ func (a *lineAn) topTemplates() []string {
 	})
 	var out []string
 	for _, x := range all[:min(len(all), shownTemplate)] {
-		out = append(out, fmt.Sprintf("%d× %s", x.c.n, clip(x.t, 160)))
+		out = append(out, fmt.Sprintf("%d× %s", x.c.n, clip(strings.ToValidUTF8(x.t, "\uFFFD"), 160)))
 	}
 	return out
 }

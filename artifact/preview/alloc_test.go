@@ -1,0 +1,22 @@
+package preview
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestLogLinesAllocateNothing: a line like those before it costs no
+// allocation, so previewing a 100 MB log does not allocate its size again
+// (the offloader's budget for a 50 MB item once saw 75 MB allocated: five
+// strings a line).
+func TestLogLinesAllocateNothing(t *testing.T) {
+	log := []byte(strings.Repeat("2026-11-26T10:00:00Z INFO request 1234 served path=/x status=200\n", 100000))
+	allocs := testing.AllocsPerRun(3, func() {
+		b := New(Options{MimeType: "text/plain"})
+		b.Write(log)
+		b.Preview()
+	})
+	if allocs > 2000 {
+		t.Errorf("previewing 100,000 log lines made %.0f allocations, want a bounded few", allocs)
+	}
+}
