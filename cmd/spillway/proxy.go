@@ -31,6 +31,9 @@ type proxyFlags struct {
 	maxMessage     int64
 	stdioMaxMsg    int64
 	resultBudget   int64
+	previewBudget  int
+	thumbnails     bool
+	thumbMax       int
 	maxSessions    int
 
 	offload          bool
@@ -65,6 +68,9 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.maxSessions, "max-sessions", 64, "most session-era sessions with a stdio or legacy upstream (each holds a child or a stream)")
 	fs.BoolVar(&f.offload, "offload", true, "offload large tool outputs to artifacts (the policy has the last word)")
 	fs.Int64Var(&f.resultBudget, "result-budget", 6<<10, "most `bytes` of a tools/call result the agent receives inline, content and structuredContent together, previews and links included; past it the largest parts are offloaded")
+	fs.IntVar(&f.previewBudget, "preview-budget", 2<<10, "`bytes` of preview text the offloaded parts of one result share")
+	fs.BoolVar(&f.thumbnails, "thumbnails", true, "give an offloaded image an inline thumbnail, so that the model still sees it")
+	fs.IntVar(&f.thumbMax, "thumbnail-size", 512, "longest side of a thumbnail, in `pixels`")
 	fs.Int64Var(&f.textThreshold, "text-threshold", 16<<10, "text items above this many `bytes` are offload candidates")
 	fs.Int64Var(&f.binaryThreshold, "binary-threshold", 4<<10, "image, audio and blob items above this many decoded `bytes` are offload candidates")
 	fs.DurationVar(&f.offloadTTL, "offload-ttl", 15*time.Minute, "lifetime of the links in offloaded results (the policy and --max-ttl may shorten it)")
@@ -128,6 +134,9 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 		}
 		off = mcpproxy.NewOffloader(d.svc, d.engine, mcpproxy.OffloadOptions{
 			Budget:          f.resultBudget,
+			PreviewBudget:   f.previewBudget,
+			NoThumbnails:    !f.thumbnails,
+			ThumbMax:        f.thumbMax,
 			TextThreshold:   f.textThreshold,
 			BinaryThreshold: f.binaryThreshold,
 			TTL:             f.offloadTTL,

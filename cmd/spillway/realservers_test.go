@@ -192,8 +192,19 @@ func rsCheckLarge(t *testing.T, rep rsReport, originals map[string]string) {
 	if res.IsError {
 		t.Errorf("a tool error: %.500s", rep.Result)
 	}
-	if rep.WireBytes < 0 || rep.WireBytes >= rsMaxMessage {
-		t.Errorf("the response was %d bytes, want under %d", rep.WireBytes, rsMaxMessage)
+	// An offloaded image keeps an inline thumbnail (the previews issue):
+	// the goal is 8 KB plus it, and it is a few tens of KB.
+	thumbs := 0
+	for _, it := range res.Content {
+		if it.Type == "image" {
+			if len(it.Data) > 96<<10 {
+				t.Errorf("an inline image of %d base64 bytes is no thumbnail", len(it.Data))
+			}
+			thumbs += len(it.Data)
+		}
+	}
+	if rep.WireBytes < 0 || rep.WireBytes-thumbs >= rsMaxMessage {
+		t.Errorf("the response was %d bytes (%d of them thumbnails), want under %d besides the thumbnails", rep.WireBytes, thumbs, rsMaxMessage)
 	}
 	// Every link, with the SHA-256 Spillway declared for it ("" if none).
 	// The SDKs drop members the spec does not define from a resource_link

@@ -40,6 +40,13 @@ type Options struct {
 	// large structuredContent shrunk to a preview valid for the tool's
 	// outputSchema. Default 6 KiB.
 	Budget int64
+	// PreviewBudget is what the previews of one result share, in bytes of
+	// text (each gets an equal part, at least 256). Default 2 KiB.
+	PreviewBudget int
+	// NoThumbnails leaves offloaded images without the small inline copy
+	// (long side ThumbMax pixels, default 512) a model can look at.
+	NoThumbnails bool
+	ThumbMax     int
 	// Items over these sizes (decoded bytes) are offloaded even within
 	// the budget. Defaults: 16 KiB text, 4 KiB binary. A resources/read
 	// result has no budget: its items are offloaded over these alone.
@@ -99,6 +106,9 @@ func New(svc *artifact.Service, dec Decider, o Options) *Rewriter {
 	}
 	if o.Budget <= 0 {
 		o.Budget = 6 << 10
+	}
+	if o.PreviewBudget <= 0 {
+		o.PreviewBudget = 2 << 10
 	}
 	if o.TTL <= 0 {
 		o.TTL = 15 * time.Minute
@@ -214,7 +224,7 @@ func (f *Rewriter) item(ctx context.Context, c Call, it []byte, n int) ([]byte, 
 			u.mime = sniffText(lit)
 		}
 	}
-	w := &resultWriter{f: f, c: c, previewBudget: 2048, n: n - 1}
+	w := &resultWriter{f: f, c: c, previewBudget: f.o.PreviewBudget, n: n - 1}
 	pub, err := w.publish(ctx, u, "")
 	if err != nil || pub == nil {
 		return nil, artifact.Artifact{}, err

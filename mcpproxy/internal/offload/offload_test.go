@@ -94,7 +94,7 @@ func TestOffloadItems(t *testing.T) {
 		t.Fatalf("content: %d items, want 1 + 5×2", len(r.Content))
 	}
 	originals := [][]byte{jsonText, []byte(csv), []byte(text), png, png}
-	previews := []string{"JSON array of 300 items", "Table (text/csv) with 500 data rows", "Text, 200 lines", "[image offloaded: image/png", "[resource offloaded: application/pdf"}
+	previews := []string{"JSON array of 300 objects", "CSV table, 500 rows × 3 columns", "200 lines", "1.6 KiB", "1.6 KiB"}
 	for i, orig := range originals {
 		preview, link := r.Content[1+2*i], r.Content[2+2*i]
 		if link["type"] != "resource_link" || link["httpUrl"] == nil || link["httpUrlExpiresAt"] == nil {
@@ -142,7 +142,7 @@ func TestOffloadObjectPreview(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"JSON object with 3 keys", `\"users\"`, `\"total\": 1 bytes`} {
+	for _, want := range []string{"JSON object of 3 keys", "users: array of 51 objects", "total=3"} {
 		if !bytes.Contains(out, []byte(want)) {
 			t.Errorf("preview lacks %q: %s", want, out)
 		}
@@ -214,7 +214,7 @@ func TestOffloadResourcesReadSchemaValid(t *testing.T) {
 	if err := json.Unmarshal(out, &r); err != nil || len(r.Contents) != 3 || r.Unknown == nil {
 		t.Fatalf("%s: %v", out, err)
 	}
-	for i, want := range []struct{ uri, preview string }{{"x://a", "[resource offloaded: application/octet-stream"}, {"x://b", "Text, 2000 lines"}} {
+	for i, want := range []struct{ uri, preview string }{{"x://a", "8.8 KiB"}, {"x://b", "2000 lines"}} {
 		c := r.Contents[i]
 		var link artifact.ResourceLink
 		if err := json.Unmarshal(c.Meta[MetaOffloaded], &link); err != nil {

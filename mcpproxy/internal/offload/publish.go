@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/preview"
 	"github.com/spillway-dev/spillway/policy"
 )
 
@@ -30,6 +32,18 @@ type published struct {
 	body     string // what the preview says of the bytes
 	sentence string // where they are and how to get them
 	text     string // body and sentence: the text item's text
+	thumb    *preview.Image
+}
+
+// thumbnail is the image content item showing an offloaded image small,
+// nil when there is none.
+func (p *published) thumbnail() []byte {
+	if p.thumb == nil {
+		return nil
+	}
+	b, _ := json.Marshal(map[string]string{"type": "image", "mimeType": p.thumb.MimeType,
+		"data": base64.StdEncoding.EncodeToString(p.thumb.Data)})
+	return b
 }
 
 func (p *published) resourceLink() artifact.ResourceLink { return artifact.NewResourceLink(p.a, p.l) }
@@ -74,23 +88,24 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 		name, source = "resource", "resources/read"
 	}
 	w.n++
-	pv := &previewer{}
+	fileName := fmt.Sprintf("%s-%d%s", name, w.n, extension(mime))
+	pb := preview.New(preview.Options{MimeType: mime, Name: fileName, Budget: w.previewBudget,
+		Thumbnail: u.kind == "image" && !f.o.NoThumbnails, ThumbMax: f.o.ThumbMax})
 	a, l, err := f.svc.Publish(ctx, artifact.Artifact{
-		Name:     fmt.Sprintf("%s-%d%s", name, w.n, extension(mime)),
+		Name:     fileName,
 		MimeType: mime,
 		Tenant:   c.Tenant,
 		Source:   source,
-	}, io.TeeReader(u.open(), pv), artifact.LinkOptions{TTL: ttl, Tenant: c.Tenant, Audience: d.Audience, Source: "offload"})
+	}, io.TeeReader(u.open(), pb), artifact.LinkOptions{TTL: ttl, Tenant: c.Tenant, Audience: d.Audience, Source: "offload"})
 	if err != nil {
 		return nil, &errStore{err}
 	}
-	kind := u.kind
-	if kind == "structured" {
-		kind = "text"
-	}
-	p := &published{a: a, l: l,
-		body:     pv.body(kind, mime, a.SHA256, w.previewBudget),
+	pv := pb.Preview()
+	p := &published{a: a, l: l, thumb: pv.Thumbnail, body: pv.Text,
 		sentence: sentence(a.Size, mime, l.URL, l.Expires, artifact.URI(a.ID))}
+	if p.body != "" && !strings.HasSuffix(p.body, "\n") {
+		p.body += "\n"
+	}
 	p.text = p.body + p.sentence
 	w.stored = append(w.stored, a)
 	if ptr != "" {

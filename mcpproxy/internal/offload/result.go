@@ -207,7 +207,7 @@ func (f *Rewriter) rewriteResult(ctx context.Context, c Call, result []byte) ([]
 	if shrinkSC {
 		units++
 	}
-	previewBudget := max(400, int(f.o.Budget/3)/max(units, 1))
+	previewBudget := max(256, f.o.PreviewBudget/max(units, 1))
 
 	rw := &resultWriter{f: f, c: c, previewBudget: previewBudget}
 	newItems, err := rw.content(ctx, items, p)
@@ -323,6 +323,9 @@ func (w *resultWriter) content(ctx context.Context, items []contentItem, p plan)
 			}
 			changed = true
 			w.byLiteral = append(w.byLiteral, literalLink{it.lit, pub})
+			if th := pub.thumbnail(); th != nil {
+				out = append(out, th)
+			}
 			out = append(out, textItem(pub.text), pub.link(it.kind, it.uri))
 		case group[i] && i == p.group[0]:
 			pub, err := w.publish(ctx, groupUnit(items, p.group), "/content/"+strconv.Itoa(i))

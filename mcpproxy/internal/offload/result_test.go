@@ -6,6 +6,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/color"
+	_ "image/jpeg"
+	"image/png"
 	"io"
 	"strings"
 	"testing"
@@ -318,4 +322,46 @@ func TestOffloadUnusableSchema(t *testing.T) {
 	if !r.IsError || r.StructuredContent != nil {
 		t.Errorf("want a tool error without structuredContent: %+v", r)
 	}
+}
+
+// A 1920×1080 screenshot leaves the result, and the model still sees it:
+// an inline thumbnail (long side 512) a client can decode, then the
+// preview and the link.
+func TestOffloadScreenshotThumbnail(t *testing.T) {
+	img := image.NewRGBA(image.Rect(0, 0, 1920, 1080))
+	for y := range 1080 {
+		for x := range 1920 {
+			img.Set(x, y, color.RGBA{uint8(x), uint8(y), uint8(x ^ y), 255})
+		}
+	}
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, img); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "image", "mimeType": "image/png", "data": base64.StdEncoding.EncodeToString(buf.Bytes())}}})
+	out, stored, err := New(testService(t, nil), builtInPolicy(t), Options{}).Rewrite(context.Background(), Call{Method: "tools/call", Tool: "shot"}, in)
+	if err != nil || len(stored) != 1 {
+		t.Fatalf("%d stored, %v", len(stored), err)
+	}
+	schematest.Check(t, "2025-11-25", "CallToolResult", out)
+	var r callResult
+	json.Unmarshal(out, &r)
+	if len(r.Content) != 3 || r.Content[0]["type"] != "image" || r.Content[1]["type"] != "text" || r.Content[2]["type"] != "resource_link" {
+		t.Fatalf("content: want a thumbnail, a preview and a link: %.400s", out)
+	}
+	data, err := base64.StdEncoding.DecodeString(r.Content[0]["data"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	thumb, _, err := image.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("the thumbnail does not decode: %v", err)
+	}
+	if b := thumb.Bounds(); b.Dx() != 512 || b.Dy() != 288 {
+		t.Errorf("thumbnail %dx%d, want 512x288", b.Dx(), b.Dy())
+	}
+	if p := r.Content[1]["text"].(string); !strings.Contains(p, "1920") || !strings.Contains(p, "1080") {
+		t.Errorf("the preview does not give the dimensions: %s", p)
+	}
+	t.Logf("result %d bytes, thumbnail %d bytes (%s), original %d bytes", len(out), len(data), r.Content[0]["mimeType"], buf.Len())
 }
