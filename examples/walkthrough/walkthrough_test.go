@@ -17,7 +17,7 @@ func TestWalkthrough(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	s := out.String()
-	for _, want := range []string{"[resource_link]", `"httpUrl"`, `"httpUrlExpiresAt"`, "JSON array of 25000 items", "25000"} {
+	for _, want := range []string{"[resource_link]", `"httpUrl"`, `"httpUrlExpiresAt"`, "JSON array of 25000 objects", "25000"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("walkthrough output lacks %q:\n%s", want, s)
 		}
