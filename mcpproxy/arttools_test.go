@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/mcpproxy"
 	"github.com/spillway-dev/spillway/policy"
@@ -104,6 +105,22 @@ func TestArtifactToolsEndToEnd(t *testing.T) {
 	got := tool("spillway_artifact_grep", map[string]any{"pattern": needle})
 	if !strings.Contains(got, "1 matching lines") || !strings.Contains(got, needle) {
 		t.Errorf("grep: %.500s", got)
+	}
+
+	// The Go SDK's client accepts the tools as listed and calls one.
+	c := mcp.NewClient(&mcp.Implementation{Name: "sdk", Version: "1"}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: a.url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	lt, err := cs.ListTools(t.Context(), nil)
+	if err != nil || len(lt.Tools) != 4 || lt.Tools[3].Name != "spillway_artifact_jq" || lt.Tools[3].InputSchema == nil {
+		t.Fatalf("the SDK's tools/list: %v %+v", err, lt)
+	}
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "spillway_artifact_jq", Arguments: map[string]any{"uri": uri, "program": ".[7].id"}})
+	if err != nil || res.IsError || len(res.Content) != 1 || body(res.Content[0].(*mcp.TextContent).Text) != "7\n" {
+		t.Errorf("the SDK's call: %v %+v", err, res)
 	}
 }
 

@@ -422,3 +422,89 @@ func TestScanTimeout(t *testing.T) {
 		}
 	}
 }
+
+// FuzzReadBytes: for any artifact and window, the answer is the
+// artifact's bytes in the range its header states, inside the window:
+// whole UTF-8 characters as text, or the exact window as base64.
+func FuzzReadBytes(f *testing.F) {
+	f.Add([]byte("héllo wörld € 𝄞"), int64(2), int64(3))
+	f.Add([]byte("€€€"), int64(1), int64(1))
+	f.Add([]byte{0xff, 0xfe, 'a', 0}, int64(0), int64(2))
+	f.Add([]byte("a\r\nb"), int64(4), int64(1))
+	f.Add([]byte{}, int64(0), int64(1))
+	f.Fuzz(func(t *testing.T, data []byte, off, n int64) {
+		if off < 0 || n < 1 || n > MaxByteLength {
+			return
+		}
+		out, err := New(Limits{}).Run(ctx, Call{Tool: Read, Bytes: true, ByteOffset: off, ByteLength: n}, source(data))
+		if off >= int64(len(data)) {
+			if (err == nil) != (len(data) == 0 && off == 0) {
+				t.Fatalf("window at %d of %d bytes: %q %v", off, len(data), out, err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, body, _ := strings.Cut(out, "\n")
+		var lo, hi, size int64
+		if _, err := fmt.Sscanf(head, "spillway://artifacts/x bytes %d-%d of %d", &lo, &hi, &size); err != nil || size != int64(len(data)) || lo < off || hi > off+n || lo > hi {
+			t.Fatalf("header %q for window %d+%d of %d bytes (%v)", head, off, n, len(data), err)
+		}
+		if strings.Contains(head, "base64") {
+			got, err := base64.StdEncoding.DecodeString(body)
+			if err != nil || !bytes.Equal(got, data[lo:hi]) || lo != off {
+				t.Fatalf("base64 window %q: %v", head, err)
+			}
+			return
+		}
+		if body != string(data[lo:hi]) || !utf8.ValidString(body) || hi-lo < min(n, int64(len(data))-off)-6 {
+			t.Fatalf("text window %q: %q", head, body)
+		}
+	})
+}
+
+// FuzzReadLines: for any artifact and window, the numbered lines are the
+// artifact's lines ("\n" or "\r\n" ended, a last one without), in order.
+func FuzzReadLines(f *testing.F) {
+	f.Add([]byte("a\r\nb\nc"), 2, 5)
+	f.Add([]byte("\n\n\r\n"), 1, 10)
+	f.Add([]byte("x\ry\n"), 1, 1)
+	f.Add([]byte("z\xff\n"), 1, 3)
+	f.Fuzz(func(t *testing.T, data []byte, offset, limit int) {
+		if offset < 1 || limit < 1 || limit > MaxLines || offset > 1<<20 {
+			return
+		}
+		all := strings.Split(string(data), "\n")
+		lines := all
+		if strings.HasSuffix(string(data), "\n") || len(data) == 0 {
+			lines = lines[:len(lines)-1]
+		}
+		var want strings.Builder
+		for i := offset; i < offset+limit && i <= len(lines); i++ {
+			l := lines[i-1]
+			if i < len(all) { // ended by "\n": a "\r" before it is part of the end
+				l = strings.TrimSuffix(l, "\r")
+			}
+			if len(l) > maxLine {
+				return // cut lines: TestReadLines
+			}
+			fmt.Fprintf(&want, "%6d\t%s\n", i, strings.ToValidUTF8(l, "\uFFFD"))
+		}
+		out, err := New(Limits{}).Run(ctx, Call{Tool: Read, Offset: offset, Limit: limit}, source(data))
+		switch {
+		case offset > len(lines) && (offset > 1 || len(lines) > 0):
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("offset %d of %d lines: %q %v", offset, len(lines), out, err)
+			}
+		case len(lines) == 0:
+			if err != nil || !strings.HasSuffix(out, "the artifact is empty\n") {
+				t.Fatalf("empty: %q %v", out, err)
+			}
+		default:
+			if _, body, _ := strings.Cut(out, "\n"); err != nil || body != want.String() {
+				t.Fatalf("offset %d limit %d: %q, want %q (%v)", offset, limit, body, want.String(), err)
+			}
+		}
+	})
+}
