@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -150,5 +151,58 @@ func TestUpstreamEnvFlag(t *testing.T) {
 	f := proxyFlags{upstreamURL: "http://127.0.0.1:1/mcp", upstreamEnv: envList{"A"}, streamMode: "direct"}
 	if _, err := f.build(nil, nil, nil, nil, nil); err == nil || !strings.Contains(err.Error(), "--upstream-env needs --upstream-cmd") {
 		t.Fatalf("build = %v", err)
+	}
+}
+
+// --artifact-tools: on by default, the artifact tools follow the
+// upstream's in tools/list; --artifact-tools=false leaves the list as the
+// upstream sent it.
+func TestArtifactToolsFlag(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		json.NewDecoder(r.Body).Decode(&m)
+		result := map[string]string{
+			"initialize": `{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"u","version":"1"}}`,
+			"tools/list": `{"tools":[{"name":"echo","inputSchema":{"type":"object"}}]}`,
+		}[m.Method]
+		if m.ID == nil || result == "" {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":`+result+`}`)
+	}))
+	defer up.Close()
+	for flags, want := range map[string]string{
+		"":                       `["echo","spillway_artifact_read","spillway_artifact_grep","spillway_artifact_jq"]`,
+		"--artifact-tools=false": `["echo"]`,
+	} {
+		data := t.TempDir()
+		args := []string{"--upstream-url", up.URL, "--upstream-transport", "streamable"}
+		if flags != "" {
+			args = append(args, flags)
+		}
+		base := startServe(t, data, args...)
+		tok := mcpToken(t, data)
+		resp := mcpPost(t, base+"/mcp", tok, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+		resp.Body.Close()
+		resp = mcpPost(t, base+"/mcp", tok, resp.Header.Get("Mcp-Session-Id"), `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}`)
+		var r struct {
+			Result struct {
+				Tools []struct{ Name string } `json:"tools"`
+			} `json:"result"`
+		}
+		json.NewDecoder(resp.Body).Decode(&r)
+		resp.Body.Close()
+		var names []string
+		for _, tl := range r.Result.Tools {
+			names = append(names, tl.Name)
+		}
+		if got, _ := json.Marshal(names); string(got) != want {
+			t.Errorf("%q: tools/list shows %s, want %s", flags, got, want)
+		}
 	}
 }
