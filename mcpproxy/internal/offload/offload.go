@@ -204,7 +204,8 @@ func (f *Rewriter) item(ctx context.Context, c Call, it []byte, n int) ([]byte, 
 	if len(lit) < 2 || lit[0] != '"' {
 		return nil, artifact.Artifact{}, nil
 	}
-	u := unit{kind: "resource", mime: jsonrpc.StringMember(it, "mimeType"), threshold: f.threshold(binary)}
+	u := unit{kind: "resource", mime: jsonrpc.StringMember(it, "mimeType")}
+	u.threshold = f.threshold(binary && !IsText(u.mime))
 	if binary {
 		u.size = base64Size(lit)
 		u.open = func() io.Reader { return base64Decoder(newStringReader(lit)) }

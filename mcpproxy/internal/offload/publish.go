@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path"
 	"strings"
 	"time"
 
@@ -22,7 +23,34 @@ type unit struct {
 	size      int64 // decoded bytes, as far as known before storing
 	threshold int64 // the kind's configured threshold, for the policy
 	over      bool  // chosen because the result is over its budget
+	group     bool  // many items as one
 	open      func() io.Reader
+}
+
+// label is what the unit was, for its artifact's name.
+func (u unit) label() string {
+	if u.group {
+		return "items"
+	}
+	return u.kind
+}
+
+// safeName keeps a name's letters, digits, '_', '-' and '.', up to 48
+// bytes: a tool's or resource's name is the upstream's to choose.
+func safeName(s string) string {
+	b := make([]byte, 0, min(len(s), 48))
+	for i := 0; i < len(s) && len(b) < 48; i++ {
+		switch c := s[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-', c == '.':
+			b = append(b, c)
+		default:
+			b = append(b, '_')
+		}
+	}
+	if len(b) == 0 || b[0] == '.' {
+		b = append([]byte("x"), b...)
+	}
+	return string(b)
 }
 
 // published is a unit stored, with its link and what the agent is shown.
@@ -85,13 +113,17 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 	}
 	name, source := c.Tool, "tool:"+c.Tool
 	if c.Method == "resources/read" {
-		name, source = "resource", "resources/read"
+		name, source = path.Base(c.URI), "resources/read"
 	}
 	w.n++
-	fileName := fmt.Sprintf("%s-%d%s", name, w.n, extension(mime))
+	// A name that says what the artifact is, unique in a listing:
+	// query-items-3f2abc.json, read_graph-structured-x7k2ab.json.
+	id := artifact.NewID()
+	fileName := fmt.Sprintf("%s-%s-%s%s", safeName(name), u.label(), id[:6], extension(mime))
 	pb := preview.New(preview.Options{MimeType: mime, Name: fileName, Budget: w.previewBudget,
 		Thumbnail: u.kind == "image" && !f.o.NoThumbnails, ThumbMax: f.o.ThumbMax})
 	a, l, err := f.svc.Publish(ctx, artifact.Artifact{
+		ID:       id,
 		Name:     fileName,
 		MimeType: mime,
 		Tenant:   c.Tenant,

@@ -54,7 +54,10 @@ type contentItem struct {
 	binary bool
 	mime   string
 	uri    string // an embedded resource's
-	size   int64  // decoded bytes (base64 estimated exactly, text as escaped)
+	// textual: text, or a blob whose mime type says text (a CSV as a blob
+	// gets the text threshold, as the same CSV as text does)
+	textual bool
+	size    int64 // decoded bytes (base64 estimated exactly, text as escaped)
 }
 
 func parseItem(it []byte) contentItem {
@@ -85,6 +88,7 @@ func parseItem(it []byte) contentItem {
 	if c.binary {
 		c.size = base64Size(c.lit)
 	}
+	c.textual = !c.binary || IsText(c.mime)
 	return c
 }
 
@@ -114,7 +118,7 @@ func (f *Rewriter) planContent(items []contentItem, budget int64, over bool) pla
 	}
 	for _, i := range order {
 		it := items[i]
-		if it.kind != "" && it.size > f.threshold(it.binary) {
+		if it.kind != "" && it.size > f.threshold(!it.textual) {
 			take(i)
 		}
 	}
@@ -356,7 +360,7 @@ func (w *resultWriter) content(ctx context.Context, items []contentItem, p plan)
 
 func (w *resultWriter) itemUnit(it contentItem) unit {
 	lit := it.lit
-	u := unit{kind: it.kind, mime: it.mime, size: it.size, over: true, threshold: w.f.threshold(it.binary)}
+	u := unit{kind: it.kind, mime: it.mime, size: it.size, over: true, threshold: w.f.threshold(!it.textual)}
 	if it.binary {
 		u.open = func() io.Reader { return base64Decoder(newStringReader(lit)) }
 		return u
@@ -385,7 +389,7 @@ func groupUnit(items []contentItem, idx []int) unit {
 	if allJSON {
 		sep, first, last, mime = ",", "[", "]", "application/json"
 	}
-	return unit{kind: "text", mime: mime, size: size, over: true, open: func() io.Reader {
+	return unit{kind: "text", mime: mime, size: size, over: true, group: true, open: func() io.Reader {
 		rs := make([]io.Reader, 0, 2*len(idx)+1)
 		rs = append(rs, bytes.NewReader([]byte(first)))
 		for k, i := range idx {

@@ -11,6 +11,7 @@ import (
 	_ "image/jpeg"
 	"image/png"
 	"io"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -364,4 +365,27 @@ func TestOffloadScreenshotThumbnail(t *testing.T) {
 		t.Errorf("the preview does not give the dimensions: %s", p)
 	}
 	t.Logf("result %d bytes, thumbnail %d bytes (%s), original %d bytes", len(out), len(data), r.Content[0]["mimeType"], buf.Len())
+}
+
+// One threshold for the same content whatever its item kind: a 10 KB CSV
+// as a blob stays inline like the same CSV as text (it went at 4 KiB, the
+// binary threshold), and artifact names say what they hold.
+func TestOffloadThresholdByContent(t *testing.T) {
+	svc := testService(t, nil)
+	csv := "a,b,c\n" + strings.Repeat("1,2,3\n", 1700)
+	for _, item := range []map[string]any{
+		{"type": "text", "text": csv},
+		{"type": "resource", "resource": map[string]any{"uri": "file:///t.csv", "mimeType": "text/csv", "blob": base64.StdEncoding.EncodeToString([]byte(csv))}},
+	} {
+		in, _ := json.Marshal(map[string]any{"content": []any{item}})
+		_, stored, err := New(svc, threshold{0}, Options{Budget: 1 << 20}).Rewrite(context.Background(), Call{Method: "tools/call", Tool: "t"}, in)
+		if err != nil || len(stored) != 0 {
+			t.Errorf("%s item of %d bytes: %d stored (%v), want it inline", item["type"], len(csv), len(stored), err)
+		}
+	}
+	in, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": strings.Repeat(csv, 2)}}})
+	_, stored, _ := New(svc, threshold{0}, Options{}).Rewrite(context.Background(), Call{Method: "tools/call", Tool: "query/v2 x"}, in)
+	if len(stored) != 1 || !regexp.MustCompile(`^query_v2_x-text-[a-z0-9]{6}\.csv$`).MatchString(stored[0].Name) {
+		t.Errorf("artifact name: %v", stored)
+	}
 }
