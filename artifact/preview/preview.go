@@ -332,6 +332,10 @@ func clip(s string, n int) string {
 	return truncUTF8(s, n-len("…")) + "…"
 }
 
+// HumanSize writes a byte count as previews do ("2.5 MiB"), for callers
+// that add to a preview's text.
+func HumanSize(n int64) string { return humanSize(n) }
+
 func humanSize(n int64) string {
 	switch {
 	case n >= 1<<30:

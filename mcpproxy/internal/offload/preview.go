@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/spillway-dev/spillway/artifact/preview"
 )
 
 // What an offloaded item's preview says of its bytes is package preview's
@@ -41,17 +43,7 @@ func isDelimited(mime string, head []byte) bool {
 	return false
 }
 
-func humanSize(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d bytes", n)
-}
+var humanSize = preview.HumanSize
 
 func mimeOr(m, def string) string {
 	if m == "" {
