@@ -106,8 +106,9 @@ type rsItem struct {
 	HTTPURL string `json:"httpUrl"`
 	Meta    struct {
 		Link struct {
-			HTTPURL string `json:"httpUrl"`
-			SHA256  string `json:"sha256"`
+			HTTPURL          string `json:"httpUrl"`
+			HTTPURLExpiresAt string `json:"httpUrlExpiresAt"`
+			SHA256           string `json:"sha256"`
 		} `json:"dev.spillway/link"`
 	} `json:"_meta"`
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // rsMaxMessage is issue 21's goal: the JSON-RPC message an agent receives
@@ -225,6 +226,10 @@ func rsCheckLarge(t *testing.T, rep rsReport, originals map[string]string) {
 		url, sum := it.HTTPURL, it.Meta.Link.SHA256
 		if url == "" {
 			url = it.Meta.Link.HTTPURL
+		}
+		// What the typed SDKs keep: the link and its expiry in _meta.
+		if exp, err := time.Parse(time.RFC3339, it.Meta.Link.HTTPURLExpiresAt); err != nil || !exp.After(time.Now()) || it.Meta.Link.HTTPURL == "" {
+			t.Errorf("resource_link %s: _meta[dev.spillway/link] has no usable httpUrl and expiry: %+v", it.URI, it.Meta.Link)
 		}
 		if url == "" {
 			t.Errorf("resource_link %s: no httpUrl reached the client, neither its own nor in _meta[dev.spillway/link]", it.URI)
