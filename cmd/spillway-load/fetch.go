@@ -22,7 +22,8 @@ import (
 var (
 	fetchOnly    = flag.Bool("fetch-only", false, "run only the fetch comparisons")
 	fetchMiB     = flag.Int("fetch-mib", 100, "size of the big fetched artifact, MiB")
-	fetchN       = flag.Int("fetch-n", 5, "big fetches per side (each run reported)")
+	fetchN       = flag.Int("fetch-n", 5, "runs of big fetches (each run reported)")
+	fetchPer     = flag.Int("fetch-per-run", 3, "big fetches of each side in one run")
 	smallKiB     = flag.Int("fetch-small-kib", 4, "size of the small cached artifact, KiB")
 	smallConc    = flag.Int("fetch-c", 64, "concurrent clients of the small fetch")
 	smallRound   = flag.Duration("fetch-round", 2*time.Second, "length of one small-fetch round per side")
@@ -236,30 +237,34 @@ func getAll(url string, size int) (time.Duration, error) {
 	return time.Since(t0), nil
 }
 
-// bigRuns fetches the anchor's and Spillway's URL fetchN times each,
-// alternating which goes first, and prints every run and its ratio.
+// bigRuns fetches the anchor's and Spillway's URL fetchN times each (a run
+// is fetchPer fetches of each, alternating which goes first), and prints
+// every run and its ratio. A run of several fetches is less at the mercy of
+// one scheduling hiccup on a shared machine than a single 50 ms fetch.
 func bigRuns(anchorName, anchorURL, spName, spURL string, size int) error {
-	mbps := func(d time.Duration) float64 { return float64(size) / 1e6 / d.Seconds() }
+	per := max(*fetchPer, 1)
+	mbps := func(d time.Duration) float64 { return float64(per*size) / 1e6 / d.Seconds() }
 	if _, err := getAll(anchorURL, size); err != nil { // warm-up: page cache, connections
 		return err
 	}
 	if _, err := getAll(spURL, size); err != nil {
 		return err
 	}
+	fmt.Printf("%d fetches of each side per run, alternating\n\n", per)
 	fmt.Printf("| run | load avg | %s | %s | ratio |\n|---|---|---|---|---|\n", anchorName, spName)
 	var ratios []float64
 	for r := range *fetchN {
 		var a, s time.Duration
-		var err error
-		for i := range 2 {
+		for i := range 2 * per {
+			url, sum := spURL, &s
 			if (r+i)%2 == 0 {
-				a, err = getAll(anchorURL, size)
-			} else {
-				s, err = getAll(spURL, size)
+				url, sum = anchorURL, &a
 			}
+			d, err := getAll(url, size)
 			if err != nil {
 				return err
 			}
+			*sum += d
 		}
 		ratio := mbps(s) / mbps(a)
 		ratios = append(ratios, ratio)
