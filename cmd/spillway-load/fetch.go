@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -134,7 +135,7 @@ func fetchLocal() error {
 		float64(percentile(s.lat, .99))/float64(percentile(a.lat, .99)))
 
 	fmt.Printf("## %d MiB fetch from the local-directory store vs http.FileServer, %d runs, interleaved\n\n", *fetchMiB, *fetchN)
-	return bigRuns("http.FileServer (anchor)", "http://"+an+"/big.bin", "Spillway link", bigLink.HTTPURL, len(big))
+	return bigRuns(len(big), bigSide{"http.FileServer (anchor)", "http://" + an + "/big.bin"}, bigSide{"Spillway link", bigLink.HTTPURL})
 }
 
 // hammerSide is one server of the small-fetch comparison: its latencies,
@@ -237,42 +238,85 @@ func getAll(url string, size int) (time.Duration, error) {
 	return time.Since(t0), nil
 }
 
-// bigRuns fetches the anchor's and Spillway's URL fetchN times each (a run
-// is fetchPer fetches of each, alternating which goes first), and prints
-// every run and its ratio. A run of several fetches is less at the mercy of
-// one scheduling hiccup on a shared machine than a single 50 ms fetch.
-func bigRuns(anchorName, anchorURL, spName, spURL string, size int) error {
+// bigSide is one URL of a big-fetch comparison; the first is the anchor.
+type bigSide struct{ name, url string }
+
+// bigRuns fetches each side's URL fetchN times (a run is fetchPer fetches
+// of each, in an order rotating from run to run), and prints every run
+// with each side's ratio to the first. A run of several fetches is less at
+// the mercy of one scheduling hiccup on a shared machine than a single
+// 50 ms fetch.
+func bigRuns(size int, sides ...bigSide) error {
 	per := max(*fetchPer, 1)
 	mbps := func(d time.Duration) float64 { return float64(per*size) / 1e6 / d.Seconds() }
-	if _, err := getAll(anchorURL, size); err != nil { // warm-up: page cache, connections
-		return err
-	}
-	if _, err := getAll(spURL, size); err != nil {
-		return err
-	}
-	fmt.Printf("%d fetches of each side per run, alternating\n\n", per)
-	fmt.Printf("| run | load avg | %s | %s | ratio |\n|---|---|---|---|---|\n", anchorName, spName)
-	var ratios []float64
-	for r := range *fetchN {
-		var a, s time.Duration
-		for i := range 2 * per {
-			url, sum := spURL, &s
-			if (r+i)%2 == 0 {
-				url, sum = anchorURL, &a
-			}
-			d, err := getAll(url, size)
-			if err != nil {
-				return err
-			}
-			*sum += d
+	for _, sd := range sides { // warm-up: page cache, connections
+		if _, err := getAll(sd.url, size); err != nil {
+			return fmt.Errorf("%s: %w", sd.name, err)
 		}
-		ratio := mbps(s) / mbps(a)
-		ratios = append(ratios, ratio)
-		fmt.Printf("| %d | %s | %.0f MB/s | %.0f MB/s | %.2f |\n", r+1, loadAvg(), mbps(a), mbps(s), ratio)
 	}
-	sort.Float64s(ratios)
-	fmt.Printf("\nratio Spillway / anchor: min %.2f, median %.2f, max %.2f\n\n", ratios[0], ratios[len(ratios)/2], ratios[len(ratios)-1])
+	fmt.Printf("%d fetches of each side per run, in rotating order\n\n| run | load avg |", per)
+	for _, sd := range sides {
+		fmt.Printf(" %s |", sd.name)
+	}
+	fmt.Printf("\n|---|---|%s\n", strings.Repeat("---|", len(sides)))
+	ratios := make([][]float64, len(sides))
+	for r := range *fetchN {
+		took := make([]time.Duration, len(sides))
+		for i := range per * len(sides) {
+			k := (r + i) % len(sides)
+			d, err := getAll(sides[k].url, size)
+			if err != nil {
+				return fmt.Errorf("%s: %w", sides[k].name, err)
+			}
+			took[k] += d
+		}
+		fmt.Printf("| %d | %s |", r+1, loadAvg())
+		for k := range sides {
+			ratio := mbps(took[k]) / mbps(took[0])
+			ratios[k] = append(ratios[k], ratio)
+			if k == 0 {
+				fmt.Printf(" %.0f MB/s |", mbps(took[k]))
+			} else {
+				fmt.Printf(" %.0f MB/s (%.2f) |", mbps(took[k]), ratio)
+			}
+		}
+		fmt.Println()
+	}
+	fmt.Println()
+	for k := 1; k < len(sides); k++ {
+		rs := ratios[k]
+		sort.Float64s(rs)
+		fmt.Printf("ratio %s / %s: min %.2f, median %.2f, max %.2f\n", sides[k].name, sides[0].name, rs[0], rs[len(rs)/2], rs[len(rs)-1])
+	}
+	fmt.Println()
 	return nil
+}
+
+var (
+	copyProxyTarget = flag.String("copy-proxy", "", "internal: run as a bare proxy of this one URL (GET, io.CopyBuffer)")
+	copyProxyListen = flag.String("copy-proxy-listen", "", "internal: the bare copy proxy's listen address")
+)
+
+// copyProxy is the -copy-proxy mode: every GET is answered with the body of
+// a GET of the target, copied through a 512 KiB buffer as Spillway copies a
+// store's stream, with nothing else. It is the anchor for the extra hop
+// itself. It exits when its stdin closes or on SIGINT or SIGTERM.
+func copyProxy() int {
+	exitWithParent()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resp, err := http.Get(*copyProxyTarget)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+		w.WriteHeader(resp.StatusCode)
+		io.CopyBuffer(struct{ io.Writer }{w}, resp.Body, make([]byte, 512<<10))
+	})
+	srv := &http.Server{Addr: *copyProxyListen, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintln(os.Stderr, "spillway-load -copy-proxy:", srv.ListenAndServe())
+	return 1
 }
 
 // fetchVsMinIO compares a link to an artifact on MinIO with a direct,
@@ -331,5 +375,17 @@ func fetchVsMinIO() error {
 		return err
 	}
 	fmt.Printf("## %d MiB fetch of an artifact on MinIO vs MinIO's presigned GET of the same object, %d runs, interleaved\n\n", *fetchMiB, *fetchN)
-	return bigRuns("presigned MinIO GET (anchor)", direct.String(), "Spillway link (verify, policy, stream)", link.HTTPURL, len(body))
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cp := exec.Command(self, "-copy-proxy", direct.String(), "-copy-proxy-listen", addr())
+	// The pipe is held by cp until Wait; its closing tells the child to go.
+	if _, err := cp.StdinPipe(); err != nil {
+		return err
+	}
+	bare := launch(cp)
+	return bigRuns(len(body), bigSide{"presigned MinIO GET (anchor)", direct.String()},
+		bigSide{"bare Go proxy of it (anchor)", "http://" + bare + "/"},
+		bigSide{"Spillway link (verify, policy, stream)", link.HTTPURL})
 }

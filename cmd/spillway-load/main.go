@@ -9,8 +9,9 @@
 //   - fetches of a link (fetch.go): a small cached artifact at concurrency
 //     64 and a 100 MiB one from the local-directory store vs a bare
 //     http.FileServer over the same bytes, and a 100 MiB one from MinIO vs
-//     a direct, presigned MinIO GET of the same object (requests per
-//     second, percentiles, throughput ratios). -fetch-only runs just these;
+//     a direct, presigned MinIO GET of the same object and a bare Go proxy
+//     of that GET (requests per second, percentiles, throughput ratios).
+//     -fetch-only runs just these;
 //   - 1,000 slow and idle connections against Spillway vs a bare net/http
 //     server with the same server timeouts (memory and descriptors held,
 //     and for how long; slow.go). -slow-only runs just this one.
@@ -66,6 +67,9 @@ func main() {
 	}
 	if *rproxyTarget != "" {
 		os.Exit(reverseProxy())
+	}
+	if *copyProxyTarget != "" {
+		os.Exit(copyProxy())
 	}
 	if *anchorDir != "" {
 		os.Exit(anchorServe())

@@ -48,6 +48,24 @@ func reverseProxy() int {
 		fmt.Fprintf(os.Stderr, "spillway-load: -rproxy %q: want a base URL\n", *rproxyTarget)
 		return 2
 	}
+	exitWithParent()
+	rp := newReverseProxy(target)
+	// Full duplex: an MCP server starts its SSE answer as soon as it has
+	// read the request, and by default the HTTP/1 server then closes the
+	// inbound body under the transport still checking it, which tears down
+	// the upstream connection mid-answer (golang/go#40747). No copy added.
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.NewResponseController(w).EnableFullDuplex()
+		rp.ServeHTTP(w, r)
+	})
+	srv := &http.Server{Addr: *rproxyListen, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintln(os.Stderr, "spillway-load -rproxy:", srv.ListenAndServe())
+	return 1
+}
+
+// exitWithParent makes an anchor child exit when its stdin closes (the
+// parent stopped or died) or on SIGINT or SIGTERM.
+func exitWithParent() {
 	go func() {
 		io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
@@ -61,18 +79,6 @@ func reverseProxy() int {
 		<-sig
 		os.Exit(0)
 	}()
-	rp := newReverseProxy(target)
-	// Full duplex: an MCP server starts its SSE answer as soon as it has
-	// read the request, and by default the HTTP/1 server then closes the
-	// inbound body under the transport still checking it, which tears down
-	// the upstream connection mid-answer (golang/go#40747). No copy added.
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.NewResponseController(w).EnableFullDuplex()
-		rp.ServeHTTP(w, r)
-	})
-	srv := &http.Server{Addr: *rproxyListen, Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Fprintln(os.Stderr, "spillway-load -rproxy:", srv.ListenAndServe())
-	return 1
 }
 
 // startReverseProxy runs this binary in -rproxy mode in front of upstream
