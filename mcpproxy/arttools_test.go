@@ -192,6 +192,9 @@ func TestArtifactToolsStdioAndStateless(t *testing.T) {
 	}
 	call(1, "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}})
 	fmt.Fprintln(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if l := call(4, "tools/list", map[string]any{}); !strings.Contains(string(l), `"name":"spillway_artifact_jq"`) {
+		t.Errorf("stdio tools/list: %s", l)
+	}
 	r = decodeTool(t, call(2, "tools/call", map[string]any{"name": "echo", "arguments": args}))
 	r = decodeTool(t, call(3, "tools/call", jq(r.link(t, "application/json"))))
 	if r.IsError || body(r.text()) != want {
