@@ -353,6 +353,12 @@ func TestAnswerCap(t *testing.T) {
 	if err != nil || len(out) > 1200 || !strings.HasSuffix(out, "[answer cut at 1000 bytes: ask for a smaller window or fewer results]") {
 		t.Errorf("%d bytes, %v: %q", len(out), err, out)
 	}
+	// A binary window: its base64 fits the cap (it was 4/3 of it).
+	bin := bytes.Repeat([]byte{0xff, 0}, 2000)
+	head, body := mustRun(t, New(Limits{MaxAnswer: 1000}), Read, `"byteOffset":10,"byteLength":4000`, bin)
+	if got, _ := base64.StdEncoding.DecodeString(body); len(body) > 1000 || !bytes.Equal(got, bin[10:760]) || !strings.HasSuffix(head, "bytes 10-760 of 4000 (750 bytes, not UTF-8 text: base64; next: byteOffset=760)") {
+		t.Errorf("binary: %d bytes of base64; %q", len(body), head)
+	}
 }
 
 func TestParse(t *testing.T) {

@@ -175,6 +175,10 @@ func (r *Runner) readBytes(ctx context.Context, c Call, src Source) (string, err
 		}
 		return fmt.Sprintf("%s bytes %d-%d of %d (%d bytes of UTF-8 text%s)\n", src.URI, off+int64(lo), off+int64(hi), src.Size, hi-lo, next) + string(w), nil
 	}
+	if k := r.lim.MaxAnswer / 4 * 3; len(data) > k { // base64 grows it by a third
+		data, end = data[:k], off+int64(k)
+		next = fmt.Sprintf("; next: byteOffset=%d", end)
+	}
 	return fmt.Sprintf("%s bytes %d-%d of %d (%d bytes, not UTF-8 text: base64%s)\n", src.URI, off, end, src.Size, len(data), next) +
 		base64.StdEncoding.EncodeToString(data), nil
 }
