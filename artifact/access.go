@@ -25,7 +25,8 @@ const (
 	// the holder's own (resources/stream's redirect mode). Authorize allows
 	// it only when the decision allows redirect.
 	ViaRedirect = "redirect"
-	// ViaRead is MCP resources/read of an artifact URI.
+	// ViaRead is MCP resources/read of an artifact URI, and the proxy's
+	// artifact tools (a window, a search or a jq query of its bytes).
 	ViaRead = "resources/read"
 	// ViaStream is MCP resources/stream of an artifact URI (direct or
 	// fallback mode; redirect mode asks with ViaRedirect).
