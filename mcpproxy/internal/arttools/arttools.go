@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spillway-dev/spillway/artifact"
@@ -215,9 +216,10 @@ func jsonError(err error) string {
 // Source is the artifact a tool reads: its size and a way to open a
 // range of its bytes (length < 0: to the end), as artifact.Store.Open.
 type Source struct {
-	URI  string // its spillway:// URI, for the answer's header
-	Size int64
-	Open func(ctx context.Context, offset, length int64) (io.ReadCloser, error)
+	URI    string // its spillway:// URI, for the answer's header
+	Tenant string // whose it is (and who asks: the caller may read only its own)
+	Size   int64
+	Open   func(ctx context.Context, offset, length int64) (io.ReadCloser, error)
 }
 
 // Limits bound what Run does. Zero values take the defaults.
@@ -247,6 +249,9 @@ type Limits struct {
 type Runner struct {
 	lim Limits
 	jq  chan struct{} // slots of the jq runs at once
+
+	mu      sync.Mutex
+	running map[string]bool // tenants with a jq run holding or awaiting a slot
 }
 
 // New returns a Runner bounded by lim.
@@ -269,7 +274,7 @@ func New(lim Limits) *Runner {
 	if lim.MaxJQHeap == 0 {
 		lim.MaxJQHeap = 1 << 30
 	}
-	return &Runner{lim: lim, jq: make(chan struct{}, lim.JQConcurrent)}
+	return &Runner{lim: lim, jq: make(chan struct{}, lim.JQConcurrent), running: map[string]bool{}}
 }
 
 // Run answers c over src with the answer's text. Errors wrapping

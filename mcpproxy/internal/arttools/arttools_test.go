@@ -514,3 +514,38 @@ func FuzzReadLines(f *testing.F) {
 		}
 	})
 }
+
+// A tenant runs one jq program at a time: while its endless program
+// holds a slot, its second is refused at once and another tenant's runs.
+// Before, the second waited for a slot, and two such programs held every
+// slot (JQConcurrent) from every other tenant.
+func TestJQOneRunPerTenant(t *testing.T) {
+	r := New(Limits{JQTimeout: time.Hour, JQConcurrent: 2})
+	src := func(tenant string) Source { s := source([]byte(`1`)); s.Tenant = tenant; return s }
+	call := func(program string) Call { return Call{Tool: JQ, Program: program, MaxOutputs: 10} }
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := r.Run(cctx, call("last(repeat(1))"), src("a")); done <- err }()
+	for {
+		r.mu.Lock()
+		busy := r.running["a"]
+		r.mu.Unlock()
+		if busy {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := r.Run(ctx, call("."), src("a")); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "another jq program of yours is running") {
+		t.Errorf("the tenant's second run: %v", err)
+	}
+	if out, err := r.Run(ctx, call(". + 1"), src("b")); err != nil || !strings.HasSuffix(out, "\n2\n") {
+		t.Errorf("another tenant's run: %q %v", out, err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("the endless run, cancelled: %v", err)
+	}
+	if out, err := r.Run(ctx, call("."), src("a")); err != nil || !strings.HasSuffix(out, "\n1\n") {
+		t.Errorf("the tenant's run after: %q %v", out, err)
+	}
+}

@@ -36,6 +36,20 @@ func (r *Runner) jqRun(ctx context.Context, c Call, src Source) (string, error) 
 	if src.Size > r.lim.MaxJQInput {
 		return "", invalid("the artifact is %d bytes; jq reads at most %d: use %s or %s on it", src.Size, r.lim.MaxJQInput, Grep, Read)
 	}
+	// One run per tenant at a time, so that one tenant cannot hold every
+	// slot (the map holds at most the runs at once and those waiting).
+	r.mu.Lock()
+	busy := r.running[src.Tenant]
+	r.running[src.Tenant] = true
+	r.mu.Unlock()
+	if busy {
+		return "", invalid("another jq program of yours is running; run one at a time")
+	}
+	defer func() {
+		r.mu.Lock()
+		delete(r.running, src.Tenant)
+		r.mu.Unlock()
+	}()
 	select {
 	case r.jq <- struct{}{}:
 		defer func() { <-r.jq }()

@@ -103,7 +103,7 @@ func (o *Methods) runTool(ctx context.Context, rq Request, name string, args []b
 		_, msg := o.accessMessage(c.ID, err)
 		return "", errors.New(msg)
 	}
-	src := arttools.Source{URI: artifact.URI(a.ID), Size: a.Size,
+	src := arttools.Source{URI: artifact.URI(a.ID), Tenant: a.Tenant, Size: a.Size,
 		Open: func(ctx context.Context, off, n int64) (io.ReadCloser, error) {
 			return o.o.Artifacts.Store.Open(ctx, a.ID, off, n)
 		}}
