@@ -29,7 +29,7 @@ func (r *Runner) grep(ctx context.Context, c Call, src Source) (string, error) {
 		return "", err
 	}
 	defer rc.Close()
-	lr := newLineReader(ctx, rc)
+	lr := newLineReader(rc)
 	a := answer{max: r.lim.MaxAnswer}
 	var before []numbered // the context lines held before a match
 	after, last, matches, n := 0, 0, 0, 0
@@ -42,7 +42,7 @@ func (r *Runner) grep(ctx context.Context, c Call, src Source) (string, error) {
 	}
 	more := false
 	for !a.cut {
-		ln, err := lr.next(maxScanLine)
+		ln, err := lr.next(ctx, maxScanLine)
 		if errors.Is(err, io.EOF) {
 			break
 		}

@@ -16,16 +16,14 @@ import (
 // it from.
 const maxLine = 8 << 10
 
-// lineReader reads lines of any length, keeping a bounded prefix of each,
-// until its context ends (checked at each line and every 64 KiB of one).
+// lineReader reads lines of any length, keeping a bounded prefix of each.
 type lineReader struct {
-	ctx context.Context
 	br  *bufio.Reader
 	pos int64 // byte offset of the next line
 }
 
-func newLineReader(ctx context.Context, r io.Reader) *lineReader {
-	return &lineReader{ctx: ctx, br: bufio.NewReaderSize(r, 64<<10)}
+func newLineReader(r io.Reader) *lineReader {
+	return &lineReader{br: bufio.NewReaderSize(r, 64<<10)}
 }
 
 // line is one line, without its "\n" or "\r\n".
@@ -36,14 +34,15 @@ type line struct {
 }
 
 // next returns the next line, keeping at most keep bytes of it, and
-// io.EOF after the last one. A last line without "\n" is a line.
-func (l *lineReader) next(keep int) (line, error) {
+// io.EOF after the last one. A last line without "\n" is a line. It
+// returns ctx's error once ctx ends (checked every 64 KiB of a line).
+func (l *lineReader) next(ctx context.Context, keep int) (line, error) {
 	ln := line{start: l.pos}
 	var raw int
 	nl := false
 	var tail [2]byte // the last two bytes read: is there a "\r\n"?
 	for {
-		if err := l.ctx.Err(); err != nil {
+		if err := ctx.Err(); err != nil {
 			return line{}, err
 		}
 		frag, err := l.br.ReadSlice('\n')
@@ -97,17 +96,17 @@ func (r *Runner) readLines(ctx context.Context, c Call, src Source) (string, err
 		return "", err
 	}
 	defer rc.Close()
-	lr := newLineReader(ctx, rc)
+	lr := newLineReader(rc)
 	n := 0 // lines read
 	for ; n+1 < c.Offset; n++ {
-		if _, err := lr.next(0); err != nil {
+		if _, err := lr.next(ctx, 0); err != nil {
 			return "", pastEnd(err, c.Offset, n)
 		}
 	}
 	a := answer{max: r.lim.MaxAnswer}
 	eof := false
 	for got := 0; got < c.Limit && !a.cut; got++ {
-		ln, err := lr.next(maxLine)
+		ln, err := lr.next(ctx, maxLine)
 		if errors.Is(err, io.EOF) {
 			eof = true
 			break
