@@ -236,7 +236,10 @@ func (o *Methods) After(ctx context.Context, c *Call, resp *jsonrpc.Message) (ou
 			return invalid("capabilities or capabilities.resources is not an object")
 		}
 		if o.toolsOn() && jsonrpc.RawMember(jsonrpc.RawMember(r, "capabilities"), "tools") == nil {
-			r, _ = jsonrpc.SetPath(r, []byte(`{}`), "capabilities", "tools")
+			// The artifact tools need the tools capability declared.
+			if withTools, ok := jsonrpc.SetPath(r, []byte(`{}`), "capabilities", "tools"); ok {
+				r = withTools
+			}
 		}
 		return resp.WithResult(r)
 	case "resources/list", "resources/templates/list":
