@@ -233,7 +233,8 @@ type Limits struct {
 	// JQTimeout bounds one jq run, decoding included. Default 10 s.
 	JQTimeout time.Duration
 	// JQConcurrent bounds the jq runs at once; a call waits for a slot
-	// until its context ends. Default 2.
+	// until its context ends. A tenant runs one at a time (Source.Tenant):
+	// its second is refused. Default 2.
 	JQConcurrent int
 	// Timeout bounds one read or grep (its scan of the artifact).
 	// Default 30 s.
