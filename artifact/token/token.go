@@ -15,9 +15,11 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"hash"
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -94,7 +96,20 @@ type Signer struct {
 // always checked against one consistent set.
 type keySet struct {
 	signing Key
-	verify  map[string][]byte
+	verify  map[string]*macKey // the signing key's included
+}
+
+// macKey is a secret with a pool of HMACs keyed with it: keying one costs
+// two SHA-256 blocks and five allocations, a third of a Verify.
+type macKey struct {
+	secret []byte
+	hmacs  sync.Pool // of hash.Hash keyed with secret, reset
+}
+
+func newMACKey(secret []byte) *macKey {
+	k := &macKey{secret: secret}
+	k.hmacs.New = func() any { return hmac.New(sha256.New, secret) }
+	return k
 }
 
 // DefaultLeeway is the clock skew tolerated on not-before unless
@@ -115,7 +130,7 @@ func NewSigner(signing Key, verify ...Key) (*Signer, error) {
 // SetKeys replaces the keys, with NewSigner's checks; on error the old keys
 // stay. From its return on, tokens of a key no longer listed fail to verify.
 func (s *Signer) SetKeys(signing Key, verify ...Key) error {
-	ks := &keySet{signing: signing, verify: map[string][]byte{}}
+	ks := &keySet{signing: signing, verify: map[string]*macKey{}}
 	for _, k := range append([]Key{signing}, verify...) {
 		if !ValidField(k.ID) || k.ID == "" {
 			return fmt.Errorf("token: bad key id %q", k.ID)
@@ -123,10 +138,10 @@ func (s *Signer) SetKeys(signing Key, verify ...Key) error {
 		if len(k.Secret) < 32 {
 			return fmt.Errorf("token: key %q: secret shorter than 32 bytes", k.ID)
 		}
-		if old, dup := ks.verify[k.ID]; dup && !bytes.Equal(old, k.Secret) {
+		if old, dup := ks.verify[k.ID]; dup && !bytes.Equal(old.secret, k.Secret) {
 			return fmt.Errorf("token: key id %q given twice with different secrets", k.ID)
 		}
-		ks.verify[k.ID] = k.Secret
+		ks.verify[k.ID] = newMACKey(k.Secret)
 	}
 	s.keys.Store(ks)
 	return nil
@@ -174,7 +189,7 @@ func (s *Signer) Mint(c Claims) (string, error) {
 		strconv.FormatInt(c.NotBefore.Unix(), 10), strconv.FormatInt(c.Expires.Unix(), 10),
 		cidr, c.Tenant, c.Audience, c.ID,
 	}, "\n")
-	mac := sum(ks.signing.Secret, c.Artifact, payload)
+	mac := ks.verify[ks.signing.ID].sum(c.Artifact, payload)
 	return base64.RawURLEncoding.EncodeToString([]byte(payload)) + "." + base64.RawURLEncoding.EncodeToString(mac), nil
 }
 
@@ -192,7 +207,7 @@ func (s *Signer) Verify(token, id string, now time.Time) (Claims, error) {
 	if !ok || id == "" || !ValidField(id) {
 		return Claims{}, ErrInvalid
 	}
-	if !hmac.Equal(mac, sum(key, id, payload)) {
+	if !hmac.Equal(mac, key.sum(id, payload)) {
 		return Claims{}, ErrInvalid
 	}
 	c.Artifact = id
@@ -229,13 +244,17 @@ func ValidID(id string) bool {
 	return true
 }
 
-func sum(key []byte, id, payload string) []byte {
-	h := hmac.New(sha256.New, key)
+// sum is the MAC of a token's payload for artifact id.
+func (k *macKey) sum(id, payload string) []byte {
+	h := k.hmacs.Get().(hash.Hash)
 	h.Write([]byte(macContext))
 	h.Write([]byte(id))
 	h.Write([]byte{'\n'})
 	h.Write([]byte(payload))
-	return h.Sum(nil)
+	mac := h.Sum(nil)
+	h.Reset()
+	k.hmacs.Put(h)
+	return mac
 }
 
 var strictB64 = base64.RawURLEncoding.Strict()
