@@ -51,7 +51,7 @@ func fetches() error {
 // line per fetch, as deployed), its log thrown away by the kernel rather
 // than copied through a pipe into this process.
 func startSpillwayLogging(extra ...string) string {
-	dir, _ := os.MkdirTemp("", "spillway-load-")
+	dir := tempDir("spillway-load-")
 	if err := os.WriteFile(filepath.Join(dir, "mcp.token"), []byte(mcpToken+"\n"), 0o600); err != nil {
 		panic(err)
 	}
@@ -326,8 +326,7 @@ func fetchVsMinIO() error {
 		fmt.Printf("(no MinIO at %s: fetch comparison skipped)\n", *minioBin)
 		return nil
 	}
-	dir, _ := os.MkdirTemp("", "spillway-load-minio-")
-	defer os.RemoveAll(dir)
+	dir := tempDir("spillway-load-minio-")
 	maddr := addr()
 	user, pass := "loadtest", "loadtest-secret-0123"
 	cmd := exec.Command(*minioBin, "server", "--quiet", "--address", maddr, "--console-address", addr(), dir)

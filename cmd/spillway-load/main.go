@@ -79,13 +79,36 @@ func main() {
 			c.Process.Signal(os.Interrupt)
 			c.Wait()
 		}
+		removeTempDirs()
 	}()
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "spillway-load:", err)
 		for _, c := range children {
 			c.Process.Kill()
+			c.Wait()
 		}
+		removeTempDirs()
 		os.Exit(1)
+	}
+}
+
+// tempDirs are the data folders of the servers this program started,
+// removed once they have stopped (a fetch run leaves hundreds of MB).
+var tempDirs []string
+
+// tempDir makes a folder that removeTempDirs removes.
+func tempDir(prefix string) string {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		panic(err)
+	}
+	tempDirs = append(tempDirs, dir)
+	return dir
+}
+
+func removeTempDirs() {
+	for _, d := range tempDirs {
+		os.RemoveAll(d)
 	}
 }
 
@@ -186,7 +209,7 @@ func launch(cmd *exec.Cmd) string {
 const mcpToken = "load-token-0123456789abcdef"
 
 func startSpillway(extra ...string) string {
-	dir, _ := os.MkdirTemp("", "spillway-load-")
+	dir := tempDir("spillway-load-")
 	if err := os.WriteFile(filepath.Join(dir, "mcp.token"), []byte(mcpToken+"\n"), 0o600); err != nil {
 		panic(err)
 	}
