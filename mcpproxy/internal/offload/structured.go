@@ -169,6 +169,15 @@ func closed(schema []byte) bool {
 		string(jsonrpc.RawMember(schema, "unevaluatedProperties")) == "false"
 }
 
+// Listed reports whether a tools/list result of the upstream named tool
+// (among the first maxTools names learned).
+func (s *Schemas) Listed(tool string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.byTool[tool]
+	return ok
+}
+
 // Lookup returns the tool's schema as presented; nil when the tool has
 // none or is unknown. err is set when the tool has one that does not
 // compile (too large, too deep, a remote $ref): a client may still check

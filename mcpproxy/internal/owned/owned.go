@@ -118,7 +118,6 @@ type Methods struct {
 	// result declared resources.stream.
 	upstreamStream atomic.Bool
 	tools          *arttools.Runner
-	shadow         shadowed // the artifact tools' names the upstream lists itself
 }
 
 // New returns the proxy's own methods configured by o.
@@ -263,9 +262,11 @@ func (o *Methods) After(ctx context.Context, c *Call, resp *jsonrpc.Message) (ou
 			if o.o.LearnTools != nil {
 				o.o.LearnTools(resp.Result)
 			}
-			o.shadow.learn(resp.Result)
-			if o.o.Offloader != nil {
-				resp = resp.WithResult(o.schemas.Present(resp.Result))
+			// One record of the upstream's tools: their names (an
+			// artifact tool the upstream lists itself is the upstream's)
+			// and output schemas, shown with room for the offloader's note.
+			if presented := o.schemas.Present(resp.Result); o.o.Offloader != nil {
+				resp = resp.WithResult(presented)
 			}
 		}
 		if c.More || !o.toolsOn() {

@@ -2,10 +2,8 @@ package owned
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
-	"sync"
 
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/arttools"
@@ -24,52 +22,17 @@ const maxToolAnswer = 64 << 10
 // toolsOn reports whether the artifact tools are served.
 func (o *Methods) toolsOn() bool { return o.o.Artifacts != nil && !o.o.NoArtifactTools }
 
-// shadowed remembers which of the tools' names the upstream lists as its
-// own (at most len(arttools.Names) entries).
-type shadowed struct {
-	mu    sync.Mutex
-	names map[string]bool
-}
-
-// learn records the tools' names among a tools/list result's tools.
-func (s *shadowed) learn(result []byte) {
-	var r struct {
-		Tools []struct {
-			Name string `json:"name"`
-		} `json:"tools"`
-	}
-	if json.Unmarshal(result, &r) != nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, t := range r.Tools {
-		if arttools.Is(t.Name) {
-			if s.names == nil {
-				s.names = map[string]bool{}
-			}
-			s.names[t.Name] = true
-		}
-	}
-}
-
-func (s *shadowed) has(name string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.names[name]
-}
-
 // OwnsTool reports whether a tools/call of name is the proxy's to answer
 // (one of the artifact tools, not shadowed by the upstream's): such a
 // call never reaches the upstream. Safe for concurrent use.
 func (o *Methods) OwnsTool(name string) bool {
-	return o.toolsOn() && arttools.Is(name) && !o.shadow.has(name)
+	return o.toolsOn() && arttools.Is(name) && !o.schemas.Listed(name)
 }
 
 // toolItems are the tools/list entries of the tools the upstream does
 // not shadow.
 func (o *Methods) toolItems() [][]byte {
-	return arttools.List(func(name string) bool { return !o.shadow.has(name) })
+	return arttools.List(func(name string) bool { return !o.schemas.Listed(name) })
 }
 
 // callTool answers a tools/call of one of the artifact tools. Every
