@@ -389,3 +389,51 @@ func TestOffloadThresholdByContent(t *testing.T) {
 		t.Errorf("artifact name: %v", stored)
 	}
 }
+
+// What a careless or hostile upstream sends beside a large item: a null
+// or non-object structuredContent, null content items, a null
+// outputSchema, a server's own _spillway member. The large item still
+// leaves, the rest passes as it came, and nothing panics.
+func TestOffloadOddShapes(t *testing.T) {
+	big := map[string]any{"type": "text", "text": strings.Repeat("a log line\n", 2000)}
+	var s Schemas
+	s.Present([]byte(`{"tools":[{"name":"n","inputSchema":{"type":"object"},"outputSchema":null},{"name":"s","inputSchema":{"type":"object"},"outputSchema":"x"}]}`))
+	for _, tool := range []string{"n", "s"} {
+		if sch, err := s.Lookup(tool); sch != nil || err != nil || !s.Listed(tool) {
+			t.Errorf("tool %s with a non-object outputSchema: %v, %v, listed %v", tool, sch, err, s.Listed(tool))
+		}
+	}
+	for name, sc := range map[string]any{
+		"null structuredContent":   nil,
+		"string structuredContent": strings.Repeat("s", 9000),
+		"array structuredContent":  []any{1, 2, 3},
+		"own _spillway member":     map[string]any{"_spillway": "the server's", "rows": strings.Repeat("r", 9000)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			in, _ := json.Marshal(map[string]any{"content": []any{nil, big, 7}, "structuredContent": sc})
+			out, stored, err := New(testService(t, nil), builtInPolicy(t), Options{}).Rewrite(context.Background(), Call{Method: "tools/call", Tool: "n"}, in)
+			if err != nil || !json.Valid(out) {
+				t.Fatalf("%v: %.300s", err, out)
+			}
+			var r struct {
+				Content           []json.RawMessage `json:"content"`
+				StructuredContent json.RawMessage   `json:"structuredContent"`
+			}
+			json.Unmarshal(out, &r)
+			if len(stored) == 0 || string(r.Content[0]) != "null" || len(r.Content) < 4 || string(r.Content[3]) != "7" {
+				t.Errorf("stored %d; content %s", len(stored), r.Content)
+			}
+			orig, _ := json.Marshal(sc)
+			switch name {
+			case "own _spillway member":
+				if !bytes.Contains(r.StructuredContent, []byte(`"_spillway":"the server's"`)) || bytes.Count(r.StructuredContent, []byte(`"_spillway"`)) != 1 {
+					t.Errorf("the server's own _spillway member: %s", r.StructuredContent)
+				}
+			default: // not an object: never shrunk, passed as it came
+				if !bytes.Equal(r.StructuredContent, orig) {
+					t.Errorf("structuredContent changed: %.200s", r.StructuredContent)
+				}
+			}
+		})
+	}
+}
