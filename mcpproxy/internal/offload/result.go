@@ -378,11 +378,13 @@ func (w *resultWriter) itemUnit(it contentItem) unit {
 func groupUnit(items []contentItem, idx []int) unit {
 	allJSON := true
 	var size int64
+	var text bytes.Buffer // one buffer for every item's decoded text
 	for _, i := range idx {
 		size += items[i].size
 		if allJSON {
-			s, err := io.ReadAll(newStringReader(items[i].lit))
-			allJSON = err == nil && json.Valid(s)
+			text.Reset()
+			_, err := text.ReadFrom(newStringReader(items[i].lit))
+			allJSON = err == nil && json.Valid(text.Bytes())
 		}
 	}
 	sep, first, last, mime := "\n\n", "", "", "text/plain; charset=utf-8"
