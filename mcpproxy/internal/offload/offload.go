@@ -166,9 +166,9 @@ func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, 
 	}
 	var out []byte
 	var stored []artifact.Artifact
-	last, n := 0, 0
+	last := 0
 	for _, it := range jsonrpc.Elements(result, arr) {
-		repl, a, err := f.item(ctx, c, result[it[0]:it[1]], n+1)
+		repl, a, err := f.item(ctx, c, result[it[0]:it[1]])
 		if err != nil {
 			if f.o.FailClosed {
 				f.log.Error("offload failed; withholding the result", "method", c.Method, "uri", c.URI, "err", err)
@@ -180,7 +180,6 @@ func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, 
 		if repl == nil {
 			continue
 		}
-		n++
 		stored = append(stored, a)
 		out = append(out, result[last:it[0]]...)
 		out = append(out, repl...)
@@ -196,7 +195,7 @@ func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, 
 var toolError = []byte(`{"content":[{"type":"text","text":"The result was too large to return inline and could not be stored for download; try again later."}],"isError":true}`)
 
 // item offloads one resources/read item, or returns nil to keep it.
-func (f *Rewriter) item(ctx context.Context, c Call, it []byte, n int) ([]byte, artifact.Artifact, error) {
+func (f *Rewriter) item(ctx context.Context, c Call, it []byte) ([]byte, artifact.Artifact, error) {
 	if len(it) == 0 || it[0] != '{' {
 		return nil, artifact.Artifact{}, nil
 	}
@@ -225,7 +224,7 @@ func (f *Rewriter) item(ctx context.Context, c Call, it []byte, n int) ([]byte, 
 			u.mime = sniffText(lit)
 		}
 	}
-	w := &resultWriter{f: f, c: c, previewBudget: f.o.PreviewBudget, n: n - 1}
+	w := &resultWriter{f: f, c: c, previewBudget: f.o.PreviewBudget}
 	pub, err := w.publish(ctx, u, "")
 	if err != nil || pub == nil {
 		return nil, artifact.Artifact{}, err

@@ -115,7 +115,6 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 	if c.Method == "resources/read" {
 		name, source = path.Base(c.URI), "resources/read"
 	}
-	w.n++
 	// A name that says what the artifact is, unique in a listing:
 	// query-items-3f2abc.json, read_graph-structured-x7k2ab.json.
 	id := artifact.NewID()
