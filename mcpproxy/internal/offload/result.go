@@ -293,7 +293,6 @@ type resultWriter struct {
 	f             *Rewriter
 	c             Call
 	previewBudget int
-	n             int // artifacts named so far
 	stored        []artifact.Artifact
 	replaced      []replaced
 	byLiteral     []literalLink // content payloads stored, for structuredContent to reuse

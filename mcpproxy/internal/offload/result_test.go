@@ -437,3 +437,61 @@ func TestOffloadOddShapes(t *testing.T) {
 		})
 	}
 }
+
+// Present edits every closed schema of a listing in one pass, keeps the
+// open ones and every other byte, and learns each tool.
+func TestPresentManyTools(t *testing.T) {
+	list := `{"tools":[` +
+		`{"name":"a","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"x":{"type":"string"}},"additionalProperties":false}},` +
+		`{"name":"b","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"y":{"type":"integer"}}}},` +
+		`{"name":"c","inputSchema":{"type":"object"},"outputSchema":{"type":"object","unevaluatedProperties":false}} ],"nextCursor":"n"}`
+	var s Schemas
+	out := s.Present([]byte(list))
+	var r struct {
+		Tools []struct {
+			Name         string          `json:"name"`
+			OutputSchema json.RawMessage `json:"outputSchema"`
+		} `json:"tools"`
+		NextCursor string `json:"nextCursor"`
+	}
+	if err := json.Unmarshal(out, &r); err != nil || len(r.Tools) != 3 || r.NextCursor != "n" {
+		t.Fatalf("%v: %s", err, out)
+	}
+	for i, want := range []bool{true, false, true} {
+		has := bytes.Contains(r.Tools[i].OutputSchema, []byte(`"`+NoteMember+`"`))
+		if has != want {
+			t.Errorf("%s: note property %v, want %v: %s", r.Tools[i].Name, has, want, r.Tools[i].OutputSchema)
+		}
+		sch, err := s.Lookup(r.Tools[i].Name)
+		if err != nil || sch == nil {
+			t.Fatalf("%s: %v", r.Tools[i].Name, err)
+		}
+		if got := sch.Validate([]byte(`{"` + NoteMember + `":"n"}`)); got != nil {
+			t.Errorf("%s: the presented schema refuses the note: %v", r.Tools[i].Name, got)
+		}
+	}
+	if !bytes.Contains(out, []byte(`{"name":"b","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"y":{"type":"integer"}}}}`)) || !bytes.HasSuffix(out, []byte(` ],"nextCursor":"n"}`)) {
+		t.Errorf("bytes outside the closed schemas changed: %s", out)
+	}
+}
+
+// FuzzPresent: whatever an upstream lists, what clients are shown is
+// valid JSON, and the listing is unchanged where no schema is closed.
+func FuzzPresent(f *testing.F) {
+	f.Add([]byte(`{"tools":[{"name":"a","outputSchema":{"additionalProperties":false}},{"name":"b","outputSchema":null},{"name":"a"}]}`))
+	f.Add([]byte(`{"tools":[{"name":"a","outputSchema":{"properties":[],"additionalProperties":false}}]}`))
+	f.Add([]byte(`{"tools":{}}`))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		if !json.Valid(in) {
+			return
+		}
+		var s Schemas
+		out := s.Present(in)
+		if !json.Valid(out) {
+			t.Fatalf("invalid JSON shown: %q → %q", in, out)
+		}
+		if !bytes.Contains(in, []byte("false")) && !bytes.Equal(in, out) {
+			t.Fatalf("no closed schema, yet %q became %q", in, out)
+		}
+	})
+}

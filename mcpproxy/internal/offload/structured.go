@@ -123,40 +123,48 @@ func (s *Schemas) Present(result []byte) []byte {
 	if !ok || result[span[0]] != '[' {
 		return result
 	}
-	out := result
-	els := jsonrpc.Elements(result, span)
-	learned := map[string][]byte{}
-	// Edit from the last tool back, so earlier spans stay valid.
-	for k := len(els) - 1; k >= 0; k-- {
-		tool := result[els[k][0]:els[k][1]]
-		name := jsonrpc.StringMember(tool, "name")
-		os, ok := jsonrpc.Member(tool, "outputSchema")
-		if name == "" || !ok || tool[os[0]] != '{' {
-			if name != "" {
-				learned[name] = nil
-			}
+	type tool struct {
+		name   string
+		schema []byte // as presented; nil: none
+	}
+	var tools []tool
+	var out []byte // nil until a schema is edited
+	last := 0      // result[:last] is in out
+	for _, el := range jsonrpc.Elements(result, span) {
+		t := result[el[0]:el[1]]
+		name := jsonrpc.StringMember(t, "name")
+		if name == "" {
 			continue
 		}
-		schema := tool[os[0]:os[1]]
+		os, ok := jsonrpc.Member(t, "outputSchema")
+		if !ok || t[os[0]] != '{' {
+			tools = append(tools, tool{name, nil})
+			continue
+		}
+		schema := t[os[0]:os[1]]
 		if closed(schema) && jsonrpc.Path(schema, "properties", NoteMember) == nil {
 			if ns, ok := jsonrpc.SetPath(schema, noteProperty, "properties", NoteMember); ok {
-				abs := [2]int{els[k][0] + os[0], els[k][0] + os[1]}
-				out = append(append(append([]byte(nil), out[:abs[0]]...), ns...), out[abs[1]:]...)
-				schema = ns
+				out = append(append(out, result[last:el[0]+os[0]]...), ns...)
+				last, schema = el[0]+os[1], ns
 			}
 		}
-		learned[name] = schema
+		tools = append(tools, tool{name, schema})
+	}
+	if out != nil {
+		out = append(out, result[last:]...)
+	} else {
+		out = result
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byTool == nil {
 		s.byTool = map[string]*toolSchema{}
 	}
-	for name, raw := range learned {
-		if _, known := s.byTool[name]; !known && len(s.byTool) >= maxTools {
+	for _, t := range tools { // a name listed twice: the last wins
+		if _, known := s.byTool[t.name]; !known && len(s.byTool) >= maxTools {
 			continue
 		}
-		s.byTool[name] = &toolSchema{raw: raw}
+		s.byTool[t.name] = &toolSchema{raw: t.schema}
 	}
 	return out
 }
