@@ -20,7 +20,12 @@ FILESYSTEM_VERSION  := 2026.8.31
 MEMORY_VERSION      := 2026.8.31
 TS_SDK_VERSION      := 1.32.2
 TS_CLIENT_VERSION   := 2.4.0
-REALSERVERS         := fs$(FILESYSTEM_VERSION)-mem$(MEMORY_VERSION)-sdk$(TS_SDK_VERSION)-client$(TS_CLIENT_VERSION)
+# Era bridging (a session-era server and client) and the npm proxies a user would pick instead.
+EVERYTHING_NPM_VERSION := 2026.8.31
+INSPECTOR_CLI_VERSION  := 1.0.3
+MCP_PROXY_VERSION      := 6.7.19
+SUPERGATEWAY_VERSION   := 4.0.0
+REALSERVERS         := fs$(FILESYSTEM_VERSION)-mem$(MEMORY_VERSION)-sdk$(TS_SDK_VERSION)-client$(TS_CLIENT_VERSION)-ev$(EVERYTHING_NPM_VERSION)-insp$(INSPECTOR_CLI_VERSION)-mp$(MCP_PROXY_VERSION)-sg$(SUPERGATEWAY_VERSION)
 
 export SPILLWAY_MINIO             := $(BIN)/minio
 export SPILLWAY_OPA               := $(BIN)/opa
@@ -88,7 +93,11 @@ $(STAMP)/realservers-$(REALSERVERS):
 		@modelcontextprotocol/server-filesystem@$(FILESYSTEM_VERSION) \
 		@modelcontextprotocol/server-memory@$(MEMORY_VERSION) \
 		@modelcontextprotocol/sdk@$(TS_SDK_VERSION) \
-		@modelcontextprotocol/client@$(TS_CLIENT_VERSION)
+		@modelcontextprotocol/client@$(TS_CLIENT_VERSION) \
+		@modelcontextprotocol/server-everything@$(EVERYTHING_NPM_VERSION) \
+		@modelcontextprotocol/inspector-cli@$(INSPECTOR_CLI_VERSION) \
+		mcp-proxy@$(MCP_PROXY_VERSION) \
+		supergateway@$(SUPERGATEWAY_VERSION)
 	@touch $@
 
 .PHONY: test
