@@ -2,8 +2,9 @@
 // machine and prints the figures BENCHMARKS.md records:
 //
 //   - a small tools/call through Spillway vs directly to the same upstream
-//     and vs a bare httputil.ReverseProxy in front of it (latency
-//     percentiles, ratios, each server's peak RSS);
+//     and vs a bare httputil.ReverseProxy in front of it, in -small-runs
+//     runs (nine by default) with the sides interleaved (latency
+//     percentiles, ratios per run and their median, each server's peak RSS);
 //   - a ~50 MB tool output through Spillway with offloading vs plain
 //     pass-through (time, and the proxy's peak RSS against the message);
 //   - fetches of a link (fetch.go): a small cached artifact at concurrency

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -105,9 +106,18 @@ type side struct {
 	lat       []time.Duration
 }
 
+// smallRuns is how many runs the small-call comparison makes; its ratios
+// are reported per run and as their median (the target is on the
+// median of nine).
+var smallRuns = flag.Int("small-runs", 9, "runs of the small tools/call comparison (each -small round trips per side, interleaved)")
+
+// pcts are the latency percentiles of one side in one run.
+type pcts struct{ p50, p90, p99 time.Duration }
+
 // smallCalls measures a small tools/call directly to the upstream, through
 // a bare reverse proxy and through Spillway: one session per side, a
-// warm-up, then the same number of round trips each, interleaved in rounds.
+// warm-up, then -small-runs runs of the same number of round trips each,
+// every run interleaved in rounds. Ratios are taken within each run.
 func smallCalls(upstream, rproxy, spillway string) error {
 	sides := []*side{
 		{name: "direct to bigtool (anchor)", url: "http://" + upstream + "/mcp", pid: pid(upstream)},
@@ -130,52 +140,85 @@ func smallCalls(upstream, rproxy, spillway string) error {
 			}
 		}
 	}
-	load0 := loadAvg()
 	cpu0 := make([]time.Duration, len(sides))
 	for i, sd := range sides {
 		cpu0[i] = cpuTime(sd.pid)
 	}
 	per := max(*smallN/smallRounds, 1)
-	for r := range smallRounds {
-		for i := range sides {
-			sd := sides[(r+i)%len(sides)]
-			for range per {
-				d, err := call(sd)
-				if err != nil {
-					return fmt.Errorf("%s: %w", sd.name, err)
+	runs := max(*smallRuns, 1)
+	res := make([][]pcts, runs) // res[run][side]
+	loads := make([]string, runs)
+	total := 0
+	for run := range runs {
+		load0 := loadAvg()
+		for _, sd := range sides {
+			sd.lat = sd.lat[:0]
+		}
+		for r := range smallRounds {
+			for i := range sides {
+				sd := sides[(run+r+i)%len(sides)]
+				for range per {
+					d, err := call(sd)
+					if err != nil {
+						return fmt.Errorf("%s: %w", sd.name, err)
+					}
+					sd.lat = append(sd.lat, d)
 				}
-				sd.lat = append(sd.lat, d)
 			}
+		}
+		total += len(sides[0].lat)
+		loads[run] = load0 + "–" + loadAvg()
+		res[run] = make([]pcts, len(sides))
+		for i, sd := range sides {
+			us := func(p float64) time.Duration { return percentile(sd.lat, p).Round(time.Microsecond) }
+			res[run][i] = pcts{us(.5), us(.9), us(.99)}
 		}
 	}
 	// CPU per round trip is less at the mercy of the shared machine than
 	// latency: it is each server's own work (bigtool's serves all sides).
 	perCall := make([]time.Duration, len(sides))
 	for i, sd := range sides {
-		n := len(sd.lat)
+		n := total
 		if i == 0 {
 			n *= len(sides)
 		}
 		perCall[i] = ((cpuTime(sd.pid) - cpu0[i]) / time.Duration(n)).Round(100 * time.Nanosecond)
 	}
-	type pcts struct{ p50, p90, p99 time.Duration }
-	res := make([]pcts, len(sides))
-	for i, sd := range sides {
-		us := func(p float64) time.Duration { return percentile(sd.lat, p).Round(time.Microsecond) }
-		res[i] = pcts{us(.5), us(.9), us(.99)}
-	}
-	fmt.Printf("## small tools/call, %d round trips per side in %d interleaved rounds (session era, HTTP upstream)\n\n", len(sides[0].lat), smallRounds)
-	fmt.Printf("load average (1 min) before / after: %s / %s\n\n", load0, loadAvg())
-	fmt.Printf("| path | p50 | p90 | p99 | server process CPU per round trip | server process peak RSS |\n|---|---|---|---|---|---|\n")
-	for i, sd := range sides {
-		fmt.Printf("| %s | %v | %v | %v | %v | %.1f MB |\n", sd.name, res[i].p50, res[i].p90, res[i].p99, perCall[i], float64(peakRSS(sd.pid))/1e6)
-	}
 	ratio := func(a, b time.Duration) float64 { return float64(a) / float64(b) }
-	d, rp, sp := res[0], res[1], res[2]
-	fmt.Printf("\nSpillway / direct: p50 %.3f×, p90 %.3f× (added at p50: %v)\n", ratio(sp.p50, d.p50), ratio(sp.p90, d.p90), sp.p50-d.p50)
-	fmt.Printf("Spillway / bare reverse proxy: p50 %.3f×, p90 %.3f× (added at p50: %v)\n", ratio(sp.p50, rp.p50), ratio(sp.p90, rp.p90), sp.p50-rp.p50)
+	fmt.Printf("## small tools/call, %d runs of %d round trips per side, each in %d interleaved rounds (session era, HTTP upstream)\n\n", runs, total/runs, smallRounds)
+	fmt.Printf("| run | load average (1 min) | direct p50 | bare proxy p50 | Spillway p50 | Spillway / bare proxy p50 | p90 | p99 |\n|---|---|---|---|---|---|---|---|\n")
+	var rp50, rp90, rp99, rd50 []float64
+	for run, r := range res {
+		d, rp, sp := r[0], r[1], r[2]
+		rp50 = append(rp50, ratio(sp.p50, rp.p50))
+		rp90 = append(rp90, ratio(sp.p90, rp.p90))
+		rp99 = append(rp99, ratio(sp.p99, rp.p99))
+		rd50 = append(rd50, ratio(sp.p50, d.p50))
+		fmt.Printf("| %d | %s | %v | %v | %v | %.3f× | %.3f× | %.3f× |\n", run+1, loads[run], d.p50, rp.p50, sp.p50, rp50[run], rp90[run], rp99[run])
+	}
+	fmt.Printf("\nMedian over the runs, cell by cell:\n\n| path | p50 | p90 | p99 | server process CPU per round trip | server process peak RSS |\n|---|---|---|---|---|---|\n")
+	for i, sd := range sides {
+		col := func(f func(pcts) time.Duration) time.Duration {
+			v := make([]time.Duration, runs)
+			for run := range runs {
+				v[run] = f(res[run][i])
+			}
+			return percentile(v, .5)
+		}
+		fmt.Printf("| %s | %v | %v | %v | %v | %.1f MB |\n", sd.name, col(func(p pcts) time.Duration { return p.p50 }),
+			col(func(p pcts) time.Duration { return p.p90 }), col(func(p pcts) time.Duration { return p.p99 }), perCall[i], float64(peakRSS(sd.pid))/1e6)
+	}
+	fmt.Printf("\nSpillway / bare reverse proxy, median [range] of %d runs: p50 **%s** (target ≤ 1.02×), p90 %s, p99 %s\n", runs, medianRange(rp50), medianRange(rp90), medianRange(rp99))
+	fmt.Printf("Spillway / direct: p50 %s\n", medianRange(rd50))
 	fmt.Printf("(bigtool serves all three sides: its RSS covers them all, its CPU is per round trip of any side)\n\n")
 	return nil
+}
+
+// medianRange formats the median of ratios and their range, as 1.234× [1.1–1.3].
+func medianRange(v []float64) string {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return fmt.Sprintf("%.3f× [%.3f–%.3f]", s[len(s)/2], s[0], s[len(s)-1])
 }
 
 // loadAvg is the machine's 1-minute load average, "?" if unknown.
