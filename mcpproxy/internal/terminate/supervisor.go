@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spillway-dev/spillway/mcpproxy/internal/era"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
 )
@@ -353,4 +354,20 @@ func (t *Tenants) Close() {
 	t.mu.Unlock()
 	t.closeAll(sups)
 	t.ending.Wait()
+}
+
+// ProbeEras returns a probe of the upstream's eras (era.Probe) on a
+// connection of its own from dial, closed once the probe is over.
+func ProbeEras(dial Dial) func(ctx context.Context) (era.Eras, error) {
+	return func(ctx context.Context) (era.Eras, error) {
+		c, err := dial(ctx)
+		if err != nil {
+			return era.Eras{}, err
+		}
+		m := mux.New(c, nil, nil)
+		defer m.Close()
+		return era.Probe(ctx, func(ctx context.Context, req *jsonrpc.Message) (*jsonrpc.Message, error) {
+			return Request(ctx, m, req)
+		})
+	}
 }
