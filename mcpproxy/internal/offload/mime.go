@@ -15,9 +15,12 @@ func IsText(mime string) bool {
 }
 
 // sniffText guesses a text item's mime type from its first bytes.
-func sniffText(lit []byte) string {
+func sniffText(text io.Reader) string {
 	head := make([]byte, 2048)
-	n, _ := io.ReadFull(newStringReader(lit), head)
+	n, _ := io.ReadFull(text, head)
+	if c, ok := text.(io.Closer); ok {
+		c.Close()
+	}
 	head = bytes.TrimLeft(head[:n], " \t\r\n")
 	switch {
 	case len(head) > 0 && (head[0] == '[' || head[0] == '{'):

@@ -66,7 +66,10 @@ type Options struct {
 	// stores). The client's own cancellation does not stop it: see
 	// Rewrite. Default 10 minutes.
 	StoreTimeout time.Duration
-	Logger       *slog.Logger
+	// Spills resolves the strings the transport spilled to disk while a
+	// result streamed in; nil when it spills none.
+	Spills Spills
+	Logger *slog.Logger
 }
 
 // Call says what a result answers: the policy sees it, and the stored
@@ -92,6 +95,7 @@ type Rewriter struct {
 	svc *artifact.Service
 	dec Decider
 	o   Options
+	lit lits
 	log *slog.Logger
 }
 
@@ -119,7 +123,7 @@ func New(svc *artifact.Service, dec Decider, o Options) *Rewriter {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Rewriter{svc: svc, dec: dec, o: o, log: o.Logger}
+	return &Rewriter{svc: svc, dec: dec, o: o, lit: lits{o.Spills}, log: o.Logger}
 }
 
 // ErrWithheld is returned by Rewrite for a resources/read result that
@@ -205,23 +209,25 @@ func (f *Rewriter) item(ctx context.Context, c Call, it []byte) ([]byte, artifac
 	}
 	u := unit{kind: "resource", mime: jsonrpc.StringMember(it, "mimeType")}
 	u.threshold = f.threshold(binary && !IsText(u.mime))
+	u.size = f.lit.len(lit)
 	if binary {
-		u.size = base64Size(lit)
-		u.open = func() io.Reader { return base64Decoder(newStringReader(lit)) }
+		u.size = base64Size(u.size, lit)
+		u.open = func() io.Reader { return base64Decoder(f.lit.open(lit)) }
 	} else {
-		u.size = int64(len(lit) - 2)
-		u.open = func() io.Reader { return newStringReader(lit) }
+		u.open = func() io.Reader { return f.lit.open(lit) }
 	}
 	if u.size <= u.threshold {
 		return nil, artifact.Artifact{}, nil
 	}
 	if !binary {
-		u.size, _ = io.Copy(io.Discard, newStringReader(lit)) // exact, without a copy
+		if _, spilled := f.lit.spilled(lit); !spilled {
+			u.size, _ = io.Copy(io.Discard, newStringReader(lit)) // exact, without a copy
+		}
 		if u.size <= u.threshold {
 			return nil, artifact.Artifact{}, nil
 		}
 		if u.mime == "" {
-			u.mime = sniffText(lit)
+			u.mime = sniffText(f.lit.open(lit))
 		}
 	}
 	w := &resultWriter{f: f, c: c, previewBudget: f.o.PreviewBudget}
@@ -273,12 +279,12 @@ func pick(obj []byte) ([]byte, bool) {
 	return jsonrpc.RawMember(obj, "text"), false
 }
 
-// base64Size is the decoded size of a base64 literal without escapes.
-func base64Size(lit []byte) int64 {
-	s := lit[1 : len(lit)-1]
-	pad := 0
-	for i := len(s) - 1; i >= 0 && s[i] == '='; i-- {
+// base64Size is the decoded size of a base64 literal of n bytes without
+// escapes (the padding read from lit when it is held in memory).
+func base64Size(n int64, lit []byte) int64 {
+	pad := int64(0)
+	for i := len(lit) - 2; i > 0 && lit[i] == '=' && pad < 2; i-- {
 		pad++
 	}
-	return int64(len(s)/4*3 - pad)
+	return max(n/4*3-pad, 0)
 }

@@ -121,13 +121,17 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 	fileName := fmt.Sprintf("%s-%s-%s%s", safeName(name), u.label(), id[:6], extension(mime))
 	pb := preview.New(preview.Options{MimeType: mime, Name: fileName, Budget: w.previewBudget,
 		Thumbnail: u.kind == "image" && !f.o.NoThumbnails, ThumbMax: f.o.ThumbMax})
+	src := u.open()
+	if c, ok := src.(io.Closer); ok {
+		defer c.Close() // a store that stops early must not leave the source's writer waiting
+	}
 	a, l, err := f.svc.Publish(ctx, artifact.Artifact{
 		ID:       id,
 		Name:     fileName,
 		MimeType: mime,
 		Tenant:   c.Tenant,
 		Source:   source,
-	}, io.TeeReader(u.open(), pb), artifact.LinkOptions{TTL: ttl, Tenant: c.Tenant, Audience: d.Audience, Source: "offload"})
+	}, io.TeeReader(src, pb), artifact.LinkOptions{TTL: ttl, Tenant: c.Tenant, Audience: d.Audience, Source: "offload"})
 	if err != nil {
 		return nil, &errStore{err}
 	}

@@ -58,10 +58,11 @@ type contentItem struct {
 	// gets the text threshold, as the same CSV as text does)
 	textual bool
 	size    int64 // decoded bytes (base64 estimated exactly, text as escaped)
+	weight  int64 // len(raw) as the client would receive it (spilled strings counted whole)
 }
 
-func parseItem(it []byte) contentItem {
-	c := contentItem{raw: it}
+func (l lits) parseItem(it []byte) contentItem {
+	c := contentItem{raw: it, weight: l.rawLen(it)}
 	if len(it) == 0 || it[0] != '{' {
 		return c
 	}
@@ -84,9 +85,9 @@ func parseItem(it []byte) contentItem {
 		return c
 	}
 	c.kind = typ
-	c.size = int64(len(c.lit) - 2)
+	c.size = l.len(c.lit)
 	if c.binary {
-		c.size = base64Size(c.lit)
+		c.size = base64Size(c.size, c.lit)
 	}
 	c.textual = !c.binary || IsText(c.mime)
 	return c
@@ -109,12 +110,12 @@ func (f *Rewriter) planContent(items []contentItem, budget int64, over bool) pla
 	var inline int64
 	for i := range items {
 		order[i] = i
-		inline += int64(len(items[i].raw))
+		inline += items[i].weight
 	}
-	sort.SliceStable(order, func(a, b int) bool { return len(items[order[a]].raw) > len(items[order[b]].raw) })
+	sort.SliceStable(order, func(a, b int) bool { return items[order[a]].weight > items[order[b]].weight })
 	take := func(i int) {
 		p.alone[i] = true
-		inline += unitCost - int64(len(items[i].raw))
+		inline += unitCost - items[i].weight
 	}
 	for _, i := range order {
 		it := items[i]
@@ -130,7 +131,7 @@ func (f *Rewriter) planContent(items []contentItem, budget int64, over bool) pla
 	for i, it := range items {
 		if it.kind == "text" && !p.alone[i] {
 			texts = append(texts, i)
-			textBytes += int64(len(it.raw))
+			textBytes += it.weight
 		}
 	}
 	// A text item goes alone when it holds a good part of the text (one
@@ -140,10 +141,10 @@ func (f *Rewriter) planContent(items []contentItem, budget int64, over bool) pla
 			return p
 		}
 		it := items[i]
-		if it.kind == "" || p.alone[i] || len(it.raw) <= 2*unitCost {
+		if it.kind == "" || p.alone[i] || it.weight <= 2*unitCost {
 			continue
 		}
-		if it.kind != "text" || len(texts) <= 4 || int64(len(it.raw)) >= textBytes/4 {
+		if it.kind != "text" || len(texts) <= 4 || it.weight >= textBytes/4 {
 			take(i)
 		}
 	}
@@ -151,7 +152,7 @@ func (f *Rewriter) planContent(items []contentItem, budget int64, over bool) pla
 	for i, it := range items {
 		if it.kind == "text" && !p.alone[i] {
 			texts = append(texts, i)
-			textBytes += int64(len(it.raw))
+			textBytes += it.weight
 		}
 	}
 	if len(texts) >= 2 && textBytes > unitCost {
@@ -166,7 +167,7 @@ func (f *Rewriter) planContent(items []contentItem, budget int64, over bool) pla
 		if inline <= budget {
 			break
 		}
-		if it := items[i]; it.kind != "" && !p.alone[i] && !grouped[i] && len(it.raw) > unitCost {
+		if it := items[i]; it.kind != "" && !p.alone[i] && !grouped[i] && it.weight > unitCost {
 			take(i)
 		}
 	}
@@ -191,14 +192,18 @@ func (f *Rewriter) rewriteResult(ctx context.Context, c Call, result []byte) ([]
 	var items []contentItem
 	if content != nil && content.val[0] == '[' {
 		for _, e := range jsonrpc.Elements(content.val, [2]int{0, len(content.val)}) {
-			items = append(items, parseItem(content.val[e[0]:e[1]]))
+			items = append(items, f.lit.parseItem(content.val[e[0]:e[1]]))
 		}
 	}
-	over := int64(len(result)) > f.o.Budget
-	shrinkSC := over && sc != nil && sc.val[0] == '{' && int64(len(sc.val)) > f.o.Budget/3
+	over := f.lit.rawLen(result) > f.o.Budget
+	var scSize int64
+	if sc != nil {
+		scSize = f.lit.rawLen(sc.val)
+	}
+	shrinkSC := over && sc != nil && sc.val[0] == '{' && scSize > f.o.Budget/3
 	contentBudget := f.o.Budget - f.o.Budget/3
 	if sc != nil && !shrinkSC {
-		contentBudget = f.o.Budget - int64(len(sc.val))
+		contentBudget = f.o.Budget - scSize
 	}
 	p := f.planContent(items, contentBudget, over)
 	if len(p.alone) == 0 && len(p.group) == 0 && !shrinkSC {
@@ -240,8 +245,9 @@ func (f *Rewriter) rewriteResult(ctx context.Context, c Call, result []byte) ([]
 			// No small value valid for the tool's schema: the result
 			// becomes a tool error without structuredContent (clients skip
 			// the schema check on errors) and the whole value a link.
-			pub, err := rw.publish(ctx, unit{kind: "structured", mime: "application/json", size: int64(len(sc.val)), over: true, threshold: f.o.TextThreshold,
-				open: func() io.Reader { return bytes.NewReader(sc.val) }}, "/structuredContent")
+			orig := sc.val
+			pub, err := rw.publish(ctx, unit{kind: "structured", mime: "application/json", size: scSize, over: true, threshold: f.o.TextThreshold,
+				open: func() io.Reader { return f.lit.reader(orig) }}, "/structuredContent")
 			if err != nil {
 				return f.withhold(c, result, rw.stored, err)
 			}
@@ -331,7 +337,7 @@ func (w *resultWriter) content(ctx context.Context, items []contentItem, p plan)
 			}
 			out = append(out, textItem(pub.text), pub.link(it.kind, it.uri))
 		case group[i] && i == p.group[0]:
-			pub, err := w.publish(ctx, groupUnit(items, p.group), "/content/"+strconv.Itoa(i))
+			pub, err := w.publish(ctx, w.f.lit.groupUnit(items, p.group), "/content/"+strconv.Itoa(i))
 			if err != nil {
 				return nil, err
 			}
@@ -358,15 +364,15 @@ func (w *resultWriter) content(ctx context.Context, items []contentItem, p plan)
 }
 
 func (w *resultWriter) itemUnit(it contentItem) unit {
-	lit := it.lit
+	lit, l := it.lit, w.f.lit
 	u := unit{kind: it.kind, mime: it.mime, size: it.size, over: true, threshold: w.f.threshold(!it.textual)}
 	if it.binary {
-		u.open = func() io.Reader { return base64Decoder(newStringReader(lit)) }
+		u.open = func() io.Reader { return base64Decoder(l.open(lit)) }
 		return u
 	}
-	u.open = func() io.Reader { return newStringReader(lit) }
+	u.open = func() io.Reader { return l.open(lit) }
 	if u.mime == "" {
-		u.mime = sniffText(lit)
+		u.mime = sniffText(l.open(lit))
 	}
 	return u
 }
@@ -374,7 +380,7 @@ func (w *resultWriter) itemUnit(it contentItem) unit {
 // groupUnit stores the texts of many small items as one artifact: a JSON
 // array when every text is JSON (FastMCP's one item per row), else the
 // texts separated by a blank line.
-func groupUnit(items []contentItem, idx []int) unit {
+func (l lits) groupUnit(items []contentItem, idx []int) unit {
 	allJSON := true
 	var size int64
 	var text bytes.Buffer // one buffer for every item's decoded text
@@ -382,7 +388,7 @@ func groupUnit(items []contentItem, idx []int) unit {
 		size += items[i].size
 		if allJSON {
 			text.Reset()
-			_, err := text.ReadFrom(newStringReader(items[i].lit))
+			_, err := text.ReadFrom(l.open(items[i].lit))
 			allJSON = err == nil && json.Valid(text.Bytes())
 		}
 	}
@@ -397,7 +403,7 @@ func groupUnit(items []contentItem, idx []int) unit {
 			if k > 0 {
 				rs = append(rs, bytes.NewReader([]byte(sep)))
 			}
-			rs = append(rs, newStringReader(items[i].lit))
+			rs = append(rs, l.open(items[i].lit))
 		}
 		return io.MultiReader(append(rs, bytes.NewReader([]byte(last)))...)
 	}}
@@ -407,7 +413,7 @@ func groupUnit(items []contentItem, idx []int) unit {
 // byte-identical to lit (servers repeat their text in structuredContent).
 func (w *resultWriter) reuse(lit []byte) *published {
 	for _, l := range w.byLiteral {
-		if len(l.lit) == len(lit) && bytes.Equal(l.lit, lit) {
+		if w.f.lit.same(l.lit, lit) {
 			return l.pub
 		}
 	}

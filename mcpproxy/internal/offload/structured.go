@@ -1,7 +1,6 @@
 package offload
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,12 +33,12 @@ func (w *resultWriter) structured(ctx context.Context, sc []byte) (out []byte, o
 				return p.sentence + "\n" + p.body, nil
 			}
 		}
-		raw := c.Raw
-		u := unit{kind: "structured", mime: "application/json", size: int64(len(raw)), over: true, threshold: w.f.o.TextThreshold,
-			open: func() io.Reader { return bytes.NewReader(raw) }}
+		raw, l := c.Raw, w.f.lit
+		u := unit{kind: "structured", mime: "application/json", size: l.rawLen(raw), over: true, threshold: w.f.o.TextThreshold,
+			open: func() io.Reader { return l.reader(raw) }}
 		if c.Kind == "string" {
-			u.open = func() io.Reader { return newStringReader(raw) }
-			u.mime = sniffText(raw)
+			u.open = func() io.Reader { return l.open(raw) }
+			u.mime = sniffText(l.open(raw))
 		}
 		p, err := w.publish(ctx, u, ptr)
 		if err != nil {
@@ -53,7 +52,11 @@ func (w *resultWriter) structured(ctx context.Context, sc []byte) (out []byte, o
 		return p.sentence + "\n" + p.body, nil
 	}
 	nRep, nNew := len(w.replaced), len(w.scNew)
-	v, _, err := shrink.Shrink(sc, w.c.Schema, shrink.Options{Budget: max(budget, 256)}, cut)
+	sc, err := w.unspill(sc, cut)
+	var v []byte
+	if err == nil {
+		v, _, err = shrink.Shrink(sc, w.c.Schema, shrink.Options{Budget: max(budget, 256)}, cut)
+	}
 	if err != nil {
 		// What it stored stays for the sweeper; the result names none of it.
 		w.replaced, w.scNew = w.replaced[:nRep], w.scNew[:nNew]
@@ -71,6 +74,32 @@ func (w *resultWriter) structured(ctx context.Context, sc []byte) (out []byte, o
 		return withNote, true
 	}
 	return v, true // Shrink validated v itself
+}
+
+// unspill stores each string of sc that the transport spilled to disk
+// (it may be a gigabyte; the shrinker sees only its short marker) as cut
+// would, and puts its preview in its place.
+func (w *resultWriter) unspill(sc []byte, cut func(shrink.Cut) (string, error)) ([]byte, error) {
+	var spans [][2]int
+	var ptrs []string
+	w.f.lit.spilledStrings(sc, "", 0, func(sp [2]int, ptr string) {
+		spans, ptrs = append(spans, sp), append(ptrs, ptr)
+	})
+	if len(spans) == 0 {
+		return sc, nil
+	}
+	out := make([]byte, 0, len(sc)+len(spans)*(w.previewBudget+256))
+	last := 0
+	for k, sp := range spans {
+		text, err := cut(shrink.Cut{Pointer: ptrs[k], Kind: "string", Raw: sc[sp[0]:sp[1]]})
+		if err != nil {
+			return nil, err
+		}
+		lit, _ := json.Marshal(text)
+		out = append(append(out, sc[last:sp[0]]...), lit...)
+		last = sp[1]
+	}
+	return append(out, sc[last:]...), nil
 }
 
 // linkLines lists every artifact of the result so far, one sentence each.

@@ -1,0 +1,153 @@
+package offload
+
+import (
+	"bytes"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+)
+
+// Spills resolves the string literals the transport moved out of memory
+// while a result streamed in (package spill): such a literal is a marker,
+// a short string that stands for bytes waiting on disk. The offloader
+// stores them from there, so an output of any size is never held whole.
+// Implementations must be safe for concurrent use.
+type Spills interface {
+	// Lookup returns the string a marker literal (quotes included) stands
+	// for; ok is false for any other literal.
+	Lookup(lit []byte) (s Spilled, ok bool)
+	// ExpandedLen is len(raw) with every marker counted at the size of
+	// the literal it stands for.
+	ExpandedLen(raw []byte) int64
+	// Expand writes raw with every marker replaced by its literal.
+	Expand(w io.Writer, raw []byte) error
+}
+
+// Spilled is one spilled string.
+type Spilled interface {
+	// Len is the literal's length as sent: escaped, without quotes.
+	Len() int64
+	// Text returns a new reader of the string's value (escapes decoded).
+	Text() io.Reader
+}
+
+// lits reads the string literals of results, spilled or not. The zero
+// value reads only literals held in memory.
+type lits struct{ s Spills }
+
+func (l lits) spilled(lit []byte) (Spilled, bool) {
+	if l.s == nil {
+		return nil, false
+	}
+	return l.s.Lookup(lit)
+}
+
+// open returns a reader of the value of lit (quotes included).
+func (l lits) open(lit []byte) io.Reader {
+	if s, ok := l.spilled(lit); ok {
+		return s.Text()
+	}
+	return newStringReader(lit)
+}
+
+// len is lit's length as sent, without quotes.
+func (l lits) len(lit []byte) int64 {
+	if s, ok := l.spilled(lit); ok {
+		return s.Len()
+	}
+	return int64(len(lit) - 2)
+}
+
+// rawLen is what raw (a value of the result) weighs as the client would
+// receive it.
+func (l lits) rawLen(raw []byte) int64 {
+	if l.s == nil {
+		return int64(len(raw))
+	}
+	return l.s.ExpandedLen(raw)
+}
+
+// reader returns a reader of raw as the client would receive it.
+func (l lits) reader(raw []byte) io.Reader {
+	if l.s == nil || l.s.ExpandedLen(raw) == int64(len(raw)) {
+		return bytes.NewReader(raw)
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(l.s.Expand(pw, raw)) }()
+	return pr
+}
+
+// same reports whether two literals hold the same value (a server that
+// repeats its text in structuredContent), comparing spilled ones from
+// disk.
+func (l lits) same(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	sa, oka := l.spilled(a)
+	sb, okb := l.spilled(b)
+	if !oka || !okb || sa.Len() != sb.Len() {
+		return false
+	}
+	return readersEqual(sa.Text(), sb.Text())
+}
+
+func readersEqual(a, b io.Reader) bool {
+	var ba, bb [32 << 10]byte
+	for {
+		na, ea := io.ReadFull(a, ba[:])
+		nb, eb := io.ReadFull(b, bb[:])
+		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+			return false
+		}
+		if ea != nil || eb != nil {
+			return (ea == io.EOF || ea == io.ErrUnexpectedEOF) && (eb == io.EOF || eb == io.ErrUnexpectedEOF)
+		}
+	}
+}
+
+// maxWalkDepth bounds how deep spilledStrings looks: the transport
+// bounds nesting far below it, and past it a marker stays as it is.
+const maxWalkDepth = 512
+
+// spilledStrings calls f with the span and JSON pointer (below ptr) of
+// every spilled string value in v (valid JSON).
+func (l lits) spilledStrings(v []byte, ptr string, depth int, f func(span [2]int, ptr string)) {
+	if l.s == nil || len(v) == 0 || depth > maxWalkDepth {
+		return
+	}
+	i := jsonrpc.SkipSpace(v, 0)
+	switch v[i] {
+	case '"':
+		e := jsonrpc.SkipValue(v, i)
+		if _, ok := l.spilled(v[i:e]); ok {
+			f([2]int{i, e}, ptr)
+		}
+	case '{':
+		for k := jsonrpc.SkipSpace(v, i+1); k < len(v) && v[k] == '"'; {
+			kend := jsonrpc.SkipValue(v, k)
+			name, _ := jsonrpc.Unquote(v[k:kend])
+			s := jsonrpc.SkipSpace(v, jsonrpc.SkipSpace(v, kend)+1)
+			e := jsonrpc.SkipValue(v, s)
+			l.spilledStrings(v[s:e], ptr+"/"+escapePointer(name), depth+1, func(sp [2]int, p string) {
+				f([2]int{s + sp[0], s + sp[1]}, p)
+			})
+			k = jsonrpc.SkipSpace(v, e)
+			if k < len(v) && v[k] == ',' {
+				k = jsonrpc.SkipSpace(v, k+1)
+			}
+		}
+	case '[':
+		for n, el := range jsonrpc.Elements(v, [2]int{i, jsonrpc.SkipValue(v, i)}) {
+			l.spilledStrings(v[el[0]:el[1]], ptr+"/"+strconv.Itoa(n), depth+1, func(sp [2]int, p string) {
+				f([2]int{el[0] + sp[0], el[0] + sp[1]}, p)
+			})
+		}
+	}
+}
+
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
+func escapePointer(s string) string { return pointerEscaper.Replace(s) }
