@@ -1,0 +1,118 @@
+package spill
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+)
+
+// FuzzRead checks Read against encoding/json on any input: valid JSON is
+// read (or refused as too large), what stays inline is valid JSON within
+// the cap, Expand gives the input back byte for byte (so everything not
+// spilled is byte-identical), and each spilled string's Text is what
+// encoding/json decodes; invalid JSON is refused and leaves nothing spilled.
+func FuzzRead(f *testing.F) {
+	for _, seed := range []string{
+		`{"result":{"content":[{"type":"text","text":"hello, world"}]},"jsonrpc":"2.0","id":1}`,
+		`{"a":"\ud83d\ude00\u0000\n","b":[1,-2.5e+3,true,false,null],"c":{}}`,
+		` [ "\u0000spillway:00112233445566778899aabbccddeeff" , "x\"y" ] `,
+		`"raw \xff bytes \xc3"`, `[[[[[]]]]]`, `{"a" 1}`, `"\q"`, `01`, `  `,
+	} {
+		f.Add([]byte(seed), uint8(4), uint16(0))
+		f.Add([]byte(seed), uint8(0), uint16(40))
+	}
+	dir := f.TempDir()
+	spoolers := map[uint8]*Spooler{}
+	f.Fuzz(func(t *testing.T, in []byte, threshold uint8, maxInline uint16) {
+		threshold %= 32
+		s := spoolers[threshold]
+		if s == nil {
+			var err error
+			if s, err = New(Options{Dir: dir, Threshold: int64(threshold) + 1}); err != nil {
+				t.Fatal(err)
+			}
+			spoolers[threshold] = s
+		}
+		out, err := s.Read(bytes.NewReader(in), int64(maxInline))
+		valid := json.Valid(in)
+		switch {
+		case !valid && err == nil:
+			t.Fatalf("invalid JSON %q read as %q", in, out)
+		case !valid:
+			tooLarge := maxInline > 0 && errors.Is(err, ErrTooLarge) // found before the flaw
+			if err != io.EOF && !errors.Is(err, jsonrpc.ErrMalformed) && !tooLarge {
+				t.Fatalf("invalid JSON: %v", err)
+			}
+		case err != nil:
+			if maxInline == 0 || !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("valid JSON %q refused: %v", in, err)
+			}
+		default:
+			if !json.Valid(out) {
+				t.Fatalf("inline %q is not JSON", out)
+			}
+			if maxInline > 0 && len(out) > int(maxInline) {
+				t.Fatalf("inline %d bytes over the cap %d", len(out), maxInline)
+			}
+			var b bytes.Buffer
+			if err := Expand(&b, out); err != nil || !bytes.Equal(b.Bytes(), in) {
+				t.Fatalf("Expand = %q, %v; want %q", b.Bytes(), err, in)
+			}
+			if ExpandedLen(out) != int64(len(in)) {
+				t.Fatalf("ExpandedLen = %d, want %d", ExpandedLen(out), len(in))
+			}
+			for _, sp := range markers(out) {
+				checkText(t, out[sp[0]:sp[1]])
+			}
+			s.Release(out)
+		}
+		if n := s.Alive(); n != 0 {
+			t.Fatalf("%d bytes left spilled", n)
+		}
+	})
+}
+
+// checkText compares a spilled string's Text with encoding/json's decoding.
+func checkText(t *testing.T, marker []byte) {
+	t.Helper()
+	x, ok := Lookup(marker)
+	if !ok {
+		t.Fatalf("marker %s does not resolve", marker)
+	}
+	raw, err := io.ReadAll(x.Raw())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want string
+	if err := json.Unmarshal([]byte(`"`+string(raw)+`"`), &want); err != nil {
+		t.Fatalf("spilled %q is no JSON string: %v", raw, err)
+	}
+	got, err := io.ReadAll(x.Text())
+	if err != nil || string(got) != want {
+		t.Fatalf("Text of %q = %q, %v; want %q", raw, got, err, want)
+	}
+}
+
+// FuzzText checks the streaming decoder against encoding/json on any
+// escaped string, read in pieces of any size.
+func FuzzText(f *testing.F) {
+	for _, seed := range []string{`plain`, `\ud83d\ude00`, `\ud83d\u0041`, `\ude00`, "\xff\xc3(", `\u00E9\/\b`, `\`, `\u12`} {
+		f.Add(seed, uint8(1))
+		f.Add(seed, uint8(5))
+	}
+	f.Fuzz(func(t *testing.T, in string, size uint8) {
+		got, err := io.ReadAll(&limitedP{newTextReader(strings.NewReader(in)), int(size%16) + 1})
+		var want string
+		if json.Unmarshal([]byte(`"`+in+`"`), &want) != nil {
+			return // quotes and control characters are Read's to refuse
+		}
+		if err != nil || string(got) != want {
+			t.Fatalf("Text(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	})
+}

@@ -1,0 +1,525 @@
+package spill
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+)
+
+const readSize = 128 << 10
+
+var readBufs = sync.Pool{New: func() any { b := make([]byte, readSize); return &b }}
+
+// special marks the bytes that end a run of plain string content.
+var special = func() (t [256]bool) {
+	for c := 0; c < 0x20; c++ {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return
+}()
+
+// Read reads exactly one JSON value from r, which must end where the
+// message ends (one line, one event's data, one body): only whitespace may
+// follow the value. It returns the value with every string longer than
+// Options.Threshold, and every string spelt as a marker, replaced by a
+// marker; everything else is kept byte for byte, whitespace included.
+//
+// At most maxInline bytes of the result stay in memory (≤ 0: no cap),
+// plus one string of up to Threshold while it is being read and a read
+// buffer. Errors: io.EOF when r holds only whitespace; an error wrapping
+// ErrTooLarge past maxInline, ErrFull past Options.MaxBytes,
+// jsonrpc.ErrMalformed for input that is not one JSON value (invalid
+// escapes, control characters in strings, nesting past MaxDepth included);
+// r's own error, wrapped. On any error nothing of the message stays
+// spilled.
+func (s *Spooler) Read(r io.Reader, maxInline int64) ([]byte, error) {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return nil, errors.New("spill: spooler closed")
+	}
+	buf := readBufs.Get().(*[]byte)
+	defer readBufs.Put(buf)
+	sc := &scanner{sp: s, r: r, buf: *buf, max: maxInline}
+	if maxInline <= 0 {
+		sc.max = 1<<63 - 1
+	}
+	err := sc.run()
+	if err != nil {
+		sc.abort()
+		return nil, err
+	}
+	if sc.msg != nil {
+		s.keep(sc.msg)
+	}
+	return sc.out, nil
+}
+
+// keep registers m's strings and starts their TTL.
+func (s *Spooler) keep(m *message) {
+	s.mu.Lock()
+	s.msgs[m] = struct{}{}
+	closed := s.closed
+	s.mu.Unlock()
+	registry.mu.Lock()
+	for _, x := range m.strs {
+		registry.m[x.id] = x
+	}
+	m.live = len(m.strs)
+	m.timer = time.AfterFunc(s.o.TTL, m.expire) // before any drop can see m
+	registry.mu.Unlock()
+	m.strs[0].f.unref() // Read's own reference: the strings hold the file now
+	if closed {
+		m.expire()
+	}
+}
+
+// scanner reads one value. buf[i:n] is unread; buf[mark:i] is read but not
+// yet copied to out (or, while a long string spills, to the file).
+type scanner struct {
+	sp  *Spooler
+	r   io.Reader
+	buf []byte
+	i   int
+	n   int
+	eof bool
+
+	mark     int
+	out      []byte
+	max      int64
+	stack    []byte // '{' or '[' per open container
+	strStart int    // where the current string's quote is in out
+	inString bool
+	spilling bool // the current string goes to the file
+	strOff   int64
+
+	f   *file // this message's spill file, once a string spilled
+	msg *message
+}
+
+func malformed(format string, a ...any) error {
+	return fmt.Errorf("spill: %s: %w", fmt.Sprintf(format, a...), jsonrpc.ErrMalformed)
+}
+
+// fill moves what was read to its sink and reads more. It returns false at
+// the end of input (s.eof) or with an error.
+func (s *scanner) fill() error {
+	if err := s.flush(); err != nil {
+		return err
+	}
+	s.i, s.n, s.mark = 0, 0, 0
+	for s.n == 0 {
+		if s.eof {
+			return io.EOF
+		}
+		n, err := s.r.Read(s.buf)
+		s.n = n
+		if err == io.EOF {
+			s.eof = true
+		} else if err != nil {
+			return fmt.Errorf("spill: reading: %w", err)
+		}
+	}
+	return nil
+}
+
+// flush copies buf[mark:i] to out, or to the spill file while a string
+// spills, and checks the bounds.
+func (s *scanner) flush() error {
+	p := s.buf[s.mark:s.i]
+	s.mark = s.i
+	if s.spilling {
+		return s.write(p)
+	}
+	s.out = append(s.out, p...)
+	if s.inString && int64(len(s.out)-s.strStart-1) > s.sp.o.Threshold {
+		return s.startSpill()
+	}
+	return s.checkInline()
+}
+
+// checkInline fails once what stays inline passes the cap: all of out, but
+// for a string being read, which may still spill.
+func (s *scanner) checkInline() error {
+	base := len(s.out)
+	if s.inString {
+		base = s.strStart
+	}
+	if int64(base) > s.max {
+		return fmt.Errorf("spill: more than %d bytes stay inline: %w", s.max, ErrTooLarge)
+	}
+	return nil
+}
+
+// write appends p to the spill file.
+func (s *scanner) write(p []byte) error {
+	if len(p) == 0 {
+		return nil
+	}
+	if s.sp.alive.Add(int64(len(p))) > s.sp.o.MaxBytes {
+		s.sp.alive.Add(-int64(len(p)))
+		return fmt.Errorf("spill: more than %d bytes spilled: %w", s.sp.o.MaxBytes, ErrFull)
+	}
+	s.f.size += int64(len(p))
+	if _, err := s.f.f.Write(p); err != nil {
+		return fmt.Errorf("spill: writing a spill file: %w", err)
+	}
+	return nil
+}
+
+// startSpill sends the current string, so far in out, to the file.
+func (s *scanner) startSpill() error {
+	if s.f == nil {
+		f, err := createUnlinked(s.sp.o.Dir)
+		if err != nil {
+			return err
+		}
+		s.f = &file{sp: s.sp, f: f}
+		s.f.refs.Store(1) // Read's own
+		s.msg = &message{sp: s.sp}
+	}
+	s.spilling = true
+	s.strOff = s.f.size
+	p := s.out[s.strStart+1:]
+	s.out = s.out[:s.strStart]
+	return s.write(p)
+}
+
+// abort frees what a failed Read spilled.
+func (s *scanner) abort() {
+	if s.f == nil {
+		return
+	}
+	for range s.msg.strs {
+		s.f.unref()
+	}
+	s.f.unref()
+}
+
+// peek returns the next unread byte, reading more if need be.
+func (s *scanner) peek() (byte, error) {
+	if s.i == s.n {
+		if err := s.fill(); err != nil {
+			return 0, err
+		}
+	}
+	return s.buf[s.i], nil
+}
+
+// ws skips whitespace.
+func (s *scanner) ws() error {
+	for {
+		for s.i < s.n {
+			switch s.buf[s.i] {
+			case ' ', '\t', '\n', '\r':
+				s.i++
+			default:
+				return nil
+			}
+		}
+		if err := s.fill(); err != nil {
+			return err
+		}
+	}
+}
+
+// next skips whitespace and returns the next byte, an unexpected end of
+// input being malformed.
+func (s *scanner) next(what string) (byte, error) {
+	err := s.ws()
+	if err == io.EOF {
+		return 0, malformed("input ends where %s should be", what)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return s.buf[s.i], nil
+}
+
+func (s *scanner) run() error {
+	if err := s.ws(); err != nil {
+		return err // io.EOF: nothing but whitespace
+	}
+	for {
+		// A value.
+		c, err := s.next("a value")
+		if err != nil {
+			return err
+		}
+		switch {
+		case c == '{' || c == '[':
+			if len(s.stack) == MaxDepth {
+				return malformed("nesting deeper than %d", MaxDepth)
+			}
+			s.stack = append(s.stack, c)
+			s.i++
+			d, err := s.next("a member or element")
+			if err != nil {
+				return err
+			}
+			if d == c+2 { // '}' or ']'
+				s.i++
+				s.stack = s.stack[:len(s.stack)-1]
+				break
+			}
+			if c == '{' {
+				if err := s.member(); err != nil {
+					return err
+				}
+			}
+			continue
+		case c == '"':
+			if err := s.str(); err != nil {
+				return err
+			}
+		case c == 't':
+			err = s.literal("true")
+		case c == 'f':
+			err = s.literal("false")
+		case c == 'n':
+			err = s.literal("null")
+		case c == '-' || '0' <= c && c <= '9':
+			err = s.number()
+		default:
+			return malformed("unexpected %q where a value should be", c)
+		}
+		if err != nil {
+			return err
+		}
+		// After a value: close containers, or go on to the next value.
+		for {
+			if len(s.stack) == 0 {
+				return s.end()
+			}
+			c, err := s.next("',' or a closing bracket")
+			if err != nil {
+				return err
+			}
+			top := s.stack[len(s.stack)-1]
+			if c == top+2 {
+				s.i++
+				s.stack = s.stack[:len(s.stack)-1]
+				continue
+			}
+			if c != ',' {
+				return malformed("unexpected %q after a value", c)
+			}
+			s.i++
+			if top == '{' {
+				if _, err := s.next("a member name"); err != nil {
+					return err
+				}
+				if err := s.member(); err != nil {
+					return err
+				}
+			}
+			break
+		}
+	}
+}
+
+// member reads a member name and its colon.
+func (s *scanner) member() error {
+	if s.buf[s.i] != '"' {
+		return malformed("unexpected %q where a member name should be", s.buf[s.i])
+	}
+	if err := s.str(); err != nil {
+		return err
+	}
+	c, err := s.next("':'")
+	if err != nil {
+		return err
+	}
+	if c != ':' {
+		return malformed("unexpected %q after a member name", c)
+	}
+	s.i++
+	return nil
+}
+
+// end checks that only whitespace follows the value and flushes.
+func (s *scanner) end() error {
+	err := s.ws()
+	if err == nil {
+		return malformed("unexpected %q after the value", s.buf[s.i])
+	}
+	if err != io.EOF {
+		return err
+	}
+	return nil // fill flushed everything
+}
+
+func (s *scanner) literal(word string) error {
+	for k := 0; k < len(word); k++ {
+		c, err := s.peek()
+		if err == io.EOF {
+			return malformed("input ends inside %s", word)
+		}
+		if err != nil {
+			return err
+		}
+		if c != word[k] {
+			return malformed("unexpected %q in %s", c, word)
+		}
+		s.i++
+	}
+	return nil
+}
+
+// number reads a JSON number: -?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?
+func (s *scanner) number() error {
+	const (
+		sign = iota
+		first
+		intDigits
+		afterInt // after "0"
+		fracFirst
+		fracDigits
+		expSign
+		expFirst
+		expDigits
+	)
+	st := sign
+	for {
+		c, err := s.peek()
+		if err == io.EOF {
+			c = 0
+		} else if err != nil {
+			return err
+		}
+		digit := '0' <= c && c <= '9'
+		switch {
+		case st == sign && c == '-':
+			st = first
+		case (st == sign || st == first) && c == '0':
+			st = afterInt
+		case (st == sign || st == first) && digit:
+			st = intDigits
+		case st == intDigits && digit:
+		case (st == intDigits || st == afterInt) && c == '.':
+			st = fracFirst
+		case (st == fracFirst || st == fracDigits) && digit:
+			st = fracDigits
+		case (st == intDigits || st == afterInt || st == fracDigits) && (c == 'e' || c == 'E'):
+			st = expSign
+		case st == expSign && (c == '+' || c == '-'):
+			st = expFirst
+		case (st == expSign || st == expFirst || st == expDigits) && digit:
+			st = expDigits
+		default:
+			if st == intDigits || st == afterInt || st == fracDigits || st == expDigits {
+				return nil // the byte after the number is the caller's
+			}
+			if err == io.EOF {
+				return malformed("input ends inside a number")
+			}
+			return malformed("unexpected %q in a number", c)
+		}
+		s.i++
+	}
+}
+
+// str reads a string from its opening quote: kept in out while short,
+// sent to the spill file once longer than the threshold.
+func (s *scanner) str() error {
+	// Flush up to the quote, so that the string starts out's tail.
+	if err := s.flush(); err != nil {
+		return err
+	}
+	s.strStart = len(s.out)
+	s.inString = true
+	s.i++
+	esc := 0 // 0: plain; -1: after a backslash; k > 0: hex digits left
+	for {
+		if s.i == s.n {
+			if err := s.fill(); err == io.EOF {
+				return malformed("input ends inside a string")
+			} else if err != nil {
+				return err
+			}
+		}
+		if esc == 0 {
+			j, buf := s.i, s.buf[:s.n]
+			for j < len(buf) && !special[buf[j]] {
+				j++
+			}
+			s.i = j
+			if j == len(buf) {
+				continue
+			}
+			switch c := buf[j]; c {
+			case '"':
+				return s.endString()
+			case '\\':
+				esc = -1
+			default:
+				return malformed("control character %q in a string", c)
+			}
+			s.i++
+			continue
+		}
+		c := s.buf[s.i]
+		switch {
+		case esc == -1:
+			switch c {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				esc = 0
+			case 'u':
+				esc = 4
+			default:
+				return malformed("invalid escape %q in a string", "\\"+string(c))
+			}
+		case '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F':
+			esc--
+		default:
+			return malformed("invalid \\u escape in a string")
+		}
+		s.i++
+	}
+}
+
+// endString closes the string at buf[i] (its closing quote): a spilled
+// string, one longer than the threshold, or one spelt as a marker becomes a
+// marker.
+func (s *scanner) endString() error {
+	if s.spilling {
+		if err := s.flush(); err != nil { // the rest, without the quote
+			return err
+		}
+		s.i++
+		s.mark = s.i
+	} else {
+		s.i++
+		s.out = append(s.out, s.buf[s.mark:s.i]...) // not flush: the checks come below
+		s.mark = s.i
+		str := s.out[s.strStart:]
+		// A string spelt as a marker is spilled whatever its length, so
+		// that no upstream can make one.
+		if int64(len(str)-2) <= s.sp.o.Threshold && !bytes.HasPrefix(str, []byte(markerPrefix)) {
+			s.inString = false
+			return s.checkInline()
+		}
+		s.out = s.out[:len(s.out)-1] // not the closing quote
+		if err := s.startSpill(); err != nil {
+			return err
+		}
+	}
+	s.inString, s.spilling = false, false
+	s.addString()
+	return s.checkInline()
+}
+
+// addString puts a marker in out for the string spilled since strOff.
+func (s *scanner) addString() {
+	x := &String{id: newID(), msg: s.msg, f: s.f, off: s.strOff, n: s.f.size - s.strOff}
+	s.f.refs.Add(1)
+	s.msg.strs = append(s.msg.strs, x)
+	s.out = append(append(append(s.out, markerPrefix...), x.id...), '"')
+}

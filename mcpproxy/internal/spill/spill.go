@@ -1,0 +1,392 @@
+// Package spill keeps upstream messages from ever being held whole in
+// memory.
+//
+// A Spooler reads one JSON value from a stream (a stdio line, an SSE
+// event's data, a JSON body) and copies it byte for byte into a small
+// in-memory message, except that every string (a value or a member name)
+// whose escaped length passes Options.Threshold goes to a spill file on
+// disk instead and is replaced by a marker: the JSON string
+// "\u0000spillway:<32 lowercase hex>", whose 128 random bits an upstream
+// cannot guess. The small message then travels the normal pipeline;
+// whatever writes it to a client calls Expand, which puts the original
+// bytes back, so an untouched message arrives byte-identical.
+//
+// Markers are recognised by their bytes, never by their decoded value, and
+// resolve through a process-wide registry keyed by their random id, so a
+// writer in any package can expand them without a pointer to the Spooler
+// that made them. The randomness is what keeps messages apart: a marker of
+// one tenant's message is never written into another's output, because no
+// one but the writer of that message ever sees its id (writers expand it,
+// logs are the operator's). A string in upstream input that looks like a
+// marker is spilled whatever its length, so an upstream cannot forge one:
+// its bytes come back as sent. Only upstream messages are read through a
+// Spooler; a client's request is never expanded on its way to an upstream.
+//
+// Spill files are unlinked as soon as they are created and held open; a
+// message's strings are read back with ReadAt, concurrently. A file is
+// closed when its strings expire (Options.TTL), are released, or its
+// message fails to read (a peer that dies mid-line leaves nothing behind).
+// The bytes alive in spill files are bounded process-wide per Spooler
+// (Options.MaxBytes): past it Read fails with ErrFull.
+package spill
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults for the zero Options.
+const (
+	DefaultThreshold = 64 << 10
+	DefaultMaxBytes  = 4 << 30
+	DefaultTTL       = 15 * time.Minute
+	// MaxDepth bounds the nesting of arrays and objects in a message (the
+	// same as encoding/json's).
+	MaxDepth = 10000
+)
+
+var (
+	// ErrFull is returned by Read when spilling a message would take the
+	// bytes alive in spill files past Options.MaxBytes. The message is lost
+	// (its partial spill freed); the next one may fit.
+	ErrFull = errors.New("spill: spill space full")
+	// ErrTooLarge is returned by Read when what stays in memory of a
+	// message passes the caller's maxInline.
+	ErrTooLarge = errors.New("spill: inline part of the message over the cap")
+	// ErrGone is returned by Expand for a marker that no longer resolves:
+	// its strings expired or were released, or it was forged.
+	ErrGone = errors.New("spill: marker does not resolve")
+)
+
+// Options configure a Spooler. The zero value is usable.
+type Options struct {
+	// Dir is where spill files go ("": os.TempDir()). Files are unlinked
+	// at once after creation and held open.
+	Dir string
+	// Threshold: strings longer than this many escaped bytes spill
+	// (≤ 0: DefaultThreshold).
+	Threshold int64
+	// MaxBytes bounds the bytes alive in this Spooler's spill files at
+	// once (≤ 0: DefaultMaxBytes).
+	MaxBytes int64
+	// TTL is how long a message's spilled strings live after it was read
+	// (≤ 0: DefaultTTL); Release frees them earlier.
+	TTL time.Duration
+}
+
+// Spooler reads messages, spilling their long strings. It is safe for
+// concurrent use; Close frees everything it spilled.
+type Spooler struct {
+	o     Options
+	alive atomic.Int64 // bytes in open spill files
+
+	mu     sync.Mutex
+	msgs   map[*message]struct{}
+	closed bool
+}
+
+// New checks that o.Dir takes files and returns a Spooler.
+func New(o Options) (*Spooler, error) {
+	if o.Dir == "" {
+		o.Dir = os.TempDir()
+	}
+	if o.Threshold <= 0 {
+		o.Threshold = DefaultThreshold
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.TTL <= 0 {
+		o.TTL = DefaultTTL
+	}
+	f, err := createUnlinked(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	f.Close()
+	return &Spooler{o: o, msgs: map[*message]struct{}{}}, nil
+}
+
+// Alive is the number of bytes in this Spooler's open spill files.
+func (s *Spooler) Alive() int64 { return s.alive.Load() }
+
+// Close frees every string this Spooler spilled; later Reads fail. Markers
+// written before stop resolving.
+func (s *Spooler) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	msgs := s.msgs
+	s.msgs = map[*message]struct{}{}
+	s.mu.Unlock()
+	for m := range msgs {
+		m.expire()
+	}
+	return nil
+}
+
+// Release frees the spilled strings whose markers appear in raw, before
+// their TTL. A marker of another Spooler or none at all is ignored.
+func (s *Spooler) Release(raw []byte) {
+	for _, sp := range markers(raw) {
+		registry.mu.Lock()
+		x := registry.m[string(raw[sp[0]+len(markerPrefix):sp[1]-1])]
+		registry.mu.Unlock()
+		if x != nil && x.msg.sp == s {
+			x.drop()
+		}
+	}
+}
+
+func createUnlinked(dir string) (*os.File, error) {
+	f, err := os.CreateTemp(dir, "spill-*")
+	if err != nil {
+		return nil, fmt.Errorf("spill: creating a spill file: %w", err)
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("spill: unlinking a spill file: %w", err)
+	}
+	return f, nil
+}
+
+// file is one message's spill file. It is closed, and its bytes given back
+// to the Spooler, when the last reference goes: one per live string, one
+// per Expand in progress, one for the Read writing it.
+type file struct {
+	sp   *Spooler
+	f    *os.File
+	size int64 // written, and counted in sp.alive
+	refs atomic.Int64
+}
+
+func (f *file) unref() {
+	if f.refs.Add(-1) == 0 {
+		f.f.Close()
+		f.sp.alive.Add(-f.size)
+	}
+}
+
+// message is what one Read spilled: its strings live and die together
+// (TTL), or one by one (Release).
+type message struct {
+	sp    *Spooler
+	strs  []*String
+	timer *time.Timer // set before the strings are registered
+	live  int         // strings not dropped; under registry.mu
+}
+
+func (m *message) expire() {
+	for _, x := range m.strs {
+		x.drop()
+	}
+}
+
+// String is one spilled string. Its methods are safe for concurrent use;
+// the readers they return fail once the string expired.
+type String struct {
+	id   string // 32 lowercase hex
+	msg  *message
+	f    *file
+	off  int64
+	n    int64
+	gone bool // dropped; under registry.mu
+}
+
+// drop takes x out of the registry and gives its file reference back.
+func (x *String) drop() {
+	registry.mu.Lock()
+	if x.gone {
+		registry.mu.Unlock()
+		return
+	}
+	x.gone = true
+	delete(registry.m, x.id)
+	m := x.msg
+	m.live--
+	last := m.live == 0
+	registry.mu.Unlock()
+	x.f.unref()
+	if last {
+		m.timer.Stop()
+		m.sp.mu.Lock()
+		delete(m.sp.msgs, m)
+		m.sp.mu.Unlock()
+	}
+}
+
+// Len is the string's escaped length, without its quotes.
+func (x *String) Len() int64 { return x.n }
+
+// Raw returns the escaped bytes as sent, without quotes: a fresh reader on
+// each call.
+func (x *String) Raw() io.Reader { return io.NewSectionReader(x.f.f, x.off, x.n) }
+
+// Text returns the string's value: its escapes decoded to UTF-8 as
+// encoding/json decodes them (invalid UTF-8 and lone surrogates become
+// U+FFFD), streaming.
+func (x *String) Text() io.Reader { return newTextReader(x.Raw()) }
+
+// Base64 returns Text decoded as standard base64, padded or not (line
+// breaks ignored). A malformed encoding is a read error.
+func (x *String) Base64() io.Reader { return newBase64Reader(x.Text()) }
+
+// Head returns up to the first n bytes of Text, for sniffing; fewer when
+// the text is shorter or cannot be read.
+func (x *String) Head(n int) []byte {
+	b, _ := io.ReadAll(io.LimitReader(x.Text(), int64(n)))
+	return b
+}
+
+// registry resolves markers process-wide.
+var registry = struct {
+	mu sync.Mutex
+	m  map[string]*String
+}{m: map[string]*String{}}
+
+// markerPrefix starts every marker; 32 lowercase hex digits and a quote
+// follow.
+const (
+	markerPrefix = `"\u0000spillway:`
+	markerLen    = len(markerPrefix) + 32 + 1
+)
+
+func newID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported systems
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// IsMarker reports whether jsonString (quotes included) is spelt as a
+// marker. It may not resolve.
+func IsMarker(jsonString []byte) bool {
+	if len(jsonString) != markerLen || !bytes.HasPrefix(jsonString, []byte(markerPrefix)) || jsonString[markerLen-1] != '"' {
+		return false
+	}
+	for _, c := range jsonString[len(markerPrefix) : markerLen-1] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// Lookup resolves a marker (quotes included) to its spilled string.
+func Lookup(jsonString []byte) (*String, bool) {
+	if !IsMarker(jsonString) {
+		return nil, false
+	}
+	registry.mu.Lock()
+	x := registry.m[string(jsonString[len(markerPrefix):markerLen-1])]
+	registry.mu.Unlock()
+	return x, x != nil
+}
+
+// Lookup is the package's Lookup; any Spooler's markers resolve.
+func (s *Spooler) Lookup(jsonString []byte) (*String, bool) { return Lookup(jsonString) }
+
+// markers returns the spans of the markers in raw, a JSON text: member
+// names and values, never a marker's spelling inside another string.
+func markers(raw []byte) [][2]int {
+	if !bytes.Contains(raw, []byte(markerPrefix[1:])) {
+		return nil
+	}
+	var spans [][2]int
+	for i := 0; i < len(raw); i++ {
+		if raw[i] != '"' {
+			continue
+		}
+		if i+markerLen <= len(raw) && IsMarker(raw[i:i+markerLen]) {
+			spans = append(spans, [2]int{i, i + markerLen})
+			i += markerLen - 1
+			continue
+		}
+		for i++; i < len(raw) && raw[i] != '"'; i++ {
+			if raw[i] == '\\' {
+				i++
+			}
+		}
+	}
+	return spans
+}
+
+// Expand writes raw to w with every marker replaced by its original string
+// (quotes kept). Every marker is resolved before anything is written: one
+// that does not resolve fails with ErrGone and nothing written. Strings
+// cannot expire while they are being written. Without markers raw is
+// written as it is.
+func Expand(w io.Writer, raw []byte) error {
+	spans := markers(raw)
+	if spans == nil {
+		_, err := w.Write(raw)
+		return err
+	}
+	xs := make([]*String, len(spans))
+	defer func() {
+		for _, x := range xs {
+			if x != nil {
+				x.f.unref()
+			}
+		}
+	}()
+	registry.mu.Lock()
+	for i, sp := range spans {
+		x := registry.m[string(raw[sp[0]+len(markerPrefix):sp[1]-1])]
+		if x == nil {
+			registry.mu.Unlock()
+			return fmt.Errorf("expanding %s: %w", raw[sp[0]:sp[1]], ErrGone)
+		}
+		x.f.refs.Add(1) // pinned: alive while its string is
+		xs[i] = x
+	}
+	registry.mu.Unlock()
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	at := 0
+	for i, sp := range spans {
+		if _, err := w.Write(raw[at : sp[0]+1]); err != nil { // up to the quote
+			return err
+		}
+		if _, err := io.CopyBuffer(onlyWriter{w}, xs[i].Raw(), *buf); err != nil {
+			return err
+		}
+		at = sp[1] - 1 // from the closing quote
+	}
+	_, err := w.Write(raw[at:])
+	return err
+}
+
+// onlyWriter hides a ReaderFrom, so that CopyBuffer uses the pooled buffer.
+type onlyWriter struct{ io.Writer }
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}
+
+// ExpandedLen is the number of bytes Expand would write, counting a marker
+// that does not resolve as itself.
+func ExpandedLen(raw []byte) int64 {
+	n := int64(len(raw))
+	for _, sp := range markers(raw) {
+		if x, ok := Lookup(raw[sp[0]:sp[1]]); ok {
+			n += x.n + 2 - int64(markerLen)
+		}
+	}
+	return n
+}
+
+// Expand is the package's Expand.
+func (s *Spooler) Expand(w io.Writer, raw []byte) error { return Expand(w, raw) }
+
+// ExpandedLen is the package's ExpandedLen.
+func (s *Spooler) ExpandedLen(raw []byte) int64 { return ExpandedLen(raw) }
+
+// HasMarkers reports whether raw holds a marker (resolving or not).
+func HasMarkers(raw []byte) bool { return markers(raw) != nil }

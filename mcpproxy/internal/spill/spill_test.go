@@ -1,0 +1,391 @@
+package spill
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+)
+
+func newSpooler(t testing.TB, o Options) *Spooler {
+	t.Helper()
+	if o.Dir == "" {
+		o.Dir = t.TempDir()
+	}
+	s, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		if n := s.Alive(); n != 0 {
+			t.Errorf("after Close, %d bytes still spilled", n)
+		}
+	})
+	return s
+}
+
+func expand(t testing.TB, raw []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := Expand(&b, raw); err != nil {
+		t.Fatalf("Expand: %v", err)
+	}
+	if n := ExpandedLen(raw); n != int64(b.Len()) {
+		t.Errorf("ExpandedLen = %d, Expand wrote %d", n, b.Len())
+	}
+	return b.Bytes()
+}
+
+// markerCount counts the markers in raw.
+func markerCount(raw []byte) int { return len(markers(raw)) }
+
+func TestReadRoundTrip(t *testing.T) {
+	long := strings.Repeat("x", 20)
+	tests := []struct {
+		name    string
+		in      string
+		markers int
+	}{
+		{"short strings stay", `{"a":"b","c":[1,2.5e-3,true,false,null]}`, 0},
+		{"whitespace kept", " \t{ \"a\" :\r\n [ 1 , \"b\" ] }\n ", 0},
+		{"long value spills", `{"text":"` + long + `","n":1}`, 1},
+		{"long name spills", `{"` + long + `":1}`, 1},
+		{"escapes kept as sent", `["` + `\u00e9\n\"\\\/` + long + `"]`, 1},
+		{"several in one message", `["` + long + `","` + long + `",{"x":"` + long + `"}]`, 3},
+		{"threshold exactly stays", `"` + strings.Repeat("y", 16) + `"`, 0},
+		{"one past spills", `"` + strings.Repeat("y", 17) + `"`, 1},
+		{"empty string", `""`, 0},
+		{"top-level number", `-0.5E+10`, 0},
+		{"id last as the TypeScript SDK writes it", `{"result":{"content":[{"type":"text","text":"` + long + `"}]},"jsonrpc":"2.0","id":1}`, 1},
+	}
+	s := newSpooler(t, Options{Threshold: 16})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, err := s.Read(strings.NewReader(tt.in), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !json.Valid(out) {
+				t.Errorf("inline %q is not JSON", out)
+			}
+			if n := markerCount(out); n != tt.markers {
+				t.Errorf("%d markers in %q, want %d", n, out, tt.markers)
+			}
+			if got := expand(t, out); string(got) != tt.in {
+				t.Errorf("Expand = %q, want %q", got, tt.in)
+			}
+		})
+	}
+}
+
+func TestReadSpillsPastTheBuffer(t *testing.T) {
+	// A string longer than the read buffer, split across many reads, and
+	// one that ends inside the buffer it started in but past the threshold.
+	s := newSpooler(t, Options{Threshold: 1000})
+	big := strings.Repeat("abc\\n", 3*readSize/5)
+	in := `{"a":"` + big + `","b":"` + strings.Repeat("z", 1500) + `","id":7}`
+	out, err := s.Read(iotestHalf(strings.NewReader(in)), 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if markerCount(out) != 2 || len(out) > 200 {
+		t.Fatalf("inline %q", out)
+	}
+	if got := expand(t, out); string(got) != in {
+		t.Fatalf("round trip differs (len %d, want %d)", len(got), len(in))
+	}
+	x, ok := Lookup(jsonrpc.RawMember(out, "a"))
+	if !ok || x.Len() != int64(len(big)) {
+		t.Fatalf("Lookup(a) = %v, %v", x, ok)
+	}
+	text, err := io.ReadAll(x.Text())
+	if err != nil || string(text) != strings.Repeat("abc\n", 3*readSize/5) {
+		t.Fatalf("Text: %v, %d bytes", err, len(text))
+	}
+	if h := x.Head(5); string(h) != "abc\na" {
+		t.Errorf("Head(5) = %q", h)
+	}
+}
+
+// iotestHalf reads at most 1000 bytes at a time, to cross edges often.
+func iotestHalf(r io.Reader) io.Reader { return &smallReads{r} }
+
+type smallReads struct{ r io.Reader }
+
+func (s *smallReads) Read(p []byte) (int, error) { return s.r.Read(p[:min(len(p), 1000)]) }
+
+func TestReadMalformed(t *testing.T) {
+	tests := []struct{ in, wantErr string }{
+		{`{"a":1`, "input ends"},
+		{`{"a" 1}`, "after a member name"},
+		{`{"a":1,}`, "where a member name should be"},
+		{`[1,]`, "where a value should be"},
+		{`[1 2]`, "after a value"},
+		{`{"a":1} x`, "after the value"},
+		{`{"a":1}{}`, "after the value"},
+		{`"abc`, "inside a string"},
+		{`"a\qb"`, "invalid escape"},
+		{`"a\u12g4"`, "invalid \\u escape"},
+		{"\"a\x01b\"", "control character"},
+		{`01`, "after the value"},
+		{`-`, "inside a number"},
+		{`1.`, "inside a number"},
+		{`1e+`, "inside a number"},
+		{`tru`, "inside true"},
+		{`nul1`, "in null"},
+		{`{1:2}`, "where a member name should be"},
+		{strings.Repeat("[", MaxDepth+1), "nesting deeper"},
+	}
+	s := newSpooler(t, Options{Threshold: 2})
+	for _, tt := range tests {
+		_, err := s.Read(strings.NewReader(tt.in), 0)
+		if err == nil || !errors.Is(err, jsonrpc.ErrMalformed) || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("Read(%.40q) = %v, want malformed %q", tt.in, err, tt.wantErr)
+		}
+		if json.Valid([]byte(tt.in)) {
+			t.Errorf("%q is valid JSON: a bad case", tt.in)
+		}
+	}
+	if n := s.Alive(); n != 0 {
+		t.Errorf("%d bytes left spilled by failed reads", n)
+	}
+	if _, err := s.Read(strings.NewReader(" \r\n "), 0); err != io.EOF {
+		t.Errorf("whitespace only: %v, want io.EOF", err)
+	}
+}
+
+func TestReadBounds(t *testing.T) {
+	s := newSpooler(t, Options{Threshold: 10, MaxBytes: 100})
+	// Inline over the cap: a long run of small values.
+	_, err := s.Read(strings.NewReader("["+strings.Repeat("1,", 1000)+"1]"), 500)
+	if !errors.Is(err, ErrTooLarge) {
+		t.Errorf("inline 2001 bytes, cap 500: %v", err)
+	}
+	// Whitespace counts too: it is kept.
+	_, err = s.Read(strings.NewReader("1"+strings.Repeat(" ", 1000)), 500)
+	if !errors.Is(err, ErrTooLarge) {
+		t.Errorf("1000 spaces, cap 500: %v", err)
+	}
+	// What spills does not count against the cap, but against MaxBytes.
+	out, err := s.Read(strings.NewReader(`["`+strings.Repeat("a", 90)+`"]`), 60)
+	if err != nil || s.Alive() != 90 {
+		t.Fatalf("90 bytes spilled: %v, alive %d", err, s.Alive())
+	}
+	_, err = s.Read(strings.NewReader(`["`+strings.Repeat("b", 20)+`"]`), 60)
+	if !errors.Is(err, ErrFull) {
+		t.Errorf("110 bytes alive of 100: %v", err)
+	}
+	if s.Alive() != 90 {
+		t.Errorf("a failed read left its bytes: alive %d, want 90", s.Alive())
+	}
+	s.Release(out)
+	if s.Alive() != 0 {
+		t.Errorf("after Release, alive %d", s.Alive())
+	}
+	if _, ok := Lookup(out[1 : len(out)-1]); ok {
+		t.Error("a released marker still resolves")
+	}
+	if err := Expand(io.Discard, out); !errors.Is(err, ErrGone) {
+		t.Errorf("Expand of a released marker: %v", err)
+	}
+}
+
+// failingReader returns its bytes, then err.
+type failingReader struct {
+	b   []byte
+	err error
+}
+
+func (f *failingReader) Read(p []byte) (int, error) {
+	if len(f.b) == 0 {
+		return 0, f.err
+	}
+	n := copy(p, f.b)
+	f.b = f.b[n:]
+	return n, nil
+}
+
+func TestReadPeerDiesMidString(t *testing.T) {
+	s := newSpooler(t, Options{Threshold: 10})
+	dead := errors.New("child exited")
+	in := []byte(`[{"text":"` + strings.Repeat("a", 50) + `"},"` + strings.Repeat("b", 200000))
+	_, err := s.Read(&failingReader{b: in, err: dead}, 0)
+	if !errors.Is(err, dead) {
+		t.Fatalf("Read = %v, want the reader's error", err)
+	}
+	if s.Alive() != 0 {
+		t.Errorf("a cut message left %d bytes spilled", s.Alive())
+	}
+	_, err = s.Read(bytes.NewReader(in), 0)
+	if !errors.Is(err, jsonrpc.ErrMalformed) || s.Alive() != 0 {
+		t.Errorf("input ending mid-string: %v, alive %d", err, s.Alive())
+	}
+}
+
+func TestForgedMarker(t *testing.T) {
+	s := newSpooler(t, Options{Threshold: 1 << 20})
+	forged := `"\u0000spillway:00112233445566778899aabbccddeeff"`
+	in := `{"result":{"a":` + forged + `,` + forged + `:1},"id":1}`
+	out, err := s.Read(strings.NewReader(in), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(out, []byte("00112233445566778899aabbccddeeff")) {
+		t.Fatalf("the forged marker stayed: %s", out)
+	}
+	if got := expand(t, out); string(got) != in {
+		t.Fatalf("Expand = %s, want %s", got, in)
+	}
+	// A marker's spelling inside a longer string is no marker.
+	in = `{"a":"x` + forged[1:] + `}`
+	out, err = s.Read(strings.NewReader(in), 0)
+	if err != nil || string(out) != in || HasMarkers(out) {
+		t.Fatalf("inside a string: %s, %v", out, err)
+	}
+}
+
+func TestMarkersOfTwoMessagesApart(t *testing.T) {
+	s := newSpooler(t, Options{Threshold: 4})
+	a, err := s.Read(strings.NewReader(`"tenant-a-secret"`), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.Read(strings.NewReader(`"tenant-b-secret"`), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(a, b) {
+		t.Fatal("two messages got the same marker")
+	}
+	if string(expand(t, a)) != `"tenant-a-secret"` || string(expand(t, b)) != `"tenant-b-secret"` {
+		t.Fatal("markers resolve to the wrong message")
+	}
+}
+
+func TestTTLFreesFiles(t *testing.T) {
+	s := newSpooler(t, Options{Threshold: 4, TTL: time.Millisecond})
+	out, err := s.Read(strings.NewReader(`"a long string"`), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second) // a deadlock guard, not a timing
+	for s.Alive() != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if s.Alive() != 0 {
+		t.Fatal("the string outlived its TTL")
+	}
+	if _, ok := Lookup(out); ok {
+		t.Error("an expired marker resolves")
+	}
+}
+
+func TestExpandPinsAgainstExpiry(t *testing.T) {
+	s := newSpooler(t, Options{Threshold: 4})
+	out, err := s.Read(strings.NewReader(`["`+strings.Repeat("q", 200000)+`"]`), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A writer that releases the message while it is being written: the
+	// write still completes whole.
+	w := &releasing{s: s, raw: out}
+	if err := Expand(w, out); err != nil {
+		t.Fatal(err)
+	}
+	if w.b.Len() != 200004 {
+		t.Fatalf("wrote %d bytes", w.b.Len())
+	}
+	if s.Alive() != 0 {
+		t.Errorf("alive %d after the last pin", s.Alive())
+	}
+}
+
+type releasing struct {
+	s   *Spooler
+	raw []byte
+	b   bytes.Buffer
+}
+
+func (r *releasing) Write(p []byte) (int, error) {
+	r.s.Release(r.raw)
+	return r.b.Write(p)
+}
+
+func TestText(t *testing.T) {
+	tests := []string{
+		`plain`, `caf\u00e9`, `\ud83d\ude00 pair`, `\ud83d lone high`, `\ude00 lone low`,
+		`\ud83d\ud83d\ude00 high then pair`, `\ud83d\u0041`, `\u0000nul`, `\b\f\n\r\t\"\\\/`,
+		"raw \xff invalid \xc3 utf8 \xe2\x82", "é ünïcödé 😀", `\u00E9 upper hex`, ``,
+	}
+	for _, in := range tests {
+		var want string
+		if err := json.Unmarshal([]byte(`"`+in+`"`), &want); err != nil {
+			t.Fatalf("bad case %q: %v", in, err)
+		}
+		for _, size := range []int{1, 3, 7, 4096} {
+			got, err := io.ReadAll(&limitedP{newTextReader(strings.NewReader(in)), size})
+			if err != nil || string(got) != want {
+				t.Errorf("Text(%q) read by %d = %q, %v; want %q", in, size, got, err, want)
+			}
+		}
+	}
+	for _, bad := range []string{`\`, `\x`, `\u12`, `\u12z4`} {
+		if _, err := io.ReadAll(newTextReader(strings.NewReader(bad))); err == nil {
+			t.Errorf("Text(%q): no error", bad)
+		}
+	}
+}
+
+// limitedP reads into at most n bytes of p at a time.
+type limitedP struct {
+	r io.Reader
+	n int
+}
+
+func (l *limitedP) Read(p []byte) (int, error) { return l.r.Read(p[:min(len(p), l.n)]) }
+
+func TestBase64(t *testing.T) {
+	data := []byte("any carnal pleasure, \x00\xff binary")
+	for _, enc := range []string{
+		base64.StdEncoding.EncodeToString(data),
+		base64.RawStdEncoding.EncodeToString(data),
+		"YW55IGNh\\ncm5hbCBwbGVhc3VyZSwgAP8gYmluYXJ5", // a JSON-escaped line break
+	} {
+		s := newSpooler(t, Options{Threshold: 4})
+		out, err := s.Read(strings.NewReader(`"`+enc+`"`), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, _ := Lookup(out)
+		got, err := io.ReadAll(x.Base64())
+		if err != nil || !bytes.Equal(got, data) {
+			t.Errorf("Base64 of %q = %q, %v", enc, got, err)
+		}
+	}
+	for _, bad := range []string{"YW=55", "YW55===", "Y", "YW55*"} {
+		_, err := io.ReadAll(newBase64Reader(strings.NewReader(bad)))
+		if !errors.Is(err, ErrBase64) {
+			t.Errorf("Base64(%q): %v, want ErrBase64", bad, err)
+		}
+	}
+}
+
+func TestSpillFilesUnlinked(t *testing.T) {
+	dir := t.TempDir()
+	s := newSpooler(t, Options{Dir: dir, Threshold: 4})
+	if _, err := s.Read(strings.NewReader(`"0123456789"`), 0); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) != 0 {
+		t.Errorf("spill dir holds %d entries (%v); files must be unlinked", len(ents), err)
+	}
+}
