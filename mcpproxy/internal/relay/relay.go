@@ -571,13 +571,24 @@ func (rl *Relay) relaySSE(ctx context.Context, cancel context.CancelFunc, w http
 	resp *http.Response, rw *rewriter, pending [][]byte) {
 	sw := sse.NewWriter(out)
 	w.WriteHeader(resp.StatusCode)
-	if sw.Flush() != nil {
-		return
-	}
+	// The headers go out with the first event, in one write, as a reverse
+	// proxy sends them; an upstream slow to send one has its headers
+	// relayed after headerWait (a client may wait for them before it sends
+	// its next message).
+	flushed := make(chan struct{})
+	early := time.AfterFunc(headerWait, func() { sw.Flush(); close(flushed) })
+	defer func() {
+		if !early.Stop() {
+			<-flushed // never touch w once the handler returned
+		}
+	}()
 	st := rl.keepAlive(ctx, cancel, sw)
 	defer st.stop()
 	rl.relayEvents(ctx, st, resp, rw, pending)
 }
+
+// headerWait is how long a response's headers wait for its first event.
+const headerWait = 2 * time.Millisecond
 
 // stream is a client's event stream with its keep-alive.
 type stream struct {
@@ -636,7 +647,7 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 	for {
 		ev, err := sr.Next()
 		var tooLarge *sse.TooLargeError
-		if errors.As(err, &tooLarge) {
+		if err != nil && errors.As(err, &tooLarge) {
 			g := jsonrpc.Peek(tooLarge.Head, tooLarge.Tail)
 			id := g.ID
 			rl.log.Warn("upstream event over the message cap", "limit", tooLarge.Limit, "bytes", tooLarge.Size, "id", string(id))
