@@ -33,7 +33,7 @@ func FuzzRead(f *testing.F) {
 		s := spoolers[threshold]
 		if s == nil {
 			var err error
-			if s, err = New(Options{Dir: dir, Threshold: int64(threshold) + 1}); err != nil {
+			if s, err = New(Options{Dir: dir, Threshold: int64(threshold) + int64(markerLen)}); err != nil {
 				t.Fatal(err)
 			}
 			spoolers[threshold] = s

@@ -72,7 +72,8 @@ type Options struct {
 	// at once after creation and held open.
 	Dir string
 	// Threshold: strings longer than this many escaped bytes spill
-	// (≤ 0: DefaultThreshold).
+	// (≤ 0: DefaultThreshold). It is at least a marker's length (49), so
+	// that spilling never makes a message longer.
 	Threshold int64
 	// MaxBytes bounds the bytes alive in this Spooler's spill files at
 	// once (≤ 0: DefaultMaxBytes).
@@ -101,6 +102,7 @@ func New(o Options) (*Spooler, error) {
 	if o.Threshold <= 0 {
 		o.Threshold = DefaultThreshold
 	}
+	o.Threshold = max(o.Threshold, int64(markerLen))
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultMaxBytes
 	}

@@ -48,7 +48,7 @@ func expand(t testing.TB, raw []byte) []byte {
 func markerCount(raw []byte) int { return len(markers(raw)) }
 
 func TestReadRoundTrip(t *testing.T) {
-	long := strings.Repeat("x", 20)
+	long := strings.Repeat("x", 60)
 	tests := []struct {
 		name    string
 		in      string
@@ -60,13 +60,13 @@ func TestReadRoundTrip(t *testing.T) {
 		{"long name spills", `{"` + long + `":1}`, 1},
 		{"escapes kept as sent", `["` + `\u00e9\n\"\\\/` + long + `"]`, 1},
 		{"several in one message", `["` + long + `","` + long + `",{"x":"` + long + `"}]`, 3},
-		{"threshold exactly stays", `"` + strings.Repeat("y", 16) + `"`, 0},
-		{"one past spills", `"` + strings.Repeat("y", 17) + `"`, 1},
+		{"threshold exactly stays", `"` + strings.Repeat("y", 50) + `"`, 0},
+		{"one past spills", `"` + strings.Repeat("y", 51) + `"`, 1},
 		{"empty string", `""`, 0},
 		{"top-level number", `-0.5E+10`, 0},
 		{"id last as the TypeScript SDK writes it", `{"result":{"content":[{"type":"text","text":"` + long + `"}]},"jsonrpc":"2.0","id":1}`, 1},
 	}
-	s := newSpooler(t, Options{Threshold: 16})
+	s := newSpooler(t, Options{Threshold: 50})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			out, err := s.Read(strings.NewReader(tt.in), 0)
@@ -179,9 +179,9 @@ func TestReadBounds(t *testing.T) {
 	if err != nil || s.Alive() != 90 {
 		t.Fatalf("90 bytes spilled: %v, alive %d", err, s.Alive())
 	}
-	_, err = s.Read(strings.NewReader(`["`+strings.Repeat("b", 20)+`"]`), 60)
+	_, err = s.Read(strings.NewReader(`["`+strings.Repeat("b", 60)+`"]`), 60)
 	if !errors.Is(err, ErrFull) {
-		t.Errorf("110 bytes alive of 100: %v", err)
+		t.Errorf("150 bytes alive of 100: %v", err)
 	}
 	if s.Alive() != 90 {
 		t.Errorf("a failed read left its bytes: alive %d, want 90", s.Alive())
@@ -254,25 +254,25 @@ func TestForgedMarker(t *testing.T) {
 
 func TestMarkersOfTwoMessagesApart(t *testing.T) {
 	s := newSpooler(t, Options{Threshold: 4})
-	a, err := s.Read(strings.NewReader(`"tenant-a-secret"`), 0)
+	a, err := s.Read(strings.NewReader(`"tenant-a-secret-0000000000000000000000000000000000000000"`), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := s.Read(strings.NewReader(`"tenant-b-secret"`), 0)
+	b, err := s.Read(strings.NewReader(`"tenant-b-secret-0000000000000000000000000000000000000000"`), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bytes.Equal(a, b) {
 		t.Fatal("two messages got the same marker")
 	}
-	if string(expand(t, a)) != `"tenant-a-secret"` || string(expand(t, b)) != `"tenant-b-secret"` {
+	if string(expand(t, a)) != `"tenant-a-secret-0000000000000000000000000000000000000000"` || string(expand(t, b)) != `"tenant-b-secret-0000000000000000000000000000000000000000"` {
 		t.Fatal("markers resolve to the wrong message")
 	}
 }
 
 func TestTTLFreesFiles(t *testing.T) {
 	s := newSpooler(t, Options{Threshold: 4, TTL: time.Millisecond})
-	out, err := s.Read(strings.NewReader(`"a long string"`), 0)
+	out, err := s.Read(strings.NewReader(`"a long string, longer than a marker is, which is 49 bytes"`), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,11 +353,11 @@ type limitedP struct {
 func (l *limitedP) Read(p []byte) (int, error) { return l.r.Read(p[:min(len(p), l.n)]) }
 
 func TestBase64(t *testing.T) {
-	data := []byte("any carnal pleasure, \x00\xff binary")
+	data := []byte("any carnal pleasure, \x00\xff binary, long enough to spill")
 	for _, enc := range []string{
 		base64.StdEncoding.EncodeToString(data),
 		base64.RawStdEncoding.EncodeToString(data),
-		"YW55IGNh\\ncm5hbCBwbGVhc3VyZSwgAP8gYmluYXJ5", // a JSON-escaped line break
+		"YW55IGNh\\ncm5hbCBwbGVhc3VyZSwgAP8gYmluYXJ5LCBsb25nIGVub3VnaCB0byBzcGlsbA==", // a JSON-escaped line break
 	} {
 		s := newSpooler(t, Options{Threshold: 4})
 		out, err := s.Read(strings.NewReader(`"`+enc+`"`), 0)
@@ -381,7 +381,7 @@ func TestBase64(t *testing.T) {
 func TestSpillFilesUnlinked(t *testing.T) {
 	dir := t.TempDir()
 	s := newSpooler(t, Options{Dir: dir, Threshold: 4})
-	if _, err := s.Read(strings.NewReader(`"0123456789"`), 0); err != nil {
+	if _, err := s.Read(strings.NewReader(`"0123456789012345678901234567890123456789012345678901234567890123456789"`), 0); err != nil {
 		t.Fatal(err)
 	}
 	ents, err := os.ReadDir(dir)

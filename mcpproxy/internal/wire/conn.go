@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 )
 
 // ErrPeerClosed is a Conn's Err when its input ended without Close.
@@ -24,6 +25,13 @@ type Options struct {
 	// Peer names the other side in the errors the Conn makes up ("upstream
 	// message exceeds …"); default "peer".
 	Peer string
+	// Spool, when set, reads every incoming line through it (see
+	// NewSpoolingReader): set it for an upstream peer only.
+	Spool *spill.Spooler
+	// Expand, when set, expands spill markers in every message sent (see
+	// spill.Expand): set it for a client peer only, so that markers never
+	// resolve on their way to an upstream.
+	Expand bool
 	// Logger receives what the Conn drops and why; nil discards.
 	Logger *slog.Logger
 	// End, when set, turns the reason the input ended (io.EOF or a read
@@ -71,8 +79,12 @@ func NewConn(r io.Reader, w io.Writer, o Options) *Conn {
 		o.Peer = "peer"
 	}
 	c := &Conn{o: o, log: orDiscard(o.Logger), recv: make(chan *jsonrpc.Message, 16), done: make(chan struct{})}
-	c.w = NewWriter(w, c.log)
-	go c.read(NewReader(r, o.MaxMessage))
+	c.w = newWriter(w, c.log, o.Expand)
+	rd := NewReader(r, o.MaxMessage)
+	if o.Spool != nil {
+		rd = NewSpoolingReader(r, o.MaxMessage, o.Spool)
+	}
+	go c.read(rd)
 	return c
 }
 
@@ -140,6 +152,10 @@ func (c *Conn) tooLarge(e *TooLargeError) *jsonrpc.Message {
 	g := jsonrpc.Peek(e.Head, e.Tail)
 	log := c.log.With("bytes", e.Size, "limit", e.Limit, "id", string(g.ID))
 	text := fmt.Sprintf("%s message exceeds the %d byte limit", c.o.Peer, e.Limit)
+	if e.Err != nil {
+		log = log.With("err", e.Err)
+		text = fmt.Sprintf("%s message of %d bytes could not be spooled", c.o.Peer, e.Size)
+	}
 	switch {
 	case g.ID != nil && g.Response:
 		log.Warn("a response over the size limit: answering its request with an error")

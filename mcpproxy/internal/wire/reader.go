@@ -5,19 +5,24 @@
 // A Reader yields one message per line under a size cap: a longer line is
 // discarded as it streams past, never held, and reported as a
 // *TooLargeError carrying its first and last bytes, so the request waiting
-// for it can still be answered. A Writer writes each message as exactly one
-// line in one Write, from a goroutine of its own, so a peer that never reads
-// blocks neither the caller past its context nor Close. Conn joins the two
+// for it can still be answered. A Reader given a spill.Spooler (for an
+// upstream peer) never holds a line whole: its long strings go to disk as
+// they arrive, and the cap applies only to what stays in memory. A Writer
+// writes each message as exactly one line (in one Write, unless it expands
+// spill markers for a client), from a goroutine of its own, so a peer that
+// never reads blocks neither the caller past its context nor Close. Conn joins the two
 // into the connection contract the upstream clients share.
 package wire
 
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 )
 
 // DefaultMaxMessage is the cap on one message when none is given: the
@@ -35,18 +40,28 @@ const (
 	maxBlock   = 1 << 20
 )
 
-// TooLargeError reports a line longer than the Reader's cap. The line was
-// discarded; reading goes on with the next one.
+// TooLargeError reports a line longer than the Reader's cap (with a
+// Spooler: whose inline part is), or one its Spooler had no room for. The
+// line was discarded; reading goes on with the next one.
 type TooLargeError struct {
 	Limit int64  // the cap
 	Size  int64  // the line's length, without its terminator
 	Head  []byte // its first bytes
 	Tail  []byte // its last bytes
+	// Err says why the Spooler could not keep the line's long strings
+	// (spill.ErrFull, or a spill file error); nil when the line passed the
+	// cap.
+	Err error
 }
 
 func (e *TooLargeError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("wire: message of %d bytes dropped: %v", e.Size, e.Err)
+	}
 	return fmt.Sprintf("wire: message of %d bytes exceeds the %d byte limit", e.Size, e.Limit)
 }
+
+func (e *TooLargeError) Unwrap() error { return e.Err }
 
 // MalformedError reports a line that is not one JSON-RPC message (invalid
 // JSON, a batch, pretty-printed JSON split over lines). The line was
@@ -71,15 +86,28 @@ func (e *MalformedError) Unwrap() error { return e.Err }
 //
 // A Reader is not safe for concurrent use.
 type Reader struct {
-	br  *bufio.Reader
-	max int64
-	err error // sticky: the underlying reader's error
+	br    *bufio.Reader
+	max   int64
+	spool *spill.Spooler // nil: lines are held in memory
+	err   error          // sticky: the underlying reader's error
 }
 
 // NewReader reads from r with a cap of max bytes per message (≤ 0:
 // DefaultMaxMessage).
 func NewReader(r io.Reader, max int64) *Reader {
 	return newReaderSize(r, max, bufSize)
+}
+
+// NewSpoolingReader reads from r as NewReader does, but reads each line
+// through s (see spill.Spooler.Read): strings past its threshold go to
+// disk as they arrive and come back as markers, and max caps only what
+// stays in memory. A line s has no room for is a *TooLargeError whose Err
+// is spill.ErrFull. Use it only for an upstream peer: the markers it makes
+// are expanded by whatever writes the message to a client.
+func NewSpoolingReader(r io.Reader, max int64, s *spill.Spooler) *Reader {
+	rd := newReaderSize(r, max, bufSize)
+	rd.spool = s
+	return rd
 }
 
 // newReaderSize lets tests use a small buffer, to cross its edges often.
@@ -96,7 +124,7 @@ func newReaderSize(r io.Reader, max int64, size int) *Reader {
 // and every later Read returns it again.
 func (r *Reader) Read() (*jsonrpc.Message, error) {
 	for {
-		line, err := r.line()
+		line, err := r.next()
 		if err != nil {
 			return nil, err
 		}
@@ -109,6 +137,105 @@ func (r *Reader) Read() (*jsonrpc.Message, error) {
 		}
 		return m, nil
 	}
+}
+
+// next reads the next line, held or spooled.
+func (r *Reader) next() ([]byte, error) {
+	if r.spool != nil {
+		return r.spooled()
+	}
+	return r.line()
+}
+
+// spooled reads one line through the Spooler: what stays of it in memory,
+// without "\r\n".
+func (r *Reader) spooled() ([]byte, error) {
+	if r.err != nil {
+		return nil, r.err
+	}
+	lr := &lineReader{br: r.br}
+	out, err := r.spool.Read(lr, r.max+1) // +1: a "\r" before the "\n" is not the message's
+	if lr.err != nil {
+		r.err = lr.err // for the next call
+		if lr.err != io.EOF {
+			return nil, lr.err // the line is cut: dropped (and its spill freed)
+		}
+	}
+	switch {
+	case err == nil:
+		line := bytes.TrimSuffix(out, []byte("\r"))
+		if int64(len(line)) > r.max {
+			return nil, lr.tooLarge(r.max, nil)
+		}
+		return line, nil
+	case err == io.EOF: // a blank line
+		if lr.err != nil && lr.size == 0 {
+			return nil, lr.err
+		}
+		if e := lr.tooLarge(r.max, nil); e.Size > r.max {
+			return nil, e // as NewReader counts it
+		}
+		return nil, nil
+	}
+	io.Copy(io.Discard, lr) // the rest of the line streams past
+	if lr.err != nil && lr.err != io.EOF {
+		r.err = lr.err
+		return nil, lr.err
+	}
+	switch {
+	case errors.Is(err, spill.ErrTooLarge):
+		return nil, lr.tooLarge(r.max, nil)
+	case lr.size <= headSize && len(bytes.TrimSpace(lr.head)) == 0:
+		return nil, nil // blank as NewReader sees it ("\v", U+0085): skipped alike
+	case errors.Is(err, jsonrpc.ErrMalformed):
+		return nil, &MalformedError{Line: lr.head[:min(len(lr.head), tailSize)], Size: int(lr.size), Err: err}
+	}
+	// spill.ErrFull, or a spill file that could not be written: this
+	// message is lost, the connection goes on.
+	return nil, lr.tooLarge(r.max, err)
+}
+
+// lineReader reads one line from br, without its "\n", keeping the line's
+// first and last bytes for error reports.
+type lineReader struct {
+	br         *bufio.Reader
+	done       bool  // the line ended
+	err        error // the underlying reader's, io.EOF included
+	size       int64
+	head, tail []byte
+}
+
+func (l *lineReader) Read(p []byte) (int, error) {
+	if l.done {
+		return 0, io.EOF
+	}
+	if _, err := l.br.Peek(1); err != nil {
+		l.done, l.err = true, err
+		return 0, err
+	}
+	b, _ := l.br.Peek(min(len(p), l.br.Buffered()))
+	n, skip := len(b), 0
+	if k := bytes.IndexByte(b, '\n'); k >= 0 {
+		n, skip, l.done = k, 1, true
+	}
+	copy(p, b[:n])
+	l.br.Discard(n + skip)
+	if len(l.head) < headSize {
+		l.head = append(l.head, b[:min(n, headSize-len(l.head))]...)
+	}
+	l.tail = keepTail(l.tail, b[:n])
+	l.size += int64(n)
+	return n, nil
+}
+
+// tooLarge reports the line, which has been read to its end.
+func (l *lineReader) tooLarge(limit int64, err error) *TooLargeError {
+	e := &TooLargeError{Limit: limit, Size: l.size, Head: l.head, Tail: l.tail, Err: err}
+	if bytes.HasSuffix(e.Tail, []byte("\r")) {
+		e.Size--
+		e.Tail = e.Tail[:len(e.Tail)-1]
+	}
+	return e
 }
 
 // line reads up to and without "\n" or "\r\n".

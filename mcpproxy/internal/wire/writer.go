@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 )
 
 // ErrClosed is returned by Send and Write after Close.
@@ -23,24 +25,29 @@ var ErrClosed = errors.New("wire: connection closed")
 // at a time, in the order they started (the order their callers reached
 // the hand-off, which a Go channel keeps first in, first out).
 type Writer struct {
-	reqs chan writeReq
-	done chan struct{} // closed by Close
-	once sync.Once
+	expand bool // markers are expanded (a client's writer)
+	reqs   chan writeReq
+	done   chan struct{} // closed by Close
+	once   sync.Once
 
 	dead chan struct{} // closed when the writing goroutine stops on an error
 	err  error         // why, set before dead is closed
 }
 
 type writeReq struct {
-	line []byte
-	res  chan error // buffered: the writer never waits for a caller gone
+	line   []byte
+	expand bool       // line holds markers to expand
+	res    chan error // buffered: the writer never waits for a caller gone
 }
 
 // NewWriter writes to w. A panic in w.Write is logged with its stack and
 // fails the Writer, as a write error does: every later Write returns it.
 // log may be nil.
-func NewWriter(w io.Writer, log *slog.Logger) *Writer {
-	wr := &Writer{reqs: make(chan writeReq), done: make(chan struct{}), dead: make(chan struct{})}
+func NewWriter(w io.Writer, log *slog.Logger) *Writer { return newWriter(w, log, false) }
+
+// newWriter makes a Writer that expands spill markers when expand is set.
+func newWriter(w io.Writer, log *slog.Logger, expand bool) *Writer {
+	wr := &Writer{expand: expand, reqs: make(chan writeReq), done: make(chan struct{}), dead: make(chan struct{})}
 	go wr.run(w, orDiscard(log))
 	return wr
 }
@@ -63,15 +70,30 @@ func (wr *Writer) run(w io.Writer, log *slog.Logger) {
 			return
 		case req := <-wr.reqs:
 			cur = &req
-			_, err := w.Write(req.line)
+			err := write(w, req)
 			cur = nil
 			req.res <- err
-			if err != nil {
+			if err != nil && !errors.Is(err, spill.ErrGone) { // ErrGone: nothing was written
 				wr.fail(err)
 				return
 			}
 		}
 	}
+}
+
+// write writes one line, its markers expanded if it has any: then in
+// several writes, a long string streaming from its spill file, but still
+// one line no other can come between.
+func write(w io.Writer, req writeReq) error {
+	if !req.expand {
+		_, err := w.Write(req.line)
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if err := spill.Expand(bw, req.line); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
 
 func (wr *Writer) fail(err error) {
@@ -81,7 +103,10 @@ func (wr *Writer) fail(err error) {
 
 // Write writes raw as one line (compacted if it spans several: see
 // jsonrpc.Line) in a single Write to the underlying writer, so a reader
-// never sees half a message. It returns once the line is written, or with
+// never sees half a message; a Conn's writer with Options.Expand expands
+// spill markers first, streaming a long string in several Writes (a
+// marker that no longer resolves fails this Write with spill.ErrGone,
+// nothing written, and the Writer goes on). It returns once the line is written, or with
 // ctx.Err() when ctx ends first (the line may then still be written, whole,
 // later), or ErrClosed after Close, or the error of an earlier write that
 // failed.
@@ -89,7 +114,8 @@ func (wr *Writer) Write(ctx context.Context, raw []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	req := writeReq{line: jsonrpc.Line(raw), res: make(chan error, 1)}
+	line := jsonrpc.Line(raw)
+	req := writeReq{line: line, expand: wr.expand && spill.HasMarkers(line), res: make(chan error, 1)}
 	select {
 	case wr.reqs <- req:
 	case <-ctx.Done():
