@@ -42,6 +42,7 @@ import (
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 )
 
 // Transports of Options.Transport.
@@ -75,9 +76,12 @@ type Options struct {
 	Header func(m *jsonrpc.Message, h http.Header)
 	// Transport is Auto (default), Streamable or Legacy.
 	Transport string
-	// MaxMessage caps one message from the upstream, in bytes; default
-	// DefaultMaxMessage.
+	// MaxMessage caps one message from the upstream, in bytes (with
+	// Spool, what stays of it in memory); default DefaultMaxMessage.
 	MaxMessage int64
+	// Spool, when set, takes every upstream message that may be large as
+	// it streams in (a spill.Spooler): its long strings go to disk.
+	Spool sse.Spooler
 	// MaxRetries bounds the reconnections of a response stream that make
 	// no progress (no new event id); default 5.
 	MaxRetries int

@@ -10,8 +10,10 @@ import (
 	"mime"
 	"net/http"
 
+	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 )
 
 // refusal is an initialize refused as a legacy-only server refuses it
@@ -194,7 +196,21 @@ func (c *Conn) read(ex *exchange, resp *http.Response) {
 // readJSON reads a JSON body: one message or a batch.
 func (c *Conn) readJSON(ex *exchange, resp *http.Response) {
 	defer resp.Body.Close()
-	body, err := readBounded(resp.Body, resp.ContentLength, c.o.MaxMessage)
+	var body []byte
+	var err error
+	if c.o.Spool != nil {
+		body, err = httpx.ReadMessage(resp.Body, resp.ContentLength, c.o.MaxMessage, c.o.Spool)
+		switch {
+		case errors.Is(err, jsonrpc.ErrMalformed):
+			c.log.Warn("dropping a malformed upstream response", "err", err)
+			c.answerError(ex, "upstream sent a malformed response")
+			return
+		case errors.Is(err, spill.ErrTooLarge), errors.Is(err, spill.ErrFull):
+			err = errTooLarge
+		}
+	} else {
+		body, err = readBounded(resp.Body, resp.ContentLength, c.o.MaxMessage)
+	}
 	if errors.Is(err, errTooLarge) {
 		c.log.Warn("dropping an upstream response over the size limit", "limit", c.o.MaxMessage, "request", describe(ex.m))
 		c.answerError(ex, c.tooLarge())

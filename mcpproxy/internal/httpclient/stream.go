@@ -112,6 +112,9 @@ func (e *statusError) Is(t error) bool { return t == errNoStream }
 // exchange's end. ex is nil for the session's GET stream.
 func (c *Conn) events(body io.Reader, cur *cursor, ex *exchange) bool {
 	rd := sse.NewReader(body, c.o.MaxMessage)
+	if c.o.Spool != nil {
+		rd.Spool(c.o.Spool)
+	}
 	defer func() {
 		if id := rd.LastEventID(); id != "" {
 			cur.last = id

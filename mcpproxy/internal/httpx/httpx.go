@@ -16,6 +16,7 @@ import (
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 )
 
 // Protocol revisions the proxy knows by name.
@@ -157,4 +158,15 @@ func ReadAllSized(r io.Reader, size, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("message exceeds the %d byte limit", limit)
 	}
 	return buf.Bytes(), err
+}
+
+// ReadMessage reads an upstream's JSON body of size bytes (-1: unknown).
+// With spool, a body that may pass sse.SpillAfter streams through it (its
+// long strings go to disk) and limit bounds what stays in memory;
+// without, the body is read whole up to limit (ReadAllSized).
+func ReadMessage(r io.Reader, size, limit int64, spool sse.Spooler) ([]byte, error) {
+	if spool == nil || (size >= 0 && size <= sse.SpillAfter) {
+		return ReadAllSized(r, size, limit)
+	}
+	return spool.Read(r, limit)
 }

@@ -48,8 +48,12 @@ type Options struct {
 	// credentials); the client's Authorization is never forwarded.
 	Header http.Header
 	// MaxMessage caps one message (a JSON body or an SSE event) from the
-	// upstream; default 1 GiB.
+	// upstream, with Spool what stays of it in memory; default 1 GiB.
 	MaxMessage int64
+	// Spool, when set, takes every upstream message that may be large as
+	// it streams in (a spill.Spooler): its long strings go to disk, and
+	// the writers to the client put them back.
+	Spool sse.Spooler
 	// MaxCalls caps the calls a session remembers for responses that
 	// arrive on another stream; default 1024.
 	MaxCalls int
@@ -432,7 +436,7 @@ func (rl *Relay) relayLate(ctx context.Context, st *stream, resp *http.Response,
 	default:
 		defer resp.Body.Close()
 		why = fmt.Sprintf("upstream MCP server answered HTTP %d", resp.StatusCode)
-		body, err := httpx.ReadAllSized(resp.Body, resp.ContentLength, rl.o.MaxMessage)
+		body, err := httpx.ReadMessage(resp.Body, resp.ContentLength, rl.o.MaxMessage, rl.o.Spool)
 		msgs, _, derr := jsonrpc.Decode(body)
 		if err != nil || derr != nil {
 			break
@@ -529,7 +533,7 @@ func (rw *rewriter) rewrite(m *jsonrpc.Message) *jsonrpc.Message {
 // relayJSON rewrites a JSON response body. Headers go to w, the body to
 // out.
 func (rl *Relay) relayJSON(w http.ResponseWriter, out io.Writer, resp *http.Response, rw *rewriter) {
-	body, err := httpx.ReadAllSized(resp.Body, resp.ContentLength, rl.o.MaxMessage)
+	body, err := httpx.ReadMessage(resp.Body, resp.ContentLength, rl.o.MaxMessage, rl.o.Spool)
 	if err != nil {
 		rl.log.Warn("reading the upstream response failed", "err", err)
 		http.Error(w, "upstream response unreadable", http.StatusBadGateway)
@@ -643,6 +647,9 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 		open[jsonrpc.Key(id)] = id
 	}
 	sr := sse.NewReader(resp.Body, rl.o.MaxMessage)
+	if rl.o.Spool != nil {
+		sr.Spool(rl.o.Spool)
+	}
 	resumable := false
 	for {
 		ev, err := sr.Next()
@@ -650,7 +657,7 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 		if err != nil && errors.As(err, &tooLarge) {
 			g := jsonrpc.Peek(tooLarge.Head, tooLarge.Tail)
 			id := g.ID
-			rl.log.Warn("upstream event over the message cap", "limit", tooLarge.Limit, "bytes", tooLarge.Size, "id", string(id))
+			rl.log.Warn("upstream event dropped", "limit", tooLarge.Limit, "bytes", tooLarge.Size, "id", string(id), "err", tooLarge.Err)
 			if id == nil || !g.Response {
 				continue
 			}
@@ -658,8 +665,12 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 				id = sent // as the client spelt it
 			}
 			delete(open, jsonrpc.Key(id))
+			why := fmt.Sprintf("upstream message exceeds the %d byte limit", tooLarge.Limit)
+			if tooLarge.Err != nil {
+				why = fmt.Sprintf("upstream message of %d bytes dropped: it is not one JSON value, or there is no room to hold it", tooLarge.Size)
+			}
 			e := sse.Event{ID: tooLarge.ID, HasID: tooLarge.HasID, HasData: true,
-				Data: jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, fmt.Sprintf("upstream message exceeds the %d byte limit", tooLarge.Limit)).Raw}
+				Data: jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, why).Raw}
 			if st.write(e) != nil {
 				return
 			}

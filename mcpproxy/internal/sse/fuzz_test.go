@@ -2,11 +2,14 @@ package sse
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 )
 
 // FuzzReader: the reader never panics on any stream; whatever it reads,
@@ -107,4 +110,52 @@ func normal(ev Event) Event {
 		ev.Comments = nil
 	}
 	return ev
+}
+
+// FuzzSpool: reading through a Spooler (from after+1 bytes of data on)
+// gives the events read without one, each one's data back byte for byte
+// once expanded; only an event whose data is not JSON is dropped, with a
+// reason.
+func FuzzSpool(f *testing.F) {
+	f.Add([]byte("id: 1\ndata: {\"a\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}\n\n"), uint8(4))
+	f.Add([]byte("data: [1,\ndata: \"yyyyyyyyyyyyyyyyyyyyyyyyyyy\"]\r\n\r\n: c\n\ndata: not json at all\n\ndata: {}\n\n"), uint8(2))
+	f.Add([]byte("data: {\"t\":\"\\u00e9\\ud83d\\ude00\\\"\\\\ zzzzzzzzzzzzzzzzzzzzzzzzzzzzzz\"}\n\nid: 2\ndata: \"q\n\n"), uint8(0))
+	f.Fuzz(func(t *testing.T, in []byte, after uint8) {
+		sp, err := spill.New(spill.Options{Dir: t.TempDir(), Threshold: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sp.Close()
+		plain := readEvents(t, in, 1<<20)
+		rd := NewReader(bytes.NewReader(in), 1<<20)
+		rd.Spool(sp)
+		rd.spillAfter = int(after) + 1
+		for i := 0; ; i++ {
+			ev, err := rd.Next()
+			var big *TooLargeError
+			if errors.As(err, &big) {
+				if i >= len(plain) || json.Valid(plain[i].Data) || big.Err == nil {
+					t.Fatalf("event %d dropped: %v (plain: %d events)", i, err, len(plain))
+				}
+				continue
+			}
+			if err != nil {
+				if i != len(plain) {
+					t.Fatalf("%d events read through the spooler, %d without", i, len(plain))
+				}
+				return
+			}
+			if i >= len(plain) {
+				t.Fatalf("more events through the spooler than without")
+			}
+			var b bytes.Buffer
+			if err := spill.Expand(&b, ev.Data); err != nil {
+				t.Fatal(err)
+			}
+			ev.Data = b.Bytes()
+			if !reflect.DeepEqual(normal(ev), normal(plain[i])) {
+				t.Fatalf("event %d = %+v, without a spooler %+v", i, ev, plain[i])
+			}
+		}
+	})
 }

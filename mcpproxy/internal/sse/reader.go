@@ -72,11 +72,20 @@ type TooLargeError struct {
 	// bytes of the event's data, for finding out which request the lost
 	// message answered.
 	Head, Tail []byte
+	// Err says why the Reader's Spooler could not take the event's data
+	// (not one JSON value, no room, what stays in memory over the limit);
+	// nil when the event passed the limit.
+	Err error
 }
 
 func (e *TooLargeError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("sse: event of %d bytes dropped: %v", e.Size, e.Err)
+	}
 	return fmt.Sprintf("sse: event of %d bytes exceeds the %d byte limit", e.Size, e.Limit)
 }
+
+func (e *TooLargeError) Unwrap() error { return e.Err }
 
 // keep records data of the discarded event: its head, then its tail.
 func (e *TooLargeError) keep(b []byte) {
@@ -108,6 +117,69 @@ type Reader struct {
 	lastID   string
 	retry    time.Duration
 	hasRetry bool
+
+	spool      Spooler // nil: events are held in memory
+	spillAfter int     // SpillAfter, but in tests
+}
+
+// Spooler takes an event's data as it streams in and returns what of it
+// stays in memory (a spill.Spooler: long JSON strings go to disk), at most
+// maxInline bytes.
+type Spooler interface {
+	Read(r io.Reader, maxInline int64) ([]byte, error)
+}
+
+// SpillAfter is how much of one event's data a Reader with a Spooler
+// holds before the rest streams through the Spooler.
+const SpillAfter = 64 << 10
+
+// Spool makes rd stream the data of every event past SpillAfter bytes
+// through s: the event's Data is then what s keeps, and the Reader's
+// limit applies to that alone. Data s cannot take (not one JSON value,
+// or no room) makes the event a *TooLargeError whose Err says why. Set
+// it for an upstream's stream only.
+func (rd *Reader) Spool(s Spooler) { rd.spool, rd.spillAfter = s, SpillAfter }
+
+// spilling is one event's data on its way through a Spooler, fed from
+// the Reader's goroutine and read by one of its own.
+type spilling struct {
+	pw    *io.PipeWriter
+	done  chan struct{}
+	data  []byte
+	err   error
+	head  TooLargeError // the data's ends, for the error if it fails
+	bytes int64
+}
+
+func (rd *Reader) startSpill(held []byte) *spilling {
+	pr, pw := io.Pipe()
+	sp := &spilling{pw: pw, done: make(chan struct{})}
+	go func() {
+		defer close(sp.done)
+		sp.data, sp.err = rd.spool.Read(pr, rd.max)
+		pr.CloseWithError(errSpilled) // a writer past a failed read stops at once
+	}()
+	sp.write(held)
+	return sp
+}
+
+var errSpilled = errors.New("sse: the spooler stopped reading")
+
+func (sp *spilling) write(b []byte) {
+	sp.head.keep(b)
+	sp.bytes += int64(len(b))
+	sp.pw.Write(b) // a failure shows in finish
+}
+
+// finish ends the data (cause nil: the event ended) and waits for the
+// Spooler.
+func (sp *spilling) finish(cause error) ([]byte, error) {
+	if cause == nil {
+		cause = io.EOF
+	}
+	sp.pw.CloseWithError(cause)
+	<-sp.done
+	return sp.data, sp.err
 }
 
 // NewReader returns a Reader of src whose events may hold at most
@@ -152,7 +224,13 @@ func (rd *Reader) Next() (Event, error) {
 		big       *TooLargeError
 		scratch   []byte
 		dataLines int
+		sp        *spilling
 	)
+	defer func() {
+		if sp != nil {
+			sp.finish(io.ErrUnexpectedEOF) // the stream broke inside the event
+		}
+	}()
 	for {
 		if !inBlock {
 			start = rd.off
@@ -165,6 +243,14 @@ func (rd *Reader) Next() (Event, error) {
 			return Event{}, err
 		}
 		if n < 0 { // a blank line ends the block
+			if sp != nil {
+				data, err := sp.finish(nil)
+				if err != nil {
+					big = &sp.head
+					big.Limit, big.ID, big.HasID, big.Err = rd.max, ev.ID, ev.HasID, err
+				}
+				ev.Data, sp = data, nil
+			}
 			switch {
 			case big != nil:
 				big.Size = rd.off - start
@@ -177,7 +263,9 @@ func (rd *Reader) Next() (Event, error) {
 		}
 		inBlock = true
 		if kind == fData && dataLines > 0 {
-			if big == nil {
+			if sp != nil {
+				sp.write([]byte{'\n'})
+			} else if big == nil {
 				ev.Data = append(ev.Data, '\n')
 			} else {
 				big.keep([]byte{'\n'})
@@ -187,7 +275,7 @@ func (rd *Reader) Next() (Event, error) {
 		// cut turns the event into a discarded one once it is over the
 		// limit: from then on only its id and the ends of its data are kept.
 		cut := func(pending int) bool {
-			if big != nil || rd.off+int64(pending)-start <= rd.max {
+			if big != nil || sp != nil || rd.off+int64(pending)-start <= rd.max {
 				return false
 			}
 			big = &TooLargeError{Limit: rd.max, ID: ev.ID, HasID: ev.HasID}
@@ -201,6 +289,12 @@ func (rd *Reader) Next() (Event, error) {
 				return
 			}
 			switch {
+			case kind == fData && sp != nil:
+				sp.write(b)
+			case kind == fData && big == nil && rd.spool != nil && len(ev.Data)+len(b) > rd.spillAfter && rd.max > int64(rd.spillAfter):
+				sp = rd.startSpill(ev.Data)
+				ev.Data = nil
+				sp.write(b)
 			case kind == fData && big == nil:
 				ev.Data = append(ev.Data, b...)
 			case kind == fData:

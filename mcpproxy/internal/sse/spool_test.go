@@ -1,0 +1,106 @@
+package sse_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"io"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
+)
+
+func spooler(t *testing.T) *spill.Spooler {
+	t.Helper()
+	s, err := spill.New(spill.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// letters streams n bytes of a JSON string's inside.
+type letters struct{ n int }
+
+func (r *letters) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), r.n)
+	for i := range p[:n] {
+		p[i] = 'a' + byte(i%26)
+	}
+	r.n -= n
+	return n, nil
+}
+
+// A 200 MB event from an upstream is never held: its long string goes to
+// disk as it arrives, the event's Data is the message with a marker, and
+// expanding it gives back the event's data byte for byte (its line
+// breaks included). Before Spool, Data held the 200 MB.
+func TestSpoolBigEvent(t *testing.T) {
+	const size = 200 << 20
+	head := "id: 7\ndata: {\"jsonrpc\":\"2.0\",\"result\":{\"content\":[{\"type\":\"text\",\"text\":\""
+	tail := "\"}]},\ndata: \"id\":3}\n\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}\n\n"
+	want := sha256.New()
+	want.Write([]byte(strings.TrimPrefix(head, "id: 7\ndata: ")))
+	io.Copy(want, &letters{n: size})
+	want.Write([]byte("\"}]},\n\"id\":3}"))
+
+	s := spooler(t)
+	rd := sse.NewReader(io.MultiReader(strings.NewReader(head), &letters{n: size}, strings.NewReader(tail)), 1<<20)
+	rd.Spool(s)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	ev, err := rd.Next()
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
+		t.Errorf("%d bytes allocated to read a %d-byte event", n, size)
+	}
+	if len(ev.Data) > 1000 || ev.ID != "7" {
+		t.Fatalf("Data is %d bytes, id %q", len(ev.Data), ev.ID)
+	}
+	got := sha256.New()
+	if err := spill.Expand(got, ev.Data); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Sum(nil), want.Sum(nil)) {
+		t.Errorf("the expanded data differs from the event's: %.200s", ev.Data)
+	}
+	if ev, err := rd.Next(); err != nil || string(ev.Data) != `{"jsonrpc":"2.0","method":"notifications/x"}` {
+		t.Fatalf("next: %q %v", ev.Data, err)
+	}
+}
+
+// Data a Spooler cannot take (not JSON) drops that event alone, with a
+// reason, and its ends for finding its request; a stream cut inside an
+// event leaves nothing spilled.
+func TestSpoolRefused(t *testing.T) {
+	s := spooler(t)
+	junk := strings.Repeat("not json ", 20000)
+	rd := sse.NewReader(strings.NewReader("id: 1\ndata: "+junk+"\n\ndata: {\"ok\":true}\n\ndata: {\"text\":\""), 1<<20)
+	rd.Spool(s)
+	_, err := rd.Next()
+	var big *sse.TooLargeError
+	if !errors.As(err, &big) || big.Err == nil || !bytes.HasPrefix(big.Head, []byte("not json")) || big.ID != "1" {
+		t.Fatalf("got %v (%+v)", err, big)
+	}
+	if ev, err := rd.Next(); err != nil || string(ev.Data) != `{"ok":true}` {
+		t.Fatalf("next: %q %v", ev.Data, err)
+	}
+	rd = sse.NewReader(io.MultiReader(strings.NewReader("data: {\"text\":\""), &letters{n: 1 << 20}), 1<<20)
+	rd.Spool(s)
+	if _, err := rd.Next(); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("a cut stream: %v", err)
+	}
+	if n := s.Alive(); n != 0 {
+		t.Errorf("%d bytes still spilled after a cut stream", n)
+	}
+}
