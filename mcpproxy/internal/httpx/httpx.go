@@ -16,6 +16,7 @@ import (
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 )
 
@@ -83,8 +84,8 @@ func WriteError(w http.ResponseWriter, status int, id []byte, code int, msg stri
 	w.Write(jsonrpc.ErrorResponse(id, code, msg).Raw)
 }
 
-// WriteReply answers a request with m as JSON; in the stateless era an
-// error carries its HTTP status.
+// WriteReply answers a request with m as JSON, its spill markers expanded;
+// in the stateless era an error carries its HTTP status.
 func WriteReply(w http.ResponseWriter, version string, m *jsonrpc.Message) {
 	status := http.StatusOK
 	if mcpheader.Stateless(version) {
@@ -92,7 +93,7 @@ func WriteReply(w http.ResponseWriter, version string, m *jsonrpc.Message) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	w.Write(m.Raw)
+	spill.Expand(w, m.Raw)
 }
 
 // ErrorStatus is the HTTP status of a stateless-era response (SEP-2575):
@@ -107,15 +108,15 @@ func ErrorStatus(m *jsonrpc.Message) int {
 	return http.StatusOK
 }
 
-// WriteMessages writes raw messages as one JSON value: an array when batch.
+// WriteMessages writes raw messages as one JSON value, an array when
+// batch, their spill markers expanded.
 func WriteMessages(w io.Writer, out [][]byte, batch bool) {
 	if !batch && len(out) == 1 {
-		w.Write(out[0])
+		spill.Expand(w, out[0])
 		return
 	}
-	w.Write([]byte("["))
-	w.Write(bytes.Join(out, []byte(",")))
-	w.Write([]byte("]"))
+	all := append(append([]byte("["), bytes.Join(out, []byte(","))...), ']')
+	spill.Expand(w, all)
 }
 
 // UpstreamDown answers every request of a POST that could not be forwarded

@@ -11,7 +11,9 @@
 //
 // The Writer refuses what cannot be written as one field (an id, event
 // name or comment containing a line break), so a value from a peer cannot
-// inject fields or events, and flushes after each event.
+// inject fields or events, and flushes after each event. It expands the
+// spill markers of an upstream message (package spill) as it writes, so
+// the client gets the bytes the upstream sent.
 package sse
 
 import (

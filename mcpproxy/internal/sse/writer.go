@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 )
 
 // ErrInvalid is wrapped by Write for an event that cannot be written as
@@ -90,8 +92,9 @@ func Check(ev *Event) error {
 
 // Write writes ev, field by field, then a blank line, and flushes. Line
 // breaks in Data (LF, CRLF or CR) each start a new data line, which a
-// reader joins back with LF. An event with no field writes nothing. Write
-// returns an error wrapping ErrInvalid (see Check) before writing
+// reader joins back with LF. Spill markers in Data are expanded (see
+// spill.Expand). An event with no field writes nothing. Write returns an
+// error wrapping ErrInvalid (see Check) or spill.ErrGone before writing
 // anything, or the underlying writer's error.
 func (sw *Writer) Write(ev Event) error {
 	if err := Check(&ev); err != nil {
@@ -119,6 +122,12 @@ func (sw *Writer) Write(ev Event) error {
 		b = strconv.AppendInt(append(b, "retry: "...), ev.Retry.Milliseconds(), 10)
 		b = append(b, '\n')
 	}
+	// Spill markers in the data are expanded on the way out (the strings
+	// they stand for hold no line break, so the data lines are the
+	// markers' lines): the event is framed in memory, then written by
+	// spill.Expand, which resolves every marker before writing a byte.
+	expand := hasData && spill.HasMarkers(ev.Data)
+	dataAt := len(b)
 	if hasData {
 		data := ev.Data
 		for {
@@ -132,7 +141,7 @@ func (sw *Writer) Write(ev Event) error {
 			if len(line) > 0 {
 				b = append(b, ' ')
 				// A long line goes out as it is, not through a second copy.
-				if len(line) > 32<<10 {
+				if len(line) > 32<<10 && !expand {
 					if _, err := sw.w.Write(b); err != nil {
 						return err
 					}
@@ -155,7 +164,12 @@ func (sw *Writer) Write(ev Event) error {
 		}
 	}
 	b = append(b, '\n')
-	_, err := sw.w.Write(b)
+	var err error
+	if expand {
+		err = spill.Expand(&prefixed{w: sw.w, p: b[:dataAt]}, b[dataAt:])
+	} else {
+		_, err = sw.w.Write(b)
+	}
 	if cap(b) <= 64<<10 {
 		sw.buf = b[:0]
 	}
@@ -163,4 +177,21 @@ func (sw *Writer) Write(ev Event) error {
 		return err
 	}
 	return sw.flushLocked()
+}
+
+// prefixed writes p before the first write to w, so that nothing is
+// written when there is no first write.
+type prefixed struct {
+	w io.Writer
+	p []byte
+}
+
+func (x *prefixed) Write(b []byte) (int, error) {
+	if len(x.p) > 0 {
+		if _, err := x.w.Write(x.p); err != nil {
+			return 0, err
+		}
+		x.p = nil
+	}
+	return x.w.Write(b)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/terminate"
 )
 
@@ -231,15 +232,16 @@ const codeNotStreamable = -32003
 // TypeScript SDK's stdio client does past 10 MiB), losing every other
 // call in flight with it.
 func (f *Face) capped(m *jsonrpc.Message) *jsonrpc.Message {
-	if f.o.MaxMessage <= 0 || int64(len(m.Raw)) <= f.o.MaxMessage {
+	size := spill.ExpandedLen(m.Raw) // what the client gets: spilled strings put back
+	if f.o.MaxMessage <= 0 || size <= f.o.MaxMessage {
 		return m
 	}
 	if m.IsResponse() {
-		f.log.Warn("stdio face: a response is over the client's message cap; it gets an error instead", "bytes", len(m.Raw), "cap", f.o.MaxMessage)
+		f.log.Warn("stdio face: a response is over the client's message cap; it gets an error instead", "bytes", size, "cap", f.o.MaxMessage)
 		return jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeInternalError, fmt.Sprintf(
-			"the response is %d bytes, over the %d bytes this stdio connection carries (spillway --stdio-max-message)", len(m.Raw), f.o.MaxMessage))
+			"the response is %d bytes, over the %d bytes this stdio connection carries (spillway --stdio-max-message)", size, f.o.MaxMessage))
 	}
-	f.log.Warn("stdio face: a message over the client's message cap was dropped", "method", m.Method, "bytes", len(m.Raw), "cap", f.o.MaxMessage)
+	f.log.Warn("stdio face: a message over the client's message cap was dropped", "method", m.Method, "bytes", size, "cap", f.o.MaxMessage)
 	return nil
 }
 

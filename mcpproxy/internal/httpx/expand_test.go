@@ -1,0 +1,35 @@
+package httpx
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
+)
+
+// A JSON reply carries the upstream's bytes, its spilled strings put back:
+// one message or a batch.
+func TestRepliesExpandMarkers(t *testing.T) {
+	s, err := spill.New(spill.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	orig := `{"result":{"content":[{"type":"text","text":"` + strings.Repeat("x", 100000) + `"}]},"jsonrpc":"2.0","id":1}`
+	raw, err := s.Read(strings.NewReader(orig), 0)
+	if err != nil || !spill.HasMarkers(raw) {
+		t.Fatalf("Read = %.100s, %v", raw, err)
+	}
+	rec := httptest.NewRecorder()
+	WriteReply(rec, "", jsonrpc.MustDecode(string(raw)))
+	if rec.Body.String() != orig {
+		t.Errorf("WriteReply wrote %.100q…", rec.Body.String())
+	}
+	rec = httptest.NewRecorder()
+	WriteMessages(rec, [][]byte{raw, []byte(`{"jsonrpc":"2.0","id":2,"result":{}}`)}, true)
+	if want := "[" + orig + `,{"jsonrpc":"2.0","id":2,"result":{}}]`; rec.Body.String() != want {
+		t.Errorf("WriteMessages wrote %.100q…", rec.Body.String())
+	}
+}
