@@ -35,5 +35,10 @@ func (spills) Lookup(lit []byte) (offload.Spilled, bool) {
 	}
 	return nil, false
 }
+func (spills) Release(lit []byte) {
+	if s, ok := spill.Lookup(lit); ok {
+		s.Release()
+	}
+}
 func (spills) ExpandedLen(raw []byte) int64         { return spill.ExpandedLen(raw) }
 func (spills) Expand(w io.Writer, raw []byte) error { return spill.Expand(w, raw) }

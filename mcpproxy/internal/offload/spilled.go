@@ -23,6 +23,8 @@ type Spills interface {
 	ExpandedLen(raw []byte) int64
 	// Expand writes raw with every marker replaced by its literal.
 	Expand(w io.Writer, raw []byte) error
+	// Release frees the spilled string of a marker literal now.
+	Release(lit []byte)
 }
 
 // Spilled is one spilled string.
@@ -151,3 +153,19 @@ func (l lits) spilledStrings(v []byte, ptr string, depth int, f func(span [2]int
 var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 func escapePointer(s string) string { return pointerEscaper.Replace(s) }
+
+// Spent frees the strings result spilled that rewritten (Rewrite's result
+// of it, the one the caller keeps) no longer holds: their bytes are in
+// the store, and holding them on disk until they expire would count them
+// twice against the spill space. Call it once rewritten replaced result
+// for good.
+func (f *Rewriter) Spent(result, rewritten []byte) {
+	if f.lit.s == nil || f.lit.rawLen(result) == int64(len(result)) {
+		return
+	}
+	f.lit.spilledStrings(result, "", 0, func(sp [2]int, _ string) {
+		if lit := result[sp[0]:sp[1]]; !bytes.Contains(rewritten, lit) {
+			f.lit.s.Release(lit)
+		}
+	})
+}

@@ -15,7 +15,19 @@ import (
 
 // fakeSpills stands in for package spill (our own interface): marker
 // literals "\u0000spill:N" resolve to literals held here.
-type fakeSpills struct{ lits [][]byte } // each with its quotes
+type fakeSpills struct {
+	lits     [][]byte // each with its quotes
+	released map[int]bool
+}
+
+func (s *fakeSpills) Release(lit []byte) {
+	if n, ok := s.index(lit); ok {
+		if s.released == nil {
+			s.released = map[int]bool{}
+		}
+		s.released[n] = true
+	}
+}
 
 func (s *fakeSpills) marker(lit []byte) string {
 	s.lits = append(s.lits, lit)
@@ -191,5 +203,26 @@ func TestOffloadSpilledNoFit(t *testing.T) {
 	want := jsonrawPath(t, whole, "structuredContent")
 	if got := fetchArtifact(t, svc, r.Meta.Replaced[0].URI); !bytes.Equal(got, want) {
 		t.Errorf("the artifact holds %d bytes (%.60q…), want the value as sent (%d)", len(got), got, len(want))
+	}
+}
+
+// Spent frees what the rewrite stored (marker 1, the text), not what
+// the result still holds (marker 0, a member of _meta the offloader does
+// not move; json.Marshal writes _meta first): before it, every spilled string waited for its TTL on disk.
+func TestSpentReleasesStored(t *testing.T) {
+	svc := testService(t, nil)
+	sp := &fakeSpills{}
+	in, _ := spilledResult(t, sp, map[string]any{
+		"content": []any{map[string]any{"type": "text", "text": "SPILL:" + strings.Repeat("log line\n", 20000)}},
+		"_meta":   map[string]any{"x-trace": "SPILL:" + strings.Repeat("t", 70000)},
+	})
+	f := New(svc, builtInPolicy(t), Options{Spills: sp})
+	out, _, err := f.Rewrite(context.Background(), Call{Method: "tools/call", Tool: "t"}, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Spent(in, out)
+	if !sp.released[1] || sp.released[0] || len(sp.released) != 1 {
+		t.Errorf("released %v, want marker 1 alone", sp.released)
 	}
 }

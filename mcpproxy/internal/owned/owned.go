@@ -308,5 +308,6 @@ func (o *Methods) offload(ctx context.Context, c *Call, resp *jsonrpc.Message) *
 		o.log.Error("offload produced invalid JSON; the result passes inline", "method", c.Method, "tool", c.Tool)
 		return resp
 	}
+	o.o.Offloader.Spent(resp.Result, r)
 	return resp.WithResult(r)
 }

@@ -224,6 +224,12 @@ func (x *String) drop() {
 	}
 }
 
+// Release frees x now rather than at its TTL: its marker stops resolving
+// and its file space is given back once no Expand is writing it. For the
+// reader of a message that has taken x's bytes elsewhere (the offloader,
+// once they are stored). Safe to call more than once.
+func (x *String) Release() { x.drop() }
+
 // Len is the string's escaped length, without its quotes.
 func (x *String) Len() int64 { return x.n }
 
