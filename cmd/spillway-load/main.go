@@ -13,6 +13,14 @@
 //     a direct, presigned MinIO GET of the same object and a bare Go proxy
 //     of that GET (requests per second, percentiles, throughput ratios).
 //     -fetch-only runs just these;
+//   - with a stdio upstream (stdio.go), Spillway (--upstream-cmd) vs the
+//     npm mcp-proxy and supergateway fronting the same server and a bare
+//     relay of its bytes: small tools/call to bigtool at each -stdio-c
+//     concurrency (requests per second, p50, p99, ratios), then one big
+//     output of -big-mib and -conc outputs of -conc-mib at once from a tool
+//     server that streams them (stdioserve.go): each proxy's peak RSS above
+//     idle, wall time against the relay's, what the client received, and
+//     for links the SHA-256 of the artifact fetched. -stdio-only runs these;
 //   - 1,000 slow and idle connections against Spillway vs a bare net/http
 //     server with the same server timeouts (memory and descriptors held,
 //     and for how long; slow.go). -slow-only runs just this one.
@@ -24,6 +32,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
@@ -36,6 +45,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -63,17 +73,8 @@ var children []*exec.Cmd
 
 func main() {
 	flag.Parse()
-	if *clientMode != "" {
-		os.Exit(client())
-	}
-	if *rproxyTarget != "" {
-		os.Exit(reverseProxy())
-	}
-	if *copyProxyTarget != "" {
-		os.Exit(copyProxy())
-	}
-	if *anchorDir != "" {
-		os.Exit(anchorServe())
+	if code, ok := internalMode(); ok {
+		os.Exit(code)
 	}
 	defer func() {
 		for _, c := range children {
@@ -91,6 +92,26 @@ func main() {
 		removeTempDirs()
 		os.Exit(1)
 	}
+}
+
+// internalMode runs this binary as one of the processes it starts (a
+// client, an anchor, the stdio upstream), if the flags ask for one.
+func internalMode() (int, bool) {
+	switch {
+	case *clientMode != "":
+		return client(), true
+	case *rproxyTarget != "":
+		return reverseProxy(), true
+	case *copyProxyTarget != "":
+		return copyProxy(), true
+	case *anchorDir != "":
+		return anchorServe(), true
+	case *upstreamMode:
+		return upstreamStdio(), true
+	case *relayCmd != "":
+		return relay(), true
+	}
+	return 0, false
 }
 
 // tempDirs are the data folders of the servers this program started,
@@ -130,6 +151,9 @@ func run() error {
 	if *fetchOnly {
 		return fetches()
 	}
+	if *stdioOnly {
+		return stdioComparisons()
+	}
 
 	up := start(*bigtoolBin, "-http", addr())
 	upURL := "http://" + up + "/mcp"
@@ -150,6 +174,9 @@ func run() error {
 		if err := streamVsRead(upURL); err != nil {
 			return err
 		}
+	}
+	if err := stdioComparisons(); err != nil {
+		return err
 	}
 	if err := fetches(); err != nil {
 		return err
@@ -188,7 +215,12 @@ func start(bin string, args ...string) string {
 
 // launch is start for a prepared command.
 func launch(cmd *exec.Cmd) string {
-	a := cmd.Args[len(cmd.Args)-1]
+	return launchAt(cmd, cmd.Args[len(cmd.Args)-1])
+}
+
+// launchAt is launch for a command that listens on a, wherever a stands
+// in its arguments.
+func launchAt(cmd *exec.Cmd, a string) string {
 	if cmd.Stderr == nil {
 		cmd.Stderr = io.Discard
 	}
@@ -196,6 +228,7 @@ func launch(cmd *exec.Cmd) string {
 		panic(err)
 	}
 	children = append(children, cmd)
+	listens[a] = cmd
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if c, err := net.Dial("tcp", a); err == nil {
 			c.Close()
@@ -218,22 +251,43 @@ func startSpillway(extra ...string) string {
 	return start(*spillwayBin, append(args, "--listen", addr())...)
 }
 
+// listens maps the listen address of each server started to its command.
+var listens = map[string]*exec.Cmd{}
+
+// pid is the process id of the server listening on listen.
 func pid(listen string) int {
-	for _, c := range children {
-		if c.Args[len(c.Args)-1] == listen {
-			return c.Process.Pid
-		}
+	if c := listens[listen]; c != nil {
+		return c.Process.Pid
 	}
 	return 0
 }
 
+// stopChild stops the server listening on a (an interrupt, then a kill
+// after 10 s) and forgets it.
+func stopChild(a string) {
+	c := listens[a]
+	if c == nil {
+		return
+	}
+	delete(listens, a)
+	children = slices.DeleteFunc(children, func(x *exec.Cmd) bool { return x == c })
+	c.Process.Signal(os.Interrupt)
+	t := time.AfterFunc(10*time.Second, func() { c.Process.Kill() })
+	c.Wait()
+	t.Stop()
+}
+
 // peakRSS is a process's high-water resident set, in bytes.
-func peakRSS(pid int) int64 {
+func peakRSS(pid int) int64 { return procStatusKB(pid, "VmHWM") << 10 }
+
+// procStatusKB is one kB figure of /proc/PID/status (VmRSS, VmHWM), 0 if
+// the process is gone.
+func procStatusKB(pid int, key string) int64 {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(l, key+":"); ok {
 			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-			return kb << 10
+			return kb
 		}
 	}
 	return 0
@@ -256,7 +310,22 @@ func open(url string) (*session, error) {
 }
 
 func (s *session) post(body string) ([]byte, error) {
-	req, _ := http.NewRequest(http.MethodPost, s.url, strings.NewReader(body))
+	resp, err := s.do(context.Background(), body)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		return nil, fmt.Errorf("%s: %s", resp.Status, b)
+	}
+	return b, err
+}
+
+// do posts one message of the session and returns the response, its
+// session id noted.
+func (s *session) do(ctx context.Context, body string) (*http.Response, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
@@ -269,15 +338,10 @@ func (s *session) post(body string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
 	if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
 		s.id = id
 	}
-	b, err := io.ReadAll(resp.Body)
-	if resp.StatusCode >= 300 {
-		return nil, fmt.Errorf("%s: %s", resp.Status, b)
-	}
-	return b, err
+	return resp, nil
 }
 
 func (s *session) call(method, params string) ([]byte, error) {

@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -87,14 +86,7 @@ type sample struct {
 }
 
 func sampleOf(pid int, at time.Duration) sample {
-	s := sample{at: at, hwm: peakRSS(pid), fds: -1}
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-			s.rss = kb << 10
-		}
-	}
+	s := sample{at: at, hwm: peakRSS(pid), rss: procStatusKB(pid, "VmRSS") << 10, fds: -1}
 	if es, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
 		s.fds = len(es)
 	}
