@@ -33,3 +33,12 @@ func TestRepliesExpandMarkers(t *testing.T) {
 		t.Errorf("WriteMessages wrote %.100q…", rec.Body.String())
 	}
 }
+
+// A client's POST naming a spilled string is refused.
+func TestDecodePOSTRefusesMarkers(t *testing.T) {
+	rec := httptest.NewRecorder()
+	body := `{"jsonrpc":"2.0","id":"\u0000spillway:00112233445566778899aabbccddeeff","method":"ping"}`
+	if _, _, ok := DecodePOST(rec, []byte(body), ""); ok || rec.Code != 400 || !strings.Contains(rec.Body.String(), "reserved") {
+		t.Fatalf("DecodePOST: ok %v, %d %s", ok, rec.Code, rec.Body.String())
+	}
+}

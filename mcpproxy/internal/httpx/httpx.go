@@ -74,8 +74,18 @@ func DecodePOST(w http.ResponseWriter, body []byte, version string) (msgs []*jso
 			"JSON-RPC batches are not part of protocol revision "+version)
 		return nil, false, false
 	}
+	if spill.HasMarkers(body) {
+		// Whatever the proxy echoes of a request (its id) is expanded on
+		// the way back: a client must not name a spilled string.
+		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, ErrReserved.Error())
+		return nil, false, false
+	}
 	return msgs, batch, true
 }
+
+// ErrReserved refuses a client message that holds a string spelt as a
+// spill marker (see package spill).
+var ErrReserved = errors.New("the message holds a string reserved by Spillway")
 
 // WriteError answers with one JSON-RPC error.
 func WriteError(w http.ResponseWriter, status int, id []byte, code int, msg string) {

@@ -29,8 +29,9 @@ type Options struct {
 	// NewSpoolingReader): set it for an upstream peer only.
 	Spool *spill.Spooler
 	// Expand, when set, expands spill markers in every message sent (see
-	// spill.Expand): set it for a client peer only, so that markers never
-	// resolve on their way to an upstream.
+	// spill.Expand) and refuses every incoming message that holds one:
+	// set it for a client peer only, so that markers never resolve on
+	// their way to an upstream, nor for a client that names one.
 	Expand bool
 	// Logger receives what the Conn drops and why; nil discards.
 	Logger *slog.Logger
@@ -114,6 +115,8 @@ func (c *Conn) readLoop(r *Reader) error {
 		var tooLarge *TooLargeError
 		var malformed *MalformedError
 		switch {
+		case err == nil && c.o.Expand && spill.HasMarkers(m.Raw):
+			m = c.reserved(m)
 		case err == nil:
 		case errors.As(err, &tooLarge):
 			m = c.tooLarge(tooLarge)
@@ -169,6 +172,26 @@ func (c *Conn) tooLarge(e *TooLargeError) *jsonrpc.Message {
 		})
 	default:
 		log.Warn("dropping a message over the size limit", "start", string(e.Head[:min(len(e.Head), tailSize)]))
+	}
+	return nil
+}
+
+// reserved refuses a message from a client that holds a string spelt as
+// a spill marker: what the proxy echoes of it (an id) would be expanded on
+// the way back, so a client must not name a spilled string. A request is
+// answered with an error; nothing is delivered.
+func (c *Conn) reserved(m *jsonrpc.Message) *jsonrpc.Message {
+	c.log.Warn("dropping a message from the "+c.o.Peer+" that holds a spill marker", "method", m.Method)
+	if m.IsRequest() {
+		id := m.ID
+		if spill.HasMarkers(id) {
+			id = []byte("null")
+		}
+		go c.safely("refusing a request", func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return c.w.Write(ctx, jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidRequest, "the message holds a string reserved by Spillway").Raw)
+		})
 	}
 	return nil
 }

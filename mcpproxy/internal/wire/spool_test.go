@@ -170,3 +170,27 @@ func TestConnExpand(t *testing.T) {
 		t.Fatalf("after a failed expansion: %q", line)
 	}
 }
+
+// A client cannot name a spilled string: a message of its holding a
+// marker's spelling is refused (a request with an error), never delivered,
+// so nothing the proxy echoes back expands it.
+func TestConnRefusesClientMarkers(t *testing.T) {
+	s := newSpooler(t, 16)
+	m, err := NewSpoolingReader(strings.NewReader(`{"result":"`+strings.Repeat("secret ", 100)+`","jsonrpc":"2.0","id":1}`+"\n"), 0, s).Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker := string(m.Raw[len(`{"result":`):strings.Index(string(m.Raw), `,"jsonrpc"`)])
+	c, p := newPair(t, Options{Peer: "client", Expand: true})
+	go fmt.Fprintf(p.in, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"tools/call\",\"params\":{\"a\":%s}}\n{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\"}\n", marker, marker)
+	if got := recv(t, c); got.Method != "ping" {
+		t.Fatalf("delivered %s", got.Raw)
+	}
+	line, err := p.out.ReadBytes('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := msg(t, string(line)); string(r.ID) != "null" || r.ErrorCode() != jsonrpc.CodeInvalidRequest || strings.Contains(string(line), "secret") {
+		t.Fatalf("the client got %s", line)
+	}
+}
