@@ -44,6 +44,7 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/relay"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/session"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/stdioface"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/terminate"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire"
@@ -131,7 +132,15 @@ type Options struct {
 	// client, which desktop hosts use, closes its connection on a message
 	// over 10 MiB. Default 10 MiB; negative: no cap.
 	StdioMaxMessage int64
-	Logger          *slog.Logger
+	// SpillDir is where the long strings of upstream messages wait on
+	// disk while their message travels (files unlinked at once, so
+	// nothing is left behind); "": os.TempDir(). SpillMax bounds the
+	// bytes waiting there at once (default 4 GiB): past it a message is
+	// answered with a JSON-RPC error instead. MaxMessage then caps only
+	// what stays in memory of a message.
+	SpillDir string
+	SpillMax int64
+	Logger   *slog.Logger
 }
 
 // Upstream is where the proxy sends what it does not answer itself.
@@ -153,6 +162,10 @@ type Proxy struct {
 	// tools are the upstream's x-mcp-header bindings, learned from
 	// tools/list: what Mcp-Param-* headers mirror.
 	tools mcpheader.Tools
+
+	// spool takes upstream messages as they stream in: their long
+	// strings wait on disk, and every writer to a client puts them back.
+	spool *spill.Spooler
 
 	closeMu sync.Mutex
 	closed  bool
@@ -238,7 +251,12 @@ func New(o Options) (*Proxy, error) {
 	if o.Guard == nil {
 		o.Guard = &identity.Guard{}
 	}
-	p := &Proxy{o: o, log: o.Logger}
+	spool, err := spill.New(spill.Options{Dir: o.SpillDir, MaxBytes: o.SpillMax})
+	if err != nil {
+		return nil, fmt.Errorf("mcpproxy: %w", err)
+	}
+	p := &Proxy{o: o, log: o.Logger, spool: spool}
+	spooled := func(co httpclient.Options) httpclient.Options { co.Spool = spool; return co }
 	p.methods = owned.New(owned.Options{
 		Artifacts: o.Artifacts, Offloader: o.Offloader, OffloadResources: o.OffloadResources,
 		MaxInlineRead: o.MaxInlineRead, StreamMode: o.StreamMode, Fetch: o.Fetch, Logger: o.Logger,
@@ -262,15 +280,15 @@ func New(o Options) (*Proxy, error) {
 		}
 		p.dial = func(ctx context.Context) (mux.Conn, error) {
 			return child.Start(child.Command{Path: up.Command, Args: up.Args, Dir: up.Dir, Env: up.Env, User: user},
-				child.Options{MaxMessage: o.MaxMessage, Logger: up.logger(o.Logger)})
+				child.Options{MaxMessage: o.MaxMessage, Spool: spool, Logger: up.logger(o.Logger)})
 		}
 		p.term = faceFor(p.dial)
 	case *HTTPUpstream:
 		p.dial = func(ctx context.Context) (mux.Conn, error) {
-			return httpclient.New(up.clientOptions(o.MaxMessage, o.Logger, up.Transport, &p.tools))
+			return httpclient.New(spooled(up.clientOptions(o.MaxMessage, o.Logger, up.Transport, &p.tools)))
 		}
 		legacyDial := func(ctx context.Context) (mux.Conn, error) {
-			return httpclient.New(up.clientOptions(o.MaxMessage, o.Logger, httpclient.Legacy, &p.tools))
+			return httpclient.New(spooled(up.clientOptions(o.MaxMessage, o.Logger, httpclient.Legacy, &p.tools)))
 		}
 		if up.Transport == "sse" {
 			p.term = faceFor(legacyDial)
@@ -278,7 +296,7 @@ func New(o Options) (*Proxy, error) {
 		}
 		ro := relay.Options{URL: up.URL, Client: up.Client, Header: up.Header,
 			MaxMessage: o.MaxMessage, WriteTimeout: o.WriteStallTimeout, KeepAlive: o.StreamKeepAlive,
-			Methods: p.methods, Logger: o.Logger}
+			Methods: p.methods, Spool: spool, Logger: o.Logger}
 		if up.Transport == "" {
 			var once sync.Once
 			var face *terminate.Face
@@ -324,7 +342,7 @@ func (p *Proxy) Close() error {
 	if p.legacy != nil && p.relay.Legacy() {
 		p.legacy().Close()
 	}
-	return nil
+	return p.spool.Close()
 }
 
 // ServeHTTP serves the Streamable HTTP face; mount it at /mcp.
@@ -365,7 +383,7 @@ func remoteAddr(r *http.Request) netip.Addr {
 // (restarted with backoff if it dies, the client's handshake replayed) or
 // an HTTP server spoken to as a Streamable HTTP client.
 func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	client := wire.NewConn(in, out, wire.Options{MaxMessage: p.o.MaxBody, Peer: "client", Logger: p.log})
+	client := wire.NewConn(in, out, wire.Options{MaxMessage: p.o.MaxBody, Peer: "client", Expand: true, Logger: p.log})
 	defer client.Close()
 	face := stdioface.New(stdioface.Options{Methods: p.methods, MaxMessage: p.o.StdioMaxMessage, Logger: p.log})
 	var up stdioface.Upstream

@@ -35,6 +35,8 @@ type proxyFlags struct {
 	thumbnails     bool
 	thumbMax       int
 	maxSessions    int
+	spillDir       string
+	spillMax       int64
 
 	offload          bool
 	textThreshold    int64
@@ -63,8 +65,10 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "Host names every route but /a/ accepts besides IP literals, localhost and the --public-url host (`list`, comma-separated; * for any)")
 	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "browser Origins every route but /a/ accepts besides its own (`list`, comma-separated)")
 	fs.Int64Var(&f.maxBody, "max-body", 4<<20, "largest request body a client may POST to /mcp, in `bytes`")
-	fs.Int64Var(&f.maxMessage, "max-message", 1<<30, "largest message an upstream may send (JSON body, SSE event or stdio line), in `bytes`; past it the request gets a JSON-RPC error")
+	fs.Int64Var(&f.maxMessage, "max-message", 1<<30, "largest part of an upstream message held in memory (JSON body, SSE event or stdio line), in `bytes`: its strings over 64 KiB wait in --spill-dir and do not count; past it the request gets a JSON-RPC error")
 	fs.Int64Var(&f.stdioMaxMsg, "stdio-max-message", 10<<20, "largest message --stdio writes to its client, in `bytes` (the TypeScript SDK's stdio client closes its connection past 10 MiB); a larger response becomes a JSON-RPC error (-1: no cap)")
+	fs.StringVar(&f.spillDir, "spill-dir", "", "`dir` where the long strings of upstream messages wait while their message is relayed or offloaded, so that none is held in memory (files unlinked at once; default DATA/spill)")
+	fs.Int64Var(&f.spillMax, "spill-max", 4<<30, "most `bytes` waiting in --spill-dir at once; past it an upstream message is answered with a JSON-RPC error")
 	fs.IntVar(&f.maxSessions, "max-sessions", 64, "most session-era sessions with a stdio or legacy upstream (each holds a child or a stream)")
 	fs.BoolVar(&f.offload, "offload", true, "offload large tool outputs to artifacts (the policy has the last word)")
 	fs.Int64Var(&f.resultBudget, "result-budget", 6<<10, "most `bytes` of a tools/call result the agent receives inline, content and structuredContent together, previews and links included; past it the largest parts are offloaded")
@@ -156,6 +160,8 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 		MaxBody:          f.maxBody,
 		MaxMessage:       f.maxMessage,
 		StdioMaxMessage:  f.stdioMaxMsg,
+		SpillDir:         f.spillDir,
+		SpillMax:         f.spillMax,
 		MaxSessions:      f.maxSessions,
 		StreamMode:       f.streamMode,
 		Fetch:            fetch,

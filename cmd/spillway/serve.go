@@ -12,6 +12,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -192,6 +194,12 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout, st
 		api.New(d.svc, apiOpts).Register(limited)
 	}
 	c.proxyFlags.writeStall = cmp.Or(c.writeStall, -1) // the flag's 0 is "never"
+	if c.spillDir == "" {
+		c.spillDir = filepath.Join(c.data, "spill")
+		if err := os.MkdirAll(c.spillDir, 0o700); err != nil {
+			return nil, fmt.Errorf("--spill-dir: %w", err)
+		}
+	}
 	if s.proxy, err = c.proxyFlags.build(d, mcpTenants, guard, fetch, log); err != nil {
 		return nil, err
 	}

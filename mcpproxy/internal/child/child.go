@@ -43,6 +43,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire"
 )
 
@@ -71,6 +72,10 @@ type Options struct {
 	// MaxMessage caps one message read from the child, in bytes (≤ 0:
 	// wire.DefaultMaxMessage).
 	MaxMessage int64
+	// Spool, when set, reads the child's messages through it (see
+	// wire.NewSpoolingReader): their long strings wait on disk, and
+	// MaxMessage caps only what stays in memory.
+	Spool *spill.Spooler
 	// Logger receives the child's stderr (at Debug, rate-limited) and
 	// what the connection drops; nil discards.
 	Logger *slog.Logger
@@ -176,6 +181,7 @@ func Start(c Command, o Options) (*Conn, error) {
 	go ch.safely("reaping the upstream", ch.reap)
 	ch.conn = wire.NewConn(ch.stdout, stdin, wire.Options{
 		MaxMessage: o.MaxMessage,
+		Spool:      o.Spool,
 		Peer:       "upstream",
 		Logger:     ch.log,
 		End:        ch.ended,
