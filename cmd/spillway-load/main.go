@@ -188,14 +188,22 @@ func run() error {
 }
 
 func memTotal() string {
-	b, _ := os.ReadFile("/proc/meminfo")
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "MemTotal:"); ok {
-			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-			return fmt.Sprintf("%.0f GiB RAM", float64(kb)/(1<<20))
-		}
+	if kb := meminfoKB("MemTotal"); kb >= 0 {
+		return fmt.Sprintf("%.0f GiB RAM", float64(kb)/(1<<20))
 	}
 	return "RAM unknown"
+}
+
+// meminfoKB is one kB figure of /proc/meminfo, -1 if unknown.
+func meminfoKB(key string) int64 {
+	b, _ := os.ReadFile("/proc/meminfo")
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, key+":"); ok {
+			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return kb
+		}
+	}
+	return -1
 }
 
 func addr() string {

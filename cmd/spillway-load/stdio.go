@@ -337,7 +337,7 @@ func bigOutputs(ps []stdioProxy, upstream []string, n int, size int64) ([]bigRes
 	for _, r := range out {
 		peak := fmt.Sprintf("%.0f MB (%.0f)", float64(r.peak-r.idle)/1e6, float64(r.idle)/1e6)
 		if r.killed {
-			peak = fmt.Sprintf("> %d MiB: killed", *rssCapMiB)
+			peak = fmt.Sprintf("%.0f MB when killed (past %d MiB, or the machine short of memory)", float64(r.peak-r.idle)/1e6, *rssCapMiB)
 		}
 		ans := fmt.Sprintf("%d link(s) with the right SHA-256, %d inline", r.links, r.inline)
 		if len(r.errs) > 0 {
@@ -541,7 +541,7 @@ func (s *session) stream(ctx context.Context, body string) (int64, []byte, error
 }
 
 // rssWatch samples a process's memory until stopped, and kills it if its
-// resident set passes a cap.
+// resident set passes a cap or the machine has less than 2 GiB available.
 type rssWatch struct {
 	stopc  chan struct{}
 	done   chan struct{}
@@ -559,7 +559,8 @@ func watchRSS(pid int, capBytes int64) *rssWatch {
 			if hwm := procStatusKB(pid, "VmHWM") << 10; hwm > w.peak {
 				w.peak = hwm
 			}
-			if procStatusKB(pid, "VmRSS")<<10 > capBytes && !w.killed {
+			// Past the cap, or with the machine (shared) short of memory.
+			if (procStatusKB(pid, "VmRSS")<<10 > capBytes || memAvailable() < 2<<30) && !w.killed {
 				w.killed = true
 				syscall.Kill(pid, syscall.SIGKILL)
 			}
@@ -587,4 +588,12 @@ func bytesize(n int64) string {
 		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
 	}
 	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+}
+
+// memAvailable is the machine's MemAvailable in bytes (unbounded if unknown).
+func memAvailable() int64 {
+	if kb := meminfoKB("MemAvailable"); kb >= 0 {
+		return kb << 10
+	}
+	return 1 << 62
 }
