@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -242,4 +243,75 @@ func TestSpillRelay(t *testing.T) {
 			t.Logf("ServeStdio: %v", err)
 		}
 	})
+}
+
+// bigHTTPUpstream is a Streamable HTTP MCP server that answers every
+// tools/call with one text item of n bytes, its id last: in one SSE event
+// when sse, else as a JSON body. It streams the answer, never holding it.
+func bigHTTPUpstream(t *testing.T, n int, sse bool) string {
+	return serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if json.Unmarshal(body, &m) != nil || m.ID == nil {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		switch {
+		case m.Method != "tools/call":
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
+		case sse:
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "event: message\ndata: ")
+			writeBig(w, string(m.ID), n)
+			io.WriteString(w, "\n\n")
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			writeBig(w, string(m.ID), n)
+		}
+	}))
+}
+
+// TestSpillRelayHTTP: the same for an HTTP upstream, whose 200 MB answer
+// comes as one SSE event or one JSON body, relayed with offloading off.
+func TestSpillRelayHTTP(t *testing.T) {
+	n := bigSize(t)
+	want := sha256.New()
+	writeBig(want, "7", n)
+	wantSum := want.Sum(nil)
+	const bound = 64 << 20
+	for _, sse := range []bool{true, false} {
+		t.Run(map[bool]string{true: "sse", false: "json"}[sse], func(t *testing.T) {
+			p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: bigHTTPUpstream(t, n, sse), Transport: "streamable"},
+				SpillDir: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			url := serve(t, p)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a deadlock guard
+			defer cancel()
+			idle := idleRSS(t)
+			resp, err := statelessPost(ctx, url, 7, "tools/call", map[string]any{"name": "export", "arguments": map[string]any{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			got, size, err := hashBody(resp.Header.Get("Content-Type"), resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			peak := procStatus(t, "VmHWM")
+			t.Logf("%d MB relayed from an HTTP upstream: idle RSS %d MB, peak %d MB (+%d MB)", size>>20, idle>>20, peak>>20, (peak-idle)>>20)
+			if !bytes.Equal(got, wantSum) {
+				t.Fatalf("the client got %d bytes that are not the upstream's", size)
+			}
+			if peak-idle > bound {
+				t.Errorf("peak RSS %d MB above idle, over %d MB", (peak-idle)>>20, bound>>20)
+			}
+		})
+	}
 }
