@@ -190,7 +190,12 @@ func (f *Rewriter) rewriteResult(ctx context.Context, c Call, result []byte) ([]
 	}
 	content, sc, meta := mem.get("content"), mem.get("structuredContent"), mem.get("_meta")
 	var items []contentItem
-	if content != nil && content.val[0] == '[' {
+	var bulk Spilled
+	spilledContent := false
+	if content != nil {
+		bulk, spilledContent = f.lit.array(content.val)
+	}
+	if content != nil && !spilledContent && content.val[0] == '[' {
 		for _, e := range jsonrpc.Elements(content.val, [2]int{0, len(content.val)}) {
 			items = append(items, f.lit.parseItem(content.val[e[0]:e[1]]))
 		}
@@ -206,10 +211,13 @@ func (f *Rewriter) rewriteResult(ctx context.Context, c Call, result []byte) ([]
 		contentBudget = f.o.Budget - scSize
 	}
 	p := f.planContent(items, contentBudget, over)
-	if len(p.alone) == 0 && len(p.group) == 0 && !shrinkSC {
+	if len(p.alone) == 0 && len(p.group) == 0 && !shrinkSC && !spilledContent {
 		return result, nil, nil
 	}
 	units := len(p.alone)
+	if spilledContent {
+		units++
+	}
 	if len(p.group) > 0 {
 		units++
 	}
@@ -222,6 +230,17 @@ func (f *Rewriter) rewriteResult(ctx context.Context, c Call, result []byte) ([]
 	newItems, err := rw.content(ctx, items, p)
 	if err != nil {
 		return f.withhold(c, result, rw.stored, err)
+	}
+	if spilledContent {
+		u, count := contentUnit(bulk)
+		pub, err := rw.publish(ctx, u, "/content")
+		if err != nil {
+			return f.withhold(c, result, rw.stored, err)
+		}
+		if pub != nil {
+			rw.replaced[len(rw.replaced)-1].Count = count
+			newItems = [][]byte{textItem(pub.text), pub.link("text", "")}
+		}
 	}
 	// addItem appends to content, the items kept as they were if none
 	// was replaced.

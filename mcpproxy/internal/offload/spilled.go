@@ -1,7 +1,9 @@
 package offload
 
 import (
+	"bufio"
 	"bytes"
+	"encoding/json"
 	"io"
 	"strconv"
 	"strings"
@@ -27,12 +29,22 @@ type Spills interface {
 	Release(lit []byte)
 }
 
-// Spilled is one spilled string.
+// Spilled is one spilled value: a string, or an array the transport moved
+// out whole (many small items: rows, content items).
 type Spilled interface {
-	// Len is the literal's length as sent: escaped, without quotes.
+	// Len is the value's length as sent (a string: escaped, without
+	// quotes).
 	Len() int64
-	// Text returns a new reader of the string's value (escapes decoded).
+	// Kind is "string" or "array".
+	Kind() string
+	// Text returns a new reader of a string's value (escapes decoded).
 	Text() io.Reader
+	// Raw returns a new reader of the value as sent (a string: without
+	// its quotes).
+	Raw() io.Reader
+	// First is an array's first elements as a JSON array, small (tens of
+	// KiB at most); nil for a string.
+	First() []byte
 }
 
 // lits reads the string literals of results, spilled or not. The zero
@@ -46,9 +58,21 @@ func (l lits) spilled(lit []byte) (Spilled, bool) {
 	return l.s.Lookup(lit)
 }
 
+// array returns the spilled array v stands for.
+func (l lits) array(v []byte) (Spilled, bool) {
+	s, ok := l.spilled(v)
+	return s, ok && s.Kind() == "array"
+}
+
+// str returns the spilled string lit stands for.
+func (l lits) str(lit []byte) (Spilled, bool) {
+	s, ok := l.spilled(lit)
+	return s, ok && s.Kind() != "array"
+}
+
 // open returns a reader of the value of lit (quotes included).
 func (l lits) open(lit []byte) io.Reader {
-	if s, ok := l.spilled(lit); ok {
+	if s, ok := l.str(lit); ok {
 		return s.Text()
 	}
 	return newStringReader(lit)
@@ -56,7 +80,7 @@ func (l lits) open(lit []byte) io.Reader {
 
 // len is lit's length as sent, without quotes.
 func (l lits) len(lit []byte) int64 {
-	if s, ok := l.spilled(lit); ok {
+	if s, ok := l.str(lit); ok {
 		return s.Len()
 	}
 	return int64(len(lit) - 2)
@@ -88,8 +112,8 @@ func (l lits) same(a, b []byte) bool {
 	if bytes.Equal(a, b) {
 		return true
 	}
-	sa, oka := l.spilled(a)
-	sb, okb := l.spilled(b)
+	sa, oka := l.str(a)
+	sb, okb := l.str(b)
 	if !oka || !okb || sa.Len() != sb.Len() {
 		return false
 	}
@@ -110,13 +134,14 @@ func readersEqual(a, b io.Reader) bool {
 	}
 }
 
-// maxWalkDepth bounds how deep spilledStrings looks: the transport
+// maxWalkDepth bounds how deep spilledValues looks: the transport
 // bounds nesting far below it, and past it a marker stays as it is.
 const maxWalkDepth = 512
 
-// spilledStrings calls f with the span and JSON pointer (below ptr) of
-// every spilled string value in v (valid JSON).
-func (l lits) spilledStrings(v []byte, ptr string, depth int, f func(span [2]int, ptr string)) {
+// spilledValues calls f with the span and JSON pointer (below ptr) of
+// every spilled value in v (valid JSON): strings, and arrays moved out
+// whole.
+func (l lits) spilledValues(v []byte, ptr string, depth int, f func(span [2]int, ptr string)) {
 	if l.s == nil || len(v) == 0 || depth > maxWalkDepth {
 		return
 	}
@@ -133,7 +158,7 @@ func (l lits) spilledStrings(v []byte, ptr string, depth int, f func(span [2]int
 			name, _ := jsonrpc.Unquote(v[k:kend])
 			s := jsonrpc.SkipSpace(v, jsonrpc.SkipSpace(v, kend)+1)
 			e := jsonrpc.SkipValue(v, s)
-			l.spilledStrings(v[s:e], ptr+"/"+escapePointer(name), depth+1, func(sp [2]int, p string) {
+			l.spilledValues(v[s:e], ptr+"/"+escapePointer(name), depth+1, func(sp [2]int, p string) {
 				f([2]int{s + sp[0], s + sp[1]}, p)
 			})
 			k = jsonrpc.SkipSpace(v, e)
@@ -143,7 +168,7 @@ func (l lits) spilledStrings(v []byte, ptr string, depth int, f func(span [2]int
 		}
 	case '[':
 		for n, el := range jsonrpc.Elements(v, [2]int{i, jsonrpc.SkipValue(v, i)}) {
-			l.spilledStrings(v[el[0]:el[1]], ptr+"/"+strconv.Itoa(n), depth+1, func(sp [2]int, p string) {
+			l.spilledValues(v[el[0]:el[1]], ptr+"/"+strconv.Itoa(n), depth+1, func(sp [2]int, p string) {
 				f([2]int{el[0] + sp[0], el[0] + sp[1]}, p)
 			})
 		}
@@ -163,9 +188,107 @@ func (f *Rewriter) Spent(result, rewritten []byte) {
 	if f.lit.s == nil || f.lit.rawLen(result) == int64(len(result)) {
 		return
 	}
-	f.lit.spilledStrings(result, "", 0, func(sp [2]int, _ string) {
+	f.lit.spilledValues(result, "", 0, func(sp [2]int, _ string) {
 		if lit := result[sp[0]:sp[1]]; !bytes.Contains(rewritten, lit) {
 			f.lit.s.Release(lit)
 		}
 	})
+}
+
+// valueAt returns the value at a JSON pointer in doc (valid JSON), nil if
+// there is none.
+func valueAt(doc []byte, ptr string) []byte {
+	v := doc[jsonrpc.SkipSpace(doc, 0):]
+	v = v[:jsonrpc.SkipValue(v, 0)]
+	if ptr == "" {
+		return v
+	}
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		switch v[0] {
+		case '{':
+			v = jsonrpc.RawMember(v, tok)
+		case '[':
+			n, err := strconv.Atoi(tok)
+			els := jsonrpc.Elements(v, [2]int{0, len(v)})
+			if err != nil || n < 0 || n >= len(els) {
+				return nil
+			}
+			v = v[els[n][0]:els[n][1]]
+		default:
+			return nil
+		}
+		if v == nil {
+			return nil
+		}
+	}
+	return v
+}
+
+// contentUnit is a result's content the transport moved out whole (a
+// tool that answers with thousands of items): stored as groupUnit stores
+// many items, read twice from disk (once to see what the items are), or,
+// when not every item is text, as the items themselves in JSON. count is
+// the number of items (0 when not every item is text).
+func contentUnit(s Spilled) (u unit, count int) {
+	u = unit{kind: "text", group: true, size: s.Len(), over: true, mime: "application/json", open: s.Raw}
+	allText, allJSON := true, true
+	eachText(s.Raw(), func(text []byte, ok bool) bool {
+		count++
+		allText = allText && ok
+		allJSON = allJSON && ok && json.Valid(text)
+		return allText
+	})
+	if !allText {
+		return u, 0
+	}
+	sep, first, last := "\n\n", "", ""
+	if allJSON {
+		sep, first, last = ",", "[", "]"
+	} else {
+		u.mime = "text/plain; charset=utf-8"
+	}
+	u.open = func() io.Reader {
+		pr, pw := io.Pipe()
+		go func() {
+			bw := bufio.NewWriterSize(pw, 32<<10)
+			bw.WriteString(first)
+			n := 0
+			eachText(s.Raw(), func(text []byte, _ bool) bool {
+				if n++; n > 1 {
+					bw.WriteString(sep)
+				}
+				_, err := bw.Write(text)
+				return err == nil
+			})
+			bw.WriteString(last)
+			pw.CloseWithError(bw.Flush())
+		}()
+		return pr
+	}
+	return u, count
+}
+
+// eachText calls f with the text of each item of a content array read
+// from r, ok false for an item that is not a text item, until f returns
+// false.
+func eachText(r io.Reader, f func(text []byte, ok bool) bool) {
+	dec := json.NewDecoder(bufio.NewReaderSize(r, 32<<10))
+	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+		return
+	}
+	var it struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	for dec.More() {
+		it.Type, it.Text = "", ""
+		if dec.Decode(&it) != nil {
+			f(nil, false)
+			return
+		}
+		if !f([]byte(it.Text), it.Type == "text") {
+			return
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 )
 
 // fakeSpills stands in for package spill (our own interface): marker
@@ -43,10 +44,47 @@ func (s *fakeSpills) index(lit []byte) (int, bool) {
 	return n, true
 }
 
+// fakeSpilled is a string literal (quotes included) or an array.
 type fakeSpilled []byte
 
-func (f fakeSpilled) Len() int64      { return int64(len(f) - 2) }
+func (f fakeSpilled) array() bool { return f[0] == '[' }
+func (f fakeSpilled) Len() int64 {
+	if f.array() {
+		return int64(len(f))
+	}
+	return int64(len(f) - 2)
+}
+func (f fakeSpilled) Kind() string {
+	if f.array() {
+		return "array"
+	}
+	return "string"
+}
 func (f fakeSpilled) Text() io.Reader { return newStringReader(f) }
+func (f fakeSpilled) Raw() io.Reader {
+	if f.array() {
+		return bytes.NewReader(f)
+	}
+	return bytes.NewReader(f[1 : len(f)-1])
+}
+
+// First is the array's first elements, up to 1 KiB.
+func (f fakeSpilled) First() []byte {
+	if !f.array() {
+		return nil
+	}
+	out := []byte{'['}
+	for _, el := range jsonrpc.Elements(f, [2]int{0, len(f)}) {
+		if len(out)+el[1]-el[0] > 1024 {
+			break
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, f[el[0]:el[1]]...)
+	}
+	return append(out, ']')
+}
 
 func (s *fakeSpills) Lookup(lit []byte) (Spilled, bool) {
 	n, ok := s.index(lit)
@@ -94,24 +132,35 @@ func (s *fakeSpills) ExpandedLen(raw []byte) int64 {
 	return n
 }
 
-// spilledResult builds a result whose big strings the transport spilled:
-// each string of v marked with a "SPILL:" prefix becomes a marker.
+// spilledResult builds a result whose big values the transport spilled:
+// each string of v marked with a "SPILL:" prefix, and each array whose
+// first element is "SPILLARRAY", becomes a marker.
 func spilledResult(t *testing.T, sp *fakeSpills, v any) (in, expanded []byte) {
 	t.Helper()
-	expanded, _ = json.Marshal(v)
+	b, _ := json.Marshal(v)
+	b = bytes.ReplaceAll(b, []byte(`["SPILLARRAY",`), []byte(`[SPILLARRAY`))
 	var out []byte
-	rest := expanded
 	for {
-		i := bytes.Index(rest, []byte(`"SPILL:`))
-		if i < 0 {
+		i := bytes.Index(b, []byte(`"SPILL:`))
+		j := bytes.Index(b, []byte(`[SPILLARRAY`))
+		if i < 0 && j < 0 {
 			break
 		}
-		end := i + jsonSkipString(rest[i:])
-		lit := append([]byte(`"`), rest[i+len(`"SPILL:`):end]...)
-		out = append(append(out, rest[:i]...), sp.marker(lit)...)
-		rest = rest[end:]
+		if i < 0 || (j >= 0 && j < i) {
+			rest := append([]byte{'['}, b[j+len(`[SPILLARRAY`):]...)
+			end := jsonrpc.SkipValue(rest, 0)
+			out = append(append(out, b[:j]...), sp.marker(rest[:end])...)
+			expanded = append(append(expanded, b[:j]...), rest[:end]...)
+			b = rest[end:]
+			continue
+		}
+		end := i + jsonSkipString(b[i:])
+		lit := append([]byte(`"`), b[i+len(`"SPILL:`):end]...)
+		out = append(append(out, b[:i]...), sp.marker(lit)...)
+		expanded = append(append(expanded, b[:i]...), lit...)
+		b = b[end:]
 	}
-	return append(out, rest...), bytes.ReplaceAll(expanded, []byte(`"SPILL:`), []byte(`"`))
+	return append(out, b...), append(expanded, b...)
 }
 
 func jsonSkipString(b []byte) int {
@@ -123,6 +172,24 @@ func jsonSkipString(b []byte) int {
 			return i + 1
 		}
 	}
+}
+
+// rewriteSpilled rewrites in with sp resolving its markers and checks the
+// result with checkSmall.
+func rewriteSpilled(t *testing.T, svc *artifact.Service, sp *fakeSpills, c Call, in []byte) (out []byte, r callResult, stored []artifact.Artifact) {
+	t.Helper()
+	out, stored, err := New(svc, builtInPolicy(t), Options{Spills: sp}).Rewrite(context.Background(), c, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(out, []byte(`\u0000spill`)) {
+		t.Fatalf("a marker is left in the result: %s", out)
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	checkSmall(t, out, r)
+	return out, r, stored
 }
 
 // Strings the transport spilled to disk are stored from there: a text
@@ -187,16 +254,7 @@ func TestOffloadSpilledNoFit(t *testing.T) {
 		"content":           []any{map[string]any{"type": "text", "text": "one blob"}},
 		"structuredContent": map[string]any{"blob": "SPILL:" + strings.Repeat("x", 300000)},
 	})
-	out, _, err := New(svc, builtInPolicy(t), Options{Spills: sp}).Rewrite(context.Background(),
-		Call{Method: "tools/call", Tool: "t", Schema: sch}, in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r callResult
-	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatal(err)
-	}
-	checkSmall(t, out, r)
+	out, r, _ := rewriteSpilled(t, svc, sp, Call{Method: "tools/call", Tool: "t", Schema: sch}, in)
 	if !r.IsError || len(r.Meta.Replaced) != 1 || r.Meta.Replaced[0].Pointer != "/structuredContent" {
 		t.Fatalf("want a tool error with the whole value a link: %s", out)
 	}
@@ -224,5 +282,72 @@ func TestSpentReleasesStored(t *testing.T) {
 	f.Spent(in, out)
 	if !sp.released[1] || sp.released[0] || len(sp.released) != 1 {
 		t.Errorf("released %v, want marker 1 alone", sp.released)
+	}
+}
+
+// FastMCP's shape for 5,000 rows, with both arrays moved out whole by the
+// transport (one text item per row in content, the rows in
+// structuredContent.result): content becomes one preview and one link to
+// the rows as a JSON array, structuredContent keeps its first rows and
+// validates, and each artifact holds the data as sent. Before, an array
+// marker was an opaque string: content passed whole.
+func TestOffloadSpilledArrays(t *testing.T) {
+	svc := testService(t, nil)
+	_, sch := presented(t, `{"type":"object","properties":{"result":{"type":"array","items":{"type":"object","properties":{"id":{"type":"integer"},"name":{"type":"string"}},"required":["id","name"]}}},"required":["result"]}`)
+	sp := &fakeSpills{}
+	rows := []any{"SPILLARRAY"}
+	items := []any{"SPILLARRAY"}
+	var rowsJSON [][]byte
+	for i := range 5000 {
+		row := map[string]any{"id": i, "name": fmt.Sprintf("customer %d", i)}
+		b, _ := json.Marshal(row)
+		rowsJSON = append(rowsJSON, b)
+		rows = append(rows, row)
+		items = append(items, map[string]any{"type": "text", "text": string(b)})
+	}
+	in, whole := spilledResult(t, sp, map[string]any{"content": items, "structuredContent": map[string]any{"result": rows}})
+	if len(in) > 500 {
+		t.Fatalf("the spilled result is %d bytes", len(in))
+	}
+	_, r, _ := rewriteSpilled(t, svc, sp, Call{Method: "tools/call", Tool: "t", Schema: sch}, in)
+	if len(r.Content) < 2 || r.Content[1]["type"] != "resource_link" {
+		t.Fatalf("content: %v", r.Content)
+	}
+	if len(r.Meta.Replaced) != 2 || r.Meta.Replaced[0].Pointer != "/content" || r.Meta.Replaced[0].Count != 5000 ||
+		r.Meta.Replaced[1].Pointer != "/structuredContent/result" {
+		t.Fatalf("replaced: %+v", r.Meta.Replaced)
+	}
+	wantRows := append(append([]byte{'['}, bytes.Join(rowsJSON, []byte(","))...), ']')
+	if got := fetchArtifact(t, svc, r.Meta.Replaced[0].URI); !bytes.Equal(got, wantRows) {
+		t.Errorf("content's artifact: %d bytes, want the rows as a JSON array (%d)", len(got), len(wantRows))
+	}
+	if got := fetchArtifact(t, svc, r.Meta.Replaced[1].URI); !bytes.Equal(got, jsonrawPath(t, whole, "structuredContent", "result")) {
+		t.Errorf("structuredContent.result's artifact is not the array as sent (%d bytes)", len(got))
+	}
+	var kept []json.RawMessage
+	if json.Unmarshal(r.StructuredContent["result"], &kept) != nil || len(kept) == 0 || len(kept) >= 5000 {
+		t.Errorf("structuredContent.result keeps %d rows", len(kept))
+	}
+	if err := sch.Validate(mustJSON(r.StructuredContent)); err != nil {
+		t.Errorf("structuredContent does not validate: %v", err)
+	}
+}
+
+// A moved-out content that is not all text (an image among the items) is
+// stored as the items themselves.
+func TestOffloadSpilledMixedContent(t *testing.T) {
+	svc := testService(t, nil)
+	sp := &fakeSpills{}
+	items := []any{"SPILLARRAY", map[string]any{"type": "image", "mimeType": "image/png", "data": "iVBORw0KGgo="}}
+	for i := range 3000 {
+		items = append(items, map[string]any{"type": "text", "text": fmt.Sprintf("line %d", i)})
+	}
+	in, whole := spilledResult(t, sp, map[string]any{"content": items})
+	_, r, _ := rewriteSpilled(t, svc, sp, Call{Method: "tools/call", Tool: "t"}, in)
+	if len(r.Meta.Replaced) != 1 || r.Meta.Replaced[0].MimeType != "application/json" {
+		t.Fatalf("replaced: %+v", r.Meta.Replaced)
+	}
+	if got := fetchArtifact(t, svc, r.Meta.Replaced[0].URI); !bytes.Equal(got, jsonrawPath(t, whole, "content")) {
+		t.Errorf("the artifact is not the items as sent")
 	}
 }

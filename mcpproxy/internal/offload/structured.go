@@ -23,10 +23,19 @@ func (w *resultWriter) structured(ctx context.Context, sc []byte) (out []byte, o
 		w.f.log.Warn("the tool's outputSchema is unusable; a large structuredContent makes its result a tool error", "tool", w.c.Tool, "err", w.c.SchemaErr)
 		return nil, false
 	}
+	nRep, nNew := len(w.replaced), len(w.scNew)
+	orig := sc
+	sc, pre, err := w.unspill(ctx, sc)
 	notes := w.linkLines()
 	budget := int(w.f.o.Budget/3) - len(notes) - 400 // room for one more link line
 	cut := func(c shrink.Cut) (string, error) {
 		ptr := "/structuredContent" + c.Pointer
+		if p := pre[c.Pointer]; p != nil { // stored whole before shrinking
+			if c.Kind == "string" {
+				return p.sentence + "\n" + p.body, nil
+			}
+			return "", nil
+		}
 		if c.Kind == "string" {
 			if p := w.reuse(c.Raw); p != nil {
 				w.replaced = append(w.replaced, newReplaced(ptr, p))
@@ -34,6 +43,11 @@ func (w *resultWriter) structured(ctx context.Context, sc []byte) (out []byte, o
 			}
 		}
 		raw, l := c.Raw, w.f.lit
+		if len(pre) > 0 && c.Kind != "string" {
+			if o := valueAt(orig, c.Pointer); o != nil {
+				raw = o // as sent, not with the previews unspill put in
+			}
+		}
 		u := unit{kind: "structured", mime: "application/json", size: l.rawLen(raw), over: true, threshold: w.f.o.TextThreshold,
 			open: func() io.Reader { return l.reader(raw) }}
 		if c.Kind == "string" {
@@ -51,8 +65,6 @@ func (w *resultWriter) structured(ctx context.Context, sc []byte) (out []byte, o
 		w.scNew = append(w.scNew, p)
 		return p.sentence + "\n" + p.body, nil
 	}
-	nRep, nNew := len(w.replaced), len(w.scNew)
-	sc, err := w.unspill(sc, cut)
 	var v []byte
 	if err == nil {
 		v, _, err = shrink.Shrink(sc, w.c.Schema, shrink.Options{Budget: max(budget, 256)}, cut)
@@ -76,30 +88,56 @@ func (w *resultWriter) structured(ctx context.Context, sc []byte) (out []byte, o
 	return v, true // Shrink validated v itself
 }
 
-// unspill stores each string of sc that the transport spilled to disk
-// (it may be a gigabyte; the shrinker sees only its short marker) as cut
-// would, and puts its preview in its place.
-func (w *resultWriter) unspill(sc []byte, cut func(shrink.Cut) (string, error)) ([]byte, error) {
+// unspill stores each value of sc that the transport spilled to disk (a
+// string or an array of any size; the shrinker would see only its short
+// marker) and puts a preview in its place: a string's preview with its
+// link, an array's first elements. pre maps their pointers (in sc) to
+// what was stored.
+func (w *resultWriter) unspill(ctx context.Context, sc []byte) (out []byte, pre map[string]*published, err error) {
 	var spans [][2]int
 	var ptrs []string
-	w.f.lit.spilledStrings(sc, "", 0, func(sp [2]int, ptr string) {
+	l := w.f.lit
+	l.spilledValues(sc, "", 0, func(sp [2]int, ptr string) {
 		spans, ptrs = append(spans, sp), append(ptrs, ptr)
 	})
 	if len(spans) == 0 {
-		return sc, nil
+		return sc, nil, nil
 	}
-	out := make([]byte, 0, len(sc)+len(spans)*(w.previewBudget+256))
+	pre = map[string]*published{}
+	out = make([]byte, 0, len(sc)+len(spans)*(w.previewBudget+256))
 	last := 0
 	for k, sp := range spans {
-		text, err := cut(shrink.Cut{Pointer: ptrs[k], Kind: "string", Raw: sc[sp[0]:sp[1]]})
-		if err != nil {
-			return nil, err
+		lit, ptr := sc[sp[0]:sp[1]], "/structuredContent"+ptrs[k]
+		s, _ := l.spilled(lit)
+		var repl []byte
+		p := w.reuse(lit)
+		switch {
+		case p != nil:
+			w.replaced = append(w.replaced, newReplaced(ptr, p))
+		default:
+			u := unit{kind: "structured", mime: "application/json", size: s.Len(), over: true, threshold: w.f.o.TextThreshold, open: s.Raw}
+			if s.Kind() != "array" {
+				u.open, u.mime = s.Text, sniffText(s.Text())
+			}
+			if p, err = w.publish(ctx, u, ptr); err != nil {
+				w.err = err
+				return nil, nil, err
+			}
+			if p == nil {
+				return nil, nil, errKeep
+			}
+			w.scNew = append(w.scNew, p)
 		}
-		lit, _ := json.Marshal(text)
-		out = append(append(out, sc[last:sp[0]]...), lit...)
+		pre[ptrs[k]] = p
+		if s.Kind() == "array" {
+			repl = s.First()
+		} else {
+			repl, _ = json.Marshal(p.sentence + "\n" + p.body)
+		}
+		out = append(append(out, sc[last:sp[0]]...), repl...)
 		last = sp[1]
 	}
-	return append(out, sc[last:]...), nil
+	return append(out, sc[last:]...), pre, nil
 }
 
 // linkLines lists every artifact of the result so far, one sentence each.
