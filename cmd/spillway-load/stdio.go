@@ -33,6 +33,7 @@ var (
 	stdioSmallN = flag.Int("stdio-small", 2000, "small tools/call round trips per side and concurrency, stdio upstream (bigtool); 0 skips")
 	stdioConc   = flag.String("stdio-c", "1,8", "concurrent sessions of the stdio small-call comparison (list)")
 	bigMiB      = flag.Int("big-mib", 100, "size of the one big tool output from a stdio upstream, MiB (1024: 1 GiB); 0 skips")
+	bigRunsN    = flag.Int("big-runs", 3, "runs of the one big output (a fresh proxy each, rotating order); the concurrent outputs run once")
 	bigKind     = flag.String("big-kind", "text", "what the big outputs are: text (a JSON document in a text item) or image (base64 image item)")
 	concN       = flag.Int("conc", 8, "concurrent big outputs (one session each); 0 skips")
 	concMiB     = flag.Int("conc-mib", 200, "size of each concurrent big output, MiB")
@@ -165,12 +166,12 @@ func stdioComparisons() error {
 	}
 	up := []string{self, "-upstream-stdio"}
 	if *bigMiB > 0 {
-		if _, err := bigOutputs(ps, up, 1, int64(*bigMiB)<<20); err != nil {
+		if _, err := bigOutputs(ps, up, 1, int64(*bigMiB)<<20, *bigRunsN); err != nil {
 			return err
 		}
 	}
 	if *concN > 0 {
-		if _, err := bigOutputs(ps, up, *concN, int64(*concMiB)<<20); err != nil {
+		if _, err := bigOutputs(ps, up, *concN, int64(*concMiB)<<20, 1); err != nil {
 			return err
 		}
 	}
@@ -299,20 +300,24 @@ func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
 // bigResult is one proxy's figures for n concurrent big outputs.
 type bigResult struct {
 	name       string
-	wall       time.Duration // from the first call sent to the last answer read
-	received   int64         // bytes of all answers, as the client read them
-	idle, peak int64         // VmRSS before the calls, VmHWM after (or at the last sample)
-	killed     bool          // past -rss-cap-mib
-	links      int           // answers that were a link to an artifact whose bytes hash as the output's
-	inline     int           // answers that carried the output (verified when held whole)
+	wall       time.Duration   // from the first call sent to the last answer read (the median, merged)
+	walls      []time.Duration // of each run, merged
+	received   int64           // bytes of all answers, as the client read them
+	idle, peak int64           // VmRSS before the calls, VmHWM after (or at the last sample)
+	killed     bool            // past -rss-cap-mib
+	links      int             // answers that were a link to an artifact whose bytes hash as the output's
+	inline     int             // answers that carried the output (verified when held whole)
 	errs       []string
 	load       string
 }
 
 // bigOutputs has each proxy, fresh, carry n concurrent outputs of size
-// bytes from the stdio upstream (one session each), and prints each
-// proxy's wall time, what the client received and its peak RSS above idle.
-func bigOutputs(ps []stdioProxy, upstream []string, n int, size int64) ([]bigResult, error) {
+// bytes from the stdio upstream (one session each), runs times with the
+// proxies in rotating order, and prints each proxy's median wall time
+// against the relay's, what the client received and its largest peak RSS
+// above idle. A proxy that failed or was killed in its first run is not
+// run again (each failure can cost -big-timeout).
+func bigOutputs(ps []stdioProxy, upstream []string, n int, size int64, runs int) ([]bigResult, error) {
 	a := bigArgs{Bytes: size, Kind: *bigKind, Seed: 1}
 	h := sha256.New()
 	total, err := writeBig(h, a)
@@ -320,20 +325,31 @@ func bigOutputs(ps []stdioProxy, upstream []string, n int, size int64) ([]bigRes
 		return nil, err
 	}
 	want := hex.EncodeToString(h.Sum(nil))
-	var out []bigResult
-	for _, p := range ps {
-		r, err := bigThrough(p, upstream, n, a, total, want)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p.name, err)
+	all := make([][]bigResult, len(ps))
+	for run := range max(runs, 1) {
+		for i := range ps {
+			k := (run + i) % len(ps)
+			if run > 0 && (len(all[k][0].errs) > 0 || all[k][0].killed) {
+				continue
+			}
+			r, err := bigThrough(ps[k], upstream, n, a, total, want)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", ps[k].name, err)
+			}
+			all[k] = append(all[k], r)
 		}
-		out = append(out, r)
+	}
+	out := make([]bigResult, len(ps))
+	for k, rs := range all {
+		out[k] = mergeRuns(rs)
 	}
 	what := "a JSON document in a text item"
 	if a.Kind == "image" {
 		what = "base64 in an image item"
 	}
-	fmt.Printf("## %d× %d MiB tool output%s from a stdio upstream (%s, %.1f MB decoded each), one fresh proxy each\n\n", n, size>>20, map[bool]string{true: "s at once", false: ""}[n > 1], what, float64(total)/1e6)
-	fmt.Printf("| path | load average | wall time | × bare relay | received by the client | peak RSS above idle (idle) | answers |\n|---|---|---|---|---|---|---|\n")
+	fmt.Printf("## %d× %d MiB tool output%s from a stdio upstream (%s, %.1f MB decoded each), a fresh proxy for each of %d run(s)\n\n",
+		n, size>>20, map[bool]string{true: "s at once", false: ""}[n > 1], what, float64(total)/1e6, max(runs, 1))
+	fmt.Printf("| path | load average | wall time, median [range] | × bare relay | received by the client | peak RSS above idle (idle) | answers |\n|---|---|---|---|---|---|---|\n")
 	for _, r := range out {
 		peak := fmt.Sprintf("%.0f MB (%.0f)", float64(r.peak-r.idle)/1e6, float64(r.idle)/1e6)
 		if r.killed {
@@ -347,11 +363,35 @@ func bigOutputs(ps []stdioProxy, upstream []string, n int, size int64) ([]bigRes
 		if out[0].name == "bare relay (anchor)" && len(out[0].errs) == 0 {
 			rel = fmt.Sprintf("%.2f", ratio(r.wall, out[0].wall))
 		}
-		fmt.Printf("| %s | %s | %v | %s | %s | %s | %s |\n", r.name, r.load, r.wall.Round(time.Millisecond),
-			rel, bytesize(r.received), peak, ans)
+		fmt.Printf("| %s | %s | %v [%v–%v] | %s | %s | %s | %s |\n", r.name, r.load, r.wall.Round(time.Millisecond),
+			slices.Min(r.walls).Round(time.Millisecond), slices.Max(r.walls).Round(time.Millisecond), rel, bytesize(r.received), peak, ans)
 	}
 	fmt.Println()
 	return out, nil
+}
+
+// mergeRuns sums one proxy's runs: the median wall time, the run with the
+// largest peak above idle, the answers of all runs, the bytes of the first.
+func mergeRuns(rs []bigResult) bigResult {
+	m := rs[0]
+	m.walls = nil
+	loads := []string{}
+	for i, r := range rs {
+		m.walls = append(m.walls, r.wall)
+		loads = append(loads, r.load)
+		if r.peak-r.idle > m.peak-m.idle {
+			m.peak, m.idle = r.peak, r.idle
+		}
+		m.killed = m.killed || r.killed
+		if i > 0 {
+			m.links += r.links
+			m.inline += r.inline
+			m.errs = append(m.errs, r.errs...)
+		}
+	}
+	m.wall = percentile(slices.Clone(m.walls), .5)
+	m.load = strings.Join(loads, ", ")
+	return m
 }
 
 // bigThrough measures one proxy: start it, open n sessions and make one

@@ -67,7 +67,7 @@ func TestStdioComparisons(t *testing.T) {
 	}
 	for _, kind := range []string{"text", "image"} {
 		*bigKind = kind
-		rs, err := bigOutputs(ps, []string{self, "-upstream-stdio"}, 2, 1<<20)
+		rs, err := bigOutputs(ps, []string{self, "-upstream-stdio"}, 2, 1<<20, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
