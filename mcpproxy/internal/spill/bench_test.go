@@ -2,6 +2,7 @@ package spill
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"strconv"
 	"testing"
@@ -36,7 +37,21 @@ func BenchmarkReadString(b *testing.B) {
 
 // BenchmarkReadArray is 100 MB of small objects: nothing spills, all of it
 // stays inline.
-func BenchmarkReadArray(b *testing.B) {
+func BenchmarkReadArray(b *testing.B) { benchRead(b, arrayInput()) }
+
+// BenchmarkValidArray is encoding/json's Valid over the same input: the
+// anchor (jsonrpc.Decode runs it over every message it decodes).
+func BenchmarkValidArray(b *testing.B) {
+	in := arrayInput()
+	b.SetBytes(int64(len(in)))
+	for b.Loop() {
+		if !json.Valid(in) {
+			b.Fatal("invalid")
+		}
+	}
+}
+
+func arrayInput() []byte {
 	var in bytes.Buffer
 	in.WriteString(`{"result":{"structuredContent":[`)
 	for i := 0; in.Len() < 100<<20; i++ {
@@ -46,7 +61,7 @@ func BenchmarkReadArray(b *testing.B) {
 		in.WriteString(`{"id":` + strconv.Itoa(i) + `,"name":"row","score":-12.5e3,"ok":true,"tags":["a","b"],"note":null}`)
 	}
 	in.WriteString(`]},"jsonrpc":"2.0","id":1}`)
-	benchRead(b, in.Bytes())
+	return in.Bytes()
 }
 
 // BenchmarkText decodes a spilled 10 MB string.

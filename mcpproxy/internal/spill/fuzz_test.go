@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 )
@@ -38,7 +39,11 @@ func FuzzRead(f *testing.F) {
 			}
 			spoolers[threshold] = s
 		}
-		out, err := s.Read(bytes.NewReader(in), int64(maxInline))
+		var src io.Reader = bytes.NewReader(in)
+		if maxInline%2 == 1 {
+			src = iotest.OneByteReader(src) // every token crosses a refill
+		}
+		out, err := s.Read(src, int64(maxInline))
 		valid := json.Valid(in)
 		switch {
 		case !valid && err == nil:

@@ -233,6 +233,13 @@ func (s *scanner) ws() error {
 // next skips whitespace and returns the next byte, an unexpected end of
 // input being malformed.
 func (s *scanner) next(what string) (byte, error) {
+	if s.i < s.n && s.buf[s.i] > ' ' { // the common case, inlined
+		return s.buf[s.i], nil
+	}
+	return s.nextSlow(what)
+}
+
+func (s *scanner) nextSlow(what string) (byte, error) {
 	err := s.ws()
 	if err == io.EOF {
 		return 0, malformed("input ends where %s should be", what)
@@ -357,6 +364,10 @@ func (s *scanner) end() error {
 }
 
 func (s *scanner) literal(word string) error {
+	if s.n-s.i >= len(word) && string(s.buf[s.i:s.i+len(word)]) == word {
+		s.i += len(word)
+		return nil
+	}
 	for k := 0; k < len(word); k++ {
 		c, err := s.peek()
 		if err == io.EOF {
@@ -375,6 +386,15 @@ func (s *scanner) literal(word string) error {
 
 // number reads a JSON number: -?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?
 func (s *scanner) number() error {
+	// The common case: the number ends inside the buffer.
+	j := s.i
+	for j < s.n && numChar[s.buf[j]] {
+		j++
+	}
+	if j < s.n && validNumber(s.buf[s.i:j]) {
+		s.i = j
+		return nil
+	}
 	const (
 		sign = iota
 		first
@@ -429,11 +449,9 @@ func (s *scanner) number() error {
 // str reads a string from its opening quote: kept in out while short,
 // sent to the spill file once longer than the threshold.
 func (s *scanner) str() error {
-	// Flush up to the quote, so that the string starts out's tail.
-	if err := s.flush(); err != nil {
-		return err
-	}
-	s.strStart = len(s.out)
+	// Where the quote will be in out: the bytes read since mark are
+	// copied there at the next flush.
+	s.strStart = len(s.out) + s.i - s.mark
 	s.inString = true
 	s.i++
 	esc := 0 // 0: plain; -1: after a backslash; k > 0: hex digits left
@@ -497,6 +515,15 @@ func (s *scanner) endString() error {
 		s.mark = s.i
 	} else {
 		s.i++
+		if at := s.strStart - len(s.out); at >= 0 {
+			// The common case: the whole string is still in buf, and stays
+			// there until the next flush.
+			str := s.buf[s.mark+at : s.i]
+			if int64(len(str)-2) <= s.sp.o.Threshold && !bytes.HasPrefix(str, []byte(markerPrefix)) {
+				s.inString = false
+				return nil
+			}
+		}
 		s.out = append(s.out, s.buf[s.mark:s.i]...) // not flush: the checks come below
 		s.mark = s.i
 		str := s.out[s.strStart:]
@@ -522,4 +549,49 @@ func (s *scanner) addString() {
 	s.f.refs.Add(1)
 	s.msg.strs = append(s.msg.strs, x)
 	s.out = append(append(append(s.out, markerPrefix...), x.id...), '"')
+}
+
+// numChar marks the bytes a number may hold.
+var numChar = func() (t [256]bool) {
+	for _, c := range "0123456789-+.eE" {
+		t[c] = true
+	}
+	return
+}()
+
+// validNumber reports whether b is exactly one JSON number.
+func validNumber(b []byte) bool {
+	i := 0
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(b) && b[i] == '0':
+		i++
+	case i < len(b) && '1' <= b[i] && b[i] <= '9':
+		for i++; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
+		}
+	default:
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if i == len(b) || b[i] < '0' || b[i] > '9' {
+			return false
+		}
+		for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
+		}
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if i == len(b) || b[i] < '0' || b[i] > '9' {
+			return false
+		}
+		for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
+		}
+	}
+	return i == len(b)
 }

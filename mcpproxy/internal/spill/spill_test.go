@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
@@ -72,6 +73,10 @@ func TestReadRoundTrip(t *testing.T) {
 			out, err := s.Read(strings.NewReader(tt.in), 0)
 			if err != nil {
 				t.Fatal(err)
+			}
+			// Read a byte at a time, every token crosses a refill.
+			if slow, err := s.Read(iotest.OneByteReader(strings.NewReader(tt.in)), 0); err != nil || markerCount(slow) != tt.markers || string(expand(t, slow)) != tt.in {
+				t.Errorf("read byte by byte: %q, %v", slow, err)
 			}
 			if !json.Valid(out) {
 				t.Errorf("inline %q is not JSON", out)
