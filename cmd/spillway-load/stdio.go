@@ -192,9 +192,11 @@ func stdioSmall(ps []stdioProxy, upstream []string, c, n int) ([]smallResult, er
 	const rounds = 10
 	type sideT struct {
 		smallResult
+		pid     int
 		ss      []*session
 		lat     []time.Duration
 		elapsed time.Duration
+		cpu     time.Duration // of the proxy process (not its children) over the measured rounds
 	}
 	var sides []*sideT
 	for _, p := range ps {
@@ -206,7 +208,7 @@ func stdioSmall(ps []stdioProxy, upstream []string, c, n int) ([]smallResult, er
 			return nil, fmt.Errorf("%s: %w", p.name, err)
 		}
 		defer stopChild(a)
-		sd := &sideT{smallResult: smallResult{name: p.name}}
+		sd := &sideT{smallResult: smallResult{name: p.name}, pid: pid(a)}
 		for range c {
 			s, err := open("http://" + a + "/mcp")
 			if err != nil {
@@ -226,6 +228,7 @@ func stdioSmall(ps []stdioProxy, upstream []string, c, n int) ([]smallResult, er
 		var mu sync.Mutex
 		var first error
 		var wg sync.WaitGroup
+		cpu0 := cpuTime(sd.pid)
 		t0 := time.Now()
 		for _, s := range sd.ss {
 			wg.Go(func() {
@@ -246,6 +249,7 @@ func stdioSmall(ps []stdioProxy, upstream []string, c, n int) ([]smallResult, er
 		wg.Wait()
 		if keep {
 			sd.elapsed += time.Since(t0)
+			sd.cpu += cpuTime(sd.pid) - cpu0
 		}
 		if first != nil {
 			return fmt.Errorf("%s: %w", sd.name, first)
@@ -268,7 +272,7 @@ func stdioSmall(ps []stdioProxy, upstream []string, c, n int) ([]smallResult, er
 	}
 	fmt.Printf("## small tools/call, stdio upstream (bigtool), %d session(s) per side, %d round trips per side in %d interleaved rounds\n\n", c, len(sides[0].lat), rounds)
 	fmt.Printf("load average (1 min) before / after: %s / %s\n\n", load0, loadAvg())
-	fmt.Printf("| path | requests/s | p50 | p99 |\n|---|---|---|---|\n")
+	fmt.Printf("| path | requests/s | p50 | p99 | proxy process CPU per round trip |\n|---|---|---|---|---|\n")
 	out := make([]smallResult, len(sides))
 	var mp *smallResult
 	for i, sd := range sides {
@@ -278,7 +282,7 @@ func stdioSmall(ps []stdioProxy, upstream []string, c, n int) ([]smallResult, er
 		if strings.HasPrefix(sd.name, "mcp-proxy") {
 			mp = &out[i]
 		}
-		fmt.Printf("| %s | %.0f | %v | %v |\n", sd.name, sd.rps, sd.p50, sd.p99)
+		fmt.Printf("| %s | %.0f | %v | %v | %v |\n", sd.name, sd.rps, sd.p50, sd.p99, (sd.cpu / time.Duration(len(sd.lat))).Round(time.Microsecond))
 	}
 	fmt.Println()
 	for _, r := range out {
