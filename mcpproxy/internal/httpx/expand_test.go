@@ -27,10 +27,19 @@ func TestRepliesExpandMarkers(t *testing.T) {
 	if rec.Body.String() != orig {
 		t.Errorf("WriteReply wrote %.100q…", rec.Body.String())
 	}
+	if s.Alive() != 0 {
+		t.Errorf("a reply written for good still holds %d bytes on disk", s.Alive())
+	}
+	if raw, err = s.Read(strings.NewReader(orig), 0); err != nil {
+		t.Fatal(err)
+	}
 	rec = httptest.NewRecorder()
 	WriteMessages(rec, [][]byte{raw, []byte(`{"jsonrpc":"2.0","id":2,"result":{}}`)}, true)
 	if want := "[" + orig + `,{"jsonrpc":"2.0","id":2,"result":{}}]`; rec.Body.String() != want {
 		t.Errorf("WriteMessages wrote %.100q…", rec.Body.String())
+	}
+	if s.Alive() != 0 {
+		t.Errorf("a batch written for good still holds %d bytes on disk", s.Alive())
 	}
 }
 

@@ -94,8 +94,9 @@ func WriteError(w http.ResponseWriter, status int, id []byte, code int, msg stri
 	w.Write(jsonrpc.ErrorResponse(id, code, msg).Raw)
 }
 
-// WriteReply answers a request with m as JSON, its spill markers expanded;
-// in the stateless era an error carries its HTTP status.
+// WriteReply answers a request with m as JSON, its spill markers expanded
+// and then released; in the stateless era an error carries its HTTP
+// status.
 func WriteReply(w http.ResponseWriter, version string, m *jsonrpc.Message) {
 	status := http.StatusOK
 	if mcpheader.Stateless(version) {
@@ -104,6 +105,7 @@ func WriteReply(w http.ResponseWriter, version string, m *jsonrpc.Message) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	spill.Expand(w, m.Raw)
+	spill.Release(m.Raw) // a JSON reply is never replayed
 }
 
 // ErrorStatus is the HTTP status of a stateless-era response (SEP-2575):
@@ -119,14 +121,16 @@ func ErrorStatus(m *jsonrpc.Message) int {
 }
 
 // WriteMessages writes raw messages as one JSON value, an array when
-// batch, their spill markers expanded.
+// batch, their spill markers expanded and then released.
 func WriteMessages(w io.Writer, out [][]byte, batch bool) {
 	if !batch && len(out) == 1 {
 		spill.Expand(w, out[0])
+		spill.Release(out[0]) // a JSON reply is never replayed
 		return
 	}
 	all := append(append([]byte("["), bytes.Join(out, []byte(","))...), ']')
 	spill.Expand(w, all)
+	spill.Release(all)
 }
 
 // UpstreamDown answers every request of a POST that could not be forwarded

@@ -136,12 +136,19 @@ func (s *Spooler) Close() error {
 
 // Release frees the spilled strings whose markers appear in raw, before
 // their TTL. A marker of another Spooler or none at all is ignored.
-func (s *Spooler) Release(raw []byte) {
+func (s *Spooler) Release(raw []byte) { release(raw, s) }
+
+// Release frees the spilled strings whose markers appear in raw, whichever
+// Spooler made them: for a writer that has put raw on its one wire for
+// good (nothing will replay it). An Expand writing them finishes first.
+func Release(raw []byte) { release(raw, nil) }
+
+func release(raw []byte, s *Spooler) {
 	for _, sp := range markers(raw) {
 		registry.mu.Lock()
 		x := registry.m[string(raw[sp[0]+len(markerPrefix):sp[1]-1])]
 		registry.mu.Unlock()
-		if x != nil && x.msg.sp == s {
+		if x != nil && (s == nil || x.msg.sp == s) {
 			x.drop()
 		}
 	}

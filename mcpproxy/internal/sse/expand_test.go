@@ -34,7 +34,13 @@ func TestWriterExpandsMarkers(t *testing.T) {
 	if b.String() != want {
 		t.Fatalf("wrote %d bytes %.120q…, want %d", b.Len(), b.String(), len(want))
 	}
-	s.Release(raw)
+	if s.Alive() == 0 {
+		t.Fatal("an event with an id, which may be replayed, was released")
+	}
+	b.Reset()
+	if err := sw.Write(Event{Data: raw}); err != nil || s.Alive() != 0 {
+		t.Fatalf("an event without an id: %v, %d bytes still spilled", err, s.Alive())
+	}
 	b.Reset()
 	if err := sw.Write(Event{ID: "x", Data: raw}); !errors.Is(err, spill.ErrGone) || b.Len() != 0 {
 		t.Fatalf("a released marker: %v, %d bytes written", err, b.Len())

@@ -93,7 +93,9 @@ func Check(ev *Event) error {
 // Write writes ev, field by field, then a blank line, and flushes. Line
 // breaks in Data (LF, CRLF or CR) each start a new data line, which a
 // reader joins back with LF. Spill markers in Data are expanded (see
-// spill.Expand). An event with no field writes nothing. Write returns an
+// spill.Expand), and released once written when the event has no id:
+// only an event with an id can be replayed. An event with no field writes
+// nothing. Write returns an
 // error wrapping ErrInvalid (see Check) or spill.ErrGone before writing
 // anything, or the underlying writer's error.
 func (sw *Writer) Write(ev Event) error {
@@ -167,6 +169,9 @@ func (sw *Writer) Write(ev Event) error {
 	var err error
 	if expand {
 		err = spill.Expand(&prefixed{w: sw.w, p: b[:dataAt]}, b[dataAt:])
+		if err == nil && !hasID {
+			spill.Release(ev.Data) // an event without an id is never replayed
+		}
 	} else {
 		_, err = sw.w.Write(b)
 	}

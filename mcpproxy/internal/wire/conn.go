@@ -154,24 +154,24 @@ func (c *Conn) safely(what string, f func() error) (err error) {
 func (c *Conn) tooLarge(e *TooLargeError) *jsonrpc.Message {
 	g := jsonrpc.Peek(e.Head, e.Tail)
 	log := c.log.With("bytes", e.Size, "limit", e.Limit, "id", string(g.ID))
-	text := fmt.Sprintf("%s message exceeds the %d byte limit", c.o.Peer, e.Limit)
+	text, what := fmt.Sprintf("%s message exceeds the %d byte limit", c.o.Peer, e.Limit), "over the size limit"
 	if e.Err != nil {
 		log = log.With("err", e.Err)
-		text = fmt.Sprintf("%s message of %d bytes could not be spooled", c.o.Peer, e.Size)
+		text, what = fmt.Sprintf("%s message of %d bytes could not be spooled", c.o.Peer, e.Size), "that could not be spooled"
 	}
 	switch {
 	case g.ID != nil && g.Response:
-		log.Warn("a response over the size limit: answering its request with an error")
+		log.Warn("a response " + what + ": answering its request with an error")
 		return jsonrpc.ErrorResponse(g.ID, jsonrpc.CodeUpstream, text)
 	case g.ID != nil && g.Method:
-		log.Warn("a request over the size limit: answering it with an error")
+		log.Warn("a request " + what + ": answering it with an error")
 		go c.safely("answering a request over the size limit", func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			return c.w.Write(ctx, jsonrpc.ErrorResponse(g.ID, jsonrpc.CodeInvalidRequest, "message exceeds the size limit").Raw)
 		})
 	default:
-		log.Warn("dropping a message over the size limit", "start", string(e.Head[:min(len(e.Head), tailSize)]))
+		log.Warn("dropping a message "+what, "start", string(e.Head[:min(len(e.Head), tailSize)]))
 	}
 	return nil
 }

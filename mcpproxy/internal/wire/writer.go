@@ -93,6 +93,7 @@ func write(w io.Writer, req writeReq) error {
 	if err := spill.Expand(bw, req.line); err != nil {
 		return err
 	}
+	spill.Release(req.line) // a line to the client is never replayed
 	return bw.Flush()
 }
 
@@ -104,9 +105,9 @@ func (wr *Writer) fail(err error) {
 // Write writes raw as one line (compacted if it spans several: see
 // jsonrpc.Line) in a single Write to the underlying writer, so a reader
 // never sees half a message; a Conn's writer with Options.Expand expands
-// spill markers first, streaming a long string in several Writes (a
-// marker that no longer resolves fails this Write with spill.ErrGone,
-// nothing written, and the Writer goes on). It returns once the line is written, or with
+// spill markers first, streaming a long string in several Writes, and
+// releases them once written (a marker that no longer resolves fails this
+// Write with spill.ErrGone, nothing written, and the Writer goes on). It returns once the line is written, or with
 // ctx.Err() when ctx ends first (the line may then still be written, whole,
 // later), or ErrClosed after Close, or the error of an earlier write that
 // failed.
