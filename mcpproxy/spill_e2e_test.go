@@ -161,6 +161,21 @@ func hashBody(ct string, body io.Reader) ([]byte, int64, error) {
 	}
 }
 
+// checkRelayed checks what a client got of a big answer: the upstream's
+// bytes, with Spillway's peak RSS (VmHWM, reset by idleRSS) at most 64 MB
+// above idle.
+func checkRelayed(t *testing.T, how string, idle int64, got, want []byte, size int64) {
+	t.Helper()
+	peak := procStatus(t, "VmHWM")
+	t.Logf("%d MB relayed %s: idle RSS %d MB, peak %d MB (+%d MB)", size>>20, how, idle>>20, peak>>20, (peak-idle)>>20)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the client got %d bytes that are not the upstream's", size)
+	}
+	if peak-idle > 64<<20 {
+		t.Errorf("peak RSS %d MB above idle, over 64 MB", (peak-idle)>>20)
+	}
+}
+
 // TestSpillRelay: a stdio upstream answers a tools/call with one 200 MB
 // line, its id last, and Spillway relays it with offloading off, over
 // HTTP and over its own stdio face. The client gets the child's bytes
@@ -178,7 +193,6 @@ func TestSpillRelay(t *testing.T) {
 	// client for good must be freed at once, not at its TTL.
 	o := mcpproxy.Options{Upstream: &mcpproxy.CommandUpstream{Command: cmd, Args: args},
 		SpillDir: t.TempDir(), SpillMax: int64(n) * 3 / 2, StdioMaxMessage: -1}
-	const bound = 64 << 20
 
 	t.Run("http", func(t *testing.T) {
 		p, err := mcpproxy.New(o)
@@ -200,14 +214,7 @@ func TestSpillRelay(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			peak := procStatus(t, "VmHWM")
-			t.Logf("%d MB relayed over HTTP: idle RSS %d MB, peak %d MB (+%d MB)", size>>20, idle>>20, peak>>20, (peak-idle)>>20)
-			if !bytes.Equal(got, wantSum) {
-				t.Fatalf("the client got %d bytes that are not the child's", size)
-			}
-			if peak-idle > bound {
-				t.Errorf("peak RSS %d MB above idle, over %d MB", (peak-idle)>>20, bound>>20)
-			}
+			checkRelayed(t, "over HTTP", idle, got, wantSum, size)
 		}
 	})
 
@@ -236,14 +243,7 @@ func TestSpillRelay(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			peak := procStatus(t, "VmHWM")
-			t.Logf("%d MB relayed over stdio: idle RSS %d MB, peak %d MB (+%d MB)", size>>20, idle>>20, peak>>20, (peak-idle)>>20)
-			if !bytes.Equal(got, wantSum) {
-				t.Fatalf("the client got %d bytes that are not the child's", size)
-			}
-			if peak-idle > bound {
-				t.Errorf("peak RSS %d MB above idle, over %d MB", (peak-idle)>>20, bound>>20)
-			}
+			checkRelayed(t, "over stdio", idle, got, wantSum, size)
 		}
 		inW.Close()
 		if err := <-done; err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
@@ -289,7 +289,6 @@ func TestSpillRelayHTTP(t *testing.T) {
 	want := sha256.New()
 	writeBig(want, "7", n)
 	wantSum := want.Sum(nil)
-	const bound = 64 << 20
 	for _, sse := range []bool{true, false} {
 		t.Run(map[bool]string{true: "sse", false: "json"}[sse], func(t *testing.T) {
 			p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: bigHTTPUpstream(t, n, sse), Transport: "streamable"},
@@ -312,14 +311,7 @@ func TestSpillRelayHTTP(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				peak := procStatus(t, "VmHWM")
-				t.Logf("%d MB relayed from an HTTP upstream: idle RSS %d MB, peak %d MB (+%d MB)", size>>20, idle>>20, peak>>20, (peak-idle)>>20)
-				if !bytes.Equal(got, wantSum) {
-					t.Fatalf("the client got %d bytes that are not the upstream's", size)
-				}
-				if peak-idle > bound {
-					t.Errorf("peak RSS %d MB above idle, over %d MB", (peak-idle)>>20, bound>>20)
-				}
+				checkRelayed(t, "from an HTTP upstream", idle, got, wantSum, size)
 			}
 		})
 	}
