@@ -254,7 +254,7 @@ func TestSpillRelay(t *testing.T) {
 
 // bigHTTPUpstream is a Streamable HTTP MCP server that answers every
 // tools/call with one text item of n bytes, its id last: in one SSE event
-// when sse, else as a JSON body. It streams the answer, never holding it.
+// (with an event id) when sse, else as a JSON body. It streams the answer, never holding it.
 func bigHTTPUpstream(t *testing.T, n int, sse bool) string {
 	return serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var m struct {
@@ -272,7 +272,7 @@ func bigHTTPUpstream(t *testing.T, n int, sse bool) string {
 			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{}}`, m.ID)
 		case sse:
 			w.Header().Set("Content-Type", "text/event-stream")
-			io.WriteString(w, "event: message\ndata: ")
+			io.WriteString(w, "id: ev-1\nevent: message\ndata: ") // an id: resumable, from the upstream
 			writeBig(w, string(m.ID), n)
 			io.WriteString(w, "\n\n")
 		default:

@@ -406,7 +406,8 @@ func (rl *Relay) roundTrip(ctx context.Context, cancel context.CancelFunc, w htt
 	}
 	sse.SetHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
-	sw := sse.NewWriter(out)
+	// Final: the upstream replays a stream, never this process.
+	sw := sse.NewWriter(out).Final()
 	sw.Flush() // a client gone ends ctx, and with it the upstream request
 	st := rl.keepAlive(ctx, cancel, sw)
 	r := <-ch
@@ -573,7 +574,7 @@ func (rl *Relay) relayJSON(w http.ResponseWriter, out io.Writer, resp *http.Resp
 // one is cut (cancel).
 func (rl *Relay) relaySSE(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, out *stallWriter,
 	resp *http.Response, rw *rewriter, pending [][]byte) {
-	sw := sse.NewWriter(out)
+	sw := sse.NewWriter(out).Final() // the upstream replays a stream, never this process
 	w.WriteHeader(resp.StatusCode)
 	// The headers go out with the first event, in one write, as a reverse
 	// proxy sends them; an upstream slow to send one has its headers

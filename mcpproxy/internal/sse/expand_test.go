@@ -45,4 +45,11 @@ func TestWriterExpandsMarkers(t *testing.T) {
 	if err := sw.Write(Event{ID: "x", Data: raw}); !errors.Is(err, spill.ErrGone) || b.Len() != 0 {
 		t.Fatalf("a released marker: %v, %d bytes written", err, b.Len())
 	}
+	// A Final writer (a relay's) releases events with ids too.
+	if raw, err = s.Read(strings.NewReader(orig), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewWriter(&b).Final().Write(Event{ID: "y", HasID: true, Data: raw}); err != nil || s.Alive() != 0 {
+		t.Fatalf("a Final writer: %v, %d bytes still spilled", err, s.Alive())
+	}
 }

@@ -35,6 +35,7 @@ type Writer struct {
 	w     io.Writer
 	flush func() error
 	buf   []byte
+	final bool // every event is written for good (see Final)
 }
 
 // NewWriter returns a Writer to w. When w is an http.ResponseWriter (or
@@ -54,6 +55,14 @@ func NewWriter(w io.Writer) *Writer {
 	case interface{ Flush() error }:
 		sw.flush = f.Flush
 	}
+	return sw
+}
+
+// Final makes sw release the spilled strings of every event once written,
+// ids or not: for a writer whose events are never replayed from this
+// process (a relay: its upstream replays). It returns sw.
+func (sw *Writer) Final() *Writer {
+	sw.final = true
 	return sw
 }
 
@@ -169,7 +178,7 @@ func (sw *Writer) Write(ev Event) error {
 	var err error
 	if expand {
 		err = spill.Expand(&prefixed{w: sw.w, p: b[:dataAt]}, b[dataAt:])
-		if err == nil && !hasID {
+		if err == nil && (!hasID || sw.final) {
 			spill.Release(ev.Data) // an event without an id is never replayed
 		}
 	} else {
