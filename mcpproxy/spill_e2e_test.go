@@ -59,9 +59,11 @@ func writeBig(w io.Writer, id string, n int) error {
 // TestSpillChild is not a test: run as `<test binary>
 // -test.run=^TestSpillChild$ -- spillbig N`, it is a stdio MCP server
 // whose every tools/call answers with one text item of N bytes, in one
-// line, its id last.
+// line, its id last; in mode spilldie it writes the first N bytes of
+// that line and dies.
 func TestSpillChild(t *testing.T) {
-	if childMode() != "spillbig" {
+	mode := childMode()
+	if mode != "spillbig" && mode != "spilldie" {
 		t.Skip("the hostile-size child of TestSpillRelay")
 	}
 	n, _ := strconv.Atoi(os.Args[len(os.Args)-1])
@@ -82,6 +84,13 @@ func TestSpillChild(t *testing.T) {
 		case "initialize":
 			fmt.Printf(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"big","version":"1"}}}`+"\n", m.ID)
 		case "tools/call":
+			if mode == "spilldie" {
+				io.WriteString(os.Stdout, `{"result":{"content":[{"type":"text","text":"`)
+				for k := 0; k < n; k += len(bigBlock) {
+					os.Stdout.Write(bigBlock)
+				}
+				os.Exit(1)
+			}
 			writeBig(os.Stdout, string(m.ID), n)
 			os.Stdout.WriteString("\n")
 		default:
@@ -314,5 +323,48 @@ func TestSpillRelayHTTP(t *testing.T) {
 				checkRelayed(t, "from an HTTP upstream", idle, got, wantSum, size)
 			}
 		})
+	}
+}
+
+// spillFiles counts this process's open files in dir (unlinked or not).
+func spillFiles(t *testing.T, dir string) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	n := 0
+	for _, e := range ents {
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && strings.HasPrefix(target, dir+"/") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestSpillChildDiesMidLine: a child that dies 50 MB into a line leaves
+// nothing on disk: its request gets an error, and no spill file stays
+// open; the next child's answer goes through.
+func TestSpillChildDiesMidLine(t *testing.T) {
+	dir := t.TempDir()
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.CommandUpstream{Command: os.Args[0],
+		Args: []string{"-test.run=^TestSpillChild$", "--", "spilldie", strconv.Itoa(50 << 20)}}, SpillDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	url := serve(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a deadlock guard
+	defer cancel()
+	resp, err := statelessPost(ctx, url, 7, "tools/call", map[string]any{"name": "export", "arguments": map[string]any{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.Contains(body, []byte(`"error"`)) || len(body) > 4096 {
+		t.Fatalf("the client got %d bytes: %.200s", len(body), body)
+	}
+	if n := spillFiles(t, dir); n != 0 {
+		t.Fatalf("%d spill files still open after the child died", n)
 	}
 }
