@@ -45,6 +45,14 @@ func TestWriterExpandsMarkers(t *testing.T) {
 	if err := sw.Write(Event{ID: "x", Data: raw}); !errors.Is(err, spill.ErrGone) || b.Len() != 0 {
 		t.Fatalf("a released marker: %v, %d bytes written", err, b.Len())
 	}
+	// A client that stopped reading keeps nothing on disk: the event is
+	// never written again.
+	if raw, err = s.Read(strings.NewReader(orig), 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewWriter(failWriter{}).Write(Event{Data: raw}); err == nil || s.Alive() != 0 {
+		t.Fatalf("a failed write: %v, %d bytes still spilled", err, s.Alive())
+	}
 	// A Final writer (a relay's) releases events with ids too.
 	if raw, err = s.Read(strings.NewReader(orig), 0); err != nil {
 		t.Fatal(err)
@@ -53,3 +61,8 @@ func TestWriterExpandsMarkers(t *testing.T) {
 		t.Fatalf("a Final writer: %v, %d bytes still spilled", err, s.Alive())
 	}
 }
+
+// failWriter is a client that has gone.
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("broken pipe") }

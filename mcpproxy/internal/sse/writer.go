@@ -178,8 +178,10 @@ func (sw *Writer) Write(ev Event) error {
 	var err error
 	if expand {
 		err = spill.Expand(&prefixed{w: sw.w, p: b[:dataAt]}, b[dataAt:])
-		if err == nil && (!hasID || sw.final) {
-			spill.Release(ev.Data) // an event without an id is never replayed
+		if !hasID || sw.final {
+			// Never replayed, and never written again if this write
+			// failed (a client that stopped reading keeps no disk).
+			spill.Release(ev.Data)
 		}
 	} else {
 		_, err = sw.w.Write(b)

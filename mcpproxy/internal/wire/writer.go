@@ -90,11 +90,12 @@ func write(w io.Writer, req writeReq) error {
 		return err
 	}
 	bw := bufio.NewWriterSize(w, 64<<10)
-	if err := spill.Expand(bw, req.line); err != nil {
-		return err
+	err := spill.Expand(bw, req.line)
+	if err == nil {
+		err = bw.Flush()
 	}
-	spill.Release(req.line) // a line to the client is never replayed
-	return bw.Flush()
+	spill.Release(req.line) // a line to the client is never replayed, nor retried
+	return err
 }
 
 func (wr *Writer) fail(err error) {
