@@ -118,7 +118,7 @@ func decodeOne(b []byte) (*Message, error) {
 	i := SkipSpace(b, 1)
 	for b[i] != '}' {
 		kend := SkipValue(b, i)
-		key, err := Unquote(b[i:kend])
+		key, err := name(b[i:kend])
 		if err != nil {
 			return nil, err
 		}
@@ -128,7 +128,9 @@ func decodeOne(b []byte) (*Message, error) {
 		v := b[i:vend]
 		switch key {
 		case "jsonrpc":
-			if version, err = Unquote(v); err != nil {
+			if string(v) == `"2.0"` {
+				version = "2.0"
+			} else if version, err = Unquote(v); err != nil {
 				return nil, fmt.Errorf("jsonrpc must be \"2.0\"")
 			}
 		case "id":
@@ -420,6 +422,27 @@ func SkipValue(b []byte, i int) int {
 		}
 		return i
 	}
+}
+
+// name decodes a member name, the envelope's own without a copy.
+func name(lit []byte) (string, error) {
+	if len(lit) >= 2 && lit[0] == '"' {
+		switch string(lit[1 : len(lit)-1]) {
+		case "jsonrpc":
+			return "jsonrpc", nil
+		case "id":
+			return "id", nil
+		case "method":
+			return "method", nil
+		case "params":
+			return "params", nil
+		case "result":
+			return "result", nil
+		case "error":
+			return "error", nil
+		}
+	}
+	return Unquote(lit)
 }
 
 // Unquote decodes a JSON string literal.

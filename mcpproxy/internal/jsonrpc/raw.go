@@ -3,6 +3,7 @@ package jsonrpc
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 )
 
 // The functions below read and edit raw JSON that has already been
@@ -19,13 +20,13 @@ func Member(obj []byte, key string) (span [2]int, ok bool) {
 	}
 	for i = SkipSpace(obj, i+1); i < len(obj) && obj[i] != '}'; {
 		kend := SkipValue(obj, i)
-		k, err := Unquote(obj[i:kend])
+		is, err := keyIs(obj[i:kend], key)
 		if err != nil {
 			return [2]int{}, false
 		}
 		i = SkipSpace(obj, SkipSpace(obj, kend)+1)
 		vend := SkipValue(obj, i)
-		if k == key {
+		if is {
 			span, ok = [2]int{i, vend}, true
 		}
 		i = SkipSpace(obj, vend)
@@ -34,6 +35,21 @@ func Member(obj []byte, key string) (span [2]int, ok bool) {
 		}
 	}
 	return span, ok
+}
+
+// keyIs reports whether the member name lit (a string literal) is key,
+// without decoding a name that has no escape (the hot case: no copy).
+func keyIs(lit []byte, key string) (bool, error) {
+	if len(lit) >= 2 && lit[0] == '"' && bytes.IndexByte(lit, '\\') < 0 {
+		if string(lit[1:len(lit)-1]) == key {
+			return true, nil
+		}
+		if utf8.Valid(lit) {
+			return false, nil // decoding would change nothing
+		}
+	}
+	k, err := Unquote(lit)
+	return k == key, err
 }
 
 // RawMember returns the raw value of obj's member key, nil when absent.

@@ -150,3 +150,23 @@ func FuzzLine(f *testing.F) {
 		}
 	})
 }
+
+// FuzzMember: Member finds the member encoding/json finds (the last of
+// duplicates), escaped and invalid-UTF-8 names included.
+func FuzzMember(f *testing.F) {
+	f.Add([]byte(`{"a":1,"b":{"c":2},"a":3}`), "a")
+	f.Add([]byte(`{"\u0061":1}`), "a")
+	f.Add([]byte("{\"\xff\":1}"), "\ufffd")
+	f.Add([]byte(`{"ab":1,"a":2}`), "a")
+	f.Fuzz(func(t *testing.T, obj []byte, key string) {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(obj, &m) != nil {
+			return
+		}
+		want, wantOK := m[key]
+		got := RawMember(obj, key)
+		if wantOK != (got != nil) || (wantOK && !bytes.Equal(bytes.TrimSpace(want), got)) {
+			t.Fatalf("RawMember(%q, %q) = %q, encoding/json finds %q (%v)", obj, key, got, want, wantOK)
+		}
+	})
+}

@@ -161,6 +161,9 @@ func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, 
 	if !json.Valid(result) {
 		return nil, nil, fmt.Errorf("offload: result is not valid JSON")
 	}
+	if f.lit.rawLen(result) <= min(f.o.Budget, f.o.TextThreshold, f.o.BinaryThreshold) {
+		return result, nil, nil // nothing in it can be over a threshold or the budget
+	}
 	if c.Method != "resources/read" {
 		return f.rewriteResult(ctx, c, result)
 	}

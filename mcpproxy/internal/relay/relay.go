@@ -187,9 +187,12 @@ var hopHeaders = map[string]bool{
 // copyHeaders copies the headers of src that keep reaches dst, minus
 // those src's Connection names (they describe the hop, RFC 9110 7.6.1).
 func copyHeaders(dst, src http.Header, keep func(string) bool) {
-	hop := map[string]bool{}
+	var hop map[string]bool // the headers Connection names: nil (none) in the common case
 	for _, v := range src.Values("Connection") {
-		for _, f := range strings.Split(v, ",") {
+		for f := range strings.SplitSeq(v, ",") {
+			if hop == nil {
+				hop = map[string]bool{}
+			}
 			hop[http.CanonicalHeaderKey(strings.TrimSpace(f))] = true
 		}
 	}
