@@ -24,8 +24,10 @@
 //
 // Spill files are unlinked as soon as they are created and held open; a
 // message's strings are read back with ReadAt, concurrently. A file is
-// closed when its strings expire (Options.TTL), are released, or its
-// message fails to read (a peer that dies mid-line leaves nothing behind).
+// closed when its strings expire (Options.TTL), are released (Release: by
+// a writer that has put the message on its one wire for good, or by the
+// offloader once it stored them), or its message fails to read (a peer
+// that dies mid-line leaves nothing behind).
 // The bytes alive in spill files are bounded process-wide per Spooler
 // (Options.MaxBytes): past it Read fails with ErrFull.
 package spill
