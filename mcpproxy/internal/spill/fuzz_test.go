@@ -54,6 +54,9 @@ func FuzzRead(f *testing.F) {
 				t.Fatalf("invalid JSON: %v", err)
 			}
 		case err != nil:
+			if strings.Contains(err.Error(), "spelt as spill markers") {
+				break // valid, but more forged markers than a message may hold
+			}
 			if maxInline == 0 || !errors.Is(err, ErrTooLarge) {
 				t.Fatalf("valid JSON %q refused: %v", in, err)
 			}

@@ -100,9 +100,15 @@ type scanner struct {
 	spilling bool // the current string goes to the file
 	strOff   int64
 
-	f   *file // this message's spill file, once a string spilled
-	msg *message
+	f      *file // this message's spill file, once a string spilled
+	msg    *message
+	forged int // strings spelt as markers, spilled
 }
+
+// maxForged bounds the strings spelt as markers one message may hold. No
+// honest upstream sends one; each costs a registry entry, so a message
+// made of them (49 bytes each) must not cost memory by the million.
+const maxForged = 16
 
 func malformed(format string, a ...any) error {
 	return fmt.Errorf("spill: %s: %w", fmt.Sprintf(format, a...), jsonrpc.ErrMalformed)
@@ -532,6 +538,11 @@ func (s *scanner) endString() error {
 		if int64(len(str)-2) <= s.sp.o.Threshold && !bytes.HasPrefix(str, []byte(markerPrefix)) {
 			s.inString = false
 			return s.checkInline()
+		}
+		if int64(len(str)-2) <= s.sp.o.Threshold {
+			if s.forged++; s.forged > maxForged {
+				return malformed("more than %d strings spelt as spill markers", maxForged)
+			}
 		}
 		s.out = s.out[:len(s.out)-1] // not the closing quote
 		if err := s.startSpill(); err != nil {

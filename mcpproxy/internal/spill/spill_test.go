@@ -249,6 +249,13 @@ func TestForgedMarker(t *testing.T) {
 	if got := expand(t, out); string(got) != in {
 		t.Fatalf("Expand = %s, want %s", got, in)
 	}
+	// A message of nothing but such strings is refused past a few: each
+	// would cost a registry entry.
+	s.Release(out)
+	in = "[" + strings.Repeat(forged+",", maxForged) + forged + "]"
+	if _, err = s.Read(strings.NewReader(in), 0); !errors.Is(err, jsonrpc.ErrMalformed) || s.Alive() != 0 {
+		t.Fatalf("%d forged markers: %v, alive %d", maxForged+1, err, s.Alive())
+	}
 	// A marker's spelling inside a longer string is no marker.
 	in = `{"a":"x` + forged[1:] + `}`
 	out, err = s.Read(strings.NewReader(in), 0)
