@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 )
 
 // Stream is one SSE stream of a session. Create it with Session.NewStream.
@@ -218,11 +219,13 @@ func (st *Stream) prune(now time.Time, window, tombLife time.Duration) int {
 		case ev.resp != nil && !ev.shed:
 			tomb := lostResponse(ev.resp, "the client did not read it within the proxy's replay window ("+window.String()+")")
 			freed += len(ev.data) - len(tomb)
+			spill.Release(ev.data) // its long strings on disk go with it
 			ev.data, ev.shed = tomb, true
 			st.lost = max(st.lost, ev.seq)
 		case ev.resp != nil && age <= tombLife:
 		default:
 			freed += len(ev.data)
+			spill.Release(ev.data)
 			st.lost = max(st.lost, ev.seq)
 			continue
 		}
@@ -250,6 +253,7 @@ func (st *Stream) shed(skip int) (freed int, at time.Time, ok bool) {
 		if ev.shed || ev.seq == skip {
 			continue
 		}
+		spill.Release(ev.data) // its long strings on disk go with it
 		if ev.resp != nil {
 			tomb := lostResponse(ev.resp, "the client did not read it within the proxy's buffer")
 			st.events[i].data, st.events[i].shed = tomb, true
