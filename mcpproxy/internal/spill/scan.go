@@ -2,7 +2,6 @@ package spill
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -43,7 +42,7 @@ func (s *Spooler) Read(r io.Reader, maxInline int64) ([]byte, error) {
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
-		return nil, errors.New("spill: spooler closed")
+		return nil, ErrClosed
 	}
 	buf := readBufs.Get().(*[]byte)
 	defer readBufs.Put(buf)

@@ -66,6 +66,8 @@ var (
 	// ErrGone is returned by Expand for a marker that no longer resolves:
 	// its strings expired or were released, or it was forged.
 	ErrGone = errors.New("spill: marker does not resolve")
+	// ErrClosed is returned by Read after Close.
+	ErrClosed = errors.New("spill: spooler closed")
 )
 
 // Options configure a Spooler. The zero value is usable.
@@ -85,8 +87,9 @@ type Options struct {
 	TTL time.Duration
 }
 
-// Spooler reads messages, spilling their long strings. It is safe for
-// concurrent use; Close frees everything it spilled.
+// Spooler reads messages, spilling their long strings. Make one with New
+// (the zero value is not usable). It is safe for concurrent use; Close
+// frees everything it spilled.
 type Spooler struct {
 	o     Options
 	alive atomic.Int64 // bytes in open spill files
@@ -122,8 +125,8 @@ func New(o Options) (*Spooler, error) {
 // Alive is the number of bytes in this Spooler's open spill files.
 func (s *Spooler) Alive() int64 { return s.alive.Load() }
 
-// Close frees every string this Spooler spilled; later Reads fail. Markers
-// written before stop resolving.
+// Close frees every string this Spooler spilled; later Reads fail with
+// ErrClosed, and the markers it made stop resolving. It returns nil.
 func (s *Spooler) Close() error {
 	s.mu.Lock()
 	s.closed = true

@@ -390,6 +390,14 @@ func TestBase64(t *testing.T) {
 	}
 }
 
+func TestClosed(t *testing.T) {
+	s := newSpooler(t, Options{})
+	s.Close()
+	if _, err := s.Read(strings.NewReader(`1`), 0); !errors.Is(err, ErrClosed) {
+		t.Errorf("Read after Close: %v", err)
+	}
+}
+
 func TestSpillFilesUnlinked(t *testing.T) {
 	dir := t.TempDir()
 	s := newSpooler(t, Options{Dir: dir, Threshold: 4})
