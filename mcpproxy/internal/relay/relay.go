@@ -619,28 +619,31 @@ func (rl *Relay) keepAlive(ctx context.Context, cancel context.CancelFunc, sw *s
 	if rl.o.KeepAlive <= 0 {
 		return st
 	}
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	st.stop = func() { close(done); wg.Wait() }
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(rl.o.KeepAlive)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if !st.busy.Swap(false) && sw.Write(sse.Event{Comments: []string{"keep-alive"}}) != nil {
-					cancel()
-					return
-				}
-			}
+	// A timer re-armed by its own function, not a goroutine per stream:
+	// most streams end long before the first tick.
+	var mu sync.Mutex // held by a tick while it writes: stop waits for it
+	stopped := false
+	var t *time.Timer
+	mu.Lock() // a tick waits until t is set
+	defer mu.Unlock()
+	t = time.AfterFunc(rl.o.KeepAlive, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped || ctx.Err() != nil {
+			return
 		}
-	}()
+		if !st.busy.Swap(false) && sw.Write(sse.Event{Comments: []string{"keep-alive"}}) != nil {
+			cancel()
+			return
+		}
+		t.Reset(rl.o.KeepAlive)
+	})
+	st.stop = func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+	}
 	return st
 }
 
