@@ -227,43 +227,49 @@ func TestSpillRelay(t *testing.T) {
 		}
 	})
 
-	t.Run("stdio", func(t *testing.T) {
-		p, err := mcpproxy.New(o)
+	t.Run("stdio", func(t *testing.T) { relayStdio(t, o, wantSum) })
+}
+
+// relayStdio serves a proxy for o on its stdio face and has it relay two
+// big answers (checkRelayed) to a client on the other end of two pipes.
+func relayStdio(t *testing.T, o mcpproxy.Options, wantSum []byte) {
+	o.StdioMaxMessage = -1
+	p, err := mcpproxy.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute) // a deadlock guard
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.ServeStdio(ctx, inR, outW); outW.Close() }()
+	out := bufio.NewReaderSize(outR, 256<<10)
+	fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if _, _, err := hashLine(out); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	idle := idleRSS(t)
+	for range 2 {
+		fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"export","arguments":{}}}`)
+		got, size, err := hashLine(out)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer p.Close()
-		inR, inW := io.Pipe()
-		outR, outW := io.Pipe()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		done := make(chan error, 1)
-		go func() { done <- p.ServeStdio(ctx, inR, outW); outW.Close() }()
-		out := bufio.NewReaderSize(outR, 256<<10)
-		fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-		if _, _, err := hashLine(out); err != nil {
-			t.Fatal(err)
-		}
-		fmt.Fprintln(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-		idle := idleRSS(t)
-		for range 2 {
-			fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"export","arguments":{}}}`)
-			got, size, err := hashLine(out)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkRelayed(t, "over stdio", idle, got, wantSum, size)
-		}
-		inW.Close()
-		if err := <-done; err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
-			t.Logf("ServeStdio: %v", err)
-		}
-	})
+		checkRelayed(t, "over stdio", idle, got, wantSum, size)
+	}
+	inW.Close()
+	if err := <-done; err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, context.Canceled) {
+		t.Logf("ServeStdio: %v", err)
+	}
 }
 
 // bigHTTPUpstream is a Streamable HTTP MCP server that answers every
 // tools/call with one text item of n bytes, its id last: in one SSE event
-// (with an event id) when sse, else as a JSON body. It streams the answer, never holding it.
+// (with an event id) when sse, else as a JSON body. It streams the
+// answer, never holding it.
 func bigHTTPUpstream(t *testing.T, n int, sse bool) string {
 	return serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var m struct {
@@ -292,12 +298,18 @@ func bigHTTPUpstream(t *testing.T, n int, sse bool) string {
 }
 
 // TestSpillRelayHTTP: the same for an HTTP upstream, whose 200 MB answer
-// comes as one SSE event or one JSON body, relayed with offloading off.
+// comes as one SSE event or one JSON body, relayed with offloading off
+// over HTTP, and over the stdio face (Spillway's own client of it).
 func TestSpillRelayHTTP(t *testing.T) {
 	n := bigSize(t)
 	want := sha256.New()
 	writeBig(want, "7", n)
 	wantSum := want.Sum(nil)
+	// Spillway's stdio face, its client and the upstream's SSE answer.
+	t.Run("stdio-sse", func(t *testing.T) {
+		relayStdio(t, mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: bigHTTPUpstream(t, n, true), Transport: "streamable"},
+			SpillDir: t.TempDir(), SpillMax: int64(n) * 3 / 2}, wantSum)
+	})
 	for _, sse := range []bool{true, false} {
 		t.Run(map[bool]string{true: "sse", false: "json"}[sse], func(t *testing.T) {
 			p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: bigHTTPUpstream(t, n, sse), Transport: "streamable"},
