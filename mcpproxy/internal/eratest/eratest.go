@@ -6,7 +6,8 @@
 // Its tools ask for client input the stateless era's way, with an
 // input_required result (SEP-2322) and a retry carrying inputResponses and
 // requestState: "sample" (sampling/createMessage), "elicit"
-// (elicitation/create), "roots" (roots/list). "echo" answers its text,
+// (elicitation/create), "roots" (roots/list); "bigstate" elicits with a
+// requestState of 100 KiB and says whether it came back intact. "echo" answers its text,
 // "big" answers Big bytes of text (enough to be offloaded), "log" sends a
 // notifications/message at each level then answers, "touch" announces an
 // update of Resource and adds a tool named "added-" and its text (the
@@ -95,6 +96,18 @@ func NewServer() *mcp.Server {
 				return nil, nil, fmt.Errorf("input response %T is no elicitation result", r)
 			}
 			return result(fmt.Sprintf("elicited: %s %v", el.Action, el.Content["name"])), nil, nil
+		})
+	bigState := strings.Repeat("s", 100<<10) // past the proxy's spill threshold
+	mcp.AddTool(s, &mcp.Tool{Name: "bigstate", Description: "asks the user, with a large requestState"},
+		func(_ context.Context, req *mcp.CallToolRequest, _ text) (*mcp.CallToolResult, any, error) {
+			if _, ok := req.Params.InputResponses["e"]; !ok {
+				return &mcp.CallToolResult{RequestState: bigState, InputRequests: mcp.InputRequestMap{"e": &mcp.ElicitParams{
+					Message: "ok?", RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{}}}}}, nil, nil
+			}
+			if req.Params.RequestState != bigState {
+				return result(fmt.Sprintf("requestState changed: %d bytes", len(req.Params.RequestState))), nil, nil
+			}
+			return result("requestState intact"), nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "roots", Description: "lists the client's roots"},
 		func(_ context.Context, req *mcp.CallToolRequest, _ text) (*mcp.CallToolResult, any, error) {

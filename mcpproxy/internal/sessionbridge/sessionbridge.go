@@ -31,6 +31,7 @@
 package sessionbridge
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,6 +46,7 @@ import (
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 )
 
 // Version is the revision a Conn speaks to its upstream.
@@ -699,6 +701,15 @@ func (c *Conn) inputLocked(cl *call, result []byte) ([]*jsonrpc.Message, error) 
 	cl.state, cl.answers, cl.failed, cl.askIDs = nil, map[string]json.RawMessage{}, nil, nil
 	if len(r.RequestState) > 0 && string(r.RequestState) != "null" {
 		cl.state = r.RequestState
+		if spill.HasMarkers(cl.state) {
+			// It goes back upstream, where a spilled string's marker
+			// means nothing: its bytes go instead.
+			var b bytes.Buffer
+			if err := spill.Expand(&b, cl.state); err != nil {
+				return nil, fmt.Errorf("the upstream's requestState is lost: %v", err)
+			}
+			cl.state = b.Bytes()
+		}
 	}
 	var out []*jsonrpc.Message
 	for _, key := range keys {
