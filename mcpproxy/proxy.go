@@ -23,6 +23,7 @@
 package mcpproxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -32,11 +33,13 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/child"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/era"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/httpclient"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
@@ -44,6 +47,7 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/relay"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/session"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/sessionbridge"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/stdioface"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/terminate"
@@ -158,6 +162,12 @@ type Proxy struct {
 	dial  terminate.Dial  // a new upstream connection, for the stdio face
 	// legacy is the face for an HTTP upstream found to be legacy-only.
 	legacy func() *terminate.Face
+	// eras are an HTTP upstream's protocol eras; bridged is the face of
+	// session-era sessions when it speaks only the stateless era (each
+	// session's connection bridged, package sessionbridge).
+	eras        *era.Cache
+	bridged     func() *terminate.Face
+	bridgedOpen atomic.Bool
 
 	// tools are the upstream's x-mcp-header bindings, learned from
 	// tools/list: what Mcp-Param-* headers mirror.
@@ -263,8 +273,12 @@ func New(o Options) (*Proxy, error) {
 		NoArtifactTools: o.NoArtifactTools,
 		LearnTools:      func(result []byte) { p.tools.Learn(result) },
 	})
-	faceFor := func(dial terminate.Dial) *terminate.Face {
-		return terminate.New(terminate.Options{Dial: dial, Methods: p.methods, MaxBody: o.MaxBody,
+	faceFor := func(dial terminate.Dial, sessionDial ...terminate.Dial) *terminate.Face {
+		var sd terminate.Dial
+		if len(sessionDial) > 0 {
+			sd = sessionDial[0]
+		}
+		return terminate.New(terminate.Options{Dial: dial, SessionDial: sd, Methods: p.methods, MaxBody: o.MaxBody,
 			MaxSessions: o.MaxSessions, PollAfter: o.StreamPollAfter, WriteStall: o.WriteStallTimeout, KeepAlive: o.StreamKeepAlive, Logger: o.Logger,
 			StatelessConns: o.StatelessUpstreams, StatelessIdle: o.StatelessIdle,
 			Limits: session.Limits{Window: o.StreamWindow}, CheckStateless: p.checkStateless})
@@ -282,7 +296,7 @@ func New(o Options) (*Proxy, error) {
 			return child.Start(child.Command{Path: up.Command, Args: up.Args, Dir: up.Dir, Env: up.Env, User: user},
 				child.Options{MaxMessage: o.MaxMessage, Spool: spool, Logger: up.logger(o.Logger)})
 		}
-		p.term = faceFor(p.dial)
+		p.term = faceFor(p.dial, p.autoBridge)
 	case *HTTPUpstream:
 		p.dial = func(ctx context.Context) (mux.Conn, error) {
 			return httpclient.New(spooled(up.clientOptions(o.MaxMessage, o.Logger, up.Transport, &p.tools)))
@@ -293,6 +307,23 @@ func New(o Options) (*Proxy, error) {
 		if up.Transport == "sse" {
 			p.term = faceFor(legacyDial)
 			break
+		}
+		p.eras = era.NewCache(discoverEras(p.dial))
+		var bonce sync.Once
+		var bface *terminate.Face
+		p.bridged = func() *terminate.Face {
+			bonce.Do(func() {
+				bface = faceFor(p.dial, func(ctx context.Context) (mux.Conn, error) {
+					c, err := p.dial(ctx)
+					if err != nil {
+						return nil, err
+					}
+					// A mismatch: the upstream changed; learn its eras again.
+					return sessionbridge.New(c, sessionbridge.Options{Logger: o.Logger, Mismatch: p.eras.Forget}), nil
+				})
+				p.bridgedOpen.Store(true)
+			})
+			return bface
 		}
 		ro := relay.Options{URL: up.URL, Client: up.Client, Header: up.Header,
 			MaxMessage: o.MaxMessage, WriteTimeout: o.WriteStallTimeout, KeepAlive: o.StreamKeepAlive,
@@ -342,8 +373,112 @@ func (p *Proxy) Close() error {
 	if p.legacy != nil && p.relay.Legacy() {
 		p.legacy().Close()
 	}
+	if p.bridgedOpen.Load() {
+		p.bridged().Close()
+	}
 	return p.spool.Close()
 }
+
+// autoBridge dials a session's own connection to a stdio child whose era
+// is learned from its answer to the session's initialize: passed as it is
+// when the child speaks the session era, bridged when it speaks only the
+// stateless one (sessionbridge.NewAuto).
+func (p *Proxy) autoBridge(ctx context.Context) (mux.Conn, error) {
+	c, err := p.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return sessionbridge.NewAuto(c, sessionbridge.Options{Logger: p.log}), nil
+}
+
+// bridge reports whether an HTTP request of the session era goes to the
+// bridged face: the upstream speaks only the stateless era. That is
+// learned once, at the first session's initialize (a session's other
+// requests follow it), with server/discover; a request of the stateless
+// era, or an upstream whose eras cannot be learned, is relayed as it is.
+func (p *Proxy) bridge(r *http.Request) bool {
+	if p.eras == nil || mcpheader.Stateless(r.Header.Get("Mcp-Protocol-Version")) {
+		return false
+	}
+	e, known := p.eras.Known()
+	if !known {
+		if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") != "" || !initializes(r, p.o.MaxBody) {
+			return false
+		}
+		var err error
+		if e, err = p.eras.Get(r.Context()); err != nil {
+			return false
+		}
+	}
+	return e.Stateless() && !e.Session()
+}
+
+// initializes reports whether r's body (read up to max bytes, and put back
+// for whoever serves r) holds an initialize request.
+func initializes(r *http.Request, max int64) bool {
+	b, err := io.ReadAll(io.LimitReader(r.Body, max+1))
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
+	if err != nil {
+		return false
+	}
+	msgs, _, err := jsonrpc.Decode(b)
+	return err == nil && hasInitialize(msgs)
+}
+
+func hasInitialize(msgs []*jsonrpc.Message) bool {
+	for _, m := range msgs {
+		if m.Method == "initialize" {
+			return true
+		}
+	}
+	return false
+}
+
+// discoverEras learns an HTTP upstream's eras from its server/discover
+// alone, on a connection of its own: an upstream that refuses it, or does
+// not answer within era.DiscoverWait, is relayed to as it is (and is asked
+// nothing more: no session opened to learn its era); one that cannot be
+// reached is asked again at the next session's initialize.
+func discoverEras(dial terminate.Dial) func(ctx context.Context) (era.Eras, error) {
+	return func(ctx context.Context) (era.Eras, error) {
+		var unreachable error
+		e, err := terminate.ProbeEras(func(ctx context.Context) (mux.Conn, error) {
+			c, err := dial(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return discoverOnly{c, &unreachable}, nil
+		})(ctx)
+		if err != nil && unreachable == nil && (errors.Is(err, errNotAsked) || errors.Is(err, era.ErrUnknown)) {
+			return era.Eras{}, nil // knows nothing: not one to bridge to
+		}
+		return e, err
+	}
+}
+
+// discoverOnly is an upstream connection that refuses to send initialize
+// (era.Probe's fallback), and notes why server/discover could not be
+// sent. Its Send is called on the probe's goroutine.
+type discoverOnly struct {
+	mux.Conn
+	unreachable *error
+}
+
+func (c discoverOnly) Send(ctx context.Context, m *jsonrpc.Message) error {
+	if m.Method == "initialize" {
+		return errNotAsked
+	}
+	err := c.Conn.Send(ctx, m)
+	if err != nil && ctx.Err() == nil {
+		*c.unreachable = err
+	}
+	return err
+}
+
+var errNotAsked = errors.New("mcpproxy: initialize is not asked to learn eras")
 
 // ServeHTTP serves the Streamable HTTP face; mount it at /mcp.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -363,6 +498,8 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.term.ServeHTTP(w, r, rq)
 	case p.relay.Legacy():
 		p.legacy().ServeHTTP(w, r, rq)
+	case p.bridge(r):
+		p.bridged().ServeHTTP(w, r, rq)
 	default:
 		if p.relay.ServeHTTP(w, r, rq, p.o.MaxBody) {
 			p.legacy().ServeHTTP(w, r, rq) // the body was put back
@@ -395,7 +532,7 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 		}
 		up = stdioface.Fixed{M: mux.NewExclusive(c, face.OnServer, p.log)}
 	default:
-		up = &terminate.Supervisor{Dial: p.dial, OnServer: face.OnServer, Init: face.Replay, Exclusive: true, Log: p.log}
+		up = &terminate.Supervisor{Dial: p.autoBridge, OnServer: face.OnServer, Init: face.Replay, Exclusive: true, Log: p.log}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -41,7 +41,11 @@ const inboxSize = 1024
 // startSession opens a new session's upstream connection.
 func (f *Face) startSession(s *session.Session) error {
 	l := &live{f: f, s: s, inbox: make(chan item, inboxSize)}
-	c, err := f.o.Dial(context.Background())
+	dial := f.o.Dial
+	if f.o.SessionDial != nil {
+		dial = f.o.SessionDial
+	}
+	c, err := dial(context.Background())
 	if err != nil {
 		return err
 	}

@@ -30,8 +30,11 @@ import (
 
 // Options configure a Face. Dial and Methods are required.
 type Options struct {
-	Dial    Dial
-	Methods *owned.Methods
+	Dial Dial
+	// SessionDial, when set, dials a session-era session's own upstream
+	// connection instead of Dial (a bridge to a stateless-only upstream).
+	SessionDial Dial
+	Methods     *owned.Methods
 	// CheckStateless validates a stateless request's routing headers
 	// (Mcp-Method, Mcp-Name, Mcp-Param-*); a non-nil result is the error
 	// answered. shared is the connection tool bindings may be listed on.

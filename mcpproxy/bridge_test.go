@@ -1,0 +1,341 @@
+package mcpproxy_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/spillway-dev/spillway/artifact/identity"
+	"github.com/spillway-dev/spillway/mcpproxy"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/eratest"
+	"github.com/spillway-dev/spillway/policy"
+)
+
+// sessionClient connects a Go SDK client at 2025-11-25 to url, with
+// handlers for sampling, elicitation and roots that answer with what
+// names it (so two clients' answers cannot be confused).
+func sessionClient(t *testing.T, ctx context.Context, url, name string, token ...string) *mcp.ClientSession {
+	t.Helper()
+	return sessionClientLogs(t, ctx, url, name, nil, token...)
+}
+
+// sessionClientLogs is sessionClient, with the log notifications it
+// receives sent to logs.
+func sessionClientLogs(t *testing.T, ctx context.Context, url, name string, logs chan<- string, token ...string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ClientOptions{
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			if logs != nil {
+				logs <- string(req.Params.Level)
+			}
+		},
+		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			asked := req.Params.Messages[0].Content.(*mcp.TextContent).Text
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: name + " heard " + asked}}, nil
+		},
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": name}}, nil
+		},
+	})
+	c.AddRoots(&mcp.Root{URI: "file:///" + name, Name: name})
+	tr := &mcp.StreamableClientTransport{Endpoint: url}
+	if len(token) > 0 {
+		tr.HTTPClient = &http.Client{Transport: bearer(token[0])}
+	}
+	cs, err := c.Connect(ctx, tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatalf("%s: connect: %v", name, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// toolText(t)(cs.CallTool(…)) is the call's first text, or fails t.
+func toolText(t *testing.T) func(*mcp.CallToolResult, error) string {
+	return func(res *mcp.CallToolResult, err error) string {
+		t.Helper()
+		return firstText(t, res, err)
+	}
+}
+
+func firstText(t *testing.T, res *mcp.CallToolResult, err error) string {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError || len(res.Content) == 0 {
+		b, _ := json.Marshal(res)
+		t.Fatalf("tool error or no content: %s", b)
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("content %T", res.Content[0])
+	}
+	return tc.Text
+}
+
+// A session-era client (the Go SDK's, at 2025-11-25) in front of a
+// stateless-only server (2026-07-28 alone), over HTTP and as a stdio
+// child: it initializes, lists and calls tools, reads the resource, gets
+// the prompt, and completes the sampling, elicitation and roots round
+// trips the server asks for with input_required results.
+func TestBridgeSessionClient(t *testing.T) {
+	for _, up := range bridgeUpstreams(t) {
+		t.Run(up.name, func(t *testing.T) {
+			svc := newService(t)
+			eng, err := policy.New(context.Background(), policy.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := mcpproxy.New(mcpproxy.Options{Upstream: up.up, Artifacts: svc,
+				Offloader: mcpproxy.NewOffloader(svc, eng, mcpproxy.OffloadOptions{})})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a deadlock guard
+			defer cancel()
+			logs := make(chan string, 16)
+			cs := sessionClientLogs(t, ctx, serve(t, p), "alice", logs)
+			if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
+				t.Errorf("protocolVersion %q, want the client's 2025-11-25", v)
+			}
+			if n := cs.InitializeResult().ServerInfo; n == nil || n.Name != "eratest" {
+				t.Errorf("serverInfo %+v, want the upstream's", n)
+			}
+			tools, err := cs.ListTools(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var names []string
+			for _, tl := range tools.Tools {
+				names = append(names, tl.Name)
+			}
+			if !strings.Contains(strings.Join(names, " "), "sample") {
+				t.Errorf("tools %v lack sample", names)
+			}
+			for _, c := range []struct{ tool, want string }{
+				{"echo", "echo: hi"},
+				{"sample", "sampled: alice heard say hi"},
+				{"elicit", "elicited: accept alice"},
+				{"roots", "roots: file:///alice"},
+				{"bigstate", "requestState intact"},
+			} {
+				got := toolText(t)(cs.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: map[string]any{"text": "hi"}}))
+				if got != c.want {
+					t.Errorf("%s: %q, want %q", c.tool, got, c.want)
+				}
+			}
+			rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: eratest.Resource})
+			if err != nil || len(rr.Contents) != 1 || rr.Contents[0].Text != eratest.ResourceText {
+				t.Errorf("resources/read: %+v, %v", rr, err)
+			}
+			gp, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "greet", Arguments: map[string]string{"name": "bob"}})
+			if err != nil || len(gp.Messages) != 1 || gp.Messages[0].Content.(*mcp.TextContent).Text != "greet bob" {
+				t.Errorf("prompts/get: %+v, %v", gp, err)
+			}
+			if err := cs.Ping(ctx, nil); err != nil {
+				t.Errorf("ping: %v", err)
+			}
+
+			// The session's log level reaches the upstream with each call.
+			if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "warning"}); err != nil {
+				t.Fatal(err)
+			}
+			toolText(t)(cs.CallTool(ctx, &mcp.CallToolParams{Name: "log"}))
+			var got []string
+			for len(got) < 2 {
+				select {
+				case l := <-logs:
+					got = append(got, l)
+				case <-ctx.Done():
+					t.Fatalf("log notifications: got %v by the deadline, want warning and error", got)
+				}
+			}
+			if strings.Join(got, " ") != "warning error" {
+				t.Errorf("log notifications at level warning: %v", got)
+			}
+
+			// A large output is offloaded as through any other upstream.
+			big, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "big"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(big)
+			var link *mcp.ResourceLink
+			for _, c := range big.Content {
+				if l, ok := c.(*mcp.ResourceLink); ok {
+					link = l
+				}
+			}
+			if len(b) >= 8<<10 || link == nil {
+				t.Fatalf("big: %d bytes, link %v; want a resource_link under 8 KiB: %.300s", len(b), link, b)
+			}
+			t.Logf("big: %d bytes of text reach the client as %d bytes", eratest.Big, len(b))
+		})
+	}
+}
+
+// bearer adds a bearer token to every request.
+type bearer string
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+string(b))
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// Two tenants' sessions call the same bridged upstream at once, with the
+// same request ids (each SDK client numbers from 1): each gets its own
+// results and answers only its own server requests.
+func TestBridgeTenantsApart(t *testing.T) {
+	tenants, err := identity.ParseTenants("tok-aaaaaaaaaaaaaaaa=alice,tok-bbbbbbbbbbbbbbbb=bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := map[string]string{"alice": "tok-aaaaaaaaaaaaaaaa", "bob": "tok-bbbbbbbbbbbbbbbb"}
+	for _, up := range bridgeUpstreams(t) {
+		t.Run(up.name, func(t *testing.T) {
+			p, err := mcpproxy.New(mcpproxy.Options{Upstream: up.up, Tenants: tenants})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			url := serve(t, p)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			var wg sync.WaitGroup
+			for _, name := range []string{"alice", "bob"} {
+				cs := sessionClient(t, ctx, url, name, token[name])
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 10 {
+						for tool, want := range map[string]string{
+							"sample": "sampled: " + name + " heard say " + name,
+							"elicit": "elicited: accept " + name,
+							"roots":  "roots: file:///" + name,
+						} {
+							res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: map[string]any{"text": name}})
+							if err != nil {
+								t.Errorf("%s %s #%d: %v", name, tool, i, err)
+								return
+							}
+							if got := res.Content[0].(*mcp.TextContent).Text; got != want {
+								t.Errorf("%s %s #%d: %q, want %q", name, tool, i, got, want)
+							}
+						}
+					}
+				}()
+			}
+			wg.Wait()
+		})
+	}
+}
+
+type bridgeUpstream struct {
+	name string
+	up   mcpproxy.Upstream
+}
+
+// bridgeUpstreams are eratest's server over HTTP (on loopback) and as a
+// stdio child (the test binary in mode "eratest").
+func bridgeUpstreams(t *testing.T) []bridgeUpstream {
+	return []bridgeUpstream{
+		{"http", &mcpproxy.HTTPUpstream{URL: serve(t, eratest.Handler())}},
+		{"stdio", &mcpproxy.CommandUpstream{Command: os.Args[0], Args: []string{"-test.run=^TestEraChild$", "--", "eratest"}}},
+	}
+}
+
+// TestEraChild is not a test: run as `<test binary>
+// -test.run=^TestEraChild$ -- eratest`, it is eratest's server on stdin
+// and stdout.
+func TestEraChild(t *testing.T) {
+	if childMode() != "eratest" {
+		t.Skip("the stdio child of the bridging tests")
+	}
+	eratest.NewServer().Run(context.Background(), &mcp.StdioTransport{})
+}
+
+// The session's GET stream is served from subscriptions/listen: a
+// resources/subscribe is answered once the upstream acknowledged it, and
+// the resource's update and the change of the tool list reach the client.
+func TestBridgeListen(t *testing.T) {
+	for _, up := range bridgeUpstreams(t) {
+		t.Run(up.name, func(t *testing.T) {
+			p, err := mcpproxy.New(mcpproxy.Options{Upstream: up.up})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a deadlock guard
+			defer cancel()
+			got := make(chan string, 16)
+			c := mcp.NewClient(&mcp.Implementation{Name: "listener", Version: "1"}, &mcp.ClientOptions{
+				ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+					got <- "updated " + req.Params.URI
+				},
+				ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { got <- "tools changed" },
+			})
+			cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: serve(t, p)}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: eratest.Resource}); err != nil {
+				t.Fatal(err)
+			}
+			toolText(t)(cs.CallTool(ctx, &mcp.CallToolParams{Name: "touch", Arguments: map[string]any{"text": up.name}}))
+			want := map[string]bool{"updated " + eratest.Resource: true, "tools changed": true}
+			for len(want) > 0 {
+				select {
+				case s := <-got:
+					delete(want, s)
+				case <-ctx.Done():
+					t.Fatalf("never received %v", want)
+				}
+			}
+		})
+	}
+}
+
+// Through the stdio face (spillway serve --stdio) in front of the
+// stateless-only child, a session-era client completes the same round
+// trips: the child's era is learned from its refusal of initialize.
+func TestBridgeStdioFace(t *testing.T) {
+	up := bridgeUpstreams(t)[1].up
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: up})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a deadlock guard
+	defer cancel()
+	toProxy, fromClient := io.Pipe()
+	toClient, fromProxy := io.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- p.ServeStdio(ctx, toProxy, fromProxy); fromProxy.Close() }()
+	c := mcp.NewClient(&mcp.Implementation{Name: "carol", Version: "1"}, &mcp.ClientOptions{
+		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "carol heard " + req.Params.Messages[0].Content.(*mcp.TextContent).Text}}, nil
+		},
+	})
+	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: toClient, Writer: fromClient}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := toolText(t)(cs.CallTool(ctx, &mcp.CallToolParams{Name: "sample", Arguments: map[string]any{"text": "hi"}})); got != "sampled: carol heard say hi" {
+		t.Errorf("sample: %q", got)
+	}
+	cs.Close()
+	fromClient.Close()
+	<-served
+}
