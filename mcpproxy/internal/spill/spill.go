@@ -122,6 +122,14 @@ func New(o Options) (*Spooler, error) {
 	return &Spooler{o: o, msgs: map[*message]struct{}{}}, nil
 }
 
+// Threshold is the length past which a string spills (escaped bytes).
+func (s *Spooler) Threshold() int64 { return s.o.Threshold }
+
+// MayHoldMarker reports whether p may be part of a string spelt as a
+// marker: a reader holding a whole message shorter than Threshold, for
+// which this is false, may skip Read and take the message as it is.
+func MayHoldMarker(p []byte) bool { return bytes.Contains(p, []byte(markerPrefix[1:])) }
+
 // Alive is the number of bytes in this Spooler's open spill files.
 func (s *Spooler) Alive() int64 { return s.alive.Load() }
 

@@ -153,6 +153,9 @@ func (r *Reader) spooled() ([]byte, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
+	if r.shortLine() {
+		return r.line()
+	}
 	lr := &lineReader{br: r.br}
 	out, err := r.spool.Read(lr, r.max+1) // +1: a "\r" before the "\n" is not the message's
 	if lr.err != nil {
@@ -172,10 +175,7 @@ func (r *Reader) spooled() ([]byte, error) {
 		if lr.err != nil && lr.size == 0 {
 			return nil, lr.err
 		}
-		if e := lr.tooLarge(r.max, nil); e.Size > r.max {
-			return nil, e // as NewReader counts it
-		}
-		return nil, nil
+		return r.blank(lr)
 	}
 	io.Copy(io.Discard, lr) // the rest of the line streams past
 	if lr.err != nil && lr.err != io.EOF {
@@ -186,13 +186,35 @@ func (r *Reader) spooled() ([]byte, error) {
 	case errors.Is(err, spill.ErrTooLarge):
 		return nil, lr.tooLarge(r.max, nil)
 	case lr.size <= headSize && len(bytes.TrimSpace(lr.head)) == 0:
-		return nil, nil // blank as NewReader sees it ("\v", U+0085): skipped alike
+		return r.blank(lr) // blank as NewReader sees it ("\v", U+0085)
 	case errors.Is(err, jsonrpc.ErrMalformed):
 		return nil, &MalformedError{Line: lr.head[:min(len(lr.head), tailSize)], Size: int(lr.size), Err: err}
 	}
 	// spill.ErrFull, or a spill file that could not be written: this
 	// message is lost, the connection goes on.
 	return nil, lr.tooLarge(r.max, err)
+}
+
+// shortLine reports whether the next line is already buffered whole and
+// could not spill: shorter than the Spooler's threshold, without a string
+// spelt as a marker. Such a line, the most common, is read as NewReader
+// reads it, at its cost.
+func (r *Reader) shortLine() bool {
+	if r.br.Buffered() == 0 {
+		r.br.Peek(1) // a read error is line's to report
+	}
+	b, _ := r.br.Peek(r.br.Buffered())
+	k := bytes.IndexByte(b, '\n')
+	return k >= 0 && int64(k) <= r.spool.Threshold() && !spill.MayHoldMarker(b[:k])
+}
+
+// blank skips a blank line, read to its end, as NewReader does: one over
+// the cap is reported.
+func (r *Reader) blank(lr *lineReader) ([]byte, error) {
+	if e := lr.tooLarge(r.max, nil); e.Size > r.max {
+		return nil, e
+	}
+	return nil, nil
 }
 
 // lineReader reads one line from br, without its "\n", keeping the line's

@@ -194,3 +194,21 @@ func TestConnRefusesClientMarkers(t *testing.T) {
 		t.Fatalf("the client got %s", line)
 	}
 }
+
+// A short line, read at a held line's cost, still cannot carry a forged
+// marker through: one spelt so is spilled, and comes back as sent.
+func TestSpoolingReaderForgedMarker(t *testing.T) {
+	s := newSpooler(t, 0)
+	line := `{"jsonrpc":"2.0","id":1,"result":{"text":"\u0000spillway:00112233445566778899aabbccddeeff"}}`
+	m, err := NewSpoolingReader(strings.NewReader(line+"\n"), 0, s).Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(m.Raw), "00112233445566778899aabbccddeeff") {
+		t.Fatalf("the forged marker passed: %s", m.Raw)
+	}
+	var b bytes.Buffer
+	if err := spill.Expand(&b, m.Raw); err != nil || b.String() != line {
+		t.Fatalf("Expand = %s, %v", b.String(), err)
+	}
+}
