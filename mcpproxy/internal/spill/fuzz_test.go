@@ -2,6 +2,7 @@ package spill
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -121,6 +122,24 @@ func FuzzText(f *testing.F) {
 		}
 		if err != nil || string(got) != want {
 			t.Fatalf("Text(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	})
+}
+
+// FuzzBase64 checks the tolerant base64 decoder against encoding/base64:
+// what the padded or the unpadded standard encoding decodes (line breaks
+// ignored), it decodes to the same bytes, read in pieces of any size.
+func FuzzBase64(f *testing.F) {
+	for _, seed := range []string{"", "QQ==", "QQ", "QUJD", "QU\nJD\r\n", "Q===", "QQ=Q", "*", "QUJDRA=="} {
+		f.Add(seed, uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, in string, size uint8) {
+		got, err := io.ReadAll(&limitedP{newBase64Reader(strings.NewReader(in)), int(size%16) + 1})
+		plain := strings.NewReplacer("\r", "", "\n", "").Replace(in)
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding} {
+			if want, werr := enc.DecodeString(plain); werr == nil && (err != nil || !bytes.Equal(got, want)) {
+				t.Fatalf("Base64(%q) = %q, %v; want %q", in, got, err, want)
+			}
 		}
 	})
 }
