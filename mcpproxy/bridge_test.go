@@ -3,6 +3,7 @@ package mcpproxy_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -31,10 +32,25 @@ func sessionClient(t *testing.T, ctx context.Context, url, name string, token ..
 // receives sent to logs.
 func sessionClientLogs(t *testing.T, ctx context.Context, url, name string, logs chan<- string, token ...string) *mcp.ClientSession {
 	t.Helper()
+	return sessionClientWith(t, ctx, url, name, clientEvents{logs: logs}, token...)
+}
+
+// clientEvents are where a test client's notifications go (nil: nowhere).
+type clientEvents struct {
+	logs, progress chan<- string
+}
+
+func sessionClientWith(t *testing.T, ctx context.Context, url, name string, ev clientEvents, token ...string) *mcp.ClientSession {
+	t.Helper()
 	c := mcp.NewClient(&mcp.Implementation{Name: name, Version: "1"}, &mcp.ClientOptions{
 		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
-			if logs != nil {
-				logs <- string(req.Params.Level)
+			if ev.logs != nil {
+				ev.logs <- string(req.Params.Level)
+			}
+		},
+		ProgressNotificationHandler: func(_ context.Context, req *mcp.ProgressNotificationClientRequest) {
+			if ev.progress != nil {
+				ev.progress <- fmt.Sprint(req.Params.ProgressToken, " ", req.Params.Message)
 			}
 		},
 		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
@@ -194,8 +210,9 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // Two tenants' sessions call the same bridged upstream at once, with the
-// same request ids (each SDK client numbers from 1): each gets its own
-// results and answers only its own server requests.
+// same request ids (each SDK client numbers from 1) and the same progress
+// token: each gets its own results and progress, and answers only its own
+// server requests.
 func TestBridgeTenantsApart(t *testing.T) {
 	tenants, err := identity.ParseTenants("tok-aaaaaaaaaaaaaaaa=alice,tok-bbbbbbbbbbbbbbbb=bob")
 	if err != nil {
@@ -213,12 +230,19 @@ func TestBridgeTenantsApart(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			var wg sync.WaitGroup
+			progress := map[string]chan string{}
 			for _, name := range []string{"alice", "bob"} {
-				cs := sessionClient(t, ctx, url, name, token[name])
+				progress[name] = make(chan string, 1000)
+				cs := sessionClientWith(t, ctx, url, name, clientEvents{progress: progress[name]}, token[name])
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					for i := range 10 {
+						p := &mcp.CallToolParams{Name: "progress", Arguments: map[string]any{"text": name}}
+						p.SetProgressToken("tok")
+						if got := toolText(t)(cs.CallTool(ctx, p)); got != "progressed "+name {
+							t.Errorf("%s progress #%d: %q", name, i, got)
+						}
 						for tool, want := range map[string]string{
 							"sample": "sampled: " + name + " heard say " + name,
 							"elicit": "elicited: accept " + name,
@@ -237,6 +261,72 @@ func TestBridgeTenantsApart(t *testing.T) {
 				}()
 			}
 			wg.Wait()
+			for name, ch := range progress {
+				for n := 0; n < 30; n++ { // 3 per call, 10 calls
+					select {
+					case got := <-ch:
+						if got != "tok "+name {
+							t.Errorf("%s received progress %q", name, got)
+						}
+					case <-ctx.Done():
+						t.Fatalf("%s received %d progress notifications by the deadline, want 30", name, n)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A session-era client cancels a call while the bridge waits for its
+// answer to the upstream's elicitation: the call ends at once, the
+// answer that comes after is dropped (the call is not sent again), and
+// the session goes on.
+func TestBridgeCancelWhileAsking(t *testing.T) {
+	for _, up := range bridgeUpstreams(t) {
+		t.Run(up.name, func(t *testing.T) {
+			p, err := mcpproxy.New(mcpproxy.Options{Upstream: up.up})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a deadlock guard
+			defer cancel()
+			entered, late := make(chan struct{}), make(chan struct{})
+			c := mcp.NewClient(&mcp.Implementation{Name: "canceller", Version: "1"}, &mcp.ClientOptions{
+				ElicitationHandler: func(hctx context.Context, _ *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					close(entered)
+					select { // answers after the call was cancelled
+					case <-late:
+					case <-hctx.Done():
+					}
+					return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"name": "late"}}, nil
+				},
+			})
+			cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: serve(t, p)}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			callCtx, stop := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() {
+				_, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: "elicit"})
+				done <- err
+			}()
+			select {
+			case <-entered:
+			case <-ctx.Done():
+				t.Fatal("the elicitation never reached the client")
+			}
+			stop()
+			if err := <-done; err == nil {
+				t.Error("the cancelled call succeeded")
+			}
+			close(late)
+			// The session goes on.
+			if got := toolText(t)(cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "after"}})); got != "echo: after" {
+				t.Errorf("after the cancel: %q", got)
+			}
 		})
 	}
 }

@@ -9,7 +9,8 @@
 // (elicitation/create), "roots" (roots/list); "bigstate" elicits with a
 // requestState of 100 KiB and says whether it came back intact. "echo" answers its text,
 // "big" answers Big bytes of text (enough to be offloaded), "log" sends a
-// notifications/message at each level then answers, "touch" announces an
+// notifications/message at each level then answers, "progress" reports
+// progress with its text as the message, "touch" announces an
 // update of Resource and adds a tool named "added-" and its text (the
 // list of tools changes). It serves the
 // resource Resource and the prompt "greet".
@@ -131,6 +132,15 @@ func NewServer() *mcp.Server {
 				req.Session.Log(ctx, &mcp.LoggingMessageParams{Level: l, Logger: "eratest", Data: "at " + string(l)})
 			}
 			return result("logged"), nil, nil
+		})
+	mcp.AddTool(s, &mcp.Tool{Name: "progress", Description: "reports progress three times, its text as the message"},
+		func(ctx context.Context, req *mcp.CallToolRequest, in text) (*mcp.CallToolResult, any, error) {
+			if tok := req.Params.GetProgressToken(); tok != nil {
+				for i := range 3 {
+					req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i + 1), Total: 3, Message: in.Text})
+				}
+			}
+			return result("progressed " + in.Text), nil, nil
 		})
 	mcp.AddTool(s, &mcp.Tool{Name: "touch", Description: "updates the resource and adds a tool"},
 		func(ctx context.Context, _ *mcp.CallToolRequest, in text) (*mcp.CallToolResult, any, error) {
