@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"runtime"
+	"strconv"
 	"testing"
 
 	"github.com/spillway-dev/spillway/artifact"
@@ -58,10 +59,10 @@ func (b *bigText) sum() [32]byte {
 }
 
 // bigSSEServer is a session-era upstream written by hand whose one tool
-// answers with a single SSE event holding a text of n bytes, streamed
-// as it is produced and with the id last, as the TypeScript SDK writes
-// its responses.
-func bigSSEServer(t *testing.T, text *bigText) string {
+// answers with a single SSE event holding the result result writes,
+// streamed as it is produced and with the id last, as the TypeScript SDK
+// writes its responses.
+func bigSSEServer(t *testing.T, result func(io.Writer)) string {
 	return serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			ID     json.RawMessage `json:"id"`
@@ -79,9 +80,9 @@ func bigSSEServer(t *testing.T, text *bigText) string {
 		case "tools/call":
 			w.Header().Set("Content-Type", "text/event-stream")
 			bw := bufio.NewWriterSize(w, 64<<10)
-			io.WriteString(bw, `data: {"result":{"content":[{"type":"text","text":"`)
-			text.escaped(bw)
-			fmt.Fprintf(bw, "\"}]},\"jsonrpc\":\"2.0\",\"id\":%s}\n\n", req.ID)
+			io.WriteString(bw, `data: {"result":`)
+			result(bw)
+			fmt.Fprintf(bw, ",\"jsonrpc\":\"2.0\",\"id\":%s}\n\n", req.ID)
 			bw.Flush()
 		case "":
 			w.WriteHeader(http.StatusAccepted)
@@ -141,7 +142,28 @@ func allocated(f func()) uint64 {
 // times the output.
 func TestBigSSEOutputOffloaded(t *testing.T) {
 	text := newBigText(256 << 20)
-	up := bigSSEServer(t, text)
+	up := bigSSEServer(t, func(w io.Writer) {
+		io.WriteString(w, `{"content":[{"type":"text","text":"`)
+		text.escaped(w)
+		io.WriteString(w, `"}]}`)
+	})
+	svc, url := offloadingSpillway(t, up)
+	var size int64
+	var head []byte
+	n := allocated(func() { _, size, head = bigCall(t, url) })
+	t.Logf("allocated %d MB for a %d MB output; the agent got %d bytes", n>>20, text.n>>20, size)
+	if n > 64<<20 {
+		t.Errorf("allocated %d MB for a %d MB output", n>>20, text.n>>20)
+	}
+	if size > 8000 {
+		t.Fatalf("the agent got %d bytes: %.300s", size, head)
+	}
+	if want := text.sum(); artifactSum(t, svc, head, 0) != want {
+		t.Errorf("the artifact differs from the output")
+	}
+}
+
+func offloadingSpillway(t *testing.T, up string) (*artifact.Service, string) {
 	svc := newService(t)
 	eng, err := policy.New(context.Background(), policy.Options{})
 	if err != nil {
@@ -153,23 +175,26 @@ func TestBigSSEOutputOffloaded(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { p.Close() })
-	url := serve(t, p)
-	var size int64
-	var head []byte
-	n := allocated(func() { _, size, head = bigCall(t, url) })
-	t.Logf("allocated %d MB for a %d MB output; the agent got %d bytes", n>>20, text.n>>20, size)
-	if n > 64<<20 {
-		t.Errorf("allocated %d MB for a %d MB output", n>>20, text.n>>20)
+	return svc, serve(t, p)
+}
+
+// artifactSum is the SHA-256 of the k-th artifact a response (its start,
+// head) links to.
+func artifactSum(t *testing.T, svc *artifact.Service, head []byte, k int) (sum [32]byte) {
+	t.Helper()
+	rest := head
+	for ; ; k-- {
+		i := bytes.Index(rest, []byte(`"uri":"spillway://`))
+		if i < 0 {
+			t.Fatalf("no link %d in %s", k, head)
+		}
+		rest = rest[i+7:]
+		if k == 0 {
+			break
+		}
+		rest = rest[bytes.IndexByte(rest, '"'):]
 	}
-	if size > 8000 {
-		t.Fatalf("the agent got %d bytes: %.300s", size, head)
-	}
-	i := bytes.Index(head, []byte(`"uri":"spillway://`))
-	if i < 0 {
-		t.Fatalf("no link: %s", head)
-	}
-	uri := string(head[i+7 : i+7+bytes.IndexByte(head[i+7:], '"')])
-	id, _ := artifact.IDFromURI(uri)
+	id, _ := artifact.IDFromURI(string(rest[:bytes.IndexByte(rest, '"')]))
 	rc, err := svc.Store.Open(context.Background(), id, 0, -1)
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +202,94 @@ func TestBigSSEOutputOffloaded(t *testing.T) {
 	defer rc.Close()
 	h := sha256.New()
 	io.Copy(h, rc)
-	if want := text.sum(); !bytes.Equal(h.Sum(nil), want[:]) {
-		t.Errorf("the artifact differs from the output")
+	copy(sum[:], h.Sum(nil))
+	return sum
+}
+
+// A 500,000-row output (73 MB) in FastMCP's shape (one text item per row, the rows
+// again in structuredContent.result: no long string anywhere) is
+// offloaded without being held: both arrays go to disk as they arrive,
+// content becomes one link to the rows as a JSON array, and
+// structuredContent keeps its first rows. Before arrays spilled, the
+// message stayed whole in memory.
+func TestBigSSERowsOffloaded(t *testing.T) {
+	const rows = 500000
+	// row appends row i, its quotes escaped for a JSON string when esc is
+	// set; no allocation, so that what the test measures is Spillway's.
+	row := func(b []byte, i int, esc bool) []byte {
+		q := `"`
+		if esc {
+			q = `\"`
+		}
+		b = append(b, "{"+q+"id"+q+":"...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, ","+q+"customer"+q+":"+q+"customer "...)
+		b = strconv.AppendInt(b, int64(i), 10)
+		b = append(b, q+","+q+"amount"+q+":"...)
+		return append(strconv.AppendInt(b, int64(i)*7, 10), '}')
 	}
+	rowsSum := sha256.New()
+	buf := []byte{'['}
+	for i := range rows {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = row(buf, i, false)
+		rowsSum.Write(buf)
+		buf = buf[:0]
+	}
+	rowsSum.Write([]byte{']'})
+	var sent int64 // the result's bytes
+	up := bigSSEServer(t, func(w io.Writer) {
+		cw := &countWriter{w: w}
+		defer func() { sent = cw.n }()
+		w = cw
+		b := make([]byte, 0, 256)
+		io.WriteString(w, `{"content":[`)
+		for i := range rows {
+			b = b[:0]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"type":"text","text":"`...)
+			b = append(row(b, i, true), `"}`...)
+			w.Write(b)
+		}
+		io.WriteString(w, `],"structuredContent":{"result":[`)
+		for i := range rows {
+			b = b[:0]
+			if i > 0 {
+				b = append(b, ',')
+			}
+			w.Write(row(b, i, false))
+		}
+		io.WriteString(w, `]}}`)
+	})
+	svc, url := offloadingSpillway(t, up)
+	var size int64
+	var head []byte
+	n := allocated(func() { _, size, head = bigCall(t, url) })
+	t.Logf("allocated %d MB for %d rows (%d MB); the agent got %d bytes", n>>20, rows, sent>>20, size)
+	if n > 64<<20 || n > uint64(sent) {
+		t.Errorf("allocated %d MB for %d rows (%d MB)", n>>20, rows, sent>>20)
+	}
+	if size > 8000 {
+		t.Fatalf("the agent got %d bytes: %.300s", size, head)
+	}
+	var want [32]byte
+	copy(want[:], rowsSum.Sum(nil))
+	if artifactSum(t, svc, head, 0) != want || artifactSum(t, svc, head, 1) != want {
+		t.Errorf("the artifacts are not the rows as a JSON array")
+	}
+}
+
+type countWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }

@@ -31,16 +31,11 @@ type spills struct{}
 
 func (spills) Lookup(lit []byte) (offload.Spilled, bool) {
 	if s, ok := spill.Lookup(lit); ok {
-		return spilled{s}, true
+		return s, true
 	}
 	return nil, false
 }
 
-// spilled is a spilled string as the offloader reads it.
-type spilled struct{ *spill.String }
-
-func (spilled) Kind() string  { return "string" }
-func (spilled) First() []byte { return nil }
 func (spills) Release(lit []byte) {
 	if s, ok := spill.Lookup(lit); ok {
 		s.Release()

@@ -468,6 +468,12 @@ func (a *jsonAn) push(c byte, b []byte, i int, v vctx) {
 			fr.isChildren, fr.nodeDepth = true, parent.nodeDepth
 		}
 	}
+	if n := len(a.frames); n < cap(a.frames) {
+		// The slot's last frame is gone, and what kept its capture kept a
+		// copy: its buffer serves the next row (millions of rows, one
+		// buffer).
+		fr.capt = a.frames[:n+1][n].capt[:0]
+	}
 	a.frames = append(a.frames, fr)
 }
 

@@ -271,24 +271,96 @@ func contentUnit(s Spilled) (u unit, count int) {
 
 // eachText calls f with the text of each item of a content array read
 // from r, ok false for an item that is not a text item, until f returns
-// false.
+// false. text is valid until f returns; nothing is allocated per item
+// (a content may hold millions).
 func eachText(r io.Reader, f func(text []byte, ok bool) bool) {
-	dec := json.NewDecoder(bufio.NewReaderSize(r, 32<<10))
-	if t, err := dec.Token(); err != nil || t != json.Delim('[') {
+	br := bufio.NewReaderSize(r, 32<<10)
+	var el, text []byte
+	if c, err := skipSpace(br); err != nil || c != '[' {
 		return
 	}
-	var it struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	for dec.More() {
-		it.Type, it.Text = "", ""
-		if dec.Decode(&it) != nil {
+	for {
+		c, err := skipSpace(br)
+		if err != nil || c == ']' {
+			return
+		}
+		br.UnreadByte()
+		if el, err = nextValue(br, el[:0]); err != nil {
 			f(nil, false)
 			return
 		}
-		if !f([]byte(it.Text), it.Type == "text") {
+		lit := jsonrpc.RawMember(el, "text")
+		ok := bytes.Equal(jsonrpc.RawMember(el, "type"), []byte(`"text"`)) && len(lit) >= 2 && lit[0] == '"'
+		text = text[:0]
+		if ok {
+			text = appendDecoded(text, lit)
+		}
+		if !f(text, ok) {
 			return
+		}
+		if c, err = skipSpace(br); err != nil || c != ',' {
+			return
+		}
+	}
+}
+
+// appendDecoded appends the value of the string literal lit to b.
+func appendDecoded(b []byte, lit []byte) []byte {
+	r := newStringReader(lit)
+	var chunk [4096]byte
+	for {
+		n, err := r.Read(chunk[:])
+		b = append(b, chunk[:n]...)
+		if err != nil {
+			return b
+		}
+	}
+}
+
+func skipSpace(br *bufio.Reader) (byte, error) {
+	for {
+		c, err := br.ReadByte()
+		if err != nil || (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+			return c, err
+		}
+	}
+}
+
+// nextValue appends the next JSON value of br (valid JSON: the transport
+// checked it) to b, without the byte that ends a number or literal.
+func nextValue(br *bufio.Reader, b []byte) ([]byte, error) {
+	depth, inStr, esc := 0, false, false
+	for {
+		c, err := br.ReadByte()
+		if err != nil {
+			return b, err
+		}
+		switch {
+		case inStr:
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+		case c == '"':
+			inStr = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			depth--
+		case depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			br.UnreadByte()
+			return b, nil
+		}
+		b = append(b, c)
+		if depth == 0 && !inStr && (c == '}' || c == ']' || c == '"') {
+			return b, nil
+		}
+		if depth < 0 {
+			return b, io.ErrUnexpectedEOF
 		}
 	}
 }

@@ -23,6 +23,7 @@
 package owned
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,6 +39,7 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/offload"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 )
 
 // Version20260728 is the first stateless protocol revision: its results
@@ -218,6 +220,10 @@ func (o *Methods) After(ctx context.Context, c *Call, resp *jsonrpc.Message) (ou
 		return jsonrpc.ErrorResponse(resp.ID, jsonrpc.CodeUpstream, errInvalidResult)
 	}
 	switch c.Method {
+	case "initialize", "server/discover", "resources/list", "resources/templates/list", "tools/list":
+		resp = inMemory(resp) // results the proxy reads and extends
+	}
+	switch c.Method {
 	case "initialize", "server/discover":
 		if resp.Error != nil {
 			return resp
@@ -281,6 +287,25 @@ func (o *Methods) After(ctx context.Context, c *Call, resp *jsonrpc.Message) (ou
 		return o.offload(ctx, c, resp)
 	}
 	return resp
+}
+
+// maxInMemory bounds a result inMemory puts back together.
+const maxInMemory = 64 << 20
+
+// inMemory returns resp with the values the transport spilled put back
+// (a tools/list of 10,000 tools has its array on disk), so that the
+// result can be read and extended; one past maxInMemory stays as it is
+// (and is refused as unreadable).
+func inMemory(resp *jsonrpc.Message) *jsonrpc.Message {
+	if !spill.HasMarkers(resp.Result) || spill.ExpandedLen(resp.Result) > maxInMemory {
+		return resp
+	}
+	var b bytes.Buffer
+	b.Grow(int(spill.ExpandedLen(resp.Result)))
+	if spill.Expand(&b, resp.Result) != nil {
+		return resp
+	}
+	return resp.WithResult(b.Bytes())
 }
 
 // offload rewrites a tools/call or upstream resources/read result. A

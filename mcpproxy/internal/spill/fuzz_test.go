@@ -23,6 +23,7 @@ func FuzzRead(f *testing.F) {
 		`{"result":{"content":[{"type":"text","text":"hello, world"}]},"jsonrpc":"2.0","id":1}`,
 		`{"a":"\ud83d\ude00\u0000\n","b":[1,-2.5e+3,true,false,null],"c":{}}`,
 		` [ "\u0000spillway:00112233445566778899aabbccddeeff" , "x\"y" ] `,
+		`{"result":{"content":[{"type":"text","text":"row 1"},{"type":"text","text":"row 2"},{"type":"text","text":"a longer row, with a string that spills on its own"},{"type":"text","text":"row 4"}],"structuredContent":{"result":[1,2,3,[4,5,6,7,8,9],10,11,12]}},"id":1}`,
 		`"raw \xff bytes \xc3"`, `[[[[[]]]]]`, `{"a" 1}`, `"\q"`, `01`, `  `,
 	} {
 		f.Add([]byte(seed), uint8(4), uint16(0))
@@ -35,7 +36,10 @@ func FuzzRead(f *testing.F) {
 		s := spoolers[threshold]
 		if s == nil {
 			var err error
-			if s, err = New(Options{Dir: dir, Threshold: int64(threshold) + int64(markerLen)}); err != nil {
+			// Arrays move out whole past a few elements: small ones, so
+			// that the seeds' arrays do.
+			if s, err = New(Options{Dir: dir, Threshold: int64(threshold) + int64(markerLen),
+				ArrayThreshold: 4*int64(threshold) + int64(markerLen)}); err != nil {
 				t.Fatal(err)
 			}
 			spoolers[threshold] = s
@@ -86,7 +90,8 @@ func FuzzRead(f *testing.F) {
 	})
 }
 
-// checkText compares a spilled string's Text with encoding/json's decoding.
+// checkText compares a spilled string's Text with encoding/json's
+// decoding; for an array, its First and Count with encoding/json's.
 func checkText(t *testing.T, marker []byte) {
 	t.Helper()
 	x, ok := Lookup(marker)
@@ -96,6 +101,24 @@ func checkText(t *testing.T, marker []byte) {
 	raw, err := io.ReadAll(x.Raw())
 	if err != nil {
 		t.Fatal(err)
+	}
+	if x.Kind() == "array" {
+		var all, first []json.RawMessage
+		if err := json.Unmarshal(raw, &all); err != nil {
+			t.Fatalf("spilled %q is no JSON array: %v", raw, err)
+		}
+		if err := json.Unmarshal(x.First(), &first); err != nil || len(first) > len(all) || len(x.First()) > FirstMax {
+			t.Fatalf("First %q of %q: %v", x.First(), raw, err)
+		}
+		for k := range first {
+			if !bytes.Equal(first[k], all[k]) {
+				t.Fatalf("First %q is not the start of %q", x.First(), raw)
+			}
+		}
+		if x.Count() != int64(len(all)) {
+			t.Fatalf("Count %d, %q holds %d", x.Count(), raw, len(all))
+		}
+		return
 	}
 	var want string
 	if err := json.Unmarshal([]byte(`"`+string(raw)+`"`), &want); err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -102,6 +103,13 @@ type scanner struct {
 	f      *file // this message's spill file, once a string spilled
 	msg    *message
 	forged int // strings spelt as markers, spilled
+
+	starts   []int // where each open container's bracket is in out
+	arr      bool  // an array is moving to the file whole (spilling is set too)
+	arrDepth int   // len(stack) with that array open
+	arrOff   int64
+	arrFirst []byte
+	arrCount int64
 }
 
 // maxForged bounds the strings spelt as markers one message may hold. No
@@ -181,20 +189,137 @@ func (s *scanner) write(p []byte) error {
 
 // startSpill sends the current string, so far in out, to the file.
 func (s *scanner) startSpill() error {
-	if s.f == nil {
-		f, err := createUnlinked(s.sp.o.Dir)
-		if err != nil {
-			return err
-		}
-		s.f = &file{sp: s.sp, f: f}
-		s.f.refs.Store(1) // Read's own
-		s.msg = &message{sp: s.sp}
+	if err := s.openFile(); err != nil {
+		return err
 	}
 	s.spilling = true
 	s.strOff = s.f.size
 	p := s.out[s.strStart+1:]
 	s.out = s.out[:s.strStart]
 	return s.write(p)
+}
+
+// openFile starts the message's spill file.
+func (s *scanner) openFile() error {
+	if s.f != nil {
+		return nil
+	}
+	f, err := createUnlinked(s.sp.o.Dir)
+	if err != nil {
+		return err
+	}
+	s.f = &file{sp: s.sp, f: f}
+	s.f.refs.Store(1) // Read's own
+	s.msg = &message{sp: s.sp}
+	return nil
+}
+
+// startArray sends the innermost array, so far in out, to the file, its
+// strings that spilled on their own put back in it: from here to its
+// closing bracket everything read goes to the file.
+func (s *scanner) startArray() error {
+	if err := s.flush(); err != nil {
+		return err
+	}
+	if err := s.openFile(); err != nil {
+		return err
+	}
+	start := s.starts[len(s.starts)-1]
+	p := s.out[start:]
+	s.arrOff = s.f.size
+	s.arrFirst, s.arrCount = firstElements(p)
+	if err := s.writeExpanded(p); err != nil {
+		return err
+	}
+	s.out = s.out[:start]
+	s.spilling, s.arr, s.arrDepth = true, true, len(s.stack)
+	return nil
+}
+
+// endArray ends the array moving to the file (its closing bracket just
+// read) and puts its marker in out.
+func (s *scanner) endArray() error {
+	if err := s.flush(); err != nil {
+		return err
+	}
+	s.spilling, s.arr = false, false
+	x := &String{id: newID(), msg: s.msg, f: s.f, off: s.arrOff, n: s.f.size - s.arrOff,
+		array: true, first: s.arrFirst, count: s.arrCount}
+	s.arrFirst = nil
+	s.f.refs.Add(1)
+	s.msg.strs = append(s.msg.strs, x)
+	s.out = append(append(append(s.out, markerPrefix...), x.id...), '"')
+	return s.checkInline()
+}
+
+// writeExpanded writes p to the file with the markers of this message's
+// strings replaced by the strings, which are then no longer its own.
+func (s *scanner) writeExpanded(p []byte) error {
+	at := 0
+	for _, sp := range markers(p) {
+		id := string(p[sp[0]+len(markerPrefix) : sp[1]-1])
+		k := slices.IndexFunc(s.msg.strs, func(x *String) bool { return x.id == id })
+		if k < 0 {
+			continue // cannot happen: every marker in out is this message's
+		}
+		x := s.msg.strs[k]
+		if err := s.write(p[at : sp[0]+1]); err != nil {
+			return err
+		}
+		if err := s.copyWithin(x.off, x.n); err != nil {
+			return err
+		}
+		at = sp[1] - 1
+		s.msg.strs = slices.Delete(s.msg.strs, k, k+1)
+		s.f.unref()
+	}
+	return s.write(p[at:])
+}
+
+// copyWithin appends n bytes of the file from off to its end.
+func (s *scanner) copyWithin(off, n int64) error {
+	buf := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(buf)
+	for n > 0 {
+		k, err := s.f.f.ReadAt((*buf)[:min(int64(len(*buf)), n)], off)
+		if k > 0 {
+			if err := s.write((*buf)[:k]); err != nil {
+				return err
+			}
+		}
+		if err != nil && k == 0 {
+			return fmt.Errorf("spill: reading a spill file: %w", err)
+		}
+		off, n = off+int64(k), n-int64(k)
+	}
+	return nil
+}
+
+// firstElements returns the elements p (an array's start, "[" and whole
+// elements) begins with, as a JSON array of at most FirstMax bytes that
+// stops before an element holding a marker, and how many elements p
+// holds.
+func firstElements(p []byte) (first []byte, count int64) {
+	first = []byte{'['}
+	open := true
+	i := jsonrpc.SkipSpace(p, 1)
+	for i < len(p) {
+		e := jsonrpc.SkipValue(p, i)
+		count++
+		if el := p[i:e]; open && len(first)+len(el)+2 <= FirstMax && !bytes.Contains(el, []byte(markerPrefix[1:])) {
+			if len(first) > 1 {
+				first = append(first, ',')
+			}
+			first = append(first, el...)
+		} else {
+			open = false
+		}
+		i = jsonrpc.SkipSpace(p, e)
+		if i < len(p) && p[i] == ',' {
+			i = jsonrpc.SkipSpace(p, i+1)
+		}
+	}
+	return append(first, ']'), count
 }
 
 // abort frees what a failed Read spilled.
@@ -271,6 +396,7 @@ func (s *scanner) run() error {
 				return malformed("nesting deeper than %d", MaxDepth)
 			}
 			s.stack = append(s.stack, c)
+			s.starts = append(s.starts, len(s.out)+s.i-s.mark)
 			s.i++
 			d, err := s.next("a member or element")
 			if err != nil {
@@ -278,7 +404,7 @@ func (s *scanner) run() error {
 			}
 			if d == c+2 { // '}' or ']'
 				s.i++
-				s.stack = s.stack[:len(s.stack)-1]
+				s.stack, s.starts = s.stack[:len(s.stack)-1], s.starts[:len(s.starts)-1]
 				break
 			}
 			if c == '{' {
@@ -317,11 +443,26 @@ func (s *scanner) run() error {
 			top := s.stack[len(s.stack)-1]
 			if c == top+2 {
 				s.i++
-				s.stack = s.stack[:len(s.stack)-1]
+				closed := s.arr && len(s.stack) == s.arrDepth
+				s.stack, s.starts = s.stack[:len(s.stack)-1], s.starts[:len(s.starts)-1]
+				if closed {
+					if err := s.endArray(); err != nil {
+						return err
+					}
+				}
 				continue
 			}
 			if c != ',' {
 				return malformed("unexpected %q after a value", c)
+			}
+			if top == '[' && !s.arr && len(s.stack) >= 2 &&
+				int64(len(s.out)+s.i-s.mark-s.starts[len(s.starts)-1]) > s.sp.o.ArrayThreshold {
+				if err := s.startArray(); err != nil {
+					return err
+				}
+			}
+			if s.arr && len(s.stack) == s.arrDepth {
+				s.arrCount++
 			}
 			s.i++
 			if top == '{' {
@@ -512,6 +653,11 @@ func (s *scanner) str() error {
 // string, one longer than the threshold, or one spelt as a marker becomes a
 // marker.
 func (s *scanner) endString() error {
+	if s.arr { // inside an array on its way to the file: nothing to do
+		s.i++
+		s.inString = false
+		return nil
+	}
 	if s.spilling {
 		if err := s.flush(); err != nil { // the rest, without the quote
 			return err

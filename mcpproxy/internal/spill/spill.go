@@ -50,6 +50,11 @@ const (
 	DefaultThreshold = 64 << 10
 	DefaultMaxBytes  = 4 << 30
 	DefaultTTL       = 15 * time.Minute
+	// DefaultArrayThreshold is the zero Options' ArrayThreshold.
+	DefaultArrayThreshold = 4 << 20
+	// FirstMax bounds what a spilled array keeps in memory of its first
+	// elements (see String.First).
+	FirstMax = 64 << 10
 	// MaxDepth bounds the nesting of arrays and objects in a message (the
 	// same as encoding/json's).
 	MaxDepth = 10000
@@ -79,6 +84,12 @@ type Options struct {
 	// (≤ 0: DefaultThreshold). It is at least a marker's length (49), so
 	// that spilling never makes a message longer.
 	Threshold int64
+	// ArrayThreshold: an array (not the message itself) whose bytes pass
+	// this many, at the end of one of its elements, moves to disk whole,
+	// the strings in it included: a message of many small values (a
+	// tool's rows, one content item per row) never stays in memory
+	// either (≤ 0: DefaultArrayThreshold).
+	ArrayThreshold int64
 	// MaxBytes bounds the bytes alive in this Spooler's spill files at
 	// once (≤ 0: DefaultMaxBytes).
 	MaxBytes int64
@@ -108,6 +119,10 @@ func New(o Options) (*Spooler, error) {
 		o.Threshold = DefaultThreshold
 	}
 	o.Threshold = max(o.Threshold, int64(markerLen))
+	if o.ArrayThreshold <= 0 {
+		o.ArrayThreshold = DefaultArrayThreshold
+	}
+	o.ArrayThreshold = max(o.ArrayThreshold, int64(markerLen))
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultMaxBytes
 	}
@@ -220,7 +235,28 @@ type String struct {
 	off  int64
 	n    int64
 	gone bool // dropped; under registry.mu
+
+	array bool   // an array moved out whole, not a string
+	first []byte // an array's first elements, as a JSON array
+	count int64  // an array's elements
 }
+
+// Kind is "array" for an array moved out whole, "string" otherwise.
+func (x *String) Kind() string {
+	if x.array {
+		return "array"
+	}
+	return "string"
+}
+
+// First is an array's first elements as a JSON array, byte for byte, as
+// many as fit in FirstMax (the elements before the first that holds a
+// string spilled on its own): what a preview shows of it. nil for a
+// string.
+func (x *String) First() []byte { return x.first }
+
+// Count is an array's number of elements; 0 for a string.
+func (x *String) Count() int64 { return x.count }
 
 // drop takes x out of the registry and gives its file reference back.
 func (x *String) drop() {
@@ -250,11 +286,12 @@ func (x *String) drop() {
 // once they are stored). Safe to call more than once.
 func (x *String) Release() { x.drop() }
 
-// Len is the string's escaped length, without its quotes.
+// Len is the string's escaped length, without its quotes; an array's
+// length.
 func (x *String) Len() int64 { return x.n }
 
-// Raw returns the escaped bytes as sent, without quotes: a fresh reader on
-// each call.
+// Raw returns the escaped bytes as sent, without quotes (an array: as
+// sent, brackets included): a fresh reader on each call.
 func (x *String) Raw() io.Reader { return io.NewSectionReader(x.f.f, x.off, x.n) }
 
 // Text returns the string's value: its escapes decoded to UTF-8 as
@@ -381,13 +418,17 @@ func Expand(w io.Writer, raw []byte) error {
 	defer copyBufs.Put(buf)
 	at := 0
 	for i, sp := range spans {
-		if _, err := w.Write(raw[at : sp[0]+1]); err != nil { // up to the quote
+		q := 1 // a string keeps the marker's quotes, an array does not
+		if xs[i].array {
+			q = 0
+		}
+		if _, err := w.Write(raw[at : sp[0]+q]); err != nil {
 			return err
 		}
 		if _, err := io.CopyBuffer(onlyWriter{w}, xs[i].Raw(), *buf); err != nil {
 			return err
 		}
-		at = sp[1] - 1 // from the closing quote
+		at = sp[1] - q
 	}
 	_, err := w.Write(raw[at:])
 	return err
@@ -404,7 +445,10 @@ func ExpandedLen(raw []byte) int64 {
 	n := int64(len(raw))
 	for _, sp := range markers(raw) {
 		if x, ok := Lookup(raw[sp[0]:sp[1]]); ok {
-			n += x.n + 2 - int64(markerLen)
+			n += x.n - int64(markerLen)
+			if !x.array {
+				n += 2
+			}
 		}
 	}
 	return n
