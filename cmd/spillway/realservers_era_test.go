@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -97,7 +98,9 @@ func rsEraClient(t *testing.T, rt rsTools, name string, conn ...string) eraRepor
 // round trips the server asks for, reads the resource, gets the prompt,
 // and a large output is offloaded to a link that serves the bytes.
 // Two clients run at once, on two sessions, each getting only its own
-// answers.
+// answers. Side by side, the npm mcp-proxy 6.7.19 in front of the same
+// stdio server: whatever passes through it must pass through Spillway (it
+// cannot start: it initializes its child, which refuses).
 func TestRealServersEraBridge(t *testing.T) {
 	rt := rsSetup(t)
 	bin, err := eraServerBin()
@@ -114,6 +117,9 @@ func TestRealServersEraBridge(t *testing.T) {
 		t.Logf("directly: %s", rep.Error)
 	})
 
+	// What passes through the npm mcp-proxy 6.7.19 in front of the same
+	// stdio server must pass through Spillway.
+	viaMCPProxy := rsMCPProxyEra(t, rt, bin)
 	for mode, extra := range map[string][]string{
 		"http":  {"--upstream-url", upURL},
 		"stdio": {"--upstream-cmd", bin},
@@ -137,9 +143,83 @@ func TestRealServersEraBridge(t *testing.T) {
 			for name, rep := range reps {
 				rsCheckEra(t, name, rep)
 			}
+			for step := range viaMCPProxy {
+				if !rsEraPassed(reps["alice"], step) {
+					t.Errorf("%s passes through mcp-proxy 6.7.19 but not through Spillway", step)
+				}
+			}
 			rsInspectEra(t, rt, base+"/mcp", token)
 		})
 	}
+}
+
+// rsEraPassed reports whether the report's step (or "connect") passed.
+func rsEraPassed(rep *eraReport, step string) bool {
+	if rep.Error != "" {
+		return false
+	}
+	if step == "connect" {
+		return true
+	}
+	for _, s := range rep.Steps {
+		if s.Step == step {
+			return s.Error == ""
+		}
+	}
+	return false
+}
+
+// rsMCPProxyEra runs the eraclient through the npm mcp-proxy 6.7.19 in
+// front of the stateless-only stdio server and returns the steps that
+// passed ("connect" when it connected). mcp-proxy initializes its child at
+// start, so it may exit before it listens: then nothing passed.
+func rsMCPProxyEra(t *testing.T, rt rsTools, server string) map[string]bool {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	out := new(policytest.Buffer)
+	cmd := exec.Command(rt.node, filepath.Join(rt.npm, "mcp-proxy", "dist", "bin", "mcp-proxy.mjs"),
+		"--host", "127.0.0.1", "--port", port, "--server", "stream", "--", server)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() { cmd.Process.Kill(); <-exited })
+	passed := map[string]bool{}
+	for deadline := time.Now().Add(time.Minute); ; { // a deadlock guard
+		select {
+		case <-exited:
+			t.Logf("mcp-proxy 6.7.19 exited before listening: %s", rsTail(out.String()))
+			return passed
+		default:
+		}
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("mcp-proxy neither listens nor exits: %s", rsTail(out.String()))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	rep := rsEraClient(t, rt, "alice", "http", "http://"+addr+"/mcp", "")
+	if rep.Error == "" {
+		passed["connect"] = true
+		for _, s := range rep.Steps {
+			if s.Error == "" {
+				passed[s.Step] = true
+			}
+		}
+	}
+	t.Logf("through mcp-proxy 6.7.19: %v (%s)", passed, rep.Error)
+	return passed
 }
 
 // rsCheckEra checks one client's report of the bridged server.
