@@ -63,7 +63,7 @@ func writeBig(w io.Writer, id string, n int) error {
 // that line and dies.
 func TestSpillChild(t *testing.T) {
 	mode := childMode()
-	if mode != "spillbig" && mode != "spilldie" {
+	if mode != "spillbig" && mode != "spilldie" && mode != "spillimage" {
 		t.Skip("the hostile-size child of TestSpillRelay")
 	}
 	n, _ := strconv.Atoi(os.Args[len(os.Args)-1])
@@ -91,7 +91,11 @@ func TestSpillChild(t *testing.T) {
 				}
 				os.Exit(1)
 			}
-			writeBig(os.Stdout, string(m.ID), n)
+			if mode == "spillimage" {
+				writeBigImage(os.Stdout, string(m.ID), n)
+			} else {
+				writeBig(os.Stdout, string(m.ID), n)
+			}
 			os.Stdout.WriteString("\n")
 		default:
 			fmt.Printf(`{"jsonrpc":"2.0","id":%s,"result":{}}`+"\n", m.ID)

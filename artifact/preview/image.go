@@ -28,15 +28,31 @@ func (a *imageAn) write(p []byte) {
 	if a.over {
 		return
 	}
-	if len(a.buf)+len(p) > maxImageBytes {
+	// Without a thumbnail to draw (not asked for, or the image is known
+	// to be too large for one) the header is all the size needs.
+	limit := maxImageBytes
+	if !a.o.Thumbnail || a.o.Size > maxImageBytes {
+		limit = imageHeaderBytes
+	}
+	if len(a.buf)+len(p) > limit {
 		a.over = true
-		if len(a.buf) < sniffSize {
-			a.buf = append(a.buf, p[:sniffSize-len(a.buf)]...)
+		keep := min(len(a.buf)+len(p), imageHeaderBytes)
+		if len(a.buf) < keep {
+			a.buf = append(a.buf, p[:keep-len(a.buf)]...)
 		}
+		if cap(a.buf) > 2*imageHeaderBytes {
+			a.buf = append([]byte(nil), a.buf[:keep]...) // give the rest back
+		}
+		a.buf = a.buf[:keep]
 		return
 	}
 	a.buf = append(a.buf, p...)
 }
+
+// imageHeaderBytes is what an image keeps when it is not drawn: enough
+// for its size to be read (a JPEG's frame header may follow a large
+// Exif block).
+const imageHeaderBytes = 1 << 20
 
 func (a *imageAn) finish(pv *Preview) []section {
 	f := &pv.Facts

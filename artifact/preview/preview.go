@@ -70,6 +70,10 @@ type Options struct {
 	// ThumbMax is the thumbnail's longest side in pixels; 0 means
 	// DefaultThumbMax.
 	ThumbMax int
+	// Size is the content's size when the caller knows it in advance, 0
+	// if not: an image too large to draw is then not kept while it
+	// streams past.
+	Size int64
 }
 
 // Preview is what a Builder found.

@@ -120,7 +120,7 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 	id := artifact.NewID()
 	fileName := fmt.Sprintf("%s-%s-%s%s", safeName(name), u.label(), id[:6], extension(mime))
 	pb := preview.New(preview.Options{MimeType: mime, Name: fileName, Budget: w.previewBudget,
-		Thumbnail: u.kind == "image" && !f.o.NoThumbnails, ThumbMax: f.o.ThumbMax})
+		Thumbnail: u.kind == "image" && !f.o.NoThumbnails, ThumbMax: f.o.ThumbMax, Size: u.size})
 	src := u.open()
 	if c, ok := src.(io.Closer); ok {
 		defer c.Close() // a store that stops early must not leave the source's writer waiting
