@@ -73,9 +73,9 @@ func TestBigOffloadStdio(t *testing.T) {
 				t.Fatal(err)
 			}
 			p, err := mcpproxy.New(mcpproxy.Options{
-				Upstream: &mcpproxy.CommandUpstream{Command: os.Args[0], Args: []string{"-test.run=^TestSpillChild$", "--", mode, strconv.Itoa(n)}},
+				Upstream:  &mcpproxy.CommandUpstream{Command: os.Args[0], Args: []string{"-test.run=^TestSpillChild$", "--", mode, strconv.Itoa(n)}},
 				Artifacts: svc, Offloader: mcpproxy.NewOffloader(svc, eng, mcpproxy.OffloadOptions{}),
-				SpillDir:  t.TempDir()})
+				SpillDir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}
