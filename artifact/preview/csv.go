@@ -151,8 +151,7 @@ func cellType(v string) int {
 	if v == "" || v == "NULL" || v == "null" {
 		return tNull
 	}
-	switch strings.ToLower(v) {
-	case "true", "false":
+	if strings.EqualFold(v, "true") || strings.EqualFold(v, "false") { // no lower-cased copy of every cell
 		return tBool
 	}
 	c := v[0]

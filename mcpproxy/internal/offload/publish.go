@@ -121,6 +121,7 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 	fileName := fmt.Sprintf("%s-%s-%s%s", safeName(name), u.label(), id[:6], extension(mime))
 	pb := preview.New(preview.Options{MimeType: mime, Name: fileName, Budget: w.previewBudget,
 		Thumbnail: u.kind == "image" && !f.o.NoThumbnails, ThumbMax: f.o.ThumbMax, Size: u.size})
+	aside := newAside(pb) // the preview is built beside the store's write and hash
 	src := u.open()
 	if c, ok := src.(io.Closer); ok {
 		defer c.Close() // a store that stops early must not leave the source's writer waiting
@@ -131,7 +132,8 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 		MimeType: mime,
 		Tenant:   c.Tenant,
 		Source:   source,
-	}, io.TeeReader(src, pb), artifact.LinkOptions{TTL: ttl, Tenant: c.Tenant, Audience: d.Audience, Source: "offload"})
+	}, io.TeeReader(src, aside), artifact.LinkOptions{TTL: ttl, Tenant: c.Tenant, Audience: d.Audience, Source: "offload"})
+	aside.Close()
 	if err != nil {
 		return nil, &errStore{err}
 	}
@@ -152,3 +154,47 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 // base64Decoder decodes standard base64, the encoding MCP gives binary
 // data.
 func base64Decoder(r io.Reader) io.Reader { return base64.NewDecoder(base64.StdEncoding, r) }
+
+// aside hands what is written to w on a goroutine of its own, a few
+// chunks ahead (bounded: asideChunks of what the store reads at a time),
+// so that a large unit's preview is built beside the store's copy and
+// hash rather than after each chunk of it. Close waits for w to have
+// everything. Write never fails; w's own errors are w's to keep.
+type aside struct {
+	ch   chan []byte
+	free chan []byte
+	done chan struct{}
+}
+
+const asideChunks = 4
+
+func newAside(w io.Writer) *aside {
+	a := &aside{ch: make(chan []byte, asideChunks), free: make(chan []byte, asideChunks+1), done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		for b := range a.ch {
+			w.Write(b)
+			select {
+			case a.free <- b[:0]:
+			default:
+			}
+		}
+	}()
+	return a
+}
+
+func (a *aside) Write(p []byte) (int, error) {
+	var b []byte
+	select {
+	case b = <-a.free:
+	default:
+	}
+	a.ch <- append(b, p...)
+	return len(p), nil
+}
+
+// Close ends the stream and waits for w to have it all.
+func (a *aside) Close() {
+	close(a.ch)
+	<-a.done
+}
