@@ -654,6 +654,7 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 		open[jsonrpc.Key(id)] = id
 	}
 	sr := sse.NewReader(resp.Body, rl.o.MaxMessage)
+	defer sr.Release()
 	if rl.o.Spool != nil {
 		sr.Spool(rl.o.Spool)
 	}

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -191,7 +192,22 @@ func NewReader(src io.Reader, maxEvent int64) *Reader {
 	if maxEvent <= 0 {
 		maxEvent = DefaultMaxEvent
 	}
-	return &Reader{src: src, buf: make([]byte, 32<<10), max: maxEvent}
+	return &Reader{src: src, buf: (*readBufs.Get().(*[]byte))[:readBufSize], max: maxEvent}
+}
+
+const readBufSize = 32 << 10
+
+// readBufs are Readers' buffers: a relay makes a Reader per POST.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, readBufSize); return &b }}
+
+// Release gives rd's buffer back for another Reader; rd must not be used
+// after. Events already returned are the caller's (their data is a copy).
+func (rd *Reader) Release() {
+	if rd.buf != nil {
+		b := rd.buf[:readBufSize]
+		rd.buf, rd.r, rd.w = nil, 0, 0
+		readBufs.Put(&b)
+	}
 }
 
 // LastEventID is the value of the last id field read, the one to resume
