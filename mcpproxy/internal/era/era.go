@@ -128,8 +128,9 @@ func Probe(ctx context.Context, ask Ask) (Eras, error) {
 // not probed once per request. Create it with NewCache or Fixed; safe
 // for concurrent use.
 type Cache struct {
-	probe func(ctx context.Context) (Eras, error)
-	fixed bool
+	probe      func(ctx context.Context) (Eras, error)
+	fixed      bool
+	retryAfter time.Duration
 
 	mu      sync.Mutex
 	known   *Eras
@@ -139,13 +140,13 @@ type Cache struct {
 }
 
 // RetryAfter is how long a failed probe's error is answered before the
-// upstream is probed again.
-const RetryAfter = time.Second
+// upstream is probed again (a probe of a stdio upstream starts a process).
+const RetryAfter = 10 * time.Second
 
 // NewCache returns a cache that learns with probe (typically Probe on a
 // fresh connection).
 func NewCache(probe func(ctx context.Context) (Eras, error)) *Cache {
-	return &Cache{probe: probe}
+	return &Cache{probe: probe, retryAfter: RetryAfter}
 }
 
 // Fixed returns a cache that knows e and never probes (the eras are
@@ -164,7 +165,7 @@ func (c *Cache) Get(ctx context.Context) (Eras, error) {
 			c.mu.Unlock()
 			return e, nil
 		}
-		if c.lastErr != nil && time.Since(c.errAt) < RetryAfter {
+		if c.lastErr != nil && time.Since(c.errAt) < c.retryAfter {
 			err := c.lastErr
 			c.mu.Unlock()
 			return Eras{}, err

@@ -144,10 +144,11 @@ func TestCacheError(t *testing.T) {
 		}
 		return Eras{Versions: []string{"2026-07-28"}}, nil
 	})
+	c.retryAfter = 100 * time.Millisecond
 	if _, err := c.Get(context.Background()); !errors.Is(err, down) {
 		t.Fatalf("first Get: %v, want the probe's error", err)
 	}
-	// Within RetryAfter the error is answered, not probed again.
+	// Within retryAfter the error is answered, not probed again.
 	if _, err := c.Get(context.Background()); !errors.Is(err, down) || probes.Load() != 1 {
 		t.Fatalf("second Get: %v after %d probes", err, probes.Load())
 	}
@@ -163,7 +164,7 @@ func TestCacheError(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the upstream was never probed again")
 		}
-		time.Sleep(RetryAfter / 4)
+		time.Sleep(c.retryAfter / 4)
 	}
 }
 
