@@ -1,6 +1,7 @@
 package mcpproxy_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/mcpproxy"
@@ -292,6 +294,78 @@ func TestStatelessBridgeTenantsApart(t *testing.T) {
 				}()
 			}
 			wg.Wait()
+		})
+	}
+}
+
+// TestStatelessBridgeListen: a 2026-07-28 client's subscriptions/listen in front of
+// a session-era server: acknowledged with what the server can give, and
+// resources/updated for the subscribed resource arrives on the stream,
+// named by the stream's subscription id, once a call starts the server's
+// updates.
+func TestStatelessBridgeListen(t *testing.T) {
+	for name, up := range sessionEraUpstreams(t) {
+		t.Run(name, func(t *testing.T) {
+			p, err := mcpproxy.New(mcpproxy.Options{Upstream: up})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Close() })
+			url := serve(t, p)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a deadlock guard
+			defer cancel()
+			uri := "demo://resource/static/document/architecture.md"
+			resp, err := statelessPost(ctx, url, "listen-1", "subscriptions/listen", map[string]any{
+				"notifications": map[string]any{"toolsListChanged": true, "resourceSubscriptions": []string{uri}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan map[string]json.RawMessage, 16)
+			go sseMessages(ctx, resp, func(m map[string]json.RawMessage) { got <- m })
+			next := func(what string) map[string]json.RawMessage {
+				select {
+				case m := <-got:
+					return m
+				case <-ctx.Done():
+					t.Fatalf("no %s on the listen stream", what)
+					return nil
+				}
+			}
+			ack := next("acknowledgement")
+			var a struct {
+				Method string
+				Params struct {
+					Notifications struct {
+						ToolsListChanged      bool
+						ResourceSubscriptions []string
+					}
+					Meta map[string]json.RawMessage `json:"_meta"`
+				}
+			}
+			b, _ := json.Marshal(ack)
+			json.Unmarshal(b, &a)
+			if a.Method != "notifications/subscriptions/acknowledged" || !a.Params.Notifications.ToolsListChanged ||
+				len(a.Params.Notifications.ResourceSubscriptions) != 1 || string(a.Params.Meta["io.modelcontextprotocol/subscriptionId"]) != `"listen-1"` {
+				t.Fatalf("acknowledgement %s", b)
+			}
+			// The server sends updates of its subscribed resources once
+			// this tool is called (at once, then every 5 s).
+			call, err := statelessPost(ctx, url, 1, "tools/call", map[string]any{"name": "toggle-subscriber-updates", "arguments": map[string]any{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sseMessages(ctx, call, func(map[string]json.RawMessage) {})
+			for {
+				m := next("resources/updated")
+				b, _ := json.Marshal(m)
+				if !strings.Contains(string(b), "notifications/resources/updated") {
+					continue // a list change
+				}
+				if !strings.Contains(string(b), uri) || !strings.Contains(string(b), `"io.modelcontextprotocol/subscriptionId":"listen-1"`) {
+					t.Errorf("update %s", b)
+				}
+				break
+			}
 		})
 	}
 }

@@ -40,8 +40,8 @@ import (
 //     capability that lets the server ask gets a session no other request
 //     uses meanwhile: the server's request can only be that call's.
 //
-// What the bridge does not carry (subscriptions/listen, tasks) is
-// refused with a JSON-RPC error that names it.
+// subscriptions/listen is served by Spillway (listen.go). What the bridge
+// does not carry (tasks) is refused with a JSON-RPC error that names it.
 
 // bridgeSlots bounds the sessions of one tenant and one set of declared
 // capabilities that serve calls able to receive server requests (one call
@@ -104,6 +104,16 @@ func bridgeCaps(m *jsonrpc.Message) (caps []byte, asks bool, err error) {
 func plainKey(tenant string) string { return strconv.Quote(tenant) }
 
 func bridgeKey(tenant string, caps []byte) string { return strconv.Quote(tenant) + " " + string(caps) }
+
+// keyTenant returns the tenant of a key.
+func keyTenant(key string) string {
+	q, err := strconv.QuotedPrefix(key)
+	if err != nil {
+		return key
+	}
+	t, _ := strconv.Unquote(q)
+	return t
+}
 
 // keyCaps returns the capabilities in a bridged key, nil for a plain one.
 func keyCaps(key string) []byte {
@@ -400,8 +410,6 @@ func refuseUpstream(sm *mux.Mux, ins []*jsonrpc.Message, why string) {
 // carry to a session-era upstream; "" when method is bridged.
 func notBridged(m *jsonrpc.Message) string {
 	switch {
-	case m.Method == "subscriptions/listen":
-		return "subscriptions/listen is not bridged to this upstream, which speaks only the session era (" + era.Session + "); poll the lists instead"
 	case strings.HasPrefix(m.Method, "tasks/"), jsonrpc.Path(m.Params, "task") != nil:
 		return "tasks are not bridged to this upstream, which speaks only the session era; call without a task"
 	}

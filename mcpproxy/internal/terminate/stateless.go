@@ -62,7 +62,8 @@ func (f *Face) statelessSupervisor(key string) *Supervisor {
 		Init: func(ctx context.Context, m *mux.Mux) error {
 			return Pipeline(m, StatelessInit, Initialized)
 		}}
-	if caps := keyCaps(key); caps != nil {
+	tenant, caps := keyTenant(key), keyCaps(key)
+	if caps != nil {
 		s.Init = func(ctx context.Context, m *mux.Mux) error {
 			r, err := HandshakeResult(m, bridgeInit(caps), Initialized)
 			if err != nil {
@@ -75,7 +76,13 @@ func (f *Face) statelessSupervisor(key string) *Supervisor {
 			return nil
 		}
 	}
-	s.OnServer = func(m *jsonrpc.Message) { f.statelessServerMsg(s, m) }
+	s.OnServer = func(m *jsonrpc.Message) {
+		if caps != nil && changeNotification(m) {
+			f.notifyListeners(tenant, m)
+			return
+		}
+		f.statelessServerMsg(s, m)
+	}
 	return s
 }
 
@@ -139,6 +146,12 @@ func (f *Face) statelessPOST(w http.ResponseWriter, r *http.Request, rq owned.Re
 			if why := notBridged(single); why != "" {
 				writeError(w, single, jsonrpc.CodeMethodNotFound, why)
 				return
+			}
+			if single.Method == "subscriptions/listen" {
+				if caps, _, err := bridgeCaps(single); err == nil {
+					f.listen(w, r, rq, single, bridgeKey(rq.Tenant, caps))
+					return
+				}
 			}
 			if single.Method == "server/discover" {
 				f.discover(ctx, w, rq, single)

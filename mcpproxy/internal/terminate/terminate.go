@@ -83,10 +83,11 @@ type Face struct {
 	outsMu sync.Mutex
 	outs   map[*out]struct{} // the responses being written; nil once closed
 
-	parks  *parkTable             // bridged calls waiting for their client's input
-	upInit atomic.Pointer[[]byte] // the upstream's answer to a bridged initialize
-	ownMu  sync.Mutex
-	owners map[*mux.Mux]*queue // a bridged connection → the one call it serves
+	parks     *parkTable             // bridged calls waiting for their client's input
+	upInit    atomic.Pointer[[]byte] // the upstream's answer to a bridged initialize
+	ownMu     sync.Mutex
+	owners    map[*mux.Mux]*queue               // a bridged connection → the one call it serves
+	listeners map[string]map[*listener]struct{} // tenant → its bridged listen streams
 }
 
 // New returns a face.
@@ -108,7 +109,7 @@ func New(o Options) *Face {
 	}
 	f := &Face{o: o, log: o.Logger, table: session.NewTable(o.MaxSessions, 0, o.Limits),
 		closing: make(chan struct{}), outs: map[*out]struct{}{},
-		parks: newParkTable(), owners: map[*mux.Mux]*queue{}}
+		parks: newParkTable(), owners: map[*mux.Mux]*queue{}, listeners: map[string]map[*listener]struct{}{}}
 	f.shared = NewTenants(f.statelessSupervisor, o.StatelessConns, o.StatelessIdle)
 	return f
 }
