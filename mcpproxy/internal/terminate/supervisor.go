@@ -196,9 +196,11 @@ var ErrTooManyTenants = errors.New("every upstream connection is busy with other
 // all are busy (no tenant's calls are broken for another's); a connection
 // idle for long is closed. Safe for concurrent use.
 type Tenants struct {
-	newSup func(key string) *Supervisor
-	max    int
-	idle   time.Duration
+	newSup    func(key string) *Supervisor
+	max       int
+	idle      time.Duration
+	tenantOf  func(key string) string // nil: every key is a tenant
+	perTenant int
 
 	mu     sync.Mutex
 	conns  map[string]*tenantConn
@@ -290,41 +292,91 @@ func (t *Tenants) take(key string, slots int) (tc *tenantConn, evict *Supervisor
 	if t.closed {
 		return nil, nil, errors.New("shutting down")
 	}
-	tenant := key
+	k := key
 	if slots > 0 {
-		tenant = ""
+		k = ""
 		for i := range slots {
-			k := key + "#" + strconv.Itoa(i)
-			if c := t.conns[k]; c == nil || c.busy == 0 {
-				tenant = k
+			slot := key + "#" + strconv.Itoa(i)
+			if c := t.conns[slot]; c == nil || c.busy == 0 {
+				k = slot
 				break
 			}
 		}
-		if tenant == "" {
+		if k == "" {
 			return nil, nil, ErrAllBusy
 		}
 	}
-	tc = t.conns[tenant]
+	tc = t.conns[k]
 	if tc == nil {
-		if len(t.conns) >= t.max {
-			lru := ""
-			for k, c := range t.conns {
-				if c.busy == 0 && (lru == "" || c.used < t.conns[lru].used) {
-					lru = k
-				}
-			}
+		var full bool
+		if full, evict = t.roomLocked(k); full {
+			return nil, nil, ErrAllBusy
+		}
+		if evict == nil && len(t.conns) >= t.max {
+			lru := t.lruLocked(func(string) bool { return true })
 			if lru == "" {
 				return nil, nil, ErrTooManyTenants
 			}
-			evict = t.conns[lru].sup
-			delete(t.conns, lru)
-			t.ending.Add(1)
+			evict = t.evictLocked(lru)
 		}
-		tc = &tenantConn{sup: t.newSup(tenant)}
-		t.conns[tenant] = tc
+		tc = &tenantConn{sup: t.newSup(k)}
+		t.conns[k] = tc
 	}
 	tc.busy++
 	return tc, evict, nil
+}
+
+// roomLocked makes room for key's tenant under its own bound (see
+// LimitPerTenant): full when all of the tenant's connections are busy,
+// else evict when its least recently used idle one had to go.
+func (t *Tenants) roomLocked(key string) (full bool, evict *Supervisor) {
+	if t.tenantOf == nil {
+		return false, nil
+	}
+	who := t.tenantOf(key)
+	mine := func(k string) bool { return t.tenantOf(k) == who }
+	n := 0
+	for k := range t.conns {
+		if mine(k) {
+			n++
+		}
+	}
+	if n < t.perTenant {
+		return false, nil
+	}
+	lru := t.lruLocked(mine)
+	if lru == "" {
+		return true, nil
+	}
+	return false, t.evictLocked(lru)
+}
+
+// lruLocked is the least recently used idle connection among those whose
+// key passes keep; "" when there is none.
+func (t *Tenants) lruLocked(keep func(string) bool) string {
+	lru := ""
+	for k, c := range t.conns {
+		if c.busy == 0 && keep(k) && (lru == "" || c.used < t.conns[lru].used) {
+			lru = k
+		}
+	}
+	return lru
+}
+
+// evictLocked forgets key's connection and returns it, to be closed.
+func (t *Tenants) evictLocked(key string) *Supervisor {
+	sup := t.conns[key].sup
+	delete(t.conns, key)
+	t.ending.Add(1)
+	return sup
+}
+
+// LimitPerTenant bounds the connections one tenant keeps to n (a tenant
+// may keep several, under keys tenantOf maps to it): past it the tenant's
+// least recently used idle one makes room, and while all are busy Get
+// and GetFree fail with ErrAllBusy. Call it before any Get.
+func (t *Tenants) LimitPerTenant(tenantOf func(key string) string, n int) {
+	t.tenantOf, t.perTenant = tenantOf, max(n, 1)
 }
 
 // expire closes connections idle for longer than t.idle, until Close.

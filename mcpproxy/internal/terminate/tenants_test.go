@@ -102,3 +102,41 @@ func TestTenantsIdle(t *testing.T) {
 		t.Fatal("a busy tenant's connection was closed as idle")
 	}
 }
+
+// One tenant keeps at most its own bound of connections, whatever keys it
+// makes up (bridged sessions are keyed by the capabilities a request
+// declares): past it its own least recently used idle one makes room, and
+// while all are busy it is refused, not another tenant.
+func TestTenantsPerTenant(t *testing.T) {
+	ts := newTestTenants(8, time.Hour)
+	ts.LimitPerTenant(keyTenant, 2)
+	defer ts.Close()
+	ctx := context.Background()
+	a1, rel1, err := ts.Get(ctx, bridgeKey("a", []byte(`{}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rel2, err := ts.GetFree(ctx, bridgeKey("a", []byte(`{"sampling":{}}`)), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ts.Get(ctx, bridgeKey("a", []byte(`{"experimental":{"x":1}}`))); !errors.Is(err, ErrAllBusy) {
+		t.Fatalf("a third key of a tenant with two busy at its bound of 2: %v", err)
+	}
+	_, relB, err := ts.Get(ctx, bridgeKey("b", []byte(`{}`)))
+	if err != nil {
+		t.Fatalf("another tenant is refused: %v", err)
+	}
+	relB()
+	rel1()
+	_, rel3, err := ts.Get(ctx, bridgeKey("a", []byte(`{"experimental":{"x":1}}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, a1, "the tenant's own least recently used idle connection")
+	rel2()
+	rel3()
+	if ts.Len() != 3 {
+		t.Errorf("%d connections kept, want 3 (two of a's, b's)", ts.Len())
+	}
+}

@@ -11,6 +11,7 @@
 package terminate
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"net/http"
@@ -111,6 +112,9 @@ func New(o Options) *Face {
 		closing: make(chan struct{}), outs: map[*out]struct{}{},
 		parks: newParkTable(), owners: map[*mux.Mux]*queue{}, listeners: map[string]map[*listener]struct{}{}}
 	f.shared = NewTenants(f.statelessSupervisor, o.StatelessConns, o.StatelessIdle)
+	// A tenant's bridged sessions (one per set of capabilities, and one
+	// per call that can be asked) take at most half the connections.
+	f.shared.LimitPerTenant(keyTenant, cmp.Or(o.StatelessConns, 16)/2)
 	return f
 }
 
