@@ -203,9 +203,12 @@ func TestSpillRelay(t *testing.T) {
 	cmd := os.Args[0]
 	args := []string{"-test.run=^TestSpillChild$", "--", "spillbig", strconv.Itoa(n)}
 	// Room on disk for one answer, not two: what was written to the
-	// client for good must be freed at once, not at its TTL.
+	// client for good must be freed at once, not at its TTL. StrictEras:
+	// the child speaks only the session era, and the client's request is
+	// relayed as the child answers it, byte for byte (bridged, its result
+	// would gain the 2026-07-28 resultType).
 	o := mcpproxy.Options{Upstream: &mcpproxy.CommandUpstream{Command: cmd, Args: args},
-		SpillDir: t.TempDir(), SpillMax: int64(n) * 3 / 2, StdioMaxMessage: -1}
+		SpillDir: t.TempDir(), SpillMax: int64(n) * 3 / 2, StdioMaxMessage: -1, StrictEras: true}
 
 	t.Run("http", func(t *testing.T) {
 		p, err := mcpproxy.New(o)
