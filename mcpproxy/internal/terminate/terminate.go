@@ -8,6 +8,13 @@
 // tenant), each request in a namespace of its own (package mux) and with
 // a bounded queue: a client that stops reading has its own request cut and
 // cancelled upstream, never anyone else's.
+//
+// It also serves an upstream of either kind, or a Streamable HTTP one,
+// that speaks only the other era than its client: a session-era session's
+// connection may be bridged (Options.SessionDial), and a stateless-era
+// request to an upstream that speaks only the session era is bridged
+// here, on sessions Spillway holds per tenant and declared capabilities
+// (bridge.go, listen.go; Options.Eras).
 package terminate
 
 import (
