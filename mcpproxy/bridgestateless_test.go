@@ -3,13 +3,16 @@ package mcpproxy_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -367,5 +370,72 @@ func TestStatelessBridgeListen(t *testing.T) {
 				break
 			}
 		})
+	}
+}
+
+// TestStatelessBridgeRelearns: an upstream's eras are learned again once
+// a bridged session fails to start (the upstream was redeployed): the
+// next stateless request asks server/discover again.
+func TestStatelessBridgeRelearns(t *testing.T) {
+	var discovers, refuse atomic.Int32
+	up := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		var m struct {
+			ID     json.RawMessage
+			Method string
+		}
+		json.NewDecoder(r.Body).Decode(&m)
+		if m.ID == nil {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case m.Method == "server/discover":
+			discovers.Add(1)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, m.ID)
+		case m.Method == "initialize" && refuse.Load() == 1:
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32603,"message":"redeploying"}}`, m.ID)
+		case m.Method == "initialize":
+			w.Header().Set("Mcp-Session-Id", "s1")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}}`, m.ID)
+		default:
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[]}}`, m.ID)
+		}
+	}))
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up, Transport: "streamable"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	url := serve(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a deadlock guard
+	defer cancel()
+	call := func(caps map[string]any) string {
+		resp, err := statelessPost(ctx, url, 1, "tools/list", map[string]any{"_meta": map[string]any{"io.modelcontextprotocol/clientCapabilities": caps}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		sseMessages(ctx, resp, func(m map[string]json.RawMessage) { got = string(m["result"]) + string(m["error"]) })
+		return got
+	}
+	if got := call(map[string]any{}); !strings.Contains(got, `"resultType":"complete"`) {
+		t.Fatalf("bridged tools/list: %s", got)
+	}
+	n := discovers.Load()
+	refuse.Store(1)
+	// A session of other capabilities fails to start…
+	call(map[string]any{"experimental": map[string]any{"x": map[string]any{}}})
+	if discovers.Load() != n {
+		t.Fatalf("server/discover asked again before any failure")
+	}
+	// …and the next request learns the upstream's eras again.
+	call(map[string]any{})
+	if discovers.Load() == n {
+		t.Errorf("server/discover was not asked again after a bridged session failed to start (%d times in all)", n)
 	}
 }
