@@ -439,3 +439,40 @@ func TestStatelessBridgeRelearns(t *testing.T) {
 		t.Errorf("server/discover was not asked again after a bridged session failed to start (%d times in all)", n)
 	}
 }
+
+// TestStatelessBridgeDiscoverPerTenant: server/discover is answered from
+// the initialize of the asking tenant's own session, never another
+// tenant's (a server may tell each session something of its own).
+func TestStatelessBridgeDiscoverPerTenant(t *testing.T) {
+	var sessions atomic.Int32
+	up := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct {
+			ID     json.RawMessage
+			Method string
+		}
+		json.NewDecoder(r.Body).Decode(&m)
+		if r.Method != http.MethodPost || m.ID == nil {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		switch m.Method {
+		case "initialize":
+			n := sessions.Add(1)
+			w.Header().Set("Mcp-Session-Id", fmt.Sprint("s", n))
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"s","version":"1"},"instructions":"for session %d only"}}`, m.ID, n)
+		default:
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"Method not found"}}`, m.ID)
+		}
+	}))
+	url := bridgeProxy(t, &mcpproxy.HTTPUpstream{URL: up, Transport: "streamable"})
+	seen := map[string]string{}
+	for _, tok := range []string{"tokena-tokena-tokena", "tokenb-tokenb-tokenb"} {
+		c := client20260728{url: url, token: tok, caps: map[string]any{}}
+		d := c.result(t, 1, "server/discover", nil)
+		if prev, ok := seen[string(d["instructions"])]; ok {
+			t.Errorf("%s's server/discover answers %s, from %s's session", tok[:6], d["instructions"], prev)
+		}
+		seen[string(d["instructions"])] = tok[:6]
+	}
+}

@@ -72,7 +72,9 @@ func (f *Face) statelessSupervisor(key string) *Supervisor {
 				}
 				return err
 			}
-			f.upInit.Store(&r) // what server/discover answers
+			f.ownMu.Lock()
+			f.inits[tenant] = r // what the tenant's server/discover answers
+			f.ownMu.Unlock()
 			return nil
 		}
 	}
@@ -324,12 +326,17 @@ func (f *Face) discover(ctx context.Context, w http.ResponseWriter, rq owned.Req
 	httpx.WriteReply(w, mcpheader.FirstStateless, reply)
 }
 
-// upstreamInit is the upstream's answer to a bridged session's
-// initialize; before any, the tenant's session of m's capabilities is
-// started to ask it.
+// upstreamInit is the upstream's answer to the initialize of the
+// tenant's latest bridged session; before any, the tenant's session of
+// m's capabilities is started to ask it.
 func (f *Face) upstreamInit(ctx context.Context, rq owned.Request, m *jsonrpc.Message) ([]byte, error) {
-	if r := f.upInit.Load(); r != nil {
-		return *r, nil
+	known := func() []byte {
+		f.ownMu.Lock()
+		defer f.ownMu.Unlock()
+		return f.inits[rq.Tenant]
+	}
+	if r := known(); r != nil {
+		return r, nil
 	}
 	caps, _, err := bridgeCaps(m)
 	if err != nil {
@@ -340,8 +347,8 @@ func (f *Face) upstreamInit(ctx context.Context, rq owned.Request, m *jsonrpc.Me
 	if err != nil {
 		return nil, err
 	}
-	if r := f.upInit.Load(); r != nil {
-		return *r, nil
+	if r := known(); r != nil {
+		return r, nil
 	}
 	return nil, errors.New("the upstream's session has no initialize result")
 }

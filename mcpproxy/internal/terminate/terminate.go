@@ -25,7 +25,6 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/era"
@@ -91,11 +90,15 @@ type Face struct {
 	outsMu sync.Mutex
 	outs   map[*out]struct{} // the responses being written; nil once closed
 
-	parks     *parkTable             // bridged calls waiting for their client's input
-	upInit    atomic.Pointer[[]byte] // the upstream's answer to a bridged initialize
+	parks     *parkTable // bridged calls waiting for their client's input
 	ownMu     sync.Mutex
 	owners    map[*mux.Mux]*queue               // a bridged connection → the one call it serves
 	listeners map[string]map[*listener]struct{} // tenant → its bridged listen streams
+	// inits: tenant → the upstream's answer to the initialize of its
+	// latest bridged session, what its server/discover is answered from
+	// (a server may tell each client something of its own). Bounded by
+	// the configured tenants.
+	inits map[string][]byte
 }
 
 // New returns a face.
@@ -117,7 +120,8 @@ func New(o Options) *Face {
 	}
 	f := &Face{o: o, log: o.Logger, table: session.NewTable(o.MaxSessions, 0, o.Limits),
 		closing: make(chan struct{}), outs: map[*out]struct{}{},
-		parks: newParkTable(), owners: map[*mux.Mux]*queue{}, listeners: map[string]map[*listener]struct{}{}}
+		parks: newParkTable(), owners: map[*mux.Mux]*queue{}, listeners: map[string]map[*listener]struct{}{},
+		inits: map[string][]byte{}}
 	f.shared = NewTenants(f.statelessSupervisor, o.StatelessConns, o.StatelessIdle)
 	// A tenant's bridged sessions (one per set of capabilities, and one
 	// per call that can be asked) take at most half the connections.
