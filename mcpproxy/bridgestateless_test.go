@@ -476,3 +476,51 @@ func TestStatelessBridgeDiscoverPerTenant(t *testing.T) {
 		seen[string(d["instructions"])] = tok[:6]
 	}
 }
+
+// TestStatelessBridgeTenantBound: a tenant whose bridged sessions are all
+// busy (here its one, held by a call waiting for its input) is answered
+// with a JSON-RPC error (a notification too), and another tenant is
+// served.
+func TestStatelessBridgeTenantBound(t *testing.T) {
+	node, index := everythingTS(t)
+	tenants, err := identity.NewTenants(map[string]string{"tokena-tokena-tokena": "a", "tokenb-tokenb-tokenb": "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.CommandUpstream{Command: node, Args: []string{index, "stdio"}},
+		Tenants: tenants, StatelessUpstreams: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	url := serve(t, p)
+	asker := client20260728{url: url, token: "tokena-tokena-tokena", caps: map[string]any{"sampling": map[string]any{}}}
+	if r := asker.result(t, 1, "tools/call", map[string]any{"name": "trigger-sampling-request", "arguments": map[string]any{"prompt": "x"}}); string(r["resultType"]) != `"input_required"` {
+		t.Fatalf("the sampling call answered %v", r)
+	}
+	// The same tenant, other capabilities: its one connection is parked.
+	msgs, err := statelessCall(t, url, "tokena-tokena-tokena", 2, "tools/list", map[string]any{})
+	if err != nil || len(msgs) != 1 || !strings.Contains(string(msgs[0]["error"]), "in use") {
+		t.Errorf("a request of a tenant at its bound: %v %v", msgs, err)
+	}
+	// A notification alone, the same.
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(
+		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1,"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Authorization", "Bearer tokena-tokena-tokena")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("the notification: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), "in use") {
+		t.Errorf("a notification of a tenant at its bound: HTTP %s %q", resp.Status, b)
+	}
+	other := client20260728{url: url, token: "tokenb-tokenb-tokenb", caps: map[string]any{}}
+	if r := other.result(t, 2, "tools/list", nil); r["tools"] == nil {
+		t.Errorf("the other tenant: %v", r)
+	}
+}

@@ -181,7 +181,7 @@ func (f *Face) statelessPOST(w http.ResponseWriter, r *http.Request, rq owned.Re
 	if err != nil {
 		release()
 		if errors.Is(err, ErrAllBusy) {
-			writeError(w, single, jsonrpc.CodeInternalError, err.Error()+"; try again when a call is over")
+			writeError(w, msgs[0], jsonrpc.CodeInternalError, err.Error()+"; try again when a call is over")
 			return
 		}
 		f.log.Warn("upstream unavailable", "tenant", rq.Tenant, "err", err)
