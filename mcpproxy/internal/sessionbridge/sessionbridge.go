@@ -78,6 +78,10 @@ type Options struct {
 	// client at once (an upstream could ask for any number); past it the
 	// call gets an error. Default 64.
 	MaxAsks int
+	// DiscoverWait bounds the wait for the upstream's server/discover,
+	// which answers a session's initialize: past it the client gets an
+	// error. Default 30 s.
+	DiscoverWait time.Duration
 	// Mismatch, when set, is called when a bridged initialize finds the
 	// upstream's server/discover failing or not offering 2026-07-28 (the
 	// upstream changed since its eras were learned).
@@ -99,6 +103,7 @@ type Conn struct {
 	// initialize) unknown.
 	mode     atomic.Int32
 	listenMu sync.Mutex // one relisten at a time
+	listened bool       // a relisten ran (under listenMu)
 
 	mu      sync.Mutex
 	probing *jsonrpc.Message // NewAuto: the initialize sent upstream as it is
@@ -161,6 +166,9 @@ func start(up mux.Conn, o Options, mode int32) *Conn {
 	}
 	if o.MaxAsks <= 0 {
 		o.MaxAsks = 64
+	}
+	if o.DiscoverWait <= 0 {
+		o.DiscoverWait = 30 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -281,7 +289,7 @@ func (c *Conn) initialize(ctx context.Context, m, refusal *jsonrpc.Message) erro
 	c.mu.Lock()
 	c.caps, c.info = objectOr(p.Capabilities), objectOr(p.ClientInfo)
 	c.mu.Unlock()
-	_, err := c.ask(ctx, "server/discover", map[string]any{}, func(r *jsonrpc.Message) {
+	_, err := c.ask(ctx, "server/discover", map[string]any{}, c.o.DiscoverWait, func(r *jsonrpc.Message) {
 		fail := func(msg string) {
 			if c.o.Mismatch != nil {
 				c.o.Mismatch()
@@ -325,14 +333,15 @@ func (c *Conn) initialize(ctx context.Context, m, refusal *jsonrpc.Message) erro
 		c.server = caps
 		c.mu.Unlock()
 		c.push(jsonrpc.Response(m.ID, res))
-		go c.relisten() // it sends upstream: never on the routing goroutine
+		go c.firstListen() // it sends upstream: never on the routing goroutine
 	})
 	return err
 }
 
 // ask sends a request of the Conn's own upstream and returns its id; done
-// gets its answer on the routing goroutine (it must not block).
-func (c *Conn) ask(ctx context.Context, method string, params map[string]any, done func(*jsonrpc.Message)) ([]byte, error) {
+// gets its answer on the routing goroutine (it must not block), or, when
+// wait is set and no answer came within it, an error response.
+func (c *Conn) ask(ctx context.Context, method string, params map[string]any, wait time.Duration, done func(*jsonrpc.Message)) ([]byte, error) {
 	c.mu.Lock()
 	c.next++
 	id := strconv.AppendQuote(nil, "spillway-bridge-"+strconv.FormatUint(c.next, 10))
@@ -345,6 +354,17 @@ func (c *Conn) ask(ctx context.Context, method string, params map[string]any, do
 		delete(c.own, jsonrpc.Key(id))
 		c.mu.Unlock()
 		return nil, err
+	}
+	if wait > 0 {
+		time.AfterFunc(wait, func() {
+			c.mu.Lock()
+			late := c.own[jsonrpc.Key(id)]
+			delete(c.own, jsonrpc.Key(id))
+			c.mu.Unlock()
+			if late != nil {
+				late(jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, fmt.Sprintf("the upstream did not answer %s within %s", method, wait)))
+			}
+		})
 	}
 	return id, nil
 }
@@ -407,6 +427,11 @@ const ackWait = 10 * time.Second
 func (c *Conn) relisten(reply ...[]byte) {
 	c.listenMu.Lock()
 	defer c.listenMu.Unlock()
+	c.relistenLocked(reply)
+}
+
+func (c *Conn) relistenLocked(reply [][]byte) {
+	c.listened = true
 	c.mu.Lock()
 	old := c.listen
 	c.listen = nil
@@ -428,26 +453,37 @@ func (c *Conn) relisten(reply ...[]byte) {
 			c.log.Debug("ending a subscriptions/listen failed", "err", err)
 		}
 	}
-	answer := func() {
-		for _, id := range reply {
-			c.push(jsonrpc.Response(id, []byte(`{}`)))
-		}
+	// settle answers the client's (un)subscribe once: {} when the listen
+	// is acknowledged (or not heard of within ackWait), an error when it
+	// could not be opened.
+	var once sync.Once
+	settle := func(refused string) {
+		once.Do(func() {
+			for _, id := range reply {
+				if refused != "" {
+					c.push(jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, "the upstream refused the subscription: "+refused))
+				} else {
+					c.push(jsonrpc.Response(id, []byte(`{}`)))
+				}
+			}
+		})
 	}
+	acked := func() { settle("") }
 	if len(want) == 0 {
-		answer()
+		acked()
 		return
 	}
-	var once sync.Once
-	acked := func() { once.Do(answer) }
-	id, err := c.ask(ctx, "subscriptions/listen", map[string]any{"notifications": want}, func(r *jsonrpc.Message) {
+	id, err := c.ask(ctx, "subscriptions/listen", map[string]any{"notifications": want}, 0, func(r *jsonrpc.Message) {
+		refused := "its subscriptions/listen ended"
 		if r.Error != nil {
 			c.log.Info("the upstream refused subscriptions/listen", "error", string(r.Error))
+			refused = string(r.Error)
 		}
-		go acked()
+		go settle(refused) // it pushes to the client: not on the routing goroutine
 	})
 	if err != nil {
 		c.log.Warn("opening subscriptions/listen failed", "err", err)
-		acked()
+		settle("subscriptions/listen could not be sent")
 		return
 	}
 	c.mu.Lock()
@@ -462,6 +498,16 @@ func (c *Conn) relisten(reply ...[]byte) {
 		c.mu.Unlock()
 		acked()
 	})
+}
+
+// firstListen opens the session's first subscriptions/listen, unless a
+// (un)subscribe came first and did.
+func (c *Conn) firstListen() {
+	c.listenMu.Lock()
+	defer c.listenMu.Unlock()
+	if !c.listened {
+		c.relistenLocked(nil)
+	}
 }
 
 func (c *Conn) notification(ctx context.Context, m *jsonrpc.Message) error {

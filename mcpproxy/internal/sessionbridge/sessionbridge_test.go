@@ -2,6 +2,7 @@ package sessionbridge
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -220,6 +221,45 @@ func TestAuto(t *testing.T) {
 	d := next(t, u.sent, "server/discover")
 	u.recv <- jsonrpc.Response(d.ID, []byte(discover))
 	if r := next(t, c.Recv(), "initialize result"); jsonrpc.StringMember(r.Result, "protocolVersion") != "2025-11-25" {
+		t.Fatalf("initialize: %s", r.Raw)
+	}
+}
+
+// A subscription the upstream refuses is refused to the client; one it
+// acknowledges is answered once acknowledged.
+func TestSubscribe(t *testing.T) {
+	c, u := session(t, `{}`)
+	ctx := context.Background()
+	c.Send(ctx, jsonrpc.MustDecode(`{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"a://b"}}`))
+	l := next(t, u.sent, "subscriptions/listen")
+	if l.Method != "subscriptions/listen" || string(jsonrpc.Path(l.Params, "notifications", "resourceSubscriptions")) != `["a://b"]` {
+		t.Fatalf("listen: %s", l.Raw)
+	}
+	none(t, c.Recv(), "answer before the acknowledgement")
+	u.recv <- jsonrpc.Notification("notifications/subscriptions/acknowledged", map[string]any{"notifications": map[string]any{}, "_meta": map[string]any{"io.modelcontextprotocol/subscriptionId": json.RawMessage(l.ID)}})
+	if r := next(t, c.Recv(), "subscribe answer"); string(r.ID) != "1" || string(r.Result) != "{}" {
+		t.Fatalf("subscribe: %s", r.Raw)
+	}
+	c.Send(ctx, jsonrpc.MustDecode(`{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"c://d"}}`))
+	if n := next(t, u.sent, "cancellation of the old listen"); n.Method != jsonrpc.MethodCancelled || string(jsonrpc.CancelledID(n)) != string(l.ID) {
+		t.Fatalf("sent %s", n.Raw)
+	}
+	l2 := next(t, u.sent, "the new listen")
+	u.recv <- jsonrpc.ErrorResponse(l2.ID, jsonrpc.CodeMethodNotFound, "no listen here")
+	if r := next(t, c.Recv(), "refusal"); string(r.ID) != "2" || !strings.Contains(string(r.Error), "no listen here") {
+		t.Fatalf("subscribe: %s", r.Raw)
+	}
+}
+
+// An upstream that never answers server/discover leaves no initialize
+// waiting for ever.
+func TestDiscoverUnanswered(t *testing.T) {
+	u := newUpstream()
+	c := New(u, Options{DiscoverWait: time.Millisecond})
+	defer c.Close()
+	c.Send(context.Background(), jsonrpc.MustDecode(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"cl","version":"1"}}}`))
+	next(t, u.sent, "server/discover")
+	if r := next(t, c.Recv(), "initialize error"); string(r.ID) != "0" || !strings.Contains(string(r.Error), "did not answer server/discover") {
 		t.Fatalf("initialize: %s", r.Raw)
 	}
 }
