@@ -398,10 +398,15 @@ func TestBridgeListen(t *testing.T) {
 }
 
 // Through the stdio face (spillway serve --stdio) in front of the
-// stateless-only child, a session-era client completes the same round
-// trips: the child's era is learned from its refusal of initialize.
+// stateless-only server, a session-era client completes the same round
+// trips: the upstream's era is learned from its refusal of initialize.
 func TestBridgeStdioFace(t *testing.T) {
-	up := bridgeUpstreams(t)[1].up
+	for _, up := range bridgeUpstreams(t) {
+		t.Run(up.name, func(t *testing.T) { testBridgeStdioFace(t, up.up) })
+	}
+}
+
+func testBridgeStdioFace(t *testing.T, up mcpproxy.Upstream) {
 	p, err := mcpproxy.New(mcpproxy.Options{Upstream: up})
 	if err != nil {
 		t.Fatal(err)

@@ -565,6 +565,13 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 		if err != nil {
 			return err
 		}
+		if !p.o.StrictEras {
+			// Bridged if the upstream refuses the client's initialize
+			// and offers 2026-07-28 (asking server/discover first would
+			// put a request before initialize at every session-era
+			// upstream).
+			c = sessionbridge.NewAuto(c, sessionbridge.Options{Logger: p.log})
+		}
 		up = stdioface.Fixed{M: mux.NewExclusive(c, face.OnServer, p.log)}
 	default:
 		dial := p.autoBridge
