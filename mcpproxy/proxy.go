@@ -412,7 +412,7 @@ func (p *Proxy) autoBridge(ctx context.Context) (mux.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return sessionbridge.NewAuto(c, sessionbridge.Options{Logger: p.log}), nil
+	return sessionbridge.NewAuto(c, sessionbridge.Options{Logger: p.log, OneSession: true}), nil
 }
 
 // bridge reports whether an HTTP request of the session era goes to the

@@ -78,6 +78,11 @@ type Options struct {
 	// client at once (an upstream could ask for any number); past it the
 	// call gets an error. Default 64.
 	MaxAsks int
+	// OneSession says the upstream serves every request of the Conn in
+	// one session (a stdio child): a listen is replaced only once the one
+	// before it has ended, since such a server may keep one listen per
+	// session and forget it when any ends.
+	OneSession bool
 	// DiscoverWait bounds the wait for the upstream's server/discover,
 	// which answers a session's initialize: past it the client gets an
 	// error. Default 30 s.
@@ -104,6 +109,9 @@ type Conn struct {
 	mode     atomic.Int32
 	listenMu sync.Mutex // one relisten at a time
 	listened bool       // a relisten ran (under listenMu)
+	// listenEnded is closed when the listen in flight ends (under
+	// listenMu).
+	listenEnded chan struct{}
 
 	mu      sync.Mutex
 	probing *jsonrpc.Message // NewAuto: the initialize sent upstream as it is
@@ -451,6 +459,14 @@ func (c *Conn) relistenLocked(reply [][]byte) {
 		n := jsonrpc.Notification(jsonrpc.MethodCancelled, map[string]any{"requestId": json.RawMessage(old), "reason": "subscriptions changed"})
 		if err := c.up.Send(ctx, n); err != nil {
 			c.log.Debug("ending a subscriptions/listen failed", "err", err)
+		} else if c.o.OneSession {
+			// The upstream keeps one listen per session and forgets
+			// it when any listen ends (the Go SDK does): the next one
+			// is opened only once the old one has ended.
+			select {
+			case <-c.listenEnded:
+			case <-ctx.Done():
+			}
 		}
 	}
 	// settle answers the client's (un)subscribe once: {} when the listen
@@ -473,7 +489,10 @@ func (c *Conn) relistenLocked(reply [][]byte) {
 		acked()
 		return
 	}
+	ended := make(chan struct{})
+	c.listenEnded = ended
 	id, err := c.ask(ctx, "subscriptions/listen", map[string]any{"notifications": want}, 0, func(r *jsonrpc.Message) {
+		close(ended)
 		refused := "its subscriptions/listen ended"
 		if r.Error != nil {
 			c.log.Info("the upstream refused subscriptions/listen", "error", string(r.Error))
