@@ -294,17 +294,19 @@ const maxInMemory = 64 << 20
 
 // inMemory returns resp with the values the transport spilled put back
 // (a tools/list of 10,000 tools has its array on disk), so that the
-// result can be read and extended; one past maxInMemory stays as it is
-// (and is refused as unreadable).
+// result can be read and extended, and frees them on disk; one past
+// maxInMemory stays as it is (and is refused as unreadable).
 func inMemory(resp *jsonrpc.Message) *jsonrpc.Message {
-	if !spill.HasMarkers(resp.Result) || spill.ExpandedLen(resp.Result) > maxInMemory {
-		return resp
+	n := spill.ExpandedLen(resp.Result)
+	if n == int64(len(resp.Result)) || n > maxInMemory {
+		return resp // nothing spilled (one scan), or too much to hold
 	}
 	var b bytes.Buffer
-	b.Grow(int(spill.ExpandedLen(resp.Result)))
+	b.Grow(int(n))
 	if spill.Expand(&b, resp.Result) != nil {
 		return resp
 	}
+	spill.Release(resp.Result) // the copy in memory is the one that goes on
 	return resp.WithResult(b.Bytes())
 }
 

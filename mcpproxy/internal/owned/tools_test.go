@@ -17,6 +17,7 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/offload"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/schematest"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 	"github.com/spillway-dev/spillway/policy"
 )
 
@@ -415,5 +416,37 @@ func TestArtifactToolsCorpus(t *testing.T) {
 	u := bytes.Index(b, []byte("ü"))
 	if got, want := call(arttools.Read, uri, map[string]any{"byteOffset": u + 1, "byteLength": 40}), string(b[u+2:u+41]); u < 0 || got != want {
 		t.Errorf("orders.csv bytes from inside ü: %q, want %q", got, want)
+	}
+}
+
+// A tools/list whose tools array the transport moved to disk (10,000
+// tools) is put back in memory to be extended with the artifact tools,
+// and its spilled array is freed at once: before, it waited on disk for
+// its TTL, counted against the spill space.
+func TestSpilledToolsListExtended(t *testing.T) {
+	sp, err := spill.New(spill.Options{Dir: t.TempDir(), ArrayThreshold: 1 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	var tools []string
+	for i := range 200 {
+		tools = append(tools, fmt.Sprintf(`{"name":"t%d","inputSchema":{"type":"object"}}`, i))
+	}
+	raw, err := sp.Read(strings.NewReader(`{"jsonrpc":"2.0","id":7,"result":{"tools":[`+strings.Join(tools, ",")+`]}}`), 0)
+	if err != nil || !spill.HasMarkers(raw) {
+		t.Fatalf("the tools array did not spill: %v %s", err, raw)
+	}
+	up, err := jsonrpc.DecodeMessage(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := toolEnv(t, Options{}).roundTrip(t, Request{}, "tools/list", map[string]any{}, up)
+	names := toolNames(t, got.Result)
+	if len(names) != 203 || names[0] != "t0" || names[200] != arttools.Read {
+		t.Fatalf("listed %d tools: %v…", len(names), names[:min(len(names), 3)])
+	}
+	if n := sp.Alive(); n != 0 {
+		t.Errorf("%d bytes still spilled after the list was put back in memory", n)
 	}
 }
