@@ -107,8 +107,8 @@ type Conn struct {
 	// mode is bridging, passing or (NewAuto, before the upstream answered
 	// initialize) unknown.
 	mode     atomic.Int32
-	listenMu sync.Mutex // one relisten at a time
-	listened bool       // a relisten ran (under listenMu)
+	listenMu sync.Mutex // one relistenLocked at a time
+	listened bool       // a relistenLocked ran (under listenMu)
 	// listenEnded is closed when the listen in flight ends (under
 	// listenMu).
 	listenEnded chan struct{}
@@ -342,18 +342,23 @@ func (c *Conn) initialize(ctx context.Context, m, refusal *jsonrpc.Message) erro
 		c.mu.Unlock()
 		c.push(jsonrpc.Response(m.ID, res))
 		go c.firstListen() // it sends upstream: never on the routing goroutine
-	})
+	}, nil)
 	return err
 }
 
 // ask sends a request of the Conn's own upstream and returns its id; done
 // gets its answer on the routing goroutine (it must not block), or, when
-// wait is set and no answer came within it, an error response.
-func (c *Conn) ask(ctx context.Context, method string, params map[string]any, wait time.Duration, done func(*jsonrpc.Message)) ([]byte, error) {
+// wait is set and no answer came within it, an error response. before,
+// when set, is called with the id under c.mu before the request leaves, so
+// whatever the upstream sends about it at once finds it known.
+func (c *Conn) ask(ctx context.Context, method string, params map[string]any, wait time.Duration, done func(*jsonrpc.Message), before func(id []byte)) ([]byte, error) {
 	c.mu.Lock()
 	c.next++
 	id := strconv.AppendQuote(nil, "spillway-bridge-"+strconv.FormatUint(c.next, 10))
 	c.own[jsonrpc.Key(id)] = done
+	if before != nil {
+		before(id)
+	}
 	params["_meta"] = json.RawMessage(c.metaLocked())
 	c.mu.Unlock()
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": method, "params": params})
@@ -361,7 +366,7 @@ func (c *Conn) ask(ctx context.Context, method string, params map[string]any, wa
 		c.mu.Lock()
 		delete(c.own, jsonrpc.Key(id))
 		c.mu.Unlock()
-		return nil, err
+		return id, err
 	}
 	if wait > 0 {
 		time.AfterFunc(wait, func() {
@@ -401,6 +406,11 @@ func (c *Conn) subscribe(ctx context.Context, m *jsonrpc.Message) error {
 		c.push(jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeInvalidParams, m.Method+": no uri"))
 		return nil
 	}
+	// listenMu from before the change: the session's first listen (opened
+	// once initialize is answered) must not carry this uri and take the
+	// acknowledgement meant for the listen that answers this request.
+	c.listenMu.Lock()
+	defer c.listenMu.Unlock()
 	c.mu.Lock()
 	i := slices.Index(c.subs, uri)
 	switch {
@@ -415,7 +425,7 @@ func (c *Conn) subscribe(ctx context.Context, m *jsonrpc.Message) error {
 		c.subs = slices.Delete(c.subs, i, i+1)
 	}
 	c.mu.Unlock()
-	c.relisten(m.ID)
+	c.relistenLocked([][]byte{m.ID})
 	return nil
 }
 
@@ -426,18 +436,12 @@ const maxSubscriptions = 256
 // acknowledge the subscriptions/listen that carries it.
 const ackWait = 10 * time.Second
 
-// relisten replaces the session's subscriptions/listen with one for what
+// relistenLocked replaces the session's subscriptions/listen with one for what
 // the session wants now: the list changes the upstream announces, and the
 // subscribed resources. reply, when set, is the id of the client's
 // resources/(un)subscribe, answered once the upstream acknowledged the new
 // listen (so a client that subscribed misses no update after its answer),
-// once the listen ended, or after ackWait.
-func (c *Conn) relisten(reply ...[]byte) {
-	c.listenMu.Lock()
-	defer c.listenMu.Unlock()
-	c.relistenLocked(reply)
-}
-
+// once the listen ended, or after ackWait. c.listenMu is held.
 func (c *Conn) relistenLocked(reply [][]byte) {
 	c.listened = true
 	c.mu.Lock()
@@ -499,18 +503,24 @@ func (c *Conn) relistenLocked(reply [][]byte) {
 			refused = string(r.Error)
 		}
 		go settle(refused) // it pushes to the client: not on the routing goroutine
+	}, func(id []byte) {
+		// Known before the listen leaves: an upstream acknowledges at once.
+		if c.listen == nil {
+			c.listen = id
+		}
+		c.acks[jsonrpc.Key(id)] = acked
 	})
 	if err != nil {
 		c.log.Warn("opening subscriptions/listen failed", "err", err)
+		c.mu.Lock()
+		delete(c.acks, jsonrpc.Key(id))
+		if string(c.listen) == string(id) {
+			c.listen = nil
+		}
+		c.mu.Unlock()
 		settle("subscriptions/listen could not be sent")
 		return
 	}
-	c.mu.Lock()
-	if c.listen == nil {
-		c.listen = id
-	}
-	c.acks[jsonrpc.Key(id)] = acked
-	c.mu.Unlock()
 	time.AfterFunc(ackWait, func() {
 		c.mu.Lock()
 		delete(c.acks, jsonrpc.Key(id))
