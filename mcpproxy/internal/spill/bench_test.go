@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -68,6 +69,27 @@ func arrayInput() []byte {
 func BenchmarkText(b *testing.B) {
 	s := newSpooler(b, Options{})
 	in := []byte(`"` + string(bytes.Repeat([]byte(`caf\u00e9 \ud83d\ude00 plain text here\n`), 10<<20/40)) + `"`)
+	out, err := s.Read(bytes.NewReader(in), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	x, _ := Lookup(out)
+	b.SetBytes(x.Len())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := io.Copy(io.Discard, x.Text()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkTextRows decodes a spilled 10 MB string holding a JSON
+// document, the shape of most big text outputs: an escaped quote every
+// few bytes.
+func BenchmarkTextRows(b *testing.B) {
+	s := newSpooler(b, Options{})
+	row := `{\"id\":12345,\"name\":\"row\",\"score\":-12.5e3,\"ok\":true,\"tags\":[\"a\",\"b\"],\"note\":null},\n`
+	in := []byte(`"` + strings.Repeat(row, 10<<20/len(row)) + `"`)
 	out, err := s.Read(bytes.NewReader(in), 0)
 	if err != nil {
 		b.Fatal(err)

@@ -146,6 +146,11 @@ func FuzzText(f *testing.F) {
 		if err != nil || string(got) != want {
 			t.Fatalf("Text(%q) = %q, %v; want %q", in, got, err, want)
 		}
+		// The source's reads cut escapes anywhere too.
+		got, err = io.ReadAll(&limitedP{newTextReader(iotest.OneByteReader(strings.NewReader(in))), int(size%16) + 1})
+		if err != nil || string(got) != want {
+			t.Fatalf("Text(%q) read a byte at a time = %q, %v; want %q", in, got, err, want)
+		}
 	})
 }
 

@@ -64,14 +64,26 @@ func (t *textReader) Read(p []byte) (int, error) {
 			}
 		}
 		c := t.in[t.i]
-		if c < utf8.RuneSelf && c != '\\' {
-			// A run of plain ASCII, as much as fits.
-			j, end := t.i, min(t.n, t.i+len(p)-w)
-			for j < end && t.in[j] != '\\' && t.in[j] < utf8.RuneSelf {
-				j++
+		if c < utf8.RuneSelf && c != '\\' || c == '\\' && t.i+1 < t.n && simpleEscape[t.in[t.i+1]] != 0 {
+			// A run of plain ASCII and one-byte escapes, as much as
+			// fits; the rest (\u, UTF-8, an escape cut by the buffer's
+			// end) takes the way below.
+			i, end, in := t.i, t.n, t.in
+			for w < len(p) && i < end {
+				switch c := in[i]; {
+				case c < utf8.RuneSelf && c != '\\':
+					p[w] = c
+					i++
+				case c == '\\' && i+1 < end && simpleEscape[in[i+1]] != 0:
+					p[w] = simpleEscape[in[i+1]]
+					i += 2
+				default:
+					end = i // the slow path takes it
+					continue
+				}
+				w++
 			}
-			w += copy(p[w:], t.in[t.i:j])
-			t.i = j
+			t.i = i
 			continue
 		}
 		var r rune
@@ -101,6 +113,10 @@ func (t *textReader) Read(p []byte) (int, error) {
 	}
 	return 0, t.err
 }
+
+// simpleEscape maps the letter after a backslash to its byte, for the
+// escapes other than \u; 0 for the rest.
+var simpleEscape = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
 
 // unescape decodes the escape at the start of b, with b holding at least
 // lookahead bytes unless the input ends sooner.
