@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -231,4 +232,26 @@ var _ io.Writer = (*Builder)(nil)
 
 func imageConfig(data []byte) (image.Config, string, error) {
 	return image.DecodeConfig(bytes.NewReader(data))
+}
+
+// FuzzNumber: jsonNumber accepts what encoding/json reads as a number and
+// nothing else, and parseNumber gives ParseFloat's value, bit for bit.
+func FuzzNumber(f *testing.F) {
+	for _, s := range []string{"0", "-0", "01", "1.", ".5", "-12.5e3", "1E+2", "+1", "123456789012345", "1234567890123456", "9007199254740993", "1e400", "-", "0x10", "1_0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		var n json.Number
+		d := json.NewDecoder(strings.NewReader(s))
+		d.UseNumber()
+		isNum := d.Decode(&n) == nil && d.InputOffset() == int64(len(s)) && n.String() == s
+		if got := jsonNumber([]byte(s)); got != isNum {
+			t.Fatalf("jsonNumber(%q) = %v, encoding/json: %v", s, got, isNum)
+		}
+		want, err := strconv.ParseFloat(s, 64)
+		got, ok := parseNumber(s)
+		if ok != (err == nil) || ok && math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("parseNumber(%q) = %v, %v; ParseFloat: %v, %v", s, got, ok, want, err)
+		}
+	})
 }

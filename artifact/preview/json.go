@@ -1,9 +1,9 @@
 package preview
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -614,19 +614,59 @@ func (a *jsonAn) endString(b []byte, j int) {
 
 // endNumber ends a number at b[i]; false if it is not one.
 func (a *jsonAn) endNumber(b []byte, i int) bool {
-	s := string(a.buf)
-	if _, err := strconv.ParseFloat(s, 64); err != nil && len(a.buf) < maxScalar {
-		if ne, ok := err.(*strconv.NumError); !ok || ne.Err != strconv.ErrRange {
-			a.fail(i, fmt.Sprintf("bad number %q", clip(s, 20)))
+	if len(a.buf) < maxScalar && !jsonNumber(a.buf) {
+		a.fail(i, fmt.Sprintf("bad number %q", clip(string(a.buf), 20)))
+		return false
+	}
+	typ := tInt
+	if bytes.ContainsAny(a.buf, ".eE") {
+		typ = tFloat
+	}
+	// A row's field takes the bytes, as for strings: no copy.
+	if v := a.cur; v.row == nil && !v.tracked && !v.nameOf && len(a.kinds) > 0 {
+		addValue(v.fld, typ, a.buf)
+		a.cur = vctx{}
+		a.endValue()
+		return true
+	}
+	a.endScalar(typ, string(a.buf))
+	return true
+}
+
+// jsonNumber reports whether b is a number as JSON spells it:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func jsonNumber(b []byte) bool {
+	i := 0
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		j := i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
+		}
+		return i - j
+	}
+	switch n := digits(); {
+	case n == 0, n > 1 && b[i-n] == '0':
+		return false
+	}
+	if i < len(b) && b[i] == '.' {
+		i++
+		if digits() == 0 {
 			return false
 		}
 	}
-	typ := tInt
-	if strings.ContainsAny(s, ".eE") {
-		typ = tFloat
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		i++
+		if i < len(b) && (b[i] == '+' || b[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
 	}
-	a.endScalar(typ, s)
-	return true
+	return i == len(b)
 }
 
 func (a *jsonAn) endScalar(typ int, text string) {

@@ -130,7 +130,7 @@ func addValue[T ~string | ~[]byte](f *field, typ int, text T) {
 	case tString:
 		typ = stringType(text)
 	case tInt, tFloat:
-		if v, err := strconv.ParseFloat(string(text), 64); err == nil && !math.IsInf(v, 0) {
+		if v, ok := parseNumber(text); ok && !math.IsInf(v, 0) {
 			f.nNum++
 			f.sum += v
 			f.min = math.Min(f.min, v)
@@ -171,6 +171,34 @@ func addValue[T ~string | ~[]byte](f *field, typ int, text T) {
 	}
 	f.kmv.add(hash64(v))
 	f.exact, f.counts = nil, nil
+}
+
+// parseNumber is strconv.ParseFloat, without its cost for the integers
+// that most numbers in tool outputs are: up to 15 digits, a float64 holds
+// them exactly.
+func parseNumber[T ~string | ~[]byte](s T) (float64, bool) {
+	i, neg := 0, len(s) > 0 && s[0] == '-'
+	if neg {
+		i = 1
+	}
+	if n := len(s) - i; n > 0 && n <= 15 {
+		var v int64
+		for ; i < len(s); i++ {
+			c := s[i]
+			if c < '0' || c > '9' {
+				break
+			}
+			v = v*10 + int64(c-'0')
+		}
+		if i == len(s) {
+			if neg {
+				return -float64(v), true // -0 stays -0, as ParseFloat has it
+			}
+			return float64(v), true
+		}
+	}
+	v, err := strconv.ParseFloat(string(s), 64)
+	return v, err == nil
 }
 
 // stringType tells dates and date-times apart from other strings.
