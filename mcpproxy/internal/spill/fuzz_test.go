@@ -157,6 +157,8 @@ func FuzzText(f *testing.F) {
 // FuzzBase64 checks the tolerant base64 decoder against encoding/base64:
 // what the padded or the unpadded standard encoding decodes (line breaks
 // ignored), it decodes to the same bytes, read in pieces of any size.
+const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+
 func FuzzBase64(f *testing.F) {
 	for _, seed := range []string{"", "QQ==", "QQ", "QUJD", "QU\nJD\r\n", "Q===", "QQ=Q", "*", "QUJDRA=="} {
 		f.Add(seed, uint8(3))
@@ -168,6 +170,14 @@ func FuzzBase64(f *testing.F) {
 			if want, werr := enc.DecodeString(plain); werr == nil && (err != nil || !bytes.Equal(got, want)) {
 				t.Fatalf("Base64(%q) = %q, %v; want %q", in, got, err, want)
 			}
+		}
+		if strings.ContainsFunc(plain, func(r rune) bool { return !strings.ContainsRune(alphabet, r) }) && err == nil {
+			t.Fatalf("Base64(%q) = %q, no error", in, got)
+		}
+		// The source's reads cut quanta and padding anywhere too.
+		again, err2 := io.ReadAll(&limitedP{newBase64Reader(iotest.OneByteReader(strings.NewReader(in))), int(size%16) + 1})
+		if (err == nil) != (err2 == nil) || !bytes.Equal(got, again) && err == nil {
+			t.Fatalf("Base64(%q) = %q, %v; read a byte at a time %q, %v", in, got, err, again, err2)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package spill
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"io"
@@ -182,45 +183,96 @@ func hex4(b []byte) rune {
 // ErrBase64 is the read error of Base64 for text that is not base64.
 var ErrBase64 = errors.New("spill: malformed base64")
 
-// base64Reader strips trailing padding, so that padded and unpadded text
-// both decode; '=' anywhere but at the end is malformed.
+// base64Reader decodes base64 text in chunks: line breaks are ignored,
+// trailing padding is stripped (so padded and unpadded text both decode),
+// and '=' anywhere but at the end is malformed.
 type base64Reader struct {
 	src  io.Reader
-	pads int // '=' seen and held back
+	in   []byte // in[:n] read, line breaks and padding removed, not decoded
+	n    int
+	out  []byte // decoded, not yet handed out
+	pads int    // '=' seen
+	eof  bool
+	err  error // sticky
 }
 
 func newBase64Reader(text io.Reader) io.Reader {
-	return &errMap{base64.NewDecoder(base64.RawStdEncoding, &base64Reader{src: text})}
+	return &base64Reader{src: text, in: make([]byte, 64<<10)}
 }
 
 func (b *base64Reader) Read(p []byte) (int, error) {
-	n, err := b.src.Read(p)
-	w := 0
-	for _, c := range p[:n] {
-		switch {
-		case c == '=':
-			b.pads++
-			if b.pads > 2 {
-				return 0, ErrBase64
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for len(b.out) == 0 {
+		if b.err != nil {
+			return 0, b.err
+		}
+		b.fill()
+		// Whole quanta only, until the end: then the tail too.
+		q := b.n / 4 * 4
+		if b.eof {
+			q = b.n
+		}
+		if q == 0 {
+			if b.eof && b.err == nil {
+				b.err = io.EOF
 			}
 			continue
-		case b.pads > 0 && c != '\n' && c != '\r':
-			return 0, ErrBase64
 		}
-		p[w] = c
-		w++
+		dst, direct := p, len(p) >= base64.RawStdEncoding.DecodedLen(q)
+		if !direct {
+			dst = make([]byte, base64.RawStdEncoding.DecodedLen(q))
+		}
+		k, err := base64.RawStdEncoding.Decode(dst, b.in[:q])
+		if err != nil {
+			b.err = ErrBase64
+			return 0, b.err
+		}
+		b.n = copy(b.in, b.in[q:b.n])
+		if direct {
+			return k, nil
+		}
+		b.out = dst[:k]
 	}
-	return w, err
+	k := copy(p, b.out)
+	b.out = b.out[k:]
+	return k, nil
 }
 
-// errMap makes base64's corruption errors ErrBase64.
-type errMap struct{ r io.Reader }
-
-func (e *errMap) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	var ce base64.CorruptInputError
-	if errors.As(err, &ce) {
-		err = ErrBase64
+// fill reads more text into b.in, unless the end or an error came.
+func (b *base64Reader) fill() {
+	if b.eof || b.err != nil {
+		return
 	}
-	return n, err
+	k, err := b.src.Read(b.in[b.n:])
+	chunk := b.in[b.n : b.n+k]
+	if bytes.IndexByte(chunk, '\n') >= 0 || bytes.IndexByte(chunk, '\r') >= 0 || bytes.IndexByte(chunk, '=') >= 0 || b.pads > 0 {
+		w := 0
+		for _, c := range chunk {
+			switch {
+			case c == '\n' || c == '\r':
+				continue
+			case c == '=':
+				if b.pads++; b.pads > 2 {
+					b.err = ErrBase64
+					return
+				}
+				continue
+			case b.pads > 0:
+				b.err = ErrBase64
+				return
+			}
+			chunk[w] = c
+			w++
+		}
+		k = w
+	}
+	b.n += k
+	switch {
+	case err == io.EOF:
+		b.eof = true
+	case err != nil:
+		b.err = err
+	}
 }
