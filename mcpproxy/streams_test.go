@@ -301,3 +301,37 @@ func TestRelayedSessionBelongsToItsTenant(t *testing.T) {
 		t.Fatalf("tenant A's own session: %s", got.Status)
 	}
 }
+
+// TestCancelledCallEndsItsStream: a client that cancels its call gets no
+// response for it (the spec says so), so the POST stream that waited for
+// it ends; before, it stayed open for ever and took the session's later
+// server messages from the GET stream.
+func TestCancelledCallEndsItsStream(t *testing.T) {
+	_, url := childProxy(t, "plain", mcpproxy.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sid := initSession(t, ctx, url)
+	resp, err := sessionPost(ctx, url, sid, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"silent","arguments":{}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if r, err := sessionPost(ctx, url, sid, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":7,"reason":"no longer needed"}}`); err != nil || r.StatusCode != http.StatusAccepted {
+		t.Fatalf("cancel: %v %v", err, r)
+	} else {
+		r.Body.Close()
+	}
+	ended := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(resp.Body)
+		ended <- string(b)
+	}()
+	select {
+	case b := <-ended:
+		if strings.Contains(b, `"id":7`) {
+			t.Errorf("the cancelled call was answered: %s", b)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the cancelled call's stream is still open after 5 s")
+	}
+}

@@ -72,6 +72,22 @@ func (s *Session) Stream(id string) *Stream {
 	return s.streams[id]
 }
 
+// Cancel settles the request id the client cancelled on the POST stream
+// awaiting it (see Stream.Cancel).
+func (s *Session) Cancel(id []byte) {
+	s.mu.Lock()
+	sts := make([]*Stream, 0, len(s.streams))
+	for _, st := range s.streams {
+		sts = append(sts, st)
+	}
+	s.mu.Unlock()
+	for _, st := range sts {
+		if st.Cancel(id) {
+			return
+		}
+	}
+}
+
 // Current is where a server message goes: the newest POST stream still
 // open, else the GET stream.
 func (s *Session) Current() *Stream {

@@ -54,6 +54,32 @@ func TestTakeover(t *testing.T) {
 	}
 }
 
+// TestCancel: a request the client cancelled is settled on the stream
+// awaiting it, which ends when it awaits nothing else, and its late
+// response is dropped instead of reaching another stream.
+func TestCancel(t *testing.T) {
+	tab := NewTable(4, 0, Limits{})
+	defer tab.Close()
+	s, _ := tab.Create(context.Background(), "A", func(*Session) error { return nil })
+	st := s.NewStream()
+	st.Await([][]byte{[]byte("1"), []byte("2")})
+	s.Cancel([]byte("1"))
+	g := st.Attach()
+	if b := st.Next(g, 0); b.Done {
+		t.Fatalf("done while request 2 waits: %+v", b)
+	}
+	if !st.Append(resp(1, "late")) {
+		t.Fatal("the cancelled request's late response was refused: it would go to another stream")
+	}
+	s.Cancel([]byte("2"))
+	if b := st.Next(g, 0); !b.Done || len(b.Events) != 0 {
+		t.Fatalf("after both were cancelled: %+v", b)
+	}
+	if s.Current() != s.GET() {
+		t.Fatal("server messages still go to the ended stream")
+	}
+}
+
 // TestGapReported: over budget, a response nobody read becomes an error
 // response for its id and the resuming writer is told of the gap.
 func TestGapReported(t *testing.T) {

@@ -45,6 +45,7 @@ type Stream struct {
 	gen     uint64
 	wake    chan struct{} // closed on every change; then replaced
 	want    map[string]bool
+	gone    map[string]bool // awaited, then cancelled by the client: its late response is dropped
 	done    bool
 	touched time.Time
 }
@@ -69,10 +70,18 @@ func (st *Stream) ID() string { return st.id }
 // Append adds a message for the client. A response settles the request it
 // answers; a POST stream whose requests are all answered is done once a
 // writer has sent everything. Appending to a closed stream is refused
-// (false): the caller routes the message elsewhere.
+// (false): the caller routes the message elsewhere. A response to a
+// request the client cancelled (see Cancel) is dropped, and taken (true).
 func (st *Stream) Append(m *jsonrpc.Message) bool {
 	now := time.Now()
 	st.mu.Lock()
+	if m.IsResponse() && st.gone[jsonrpc.Key(m.ID)] {
+		// The client cancelled it: a response now answers nothing.
+		delete(st.gone, jsonrpc.Key(m.ID))
+		st.mu.Unlock()
+		spill.Release(m.Raw) // its long strings on disk go with it
+		return true
+	}
 	if st.done {
 		st.mu.Unlock()
 		return false
@@ -107,6 +116,29 @@ func (st *Stream) Await(ids [][]byte) {
 	for _, id := range ids {
 		st.want[jsonrpc.Key(id)] = true
 	}
+}
+
+// Cancel settles an awaited request the client cancelled: no response
+// will come (the spec has the server send none), so a POST stream left
+// with nothing to await ends, and a response arriving later is dropped.
+// It reports whether the stream awaited id.
+func (st *Stream) Cancel(id []byte) bool {
+	k := jsonrpc.Key(id)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.want[k] {
+		return false
+	}
+	delete(st.want, k)
+	if st.gone == nil {
+		st.gone = map[string]bool{}
+	}
+	st.gone[k] = true
+	if len(st.want) == 0 {
+		st.done = true
+		st.broadcastLocked()
+	}
+	return true
 }
 
 // Unanswered is how many awaited requests have no response yet.

@@ -160,6 +160,9 @@ func (f *Face) sessionPOST(w http.ResponseWriter, r *http.Request, rq owned.Requ
 			if err := l.scope.Notify(ctx, m); err != nil {
 				f.log.Warn("sending to the upstream failed", "err", err)
 			}
+			if m.Method == jsonrpc.MethodCancelled {
+				s.Cancel(jsonrpc.CancelledID(m))
+			}
 		default: // the client answers a server request
 			if err := l.m.Send(ctx, m); err != nil {
 				f.log.Warn("sending to the upstream failed", "err", err)
