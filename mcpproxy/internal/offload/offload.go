@@ -215,7 +215,7 @@ func (f *Rewriter) item(ctx context.Context, c Call, it []byte) ([]byte, artifac
 	u.size = f.lit.len(lit)
 	if binary {
 		u.size = base64Size(u.size, lit)
-		u.open = func() io.Reader { return base64Decoder(f.lit.open(lit)) }
+		u.open = func() io.Reader { return f.lit.binary(lit) }
 	} else {
 		u.open = func() io.Reader { return f.lit.open(lit) }
 	}

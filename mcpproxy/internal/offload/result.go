@@ -386,7 +386,7 @@ func (w *resultWriter) itemUnit(it contentItem) unit {
 	lit, l := it.lit, w.f.lit
 	u := unit{kind: it.kind, mime: it.mime, size: it.size, over: true, threshold: w.f.threshold(!it.textual)}
 	if it.binary {
-		u.open = func() io.Reader { return base64Decoder(l.open(lit)) }
+		u.open = func() io.Reader { return l.binary(lit) }
 		return u
 	}
 	u.open = func() io.Reader { return l.open(lit) }

@@ -39,6 +39,10 @@ type Spilled interface {
 	Kind() string
 	// Text returns a new reader of a string's value (escapes decoded).
 	Text() io.Reader
+	// Base64 returns a new reader of a string's value decoded as
+	// standard base64 (padded or not, line breaks ignored); a malformed
+	// encoding is a read error.
+	Base64() io.Reader
 	// Raw returns a new reader of the value as sent (a string: without
 	// its quotes).
 	Raw() io.Reader
@@ -76,6 +80,14 @@ func (l lits) open(lit []byte) io.Reader {
 		return s.Text()
 	}
 	return newStringReader(lit)
+}
+
+// binary returns a reader of lit's value decoded from base64.
+func (l lits) binary(lit []byte) io.Reader {
+	if s, ok := l.str(lit); ok {
+		return s.Base64()
+	}
+	return base64Decoder(newStringReader(lit))
 }
 
 // len is lit's length as sent, without quotes.

@@ -60,7 +60,8 @@ func (f fakeSpilled) Kind() string {
 	}
 	return "string"
 }
-func (f fakeSpilled) Text() io.Reader { return newStringReader(f) }
+func (f fakeSpilled) Text() io.Reader   { return newStringReader(f) }
+func (f fakeSpilled) Base64() io.Reader { return base64Decoder(newStringReader(f)) }
 func (f fakeSpilled) Raw() io.Reader {
 	if f.array() {
 		return bytes.NewReader(f)
