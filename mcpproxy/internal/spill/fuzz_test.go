@@ -31,6 +31,10 @@ func FuzzRead(f *testing.F) {
 	}
 	dir := f.TempDir()
 	spoolers := map[uint8]*Spooler{}
+	// Every spilled value is tapped: its Tap must see its bytes exactly,
+	// end complete or not, and be released with its string.
+	var tapped []*recTap
+	tapAll := func(name string) Tap { t := &recTap{name: name}; tapped = append(tapped, t); return t }
 	f.Fuzz(func(t *testing.T, in []byte, threshold uint8, maxInline uint16) {
 		threshold %= 32
 		s := spoolers[threshold]
@@ -39,11 +43,12 @@ func FuzzRead(f *testing.F) {
 			// Arrays move out whole past a few elements: small ones, so
 			// that the seeds' arrays do.
 			if s, err = New(Options{Dir: dir, Threshold: int64(threshold) + int64(markerLen),
-				ArrayThreshold: 4*int64(threshold) + int64(markerLen)}); err != nil {
+				ArrayThreshold: 4*int64(threshold) + int64(markerLen), Tap: tapAll}); err != nil {
 				t.Fatal(err)
 			}
 			spoolers[threshold] = s
 		}
+		tapped = tapped[:0]
 		var src io.Reader = bytes.NewReader(in)
 		if maxInline%2 == 1 {
 			src = iotest.OneByteReader(src) // every token crosses a refill
@@ -81,8 +86,19 @@ func FuzzRead(f *testing.F) {
 			}
 			for _, sp := range markers(out) {
 				checkText(t, out[sp[0]:sp[1]])
+				if x, _ := Lookup(out[sp[0]:sp[1]]); x.Tap() != nil {
+					raw, _ := io.ReadAll(x.Raw())
+					if got := x.Tap().(*recTap).got.Bytes(); !bytes.Equal(got, raw) {
+						t.Fatalf("tap got %q, the string is %q", got, raw)
+					}
+				}
 			}
 			s.Release(out)
+		}
+		for _, tp := range tapped {
+			if len(tp.ends) != 1 || tp.rels != map[bool]int{true: 1, false: 0}[tp.ends[0]] {
+				t.Fatalf("a tap ended %v and was released %d times", tp.ends, tp.rels)
+			}
 		}
 		if n := s.Alive(); n != 0 {
 			t.Fatalf("%d bytes left spilled", n)

@@ -110,7 +110,16 @@ type scanner struct {
 	arrOff   int64
 	arrFirst []byte
 	arrCount int64
+
+	readingKey bool   // the string being read is a member name
+	valueStr   bool   // the string being read is a value
+	key        []byte // the last member name read, as sent; empty if long
+	inMember   bool   // the value being read is an object member's
+	tap        Tap    // watching the string spilling now
 }
+
+// maxTapKey bounds the member names remembered for Options.Tap.
+const maxTapKey = 32
 
 // maxForged bounds the strings spelt as markers one message may hold. No
 // honest upstream sends one; each costs a registry entry, so a message
@@ -184,6 +193,9 @@ func (s *scanner) write(p []byte) error {
 	if _, err := s.f.f.Write(p); err != nil {
 		return fmt.Errorf("spill: writing a spill file: %w", err)
 	}
+	if s.tap != nil {
+		s.tap.Write(p)
+	}
 	return nil
 }
 
@@ -194,6 +206,16 @@ func (s *scanner) startSpill() error {
 	}
 	s.spilling = true
 	s.strOff = s.f.size
+	if s.readingKey {
+		s.key = s.key[:0] // a long name: remembered as none
+	}
+	if s.valueStr && !s.arr && s.sp.o.Tap != nil {
+		name := ""
+		if s.inMember {
+			name = string(s.key)
+		}
+		s.tap = s.sp.o.Tap(name)
+	}
 	p := s.out[s.strStart+1:]
 	s.out = s.out[:s.strStart]
 	return s.write(p)
@@ -271,6 +293,7 @@ func (s *scanner) writeExpanded(p []byte) error {
 		}
 		at = sp[1] - 1
 		s.msg.strs = slices.Delete(s.msg.strs, k, k+1)
+		x.untap()
 		s.f.unref()
 	}
 	return s.write(p[at:])
@@ -324,10 +347,15 @@ func firstElements(p []byte) (first []byte, count int64) {
 
 // abort frees what a failed Read spilled.
 func (s *scanner) abort() {
+	if s.tap != nil {
+		s.tap.End(false)
+		s.tap = nil
+	}
 	if s.f == nil {
 		return
 	}
-	for range s.msg.strs {
+	for _, x := range s.msg.strs {
+		x.untap()
 		s.f.unref()
 	}
 	s.f.unref()
@@ -414,7 +442,11 @@ func (s *scanner) run() error {
 			}
 			continue
 		case c == '"':
-			if err := s.str(); err != nil {
+			s.valueStr = true
+			s.inMember = len(s.stack) > 0 && s.stack[len(s.stack)-1] == '{'
+			err := s.str()
+			s.valueStr = false
+			if err != nil {
 				return err
 			}
 		case c == 't':
@@ -483,7 +515,10 @@ func (s *scanner) member() error {
 	if s.buf[s.i] != '"' {
 		return malformed("unexpected %q where a member name should be", s.buf[s.i])
 	}
-	if err := s.str(); err != nil {
+	s.readingKey = true
+	err := s.str()
+	s.readingKey = false
+	if err != nil {
 		return err
 	}
 	c, err := s.next("':'")
@@ -672,6 +707,7 @@ func (s *scanner) endString() error {
 			str := s.buf[s.mark+at : s.i]
 			if int64(len(str)-2) <= s.sp.o.Threshold && !bytes.HasPrefix(str, []byte(markerPrefix)) {
 				s.inString = false
+				s.noteKey(str)
 				return nil
 			}
 		}
@@ -682,6 +718,7 @@ func (s *scanner) endString() error {
 		// that no upstream can make one.
 		if int64(len(str)-2) <= s.sp.o.Threshold && !bytes.HasPrefix(str, []byte(markerPrefix)) {
 			s.inString = false
+			s.noteKey(str)
 			return s.checkInline()
 		}
 		if int64(len(str)-2) <= s.sp.o.Threshold {
@@ -699,9 +736,25 @@ func (s *scanner) endString() error {
 	return s.checkInline()
 }
 
+// noteKey remembers str (quoted, as sent) when it is a member name short
+// enough to be offered to Options.Tap.
+func (s *scanner) noteKey(str []byte) {
+	if !s.readingKey {
+		return
+	}
+	s.key = s.key[:0]
+	if len(str)-2 <= maxTapKey {
+		s.key = append(s.key, str[1:len(str)-1]...)
+	}
+}
+
 // addString puts a marker in out for the string spilled since strOff.
 func (s *scanner) addString() {
-	x := &String{id: newID(), msg: s.msg, f: s.f, off: s.strOff, n: s.f.size - s.strOff}
+	x := &String{id: newID(), msg: s.msg, f: s.f, off: s.strOff, n: s.f.size - s.strOff, tap: s.tap}
+	if s.tap != nil {
+		s.tap.End(true)
+		s.tap = nil
+	}
 	s.f.refs.Add(1)
 	s.msg.strs = append(s.msg.strs, x)
 	s.out = append(append(append(s.out, markerPrefix...), x.id...), '"')

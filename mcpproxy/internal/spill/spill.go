@@ -96,6 +96,30 @@ type Options struct {
 	// TTL is how long a message's spilled strings live after it was read
 	// (≤ 0: DefaultTTL); Release frees them earlier.
 	TTL time.Duration
+	// Tap, when set, is asked about every string value that spills, with
+	// the name of the object member it is the value of, as sent ("" for
+	// an array element, or a name over 32 bytes); strings inside an array
+	// moving to disk whole are not offered. A Tap it returns watches the
+	// string arrive (see Tap); nil watches nothing. Tap is called on the
+	// reading goroutine.
+	Tap func(member string) Tap
+}
+
+// A Tap watches one spilled string arrive, so that work on its value can
+// run while the rest of the message is read (Options.Tap).
+//
+// Write gets the string's escaped bytes as sent, without quotes, in order,
+// on the reading goroutine (a slow Write slows the reading); it must not
+// keep p, and its error is ignored. Then End, once: complete is true when
+// the whole string was read, false when its message failed to. A complete
+// string's Tap is its String's (String.Tap) and gets Release, once, when
+// the String is released, expires, or is folded into an array moving to
+// disk; an incomplete one gets nothing more. Release may come from any
+// goroutine.
+type Tap interface {
+	Write(p []byte) (int, error)
+	End(complete bool)
+	Release()
 }
 
 // Spooler reads messages, spilling their long strings. Make one with New
@@ -239,6 +263,18 @@ type String struct {
 	array bool   // an array moved out whole, not a string
 	first []byte // an array's first elements, as a JSON array
 	count int64  // an array's elements
+
+	tap Tap // what watched it arrive, if anything (Options.Tap)
+}
+
+// Tap is the Tap that watched x arrive, nil if none.
+func (x *String) Tap() Tap { return x.tap }
+
+// untap releases x's Tap.
+func (x *String) untap() {
+	if x.tap != nil {
+		x.tap.Release()
+	}
 }
 
 // Kind is "array" for an array moved out whole, "string" otherwise.
@@ -271,6 +307,7 @@ func (x *String) drop() {
 	m.live--
 	last := m.live == 0
 	registry.mu.Unlock()
+	x.untap()
 	x.f.unref()
 	if last {
 		m.timer.Stop()
@@ -302,6 +339,10 @@ func (x *String) Text() io.Reader { return newTextReader(x.Raw()) }
 // Base64 returns Text decoded as standard base64, padded or not (line
 // breaks ignored). A malformed encoding is a read error.
 func (x *String) Base64() io.Reader { return newBase64Reader(x.Text()) }
+
+// DecodeText decodes the escaped bytes of a JSON string read from r
+// (without its quotes) as String.Text does: for a Tap's bytes.
+func DecodeText(r io.Reader) io.Reader { return newTextReader(r) }
 
 // Head returns up to the first n bytes of Text, for sniffing; fewer when
 // the text is shorter or cannot be read.

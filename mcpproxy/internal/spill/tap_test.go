@@ -1,0 +1,105 @@
+package spill
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"testing/iotest"
+)
+
+// recTap records what a Tap is told.
+type recTap struct {
+	name string
+	mu   sync.Mutex
+	got  bytes.Buffer
+	ends []bool
+	rels int
+}
+
+func (r *recTap) Write(p []byte) (int, error) { r.mu.Lock(); defer r.mu.Unlock(); return r.got.Write(p) }
+func (r *recTap) End(complete bool)           { r.mu.Lock(); r.ends = append(r.ends, complete); r.mu.Unlock() }
+func (r *recTap) Release()                    { r.mu.Lock(); r.rels++; r.mu.Unlock() }
+
+type taps struct {
+	mu   sync.Mutex
+	all  []*recTap
+	only string // the member name tapped
+}
+
+func (ts *taps) tap(name string) Tap {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if name != ts.only {
+		return nil
+	}
+	t := &recTap{name: name}
+	ts.all = append(ts.all, t)
+	return t
+}
+
+// A Tap offered a spilled member value gets its escaped bytes exactly, in
+// order, whatever the reads' sizes; End(true) once; Release once when the
+// string goes. Other members, array elements and names are not offered.
+func TestTap(t *testing.T) {
+	ts := &taps{only: "text"}
+	s := newSpooler(t, Options{Threshold: 100, Tap: ts.tap})
+	text := strings.Repeat(`row \"quoted\" \u00e9\n`, 50)
+	in := `{"content":[{"type":"text","text":"` + text + `"},"` + strings.Repeat("e", 200) + `"],` +
+		`"other":"` + strings.Repeat("o", 300) + `","` + strings.Repeat("k", 300) + `":1}`
+	out, err := s.Read(iotest.OneByteReader(strings.NewReader(in)), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ts.all) != 1 {
+		t.Fatalf("%d taps, want 1 (the text member only)", len(ts.all))
+	}
+	tp := ts.all[0]
+	if tp.got.String() != text || len(tp.ends) != 1 || !tp.ends[0] || tp.rels != 0 {
+		t.Fatalf("tap got %q, ends %v, releases %d", tp.got.String(), tp.ends, tp.rels)
+	}
+	var x *String
+	for _, sp := range markers(out) {
+		if y, ok := Lookup(out[sp[0]:sp[1]]); ok && y.Tap() != nil {
+			x = y
+		}
+	}
+	if x == nil || x.Tap() != Tap(tp) {
+		t.Fatal("no String holds the tap")
+	}
+	raw, _ := io.ReadAll(x.Raw())
+	if string(raw) != text {
+		t.Fatalf("raw %q", raw)
+	}
+	x.Release()
+	x.Release()
+	if tp.rels != 1 {
+		t.Fatalf("%d releases after Release twice, want 1", tp.rels)
+	}
+}
+
+// A message that fails to read ends its string's Tap incomplete, and
+// releases the Taps of the strings it had finished; a string folded into
+// an array moving to disk whole releases its Tap.
+func TestTapAbortAndFold(t *testing.T) {
+	ts := &taps{only: "text"}
+	s := newSpooler(t, Options{Threshold: 100, Tap: ts.tap})
+	big := strings.Repeat("a", 200)
+	if _, err := s.Read(strings.NewReader(`{"a":{"text":"`+big+`"},"b":{"text":"`+big), 0); err == nil {
+		t.Fatal("a cut message was read")
+	}
+	if len(ts.all) != 2 || len(ts.all[0].ends) != 1 || !ts.all[0].ends[0] || ts.all[0].rels != 1 ||
+		len(ts.all[1].ends) != 1 || ts.all[1].ends[0] || ts.all[1].rels != 0 {
+		t.Fatalf("after a failed read: %+v %+v", ts.all[0], ts.all[1])
+	}
+	ts.all = nil
+	s = newSpooler(t, Options{Threshold: 100, ArrayThreshold: 1000, Tap: ts.tap})
+	in := `{"rows":[{"text":"` + big + `"}` + strings.Repeat(`,{"n":12345678901234567890}`, 100) + `]}`
+	if _, err := s.Read(strings.NewReader(in), 0); err != nil {
+		t.Fatal(err)
+	}
+	if len(ts.all) != 1 || ts.all[0].rels != 1 {
+		t.Fatalf("a string folded into an array: %+v", ts.all)
+	}
+}
