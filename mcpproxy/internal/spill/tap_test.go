@@ -18,9 +18,13 @@ type recTap struct {
 	rels int
 }
 
-func (r *recTap) Write(p []byte) (int, error) { r.mu.Lock(); defer r.mu.Unlock(); return r.got.Write(p) }
-func (r *recTap) End(complete bool)           { r.mu.Lock(); r.ends = append(r.ends, complete); r.mu.Unlock() }
-func (r *recTap) Release()                    { r.mu.Lock(); r.rels++; r.mu.Unlock() }
+func (r *recTap) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.got.Write(p)
+}
+func (r *recTap) End(complete bool) { r.mu.Lock(); r.ends = append(r.ends, complete); r.mu.Unlock() }
+func (r *recTap) Release()          { r.mu.Lock(); r.rels++; r.mu.Unlock() }
 
 type taps struct {
 	mu   sync.Mutex
