@@ -243,6 +243,17 @@ func (b *Builder) start(complete bool) {
 	b.an.write(head)
 }
 
+// SetBudget sets Options.Budget (as New does: 0 means DefaultBudget,
+// values under 64 are raised to 64), for a caller that knows how much
+// room the preview has only once the bytes are in: the budget shapes the
+// Text alone, not what is analysed. It has no effect after Preview.
+func (b *Builder) SetBudget(n int) {
+	if n == 0 {
+		n = DefaultBudget
+	}
+	b.o.Budget = max(n, 64)
+}
+
 // Preview returns the preview of the bytes written, after the last
 // Write; later calls return the same preview.
 func (b *Builder) Preview() Preview {
