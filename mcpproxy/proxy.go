@@ -272,7 +272,11 @@ func New(o Options) (*Proxy, error) {
 	if o.Guard == nil {
 		o.Guard = &identity.Guard{}
 	}
-	spool, err := spill.New(spill.Options{Dir: o.SpillDir, MaxBytes: o.SpillMax})
+	so := spill.Options{Dir: o.SpillDir, MaxBytes: o.SpillMax}
+	if o.Offloader != nil {
+		so.Tap = o.Offloader.Tap // a big text's preview is built as it arrives
+	}
+	spool, err := spill.New(so)
 	if err != nil {
 		return nil, fmt.Errorf("mcpproxy: %w", err)
 	}

@@ -14,14 +14,22 @@ func IsText(mime string) bool {
 		strings.HasSuffix(mime, "+json") || mime == "application/xml" || mime == "application/x-ndjson"
 }
 
+// sniffSize is how much of a text sniffText reads.
+const sniffSize = 2048
+
 // sniffText guesses a text item's mime type from its first bytes.
 func sniffText(text io.Reader) string {
-	head := make([]byte, 2048)
+	head := make([]byte, sniffSize)
 	n, _ := io.ReadFull(text, head)
 	if c, ok := text.(io.Closer); ok {
 		c.Close()
 	}
-	head = bytes.TrimLeft(head[:n], " \t\r\n")
+	return mimeOfHead(head[:n])
+}
+
+// mimeOfHead is sniffText of a text's first sniffSize bytes.
+func mimeOfHead(head []byte) string {
+	head = bytes.TrimLeft(head, " \t\r\n")
 	switch {
 	case len(head) > 0 && (head[0] == '[' || head[0] == '{'):
 		return "application/json"

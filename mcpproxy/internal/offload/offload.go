@@ -8,7 +8,9 @@
 // It works on raw JSON: a result is never decoded into Go values, the
 // bytes outside the replaced items are copied unchanged, and an item's
 // string literal is decoded on its way to the store, so a 50 MB text is
-// never copied into memory a second time.
+// never copied into memory a second time. A text the transport spilled to
+// disk (package spill) has its preview built while it arrives
+// (Rewriter.Tap), so that storing it once its message is in is a copy.
 package offload
 
 import (
@@ -97,6 +99,8 @@ type Rewriter struct {
 	o   Options
 	lit lits
 	log *slog.Logger
+	// early counts the previews built while their texts arrive (Tap).
+	early chan struct{}
 }
 
 // New returns a Rewriter storing into svc and asking dec about every item
@@ -123,7 +127,7 @@ func New(svc *artifact.Service, dec Decider, o Options) *Rewriter {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Rewriter{svc: svc, dec: dec, o: o, lit: lits{o.Spills}, log: o.Logger}
+	return &Rewriter{svc: svc, dec: dec, o: o, lit: lits{o.Spills}, log: o.Logger, early: make(chan struct{}, maxEarly)}
 }
 
 // ErrWithheld is returned by Rewrite for a resources/read result that
@@ -218,6 +222,7 @@ func (f *Rewriter) item(ctx context.Context, c Call, it []byte) ([]byte, artifac
 		u.open = func() io.Reader { return f.lit.binary(lit) }
 	} else {
 		u.open = func() io.Reader { return f.lit.open(lit) }
+		u.early = f.lit.early(lit)
 	}
 	if u.size <= u.threshold {
 		return nil, artifact.Artifact{}, nil

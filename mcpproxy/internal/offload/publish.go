@@ -25,6 +25,7 @@ type unit struct {
 	over      bool  // chosen because the result is over its budget
 	group     bool  // many items as one
 	open      func() io.Reader
+	early     *early // its preview, built as it arrived, if it was
 }
 
 // label is what the unit was, for its artifact's name.
@@ -119,12 +120,23 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 	// query-items-3f2abc.json, read_graph-structured-x7k2ab.json.
 	id := artifact.NewID()
 	fileName := fmt.Sprintf("%s-%s-%s%s", safeName(name), u.label(), id[:6], extension(mime))
-	pb := preview.New(preview.Options{MimeType: mime, Name: fileName, Budget: w.previewBudget,
-		Thumbnail: u.kind == "image" && !f.o.NoThumbnails, ThumbMax: f.o.ThumbMax, Size: u.size})
-	aside := newAside(pb) // the preview is built beside the store's write and hash
+	thumb := u.kind == "image" && !f.o.NoThumbnails
 	src := u.open()
 	if c, ok := src.(io.Closer); ok {
 		defer c.Close() // a store that stops early must not leave the source's writer waiting
+	}
+	var pb *preview.Builder
+	var beside *aside
+	if !thumb {
+		pb = u.early.take(mime) // built while the text arrived: the store only copies
+	}
+	if pb != nil {
+		pb.SetBudget(w.previewBudget)
+	} else {
+		pb = preview.New(preview.Options{MimeType: mime, Name: fileName, Budget: w.previewBudget,
+			Thumbnail: thumb, ThumbMax: f.o.ThumbMax, Size: u.size})
+		beside = newAside(pb) // the preview is built beside the store's write and hash
+		src = io.TeeReader(src, beside)
 	}
 	a, l, err := f.svc.Publish(ctx, artifact.Artifact{
 		ID:       id,
@@ -132,8 +144,10 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 		MimeType: mime,
 		Tenant:   c.Tenant,
 		Source:   source,
-	}, io.TeeReader(src, aside), artifact.LinkOptions{TTL: ttl, Tenant: c.Tenant, Audience: d.Audience, Source: "offload"})
-	aside.Close()
+	}, src, artifact.LinkOptions{TTL: ttl, Tenant: c.Tenant, Audience: d.Audience, Source: "offload"})
+	if beside != nil {
+		beside.Close()
+	}
 	if err != nil {
 		return nil, &errStore{err}
 	}

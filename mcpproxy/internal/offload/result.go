@@ -390,6 +390,7 @@ func (w *resultWriter) itemUnit(it contentItem) unit {
 		return u
 	}
 	u.open = func() io.Reader { return l.open(lit) }
+	u.early = l.early(lit)
 	if u.mime == "" {
 		u.mime = sniffText(l.open(lit))
 	}

@@ -1,0 +1,126 @@
+package offload
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
+)
+
+// offloadRead reads msg through a Spooler (tapped by rw when tap is set)
+// and offloads its result; it returns the texts the agent gets.
+func offloadRead(t *testing.T, rw *Rewriter, tap bool, msg string) (texts []string, taken bool) {
+	t.Helper()
+	o := spill.Options{Dir: t.TempDir(), Threshold: 1 << 10}
+	if tap {
+		o.Tap = rw.Tap
+	}
+	sp, err := spill.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	raw, err := sp.Read(strings.NewReader(msg), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	result := jsonrpc.Path(raw, "result")
+	var e *early
+	content, _ := jsonrpc.Member(result, "content")
+	for _, it := range jsonrpc.Elements(result, content) {
+		if x := rw.lit.early(jsonrpc.RawMember(result[it[0]:it[1]], "text")); x != nil {
+			e = x
+		}
+	}
+	out, _, err := rw.Rewrite(context.Background(), Call{Method: "tools/call", Tool: "t"}, result)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Content []struct{ Type, Text string }
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range r.Content {
+		if c.Type == "text" {
+			// The link and its expiry differ from run to run: the
+			// preview is what comes before them.
+			texts = append(texts, c.Text[:strings.LastIndex(c.Text, "http://")])
+		}
+	}
+	if e != nil {
+		e.mu.Lock()
+		taken = e.gone && e.pb == nil && e.complete
+		e.mu.Unlock()
+	}
+	return texts, taken
+}
+
+// A text's preview built while it arrives is the preview built when it
+// is stored, whatever the text (JSON rows, CSV, logs, markdown, text
+// sniffed as an image), and is the one used.
+func TestEarlyPreviewSame(t *testing.T) {
+	rows := func(f func(i int) string, n int) string {
+		var b strings.Builder
+		for i := range n {
+			b.WriteString(f(i))
+		}
+		return b.String()
+	}
+	texts := map[string]string{
+		"json": "[" + rows(func(i int) string {
+			return `{"id":` + strings.Repeat("1", i%7+1) + `,"name":"row \"` + strings.Repeat("x", i%13) + `\"","ok":true,"when":"2026-11-26T10:00:00Z"},`
+		}, 3000) + `{"id":0}]`,
+		"csv":      "a,b,c\n" + rows(func(i int) string { return strings.Repeat("1", i%5+1) + ",two,3.5\n" }, 4000),
+		"log":      rows(func(i int) string { return "2026-11-26 10:00:00 INFO request " + strings.Repeat("y", i%40) + " done\n" }, 4000),
+		"markdown": "# Title\n\n" + rows(func(i int) string { return "- item " + strings.Repeat("z", i%20) + "\n" }, 4000),
+		"gif":      "GIF89a" + strings.Repeat("\x01", 70000),
+	}
+	for name, text := range texts {
+		lit, _ := json.Marshal(text)
+		msg := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":` + string(lit) + `}]}}`
+		rw := New(testService(t, nil), threshold{0}, Options{Spills: Registry{}})
+		want, _ := offloadRead(t, rw, false, msg)
+		got, taken := offloadRead(t, rw, true, msg)
+		if len(want) != 1 || len(got) != 1 || got[0] != want[0] {
+			t.Fatalf("%s: preview built early\n%q\nwant\n%q", name, got, want)
+		}
+		if !taken {
+			t.Errorf("%s: the early preview was not the one used", name)
+		}
+		if n := len(rw.early); n != 0 {
+			t.Errorf("%s: %d early previews still counted after their strings went", name, n)
+		}
+	}
+}
+
+// Past maxEarly previews under way, a text is not tapped (its preview is
+// built when it is stored); each slot comes back when its string goes.
+func TestEarlyBounded(t *testing.T) {
+	rw := New(testService(t, nil), threshold{0}, Options{})
+	var taps []spill.Tap
+	for range maxEarly {
+		tp := rw.Tap("text")
+		if tp == nil {
+			t.Fatal("a tap refused under the bound")
+		}
+		taps = append(taps, tp)
+	}
+	if rw.Tap("text") != nil || rw.Tap("data") != nil {
+		t.Fatal("a tap past the bound, or of another member")
+	}
+	taps[0].Write(bytes.Repeat([]byte("a"), 100))
+	taps[0].End(false) // its message failed: the slot comes back
+	taps[1].End(true)
+	taps[1].Release()
+	for range 2 {
+		if rw.Tap("text") == nil {
+			t.Fatal("a slot did not come back")
+		}
+	}
+}
