@@ -1,6 +1,7 @@
 package preview
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -18,5 +19,29 @@ func TestLogLinesAllocateNothing(t *testing.T) {
 	})
 	if allocs > 2000 {
 		t.Errorf("previewing 100,000 log lines made %.0f allocations, want a bounded few", allocs)
+	}
+}
+
+// TestJSONRowsAllocateNothing: a row like those before it costs no
+// allocation, whatever its values (a "name" member names the row, which
+// could be a tree node; its text is a sample).
+func TestJSONRowsAllocateNothing(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString("[")
+	for i := range 100000 {
+		if i > 0 {
+			sb.WriteString(",\n")
+		}
+		fmt.Fprintf(&sb, `{"id":%d,"name":"row-%d","score":-12.%d,"ok":true,"tags":["a","b"],"note":null,"ts":"2026-11-26T10:00:00Z","addr":{"city":"c%d"}}`, i, i, i%10, i%7)
+	}
+	sb.WriteString("]")
+	doc := []byte(sb.String())
+	allocs := testing.AllocsPerRun(3, func() {
+		b := New(Options{})
+		b.Write(doc)
+		b.Preview()
+	})
+	if allocs > 3000 {
+		t.Errorf("previewing 100,000 JSON rows made %.0f allocations, want a bounded few", allocs)
 	}
 }

@@ -192,3 +192,35 @@ func TestMemoryWorstCase(t *testing.T) {
 		t.Errorf("bulk %q: %d rows, %d columns\n%s", pv.Facts.Path, pv.Facts.Rows, len(pv.Facts.Columns), pv.Text)
 	}
 }
+
+// BenchmarkJSONOffloadRows previews 8 MB of the rows an offloaded tool
+// output is made of (an array of ~100-byte objects with a number, a
+// float, a bool, a short array, a null and a timestamp), written in
+// 64 KiB chunks as the offloader writes them.
+func BenchmarkJSONOffloadRows(b *testing.B) {
+	var data bytes.Buffer
+	data.WriteString("[")
+	for i := 0; data.Len() < 8<<20; i++ {
+		if i > 0 {
+			data.WriteString(",\n")
+		}
+		fmt.Fprintf(&data, `{"id":%d,"name":"row-%d","score":%d.%d,"ok":%t,"tags":["a","b"],"note":null,"ts":"2026-11-26T%02d:%02d:00Z"}`,
+			i, i, i%200-100, i%10, i%3 == 0, i/60%24, i%60)
+	}
+	data.WriteString("]")
+	in := data.Bytes()
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		bl := New(Options{})
+		for p := in; len(p) > 0; {
+			n := min(len(p), 64<<10)
+			bl.Write(p[:n])
+			p = p[n:]
+		}
+		if pv := bl.Preview(); !strings.Contains(pv.Text, "JSON array of") {
+			b.Fatalf("unexpected preview:\n%s", pv.Text)
+		}
+	}
+}

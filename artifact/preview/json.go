@@ -87,7 +87,7 @@ type jframe struct {
 	nodeDepth  int // depth of a tree node, -1 if not a node
 	isChildren bool
 	hasKids    bool
-	name       string
+	name       []byte // the node's "name" or "path", clipped
 	// nodesAtOpen is the node count when the node was counted.
 	nodesAtOpen int64
 }
@@ -376,7 +376,7 @@ func (a *jsonAn) beginValue() vctx {
 		}
 		v.fld, v.fldName, v.level = p.rowTab.field(name), name, 2
 	}
-	if p.nodeDepth <= 1 && (p.key == "name" || p.key == "path" && p.name == "") {
+	if p.nodeDepth <= 1 && (p.key == "name" || p.key == "path" && len(p.name) == 0) {
 		v.nameOf = true
 	}
 	return v
@@ -473,6 +473,7 @@ func (a *jsonAn) push(c byte, b []byte, i int, v vctx) {
 		// copy: its buffer serves the next row (millions of rows, one
 		// buffer).
 		fr.capt = a.frames[:n+1][n].capt[:0]
+		fr.name = a.frames[:n+1][n].name[:0]
 	}
 	a.frames = append(a.frames, fr)
 }
@@ -523,7 +524,9 @@ func (t *jtab) isMapOf(members int64) bool {
 func (a *jsonAn) close(c byte, b []byte, i int) {
 	a.kinds = a.kinds[:len(a.kinds)-1]
 	if len(a.frames) > len(a.kinds) {
-		fr := a.frames[len(a.frames)-1]
+		// fr stays in its slot, which the next frame pushed there takes
+		// its buffers from.
+		fr := &a.frames[len(a.frames)-1]
 		a.frames = a.frames[:len(a.frames)-1]
 		size := a.off + int64(i) + 1 - fr.start
 		if fr.node >= 0 {
@@ -555,8 +558,8 @@ func (a *jsonAn) close(c byte, b []byte, i int) {
 			if !fr.hasKids {
 				a.tree.Leaves++
 			}
-			if fr.nodeDepth < 2 && fr.name != "" && len(a.names[fr.nodeDepth]) < maxNames {
-				a.names[fr.nodeDepth] = append(a.names[fr.nodeDepth], fr.name)
+			if fr.nodeDepth < 2 && len(fr.name) > 0 && len(a.names[fr.nodeDepth]) < maxNames {
+				a.names[fr.nodeDepth] = append(a.names[fr.nodeDepth], string(fr.name))
 				a.subtree[fr.nodeDepth] = append(a.subtree[fr.nodeDepth], a.tree.Nodes-fr.nodesAtOpen+1)
 			}
 		}
@@ -603,13 +606,24 @@ func (a *jsonAn) endString(b []byte, j int) {
 	// A row's field takes the bytes: most strings need no copy.
 	v := a.cur
 	addValue(v.fld, tString, a.buf)
-	if v.row == nil && !v.tracked && !v.nameOf && len(a.kinds) > 0 {
+	if v.row == nil && !v.tracked && len(a.kinds) > 0 {
+		if v.nameOf {
+			setName(a, a.buf)
+		}
 		a.cur = vctx{}
 		a.endValue()
 		return
 	}
 	a.cur.fld = nil // counted
 	a.endScalar(tString, string(a.buf))
+}
+
+// setName names the innermost analysed container, a possible tree node,
+// without a copy per row: its buffer is reused.
+func setName[T ~string | ~[]byte](a *jsonAn, text T) {
+	if p := a.parentFrame(); p != nil {
+		p.name = appendClip(p.name[:0], text, 60)
+	}
 }
 
 // endNumber ends a number at b[i]; false if it is not one.
@@ -681,9 +695,7 @@ func (a *jsonAn) endScalar(typ int, text string) {
 		a.nodes = append(a.nodes, jnode{path: v.path, parent: v.parent, kind: 's', value: scalarText(typ, text)})
 	}
 	if v.nameOf && typ == tString {
-		if p := a.parentFrame(); p != nil {
-			p.name = clip(text, 60)
-		}
+		setName(a, text)
 	}
 	if len(a.kinds) == 0 {
 		a.topText = scalarText(typ, text)

@@ -347,6 +347,14 @@ func clip(s string, n int) string {
 	return truncUTF8(s, n-len("…")) + "…"
 }
 
+// appendClip appends s to dst as clip(s, n) returns it.
+func appendClip[T ~string | ~[]byte](dst []byte, s T, n int) []byte {
+	if len(s) <= n {
+		return append(dst, s...)
+	}
+	return append(append(dst, truncUTF8(s, n-len("…"))...), "…"...)
+}
+
 // HumanSize writes a byte count as previews do ("2.5 MiB"), for callers
 // that add to a preview's text.
 func HumanSize(n int64) string { return humanSize(n) }
