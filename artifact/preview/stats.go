@@ -415,6 +415,11 @@ type kmv struct {
 }
 
 func (k *kmv) add(h uint64) {
+	// Once full, most hashes are above the k smallest: the set need not
+	// be asked (a hash in it is at most the largest kept).
+	if len(k.heap) == kmvSize && h >= k.heap[0] {
+		return
+	}
 	if _, ok := k.in[h]; ok {
 		return
 	}
