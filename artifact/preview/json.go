@@ -153,6 +153,14 @@ func (a *jsonAn) fail(i int, what string) {
 	}
 }
 
+// numByte tells the bytes that may be part of a number.
+var numByte = func() (t [256]bool) {
+	for _, c := range []byte("0123456789.eE+-") {
+		t[c] = true
+	}
+	return t
+}()
+
 func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func (a *jsonAn) write(b []byte) {
@@ -215,14 +223,18 @@ func (a *jsonAn) write(b []byte) {
 				a.st = sStr
 			}
 		case sNum:
-			if c >= '0' && c <= '9' || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-' {
-				a.keep([]byte{c})
+			j := i
+			for j < len(b) && numByte[b[j]] {
+				j++
+			}
+			a.keep(b[i:j])
+			if i = j; j == len(b) {
+				break
+			}
+			if !a.endNumber(b, j) {
 				continue
 			}
-			if !a.endNumber(b, i) {
-				continue
-			}
-			i-- // c ends the number: read it again
+			i-- // b[j] ends the number: read it again
 		case sLit:
 			if c != a.lit[a.litI] {
 				a.fail(i, "bad literal")
@@ -628,12 +640,17 @@ func setName[T ~string | ~[]byte](a *jsonAn, text T) {
 
 // endNumber ends a number at b[i]; false if it is not one.
 func (a *jsonAn) endNumber(b []byte, i int) bool {
-	if len(a.buf) < maxScalar && !jsonNumber(a.buf) {
-		a.fail(i, fmt.Sprintf("bad number %q", clip(string(a.buf), 20)))
-		return false
-	}
 	typ := tInt
-	if bytes.ContainsAny(a.buf, ".eE") {
+	if len(a.buf) < maxScalar {
+		ok, isFloat := scanNumber(a.buf)
+		if !ok {
+			a.fail(i, fmt.Sprintf("bad number %q", clip(string(a.buf), 20)))
+			return false
+		}
+		if isFloat {
+			typ = tFloat
+		}
+	} else if bytes.ContainsAny(a.buf, ".eE") {
 		typ = tFloat
 	}
 	// A row's field takes the bytes, as for strings: no copy.
@@ -650,6 +667,13 @@ func (a *jsonAn) endNumber(b []byte, i int) bool {
 // jsonNumber reports whether b is a number as JSON spells it:
 // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
 func jsonNumber(b []byte) bool {
+	ok, _ := scanNumber(b)
+	return ok
+}
+
+// scanNumber is jsonNumber, and tells whether the number has a fraction
+// or an exponent.
+func scanNumber(b []byte) (ok, isFloat bool) {
 	i := 0
 	if i < len(b) && b[i] == '-' {
 		i++
@@ -663,13 +687,14 @@ func jsonNumber(b []byte) bool {
 	}
 	switch n := digits(); {
 	case n == 0, n > 1 && b[i-n] == '0':
-		return false
+		return false, false
 	}
 	if i < len(b) && b[i] == '.' {
 		i++
 		if digits() == 0 {
-			return false
+			return false, false
 		}
+		isFloat = true
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		i++
@@ -677,10 +702,11 @@ func jsonNumber(b []byte) bool {
 			i++
 		}
 		if digits() == 0 {
-			return false
+			return false, false
 		}
+		isFloat = true
 	}
-	return i == len(b)
+	return i == len(b), isFloat
 }
 
 func (a *jsonAn) endScalar(typ int, text string) {
