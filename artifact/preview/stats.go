@@ -173,33 +173,51 @@ func addValue[T ~string | ~[]byte](f *field, typ int, text T) {
 	f.exact, f.counts = nil, nil
 }
 
-// parseNumber is strconv.ParseFloat, without its cost for the integers
-// that most numbers in tool outputs are: up to 15 digits, a float64 holds
-// them exactly.
+// parseNumber is strconv.ParseFloat, without its cost for the numbers
+// most tool outputs hold: integers and decimals of up to 15 digits. A
+// float64 holds such digits exactly, and a power of ten up to 1e22, so
+// one division, correctly rounded, gives ParseFloat's value.
 func parseNumber[T ~string | ~[]byte](s T) (float64, bool) {
 	i, neg := 0, len(s) > 0 && s[0] == '-'
 	if neg {
 		i = 1
 	}
-	if n := len(s) - i; n > 0 && n <= 15 {
+	if n := len(s) - i; n > 0 && n <= 16 {
 		var v int64
+		digits, frac := 0, -1 // frac: digits after the point, -1 if none
 		for ; i < len(s); i++ {
 			c := s[i]
-			if c < '0' || c > '9' {
-				break
+			switch {
+			case c >= '0' && c <= '9':
+				v = v*10 + int64(c-'0')
+				digits++
+				if frac >= 0 {
+					frac++
+				}
+				continue
+			case c == '.' && frac < 0 && digits > 0:
+				frac = 0
+				continue
 			}
-			v = v*10 + int64(c-'0')
+			break
 		}
-		if i == len(s) {
-			if neg {
-				return -float64(v), true // -0 stays -0, as ParseFloat has it
+		if i == len(s) && digits <= 15 && frac != 0 {
+			f := float64(v)
+			if frac > 0 {
+				f /= pow10[frac]
 			}
-			return float64(v), true
+			if neg {
+				return -f, true // -0 stays -0, as ParseFloat has it
+			}
+			return f, true
 		}
 	}
 	v, err := strconv.ParseFloat(string(s), 64)
 	return v, err == nil
 }
+
+// pow10 are the powers of ten parseNumber divides by.
+var pow10 = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
 
 // stringType tells dates and date-times apart from other strings.
 func stringType[T ~string | ~[]byte](s T) int {
