@@ -161,6 +161,9 @@ var numByte = func() (t [256]bool) {
 	return t
 }()
 
+// strStop tells the bytes that end a run of a string's plain bytes.
+var strStop = [256]bool{'"': true, '\\': true}
+
 func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func (a *jsonAn) write(b []byte) {
@@ -171,8 +174,14 @@ func (a *jsonAn) write(b []byte) {
 			return
 		case sStr:
 			j := i
-			for j < len(b) && b[j] != '"' && b[j] != '\\' {
+			for j < len(b) && !strStop[b[j]] {
 				j++
+			}
+			if j < len(b) && b[j] == '"' && len(a.buf) == 0 {
+				// The whole string is here, unescaped: no copy.
+				a.endString(b[i:min(j, i+maxScalar)])
+				i = j
+				break
 			}
 			a.keep(b[i:j])
 			i = j
@@ -180,7 +189,7 @@ func (a *jsonAn) write(b []byte) {
 				break
 			}
 			if b[j] == '"' {
-				a.endString(b, j)
+				a.endString(a.buf)
 			} else {
 				a.st = sEsc
 			}
@@ -227,11 +236,20 @@ func (a *jsonAn) write(b []byte) {
 			for j < len(b) && numByte[b[j]] {
 				j++
 			}
-			a.keep(b[i:j])
-			if i = j; j == len(b) {
+			if j == len(b) {
+				a.keep(b[i:j])
+				i = j
 				break
 			}
-			if !a.endNumber(b, j) {
+			var text []byte
+			if i > 0 && len(a.buf) == 1 {
+				// The number began at b[i-1]: it is all here, no copy.
+				text = b[i-1 : min(j, i-1+maxScalar)]
+			} else {
+				a.keep(b[i:j])
+				text = a.buf
+			}
+			if i = j; !a.endNumber(text, j) {
 				continue
 			}
 			i-- // b[j] ends the number: read it again
@@ -591,7 +609,9 @@ func (a *jsonAn) endValue() {
 	a.st = sAfter
 }
 
-func (a *jsonAn) endString(b []byte, j int) {
+// endString ends a string whose text (unescaped, at most maxScalar
+// bytes) is s.
+func (a *jsonAn) endString(s []byte) {
 	if a.isKey {
 		a.st = sColon
 		if p := a.parentFrame(); p != nil {
@@ -599,14 +619,14 @@ func (a *jsonAn) endString(b []byte, j int) {
 			// at this position in the last row is the likely one.
 			p.keyField = nil
 			if p.rowLevel == 1 && p.n < int64(len(p.rowTab.order)) {
-				if f := p.rowTab.order[p.n]; f != nil && f.name == string(a.buf) {
+				if f := p.rowTab.order[p.n]; f != nil && f.name == string(s) {
 					p.key, p.keyField = f.name, f
 					return
 				}
 			}
-			name, ok := a.intern[string(a.buf)]
+			name, ok := a.intern[string(s)]
 			if !ok {
-				name = string(a.buf)
+				name = string(s)
 				if len(a.intern) < maxInterned {
 					a.intern[name] = name
 				}
@@ -617,17 +637,17 @@ func (a *jsonAn) endString(b []byte, j int) {
 	}
 	// A row's field takes the bytes: most strings need no copy.
 	v := a.cur
-	addValue(v.fld, tString, a.buf)
+	addValue(v.fld, tString, s)
 	if v.row == nil && !v.tracked && len(a.kinds) > 0 {
 		if v.nameOf {
-			setName(a, a.buf)
+			setName(a, s)
 		}
 		a.cur = vctx{}
 		a.endValue()
 		return
 	}
 	a.cur.fld = nil // counted
-	a.endScalar(tString, string(a.buf))
+	a.endScalar(tString, string(s))
 }
 
 // setName names the innermost analysed container, a possible tree node,
@@ -638,29 +658,30 @@ func setName[T ~string | ~[]byte](a *jsonAn, text T) {
 	}
 }
 
-// endNumber ends a number at b[i]; false if it is not one.
-func (a *jsonAn) endNumber(b []byte, i int) bool {
+// endNumber ends a number whose text (at most maxScalar bytes) is s, at
+// byte i of the write; false if it is not one.
+func (a *jsonAn) endNumber(s []byte, i int) bool {
 	typ := tInt
-	if len(a.buf) < maxScalar {
-		ok, isFloat := scanNumber(a.buf)
+	if len(s) < maxScalar {
+		ok, isFloat := scanNumber(s)
 		if !ok {
-			a.fail(i, fmt.Sprintf("bad number %q", clip(string(a.buf), 20)))
+			a.fail(i, fmt.Sprintf("bad number %q", clip(string(s), 20)))
 			return false
 		}
 		if isFloat {
 			typ = tFloat
 		}
-	} else if bytes.ContainsAny(a.buf, ".eE") {
+	} else if bytes.ContainsAny(s, ".eE") {
 		typ = tFloat
 	}
 	// A row's field takes the bytes, as for strings: no copy.
 	if v := a.cur; v.row == nil && !v.tracked && !v.nameOf && len(a.kinds) > 0 {
-		addValue(v.fld, typ, a.buf)
+		addValue(v.fld, typ, s)
 		a.cur = vctx{}
 		a.endValue()
 		return true
 	}
-	a.endScalar(typ, string(a.buf))
+	a.endScalar(typ, string(s))
 	return true
 }
 
@@ -830,7 +851,7 @@ func (a *jsonAn) complete() bool {
 // finishLex ends a number at the end of the input and notes truncation.
 func (a *jsonAn) finishLex() {
 	if a.st == sNum {
-		a.endNumber(nil, 0)
+		a.endNumber(a.buf, 0)
 	}
 	if a.err == "" && (len(a.kinds) > 0 || a.st != sTop) {
 		a.err = fmt.Sprintf("byte %d: the input ends inside a value", a.off)
