@@ -164,7 +164,9 @@ var numByte = func() (t [256]bool) {
 // strStop tells the bytes that end a run of a string's plain bytes.
 var strStop = [256]bool{'"': true, '\\': true}
 
-func isWS(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+func isWS(c byte) bool { return wsByte[c] }
+
+var wsByte = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
 func (a *jsonAn) write(b []byte) {
 	for i := 0; i < len(b); i++ {
@@ -181,6 +183,9 @@ func (a *jsonAn) write(b []byte) {
 				// The whole string is here, unescaped: no copy.
 				a.endString(b[i:min(j, i+maxScalar)])
 				i = j
+				if a.st == sColon && j+1 < len(b) && b[j+1] == ':' {
+					a.st, i = sValue, j+1 // a key's colon, read at once
+				}
 				break
 			}
 			a.keep(b[i:j])
@@ -261,11 +266,23 @@ func (a *jsonAn) write(b []byte) {
 			if a.litI++; a.litI == len(a.lit) {
 				a.endScalar(a.litTyp, a.lit)
 			}
-		default:
-			if isWS(c) {
-				continue
+		case sColon:
+			// Between tokens, the common states are handled here and
+			// the rest by structural.
+			switch {
+			case c == ':':
+				a.st = sValue
+			case !isWS(c):
+				a.fail(i, fmt.Sprintf("expected ':', found %q", c))
 			}
-			a.structural(c, b, i)
+		case sValue:
+			if !isWS(c) {
+				a.startValue(c, b, i)
+			}
+		default:
+			if !isWS(c) {
+				a.structural(c, b, i)
+			}
 		}
 	}
 	a.flushCaptures(b)
@@ -280,7 +297,7 @@ func (a *jsonAn) structural(c byte, b []byte, i int) {
 			return
 		}
 		a.startValue(c, b, i)
-	case sTop, sValue:
+	case sTop:
 		a.startValue(c, b, i)
 	case sObjFirst, sKey:
 		switch {
@@ -291,12 +308,6 @@ func (a *jsonAn) structural(c byte, b []byte, i int) {
 		default:
 			a.fail(i, fmt.Sprintf("expected a key, found %q", c))
 		}
-	case sColon:
-		if c != ':' {
-			a.fail(i, fmt.Sprintf("expected ':', found %q", c))
-			return
-		}
-		a.st = sValue
 	case sAfter:
 		top := a.kinds[len(a.kinds)-1]
 		switch {
