@@ -340,19 +340,19 @@ func (a *jsonAn) parentFrame() *jframe {
 }
 
 // beginValue does the bookkeeping of a value starting: its place in its
-// container, its path, the table and field it belongs to.
-func (a *jsonAn) beginValue() vctx {
-	v := vctx{parent: -1}
+// container, its path, the table and field it belongs to, set in v.
+func (a *jsonAn) beginValue(v *vctx) {
+	*v = vctx{parent: -1}
 	if len(a.kinds) == 0 {
 		v.row = a.nd
 		if a.tops == 0 {
 			v.tracked = true
 		}
-		return v
+		return
 	}
 	p := a.parentFrame()
 	if p == nil {
-		return v
+		return
 	}
 	idx := p.n
 	p.n++
@@ -385,7 +385,7 @@ func (a *jsonAn) beginValue() vctx {
 			}
 			v.fld, v.fldName, v.level = f, name, 1
 		}
-		return v
+		return
 	}
 	if p.tab != nil {
 		v.row, v.inMap = p.tab.t, true
@@ -420,7 +420,6 @@ func (a *jsonAn) beginValue() vctx {
 	if p.nodeDepth <= 1 && (p.key == "name" || p.key == "path" && len(p.name) == 0) {
 		v.nameOf = true
 	}
-	return v
 }
 
 func joinPath(parent, key string) string {
@@ -434,30 +433,37 @@ func (a *jsonAn) startValue(c byte, b []byte, i int) {
 	if len(a.kinds) == 0 && a.tops == 0 {
 		a.topKind = c
 	}
-	v := a.beginValue()
+	a.beginValue(&a.cur)
 	switch {
 	case c == '{' || c == '[':
-		a.push(c, b, i, v)
+		a.push(c, b, i, &a.cur)
+		a.cur = vctx{}
 	case c == '"':
-		a.cur, a.st, a.isKey, a.buf = v, sStr, false, a.buf[:0]
+		a.st, a.isKey, a.buf = sStr, false, a.buf[:0]
 	case c == '-' || c >= '0' && c <= '9':
-		a.cur, a.st, a.buf = v, sNum, append(a.buf[:0], c)
+		a.st, a.buf = sNum, append(a.buf[:0], c)
 	case c == 't':
-		a.cur, a.st, a.lit, a.litI, a.litTyp = v, sLit, "true", 1, tBool
+		a.st, a.lit, a.litI, a.litTyp = sLit, "true", 1, tBool
 	case c == 'f':
-		a.cur, a.st, a.lit, a.litI, a.litTyp = v, sLit, "false", 1, tBool
+		a.st, a.lit, a.litI, a.litTyp = sLit, "false", 1, tBool
 	case c == 'n':
-		a.cur, a.st, a.lit, a.litI, a.litTyp = v, sLit, "null", 1, tNull
+		a.st, a.lit, a.litI, a.litTyp = sLit, "null", 1, tNull
 	default:
 		a.fail(i, fmt.Sprintf("unexpected %q", c))
 		return
 	}
 }
 
-func (a *jsonAn) push(c byte, b []byte, i int, v vctx) {
+func (a *jsonAn) push(c byte, b []byte, i int, v *vctx) {
 	if len(a.kinds) >= maxNest {
 		a.fail(i, "nested too deep")
 		return
+	}
+	n := len(a.frames)
+	if n == cap(a.frames) && n < maxFrames {
+		// Grown before parent points into it: the frame is built in
+		// its slot.
+		a.frames = slices.Grow(a.frames, 1)
 	}
 	parent := a.parentFrame()
 	a.kinds = append(a.kinds, c)
@@ -468,7 +474,12 @@ func (a *jsonAn) push(c byte, b []byte, i int, v vctx) {
 	if parent == nil && len(a.kinds) > 1 || len(a.frames) >= maxFrames {
 		return
 	}
-	fr := jframe{kind: c, start: a.off + int64(i), v: v, node: -1, nodeDepth: -1}
+	// The slot's last frame is gone, and what kept its capture kept a
+	// copy: its buffers serve the next row (millions of rows, one
+	// buffer).
+	fr := &a.frames[:n+1][n]
+	capt, name := fr.capt[:0], fr.name[:0]
+	*fr = jframe{kind: c, start: a.off + int64(i), v: *v, node: -1, nodeDepth: -1, capt: capt, name: name}
 	if v.tracked {
 		fr.node = len(a.nodes)
 		a.nodes = append(a.nodes, jnode{path: v.path, parent: v.parent, kind: c})
@@ -509,14 +520,7 @@ func (a *jsonAn) push(c byte, b []byte, i int, v vctx) {
 			fr.isChildren, fr.nodeDepth = true, parent.nodeDepth
 		}
 	}
-	if n := len(a.frames); n < cap(a.frames) {
-		// The slot's last frame is gone, and what kept its capture kept a
-		// copy: its buffer serves the next row (millions of rows, one
-		// buffer).
-		fr.capt = a.frames[:n+1][n].capt[:0]
-		fr.name = a.frames[:n+1][n].name[:0]
-	}
-	a.frames = append(a.frames, fr)
+	a.frames = a.frames[:n+1]
 }
 
 func (a *jsonAn) countNode(depth int) {
