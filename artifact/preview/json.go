@@ -279,6 +279,22 @@ func (a *jsonAn) write(b []byte) {
 			if !isWS(c) {
 				a.startValue(c, b, i)
 			}
+		case sAfter:
+			switch {
+			case isWS(c):
+			case c == ',' && a.kinds[len(a.kinds)-1] == '{':
+				if i+1 < len(b) && b[i+1] == '"' {
+					// The next key's quote, read at once.
+					a.st, a.isKey, a.buf = sStr, true, a.buf[:0]
+					i++
+				} else {
+					a.st = sKey
+				}
+			case c == ',':
+				a.st = sValue
+			default:
+				a.structural(c, b, i)
+			}
 		default:
 			if !isWS(c) {
 				a.structural(c, b, i)
