@@ -133,8 +133,14 @@ func addValue[T ~string | ~[]byte](f *field, typ int, text T) {
 		if v, ok := parseNumber(text); ok && !math.IsInf(v, 0) {
 			f.nNum++
 			f.sum += v
-			f.min = math.Min(f.min, v)
-			f.max = math.Max(f.max, v)
+			// math.Min and Max, but inlined: v is never NaN, and -0
+			// is below 0 as they have it.
+			if v < f.min || v == f.min && math.Signbit(v) {
+				f.min = v
+			}
+			if v > f.max || v == f.max && !math.Signbit(v) {
+				f.max = v
+			}
 		}
 	}
 	f.types[typ]++
