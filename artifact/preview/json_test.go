@@ -1,0 +1,59 @@
+package preview
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// TestJSONChunkingIndependent feeds the JSON analyzer itself (no 64 KiB
+// head written whole) every JSON fixture and documents made of what its
+// fast paths skip over (escapes, strings and numbers longer than a
+// scalar's bound, literals, whitespace, errors), in writes of 1 to 64
+// bytes and all at once: the sections and facts must be equal. A token
+// whole in one write is read where it lies, one cut by a write's end
+// byte by byte.
+func TestJSONChunkingIndependent(t *testing.T) {
+	long := strings.Repeat("é", 200)
+	docs := map[string]string{
+		"escapes": `[{"a\"b":"x\\y\n\u00e9\ud83d\ude00","name":"n\u0041me","path":"p"},{"a\"b":"` + long + `","name":"` + long + `"}]`,
+		"numbers": `{"n":[0,-0,-12.5,1e3,1E+2,-0.000001,123456789012345,1234567890123456,` + strings.Repeat("9", 300) + `,` + strings.Repeat("1", 250) + `.5e1]}`,
+		"literals": "[true ,false\t,null\r\n,{\"a\":true,\"b\":false,\"c\":null}]",
+		"space":    " \n[ { \"k\" : 1 , \"m\" : [ \"x\" , \"y\" ] } ,\n{\"k\":2,\"m\":[]} ] \n",
+		"ndjson":   "{\"a\":1}\n{\"a\":2,\"b\":\"x\"}\n\"s\"\n3\n",
+		"children": `{"name":"root","children":[{"name":"a","children":[{"path":"a/b"}]},{"path":"c","name":"C"}]}`,
+		"badlit":   `[{"a":1},{"a":tru}]`,
+		"badnum":   `[{"a":1},{"a":01}]`,
+		"badkey":   `[{"a":1},{"a" 2}]`,
+		"badesc":   `[{"a":"\x"}]`,
+		"cut":      `[{"a":1},{"a":"unterminated`,
+	}
+	for _, c := range corpus {
+		if c.kind == KindJSON || c.kind == KindNDJSON {
+			docs[c.file] = string(readFixture(t, c.file))
+		}
+	}
+	run := func(data []byte, chunk int) (Preview, []section) {
+		a := newJSON()
+		for p := data; len(p) > 0; {
+			n := min(chunk, len(p))
+			a.write(p[:n])
+			p = p[n:]
+		}
+		var pv Preview
+		secs := a.finish(&pv)
+		return pv, secs
+	}
+	for name, doc := range docs {
+		t.Run(name, func(t *testing.T) {
+			data := []byte(doc)
+			wantPV, wantSecs := run(data, len(data))
+			for _, chunk := range []int{1, 2, 3, 5, 7, 13, 64} {
+				pv, secs := run(data, chunk)
+				if !reflect.DeepEqual(pv, wantPV) || !reflect.DeepEqual(secs, wantSecs) {
+					t.Errorf("writes of %d bytes: %+v\n%v\nall at once: %+v\n%v", chunk, pv.Facts, secs, wantPV.Facts, wantSecs)
+				}
+			}
+		})
+	}
+}
