@@ -103,3 +103,22 @@ func BenchmarkTextRows(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTextBase64 decodes a spilled 10 MB string of base64 (an
+// image's data): no escapes at all.
+func BenchmarkTextBase64(b *testing.B) {
+	s := newSpooler(b, Options{})
+	in := []byte(`"` + strings.Repeat("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg", 10<<20/100) + `"`)
+	out, err := s.Read(bytes.NewReader(in), 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	x, _ := Lookup(out)
+	b.SetBytes(x.Len())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := io.Copy(io.Discard, x.Base64()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -149,7 +149,7 @@ func checkText(t *testing.T, marker []byte) {
 // FuzzText checks the streaming decoder against encoding/json on any
 // escaped string, read in pieces of any size.
 func FuzzText(f *testing.F) {
-	for _, seed := range []string{`plain`, `\ud83d\ude00`, `\ud83d\u0041`, `\ude00`, "\xff\xc3(", `\u00E9\/\b`, `\`, `\u12`} {
+	for _, seed := range []string{`plain`, `a long plain run of ascii, then \n an escape and more plain bytes \u00e9 after`, `\ud83d\ude00`, `\ud83d\u0041`, `\ude00`, "\xff\xc3(", `\u00E9\/\b`, `\`, `\u12`} {
 		f.Add(seed, uint8(1))
 		f.Add(seed, uint8(5))
 	}
@@ -166,6 +166,13 @@ func FuzzText(f *testing.F) {
 		got, err = io.ReadAll(&limitedP{newTextReader(iotest.OneByteReader(strings.NewReader(in))), int(size%16) + 1})
 		if err != nil || string(got) != want {
 			t.Fatalf("Text(%q) read a byte at a time = %q, %v; want %q", in, got, err, want)
+		}
+		// Base64's reader of the text copies eight bytes at a time.
+		wide := newTextReader(strings.NewReader(in))
+		wide.wide = true
+		got, err = io.ReadAll(&limitedP{wide, int(size%16) + 1})
+		if err != nil || string(got) != want {
+			t.Fatalf("Text(%q) read wide = %q, %v; want %q", in, got, err, want)
 		}
 	})
 }

@@ -338,7 +338,11 @@ func (x *String) Text() io.Reader { return newTextReader(x.Raw()) }
 
 // Base64 returns Text decoded as standard base64, padded or not (line
 // breaks ignored). A malformed encoding is a read error.
-func (x *String) Base64() io.Reader { return newBase64Reader(x.Text()) }
+func (x *String) Base64() io.Reader {
+	t := newTextReader(x.Raw())
+	t.wide = true
+	return newBase64Reader(t)
+}
 
 // DecodeText decodes the escaped bytes of a JSON string read from r
 // (without its quotes) as String.Text does: for a Tap's bytes.

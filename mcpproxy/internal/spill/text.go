@@ -3,6 +3,7 @@ package spill
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"io"
 	"unicode/utf16"
@@ -20,6 +21,7 @@ type textReader struct {
 	err  error // sticky, io.EOF at the end
 	rune [utf8.UTFMax]byte
 	pend []byte // the part of t.rune not yet handed out
+	wide bool   // expect long plain runs (base64): copy eight bytes at a time
 }
 
 // lookahead is the most a step needs to see: a surrogate pair's two
@@ -70,9 +72,19 @@ func (t *textReader) Read(p []byte) (int, error) {
 			// fits; the rest (\u, UTF-8, an escape cut by the buffer's
 			// end) takes the way below.
 			i, end, in := t.i, t.n, t.in
+			wide := t.wide
 			for w < len(p) && i < end {
 				switch c := in[i]; {
 				case c < utf8.RuneSelf && c != '\\':
+					// Base64 goes eight bytes at a time while they are
+					// plain ASCII.
+					if wide && i+8 <= end && w+8 <= len(p) {
+						if v := binary.LittleEndian.Uint64(in[i:]); v&highBits == 0 && !hasBackslash(v) {
+							binary.LittleEndian.PutUint64(p[w:], v)
+							i, w = i+8, w+8
+							continue
+						}
+					}
 					p[w] = c
 					i++
 				case c == '\\' && i+1 < end && simpleEscape[in[i+1]] != 0:
@@ -113,6 +125,15 @@ func (t *textReader) Read(p []byte) (int, error) {
 		return w, nil
 	}
 	return 0, t.err
+}
+
+const highBits = 0x8080808080808080
+
+// hasBackslash reports whether one of v's bytes is '\\' (the classic
+// zero-byte test on v with the backslashes turned to zeros).
+func hasBackslash(v uint64) bool {
+	x := v ^ 0x5c5c5c5c5c5c5c5c
+	return (x-0x0101010101010101)&^x&highBits != 0
 }
 
 // simpleEscape maps the letter after a backslash to its byte, for the
@@ -187,13 +208,14 @@ var ErrBase64 = errors.New("spill: malformed base64")
 // trailing padding is stripped (so padded and unpadded text both decode),
 // and '=' anywhere but at the end is malformed.
 type base64Reader struct {
-	src  io.Reader
-	in   []byte // in[:n] read, line breaks and padding removed, not decoded
-	n    int
-	out  []byte // decoded, not yet handed out
-	pads int    // '=' seen
-	eof  bool
-	err  error // sticky
+	src   io.Reader
+	in    []byte // in[:n] read, line breaks and padding removed, not decoded
+	n     int
+	out   []byte // decoded, not yet handed out (in spare)
+	spare []byte // what a Read too small for a whole chunk decodes into
+	pads  int    // '=' seen
+	eof   bool
+	err   error // sticky
 }
 
 func newBase64Reader(text io.Reader) io.Reader {
@@ -222,7 +244,10 @@ func (b *base64Reader) Read(p []byte) (int, error) {
 		}
 		dst, direct := p, len(p) >= base64.RawStdEncoding.DecodedLen(q)
 		if !direct {
-			dst = make([]byte, base64.RawStdEncoding.DecodedLen(q))
+			if cap(b.spare) < base64.RawStdEncoding.DecodedLen(q) {
+				b.spare = make([]byte, base64.RawStdEncoding.DecodedLen(q))
+			}
+			dst = b.spare[:cap(b.spare)]
 		}
 		k, err := base64.RawStdEncoding.Decode(dst, b.in[:q])
 		if err != nil {
