@@ -2,7 +2,9 @@ package preview
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -161,6 +163,25 @@ var numByte = func() (t [256]bool) {
 	return t
 }()
 
+// plainRun returns the index of the first '"' or '\\' in b from i, or
+// len(b): eight bytes at a time, then one at a time.
+func plainRun(b []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q, e := x^('"'*ones), x^('\\'*ones)
+		// The lowest byte flagged is the first that is zero in q or e:
+		// a false flag (from a borrow) sits only above a true one.
+		if m := ((q-ones)&^q | (e-ones)&^e) & highs; m != 0 {
+			return i + bits.TrailingZeros64(m)/8
+		}
+	}
+	for i < len(b) && !strStop[b[i]] {
+		i++
+	}
+	return i
+}
+
 // strStop tells the bytes that end a run of a string's plain bytes.
 var strStop = [256]bool{'"': true, '\\': true}
 
@@ -175,10 +196,7 @@ func (a *jsonAn) write(b []byte) {
 		case sErr:
 			return
 		case sStr:
-			j := i
-			for j < len(b) && !strStop[b[j]] {
-				j++
-			}
+			j := plainRun(b, i)
 			if j < len(b) && b[j] == '"' && len(a.buf) == 0 {
 				// The whole string is here, unescaped: no copy.
 				a.endString(b[i:min(j, i+maxScalar)])

@@ -1,6 +1,7 @@
 package preview
 
 import (
+	"bytes"
 	"reflect"
 	"strings"
 	"testing"
@@ -16,8 +17,8 @@ import (
 func TestJSONChunkingIndependent(t *testing.T) {
 	long := strings.Repeat("é", 200)
 	docs := map[string]string{
-		"escapes": `[{"a\"b":"x\\y\n\u00e9\ud83d\ude00","name":"n\u0041me","path":"p"},{"a\"b":"` + long + `","name":"` + long + `"}]`,
-		"numbers": `{"n":[0,-0,-12.5,1e3,1E+2,-0.000001,123456789012345,1234567890123456,` + strings.Repeat("9", 300) + `,` + strings.Repeat("1", 250) + `.5e1]}`,
+		"escapes":  `[{"a\"b":"x\\y\n\u00e9\ud83d\ude00","name":"n\u0041me","path":"p"},{"a\"b":"` + long + `","name":"` + long + `"}]`,
+		"numbers":  `{"n":[0,-0,-12.5,1e3,1E+2,-0.000001,123456789012345,1234567890123456,` + strings.Repeat("9", 300) + `,` + strings.Repeat("1", 250) + `.5e1]}`,
 		"literals": "[true ,false\t,null\r\n,{\"a\":true,\"b\":false,\"c\":null}]",
 		"space":    " \n[ { \"k\" : 1 , \"m\" : [ \"x\" , \"y\" ] } ,\n{\"k\":2,\"m\":[]} ] \n",
 		"ndjson":   "{\"a\":1}\n{\"a\":2,\"b\":\"x\"}\n\"s\"\n3\n",
@@ -55,5 +56,36 @@ func TestJSONChunkingIndependent(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPlainRun holds plainRun, eight bytes at a time, to a byte-by-byte
+// search for '"' and '\\', with every byte value at every position among
+// fillers next to them in value (a borrow between bytes must not flag a
+// byte before the first stop).
+func TestPlainRun(t *testing.T) {
+	naive := func(b []byte, i int) int {
+		for i < len(b) && b[i] != '"' && b[i] != '\\' {
+			i++
+		}
+		return i
+	}
+	for _, fill := range []byte{'a', 0x00, 0x01, 0x21, 0x23, 0x5b, 0x5d, 0x80, 0xa2, 0xdc, 0xff} {
+		for n := 0; n <= 19; n++ {
+			for k := 0; k < n; k++ {
+				for v := range 256 {
+					b := bytes.Repeat([]byte{fill}, n)
+					b[k] = byte(v)
+					if k+1 < n {
+						b[n-1] = '"' // a later stop must not hide an earlier one
+					}
+					for from := 0; from <= n; from += 3 {
+						if got, want := plainRun(b, from), naive(b, from); got != want {
+							t.Fatalf("plainRun(%q, %d) = %d, want %d", b, from, got, want)
+						}
+					}
+				}
+			}
+		}
 	}
 }
