@@ -619,12 +619,19 @@ func (a *jsonAn) close(c byte, b []byte, i int) {
 			fr.v.fld.add(typ, "")
 		}
 		if fr.capting {
-			fr.capt = appendCapped(fr.capt, b[fr.captFrom:i+1])
+			// A container begun in this write (nothing captured yet) is
+			// read where it lies; those who keep its text copy it.
+			text := b[fr.captFrom : i+1]
+			if len(fr.capt) > 0 {
+				fr.capt = appendCapped(fr.capt, text)
+				text = fr.capt
+			}
+			text = text[:min(len(text), sampleRowBytes)]
 			if fr.v.row != nil {
-				fr.v.row.addRow(typ, a.withKey(fr.capt))
+				fr.v.row.addRow(typ, a.withKey(text))
 			}
 			if fr.node >= 0 && size < sampleRowBytes {
-				a.nodes[fr.node].value = compactJSON(fr.capt)
+				a.nodes[fr.node].value = compactJSON(text)
 			}
 		}
 		if fr.tab != nil {
