@@ -92,6 +92,19 @@ type jframe struct {
 	name       []byte // the node's "name" or "path", clipped
 	// nodesAtOpen is the node count when the node was counted.
 	nodesAtOpen int64
+	// memo is what the members of the last object of this level in a
+	// row were, by position (rowLevel 2).
+	memo []keyMemo
+}
+
+// keyMemo is a member of an object in a row: the row's table, the
+// object's field name, the member's key and its field ("prefix.key").
+// Rows mostly repeat them, so that the key finds its field without
+// building and looking up its name.
+type keyMemo struct {
+	tab         *table
+	prefix, key string
+	f           *field
 }
 
 // jnode is a recorded path: a container's size and length, or a scalar.
@@ -441,6 +454,10 @@ func (a *jsonAn) beginValue(v *vctx) {
 		}
 		v.fld, v.fldName, v.level = f, p.key, 1
 	case 2:
+		if f := p.keyField; f != nil {
+			v.fld, v.fldName, v.level = f, f.name, 2
+			break
+		}
 		a.keyBuf = append(append(append(a.keyBuf[:0], p.rowPrefix...), '.'), p.key...)
 		name, ok := a.intern[string(a.keyBuf)]
 		if !ok {
@@ -449,7 +466,14 @@ func (a *jsonAn) beginValue(v *vctx) {
 				a.intern[name] = name
 			}
 		}
-		v.fld, v.fldName, v.level = p.rowTab.field(name), name, 2
+		f := p.rowTab.field(name)
+		if f != nil && idx < maxColumns {
+			for int64(len(p.memo)) <= idx {
+				p.memo = append(p.memo, keyMemo{})
+			}
+			p.memo[idx] = keyMemo{p.rowTab, p.rowPrefix, p.key, f}
+		}
+		v.fld, v.fldName, v.level = f, name, 2
 	}
 	if p.nodeDepth <= 1 && (p.key == "name" || p.key == "path" && len(p.name) == 0) {
 		v.nameOf = true
@@ -512,8 +536,8 @@ func (a *jsonAn) push(c byte, b []byte, i int, v *vctx) {
 	// copy: its buffers serve the next row (millions of rows, one
 	// buffer).
 	fr := &a.frames[:n+1][n]
-	capt, name := fr.capt[:0], fr.name[:0]
-	*fr = jframe{kind: c, start: a.off + int64(i), v: *v, node: -1, nodeDepth: -1, capt: capt, name: name}
+	capt, name, memo := fr.capt[:0], fr.name[:0], fr.memo
+	*fr = jframe{kind: c, start: a.off + int64(i), v: *v, node: -1, nodeDepth: -1, capt: capt, name: name, memo: memo}
 	if v.tracked {
 		fr.node = len(a.nodes)
 		a.nodes = append(a.nodes, jnode{path: v.path, parent: v.parent, kind: c})
@@ -677,6 +701,13 @@ func (a *jsonAn) endString(s []byte) {
 			if p.rowLevel == 1 && p.n < int64(len(p.rowTab.order)) {
 				if f := p.rowTab.order[p.n]; f != nil && f.name == string(s) {
 					p.key, p.keyField = f.name, f
+					return
+				}
+			}
+			if p.rowLevel == 2 && p.n < int64(len(p.memo)) {
+				m := &p.memo[p.n]
+				if m.tab == p.rowTab && m.prefix == p.rowPrefix && m.key == string(s) {
+					p.key, p.keyField = m.key, m.f
 					return
 				}
 			}
