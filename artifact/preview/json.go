@@ -723,7 +723,7 @@ func (a *jsonAn) endString(s []byte) {
 		return
 	}
 	// A row's field takes the bytes: most strings need no copy.
-	v := a.cur
+	v := &a.cur
 	addValue(v.fld, tString, s)
 	if v.row == nil && !v.tracked && len(a.kinds) > 0 {
 		if v.nameOf {
@@ -762,7 +762,7 @@ func (a *jsonAn) endNumber(s []byte, i int) bool {
 		typ = tFloat
 	}
 	// A row's field takes the bytes, as for strings: no copy.
-	if v := a.cur; v.row == nil && !v.tracked && !v.nameOf && len(a.kinds) > 0 {
+	if v := &a.cur; v.row == nil && !v.tracked && !v.nameOf && len(a.kinds) > 0 {
 		addValue(v.fld, typ, s)
 		a.cur = vctx{}
 		a.endValue()
