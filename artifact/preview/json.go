@@ -125,9 +125,11 @@ type jtab struct {
 	size  int64
 }
 
-// jsonAn is an incremental JSON tokenizer and analyser: one pass, one
-// byte at a time, bounded state. It reads one value (an array or object)
-// or a sequence of them (NDJSON).
+// jsonAn is an incremental JSON tokenizer and analyser: one pass,
+// bounded state. A token whole in one write is read where it lies, runs
+// of plain bytes at once; one cut by a write's end is carried over in
+// buf, so that the result does not depend on how the input is split. It
+// reads one value (an array or object) or a sequence of them (NDJSON).
 type jsonAn struct {
 	st       uint8
 	kinds    []byte // open containers, for matching; at most maxNest
@@ -355,13 +357,9 @@ func (a *jsonAn) structural(c byte, b []byte, i int) {
 		default:
 			a.fail(i, fmt.Sprintf("expected a key, found %q", c))
 		}
-	case sAfter:
+	case sAfter: // a comma is read by write
 		top := a.kinds[len(a.kinds)-1]
 		switch {
-		case c == ',' && top == '[':
-			a.st = sValue
-		case c == ',':
-			a.st = sKey
 		case c == ']' && top == '[' || c == '}' && top == '{':
 			a.close(c, b, i)
 		default:
