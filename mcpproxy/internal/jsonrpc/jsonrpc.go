@@ -270,8 +270,11 @@ func Key(id []byte) string {
 		if s, err := Unquote(id); err == nil {
 			return "s" + s
 		}
-	} else if k, ok := numberKey(id); ok {
-		return "n" + k
+	} else {
+		var buf [64]byte // most ids' keys fit: no allocation but the string
+		if k, ok := appendNumberKey(append(buf[:0], 'n'), id); ok {
+			return string(k)
+		}
 	}
 	return "r" + string(id) // null, or not an id at all: equal only to itself
 }
@@ -291,12 +294,14 @@ func Respellable(id []byte) bool {
 	return bytes.ContainsAny(id, ".eE") || bytes.HasPrefix(id, []byte("-0"))
 }
 
-// numberKey returns the canonical form of the JSON number b: its
-// significant digits without leading or trailing zeros, then "e" and the
-// exponent ("-15e-1" for -1.50), or "0" for any zero. ok is false when b
-// is not a JSON number, or its exponent is too large to be an id anyone
-// means (such an id is keyed as it is spelt).
-func numberKey(b []byte) (key string, ok bool) {
+// appendNumberKey appends to dst the canonical form of the JSON number b:
+// its significant digits without leading or trailing zeros, then "e" and
+// the exponent ("-15e-1" for -1.50), or "0" for any zero. ok is false
+// when b is not a JSON number, or its exponent is too large to be an id
+// anyone means (such an id is keyed as it is spelt). It works in dst
+// alone: Key, on every response a relay passes, makes one string and no
+// other allocation.
+func appendNumberKey(dst, b []byte) (key []byte, ok bool) {
 	i, neg := 0, len(b) > 0 && b[0] == '-'
 	if neg {
 		i++
@@ -307,19 +312,20 @@ func numberKey(b []byte) (key string, ok bool) {
 		}
 		return j
 	}
-	intEnd := digitsFrom(i)
+	intFrom, intEnd := i, digitsFrom(i)
 	if intEnd == i || (b[i] == '0' && intEnd-i > 1) {
-		return "", false
+		return dst, false
 	}
-	sig := append(make([]byte, 0, len(b)), b[i:intEnd]...)
+	// The significant digits are the integer's then the fraction's.
+	fracFrom, fracEnd := intEnd, intEnd
 	var exp int64
 	i = intEnd
 	if i < len(b) && b[i] == '.' {
 		end := digitsFrom(i + 1)
 		if end == i+1 {
-			return "", false
+			return dst, false
 		}
-		sig = append(sig, b[i+1:end]...)
+		fracFrom, fracEnd = i+1, end
 		exp -= int64(end - i - 1)
 		i = end
 	}
@@ -330,31 +336,41 @@ func numberKey(b []byte) (key string, ok bool) {
 		}
 		end := digitsFrom(from)
 		if end == from {
-			return "", false
+			return dst, false
 		}
 		e, err := strconv.ParseInt(string(b[i+1:end]), 10, 64)
 		if err != nil || e > 1<<40 || e < -1<<40 {
-			return "", false
+			return dst, false
 		}
 		exp += e
 		i = end
 	}
 	if i != len(b) {
-		return "", false
+		return dst, false
 	}
-	sig = bytes.TrimLeft(sig, "0")
-	if len(sig) == 0 {
-		return "0", true // 0, -0, 0.0 and 0e9 are one id
+	intDigits := bytes.TrimLeft(b[intFrom:intEnd], "0")
+	frac := b[fracFrom:fracEnd]
+	if len(intDigits) == 0 {
+		frac = bytes.TrimLeft(frac, "0")
 	}
-	n := len(sig)
-	sig = bytes.TrimRight(sig, "0")
-	exp += int64(n - len(sig))
-	out := make([]byte, 0, len(sig)+24)
+	if len(intDigits)+len(frac) == 0 {
+		return append(dst, '0'), true // 0, -0, 0.0 and 0e9 are one id
+	}
+	// Trailing zeros, of the fraction and then of the integer, go into the
+	// exponent.
+	n := len(frac)
+	frac = bytes.TrimRight(frac, "0")
+	exp += int64(n - len(frac))
+	if len(frac) == 0 {
+		n = len(intDigits)
+		intDigits = bytes.TrimRight(intDigits, "0")
+		exp += int64(n - len(intDigits))
+	}
 	if neg {
-		out = append(out, '-')
+		dst = append(dst, '-')
 	}
-	out = append(append(out, sig...), 'e')
-	return string(strconv.AppendInt(out, exp, 10)), true
+	dst = append(append(append(dst, intDigits...), frac...), 'e')
+	return strconv.AppendInt(dst, exp, 10), true
 }
 
 // WithID returns a copy of m carrying id instead of its own: the proxy

@@ -191,6 +191,18 @@ func TestRespellable(t *testing.T) {
 	}
 }
 
+// TestKeyAllocs: Key runs on every request and response a relay passes;
+// a number id's key (the common id) costs one allocation, the string
+// (before: two, its digits copied once more than the string).
+func TestKeyAllocs(t *testing.T) {
+	for _, id := range []string{"7", "12345", "-1.50e3"} {
+		b := []byte(id)
+		if n := testing.AllocsPerRun(100, func() { Key(b) }); n > 1 {
+			t.Errorf("Key(%s): %v allocations, want at most 1", id, n)
+		}
+	}
+}
+
 // FuzzKey: ids come from clients and upstreams. Key never panics; two
 // numbers share a key exactly when their values are equal, two strings
 // exactly when they decode to the same text, and a number never shares
