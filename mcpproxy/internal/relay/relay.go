@@ -186,21 +186,41 @@ var hopHeaders = map[string]bool{
 
 // copyHeaders copies the headers of src that keep reaches dst, minus
 // those src's Connection names (they describe the hop, RFC 9110 7.6.1).
+// The values copied share one new array, as http.Header.Clone does: two
+// passes over src instead of an allocation per header, on every request
+// and every response.
 func copyHeaders(dst, src http.Header, keep func(string) bool) {
-	var hop map[string]bool // the headers Connection names: nil (none) in the common case
-	for _, v := range src.Values("Connection") {
-		for f := range strings.SplitSeq(v, ",") {
-			if hop == nil {
-				hop = map[string]bool{}
-			}
-			hop[http.CanonicalHeaderKey(strings.TrimSpace(f))] = true
-		}
+	conn := src["Connection"]
+	copied := func(k string) (string, bool) {
+		c := http.CanonicalHeaderKey(k)
+		return c, keep(c) && !named(conn, c)
 	}
+	n := 0
 	for k, vs := range src {
-		if c := http.CanonicalHeaderKey(k); keep(c) && !hop[c] {
-			dst[c] = append([]string(nil), vs...)
+		if _, ok := copied(k); ok {
+			n += len(vs)
 		}
 	}
+	all := make([]string, n)
+	for k, vs := range src {
+		if c, ok := copied(k); ok {
+			m := copy(all, vs)
+			dst[c], all = all[:m:m], all[m:]
+		}
+	}
+}
+
+// named reports whether the Connection header values conn name the
+// header k. Names compare without regard to case, as header names do.
+func named(conn []string, k string) bool {
+	for _, v := range conn {
+		for f := range strings.SplitSeq(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(f), k) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func responseHeader(k string) bool { return !hopHeaders[k] }
@@ -214,11 +234,14 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	// the client is cut for not reading.
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	defer context.AfterFunc(rl.closing, cancel)()
 	if rl.closing.Err() != nil {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
 		return false
 	}
+	// The response's writer also carries Close to the request: one hook
+	// on rl.closing per request, not two.
+	out := newStallWriter(ctx, rl.closing, cancel, w, rl.o.WriteTimeout)
+	defer out.done()
 	sid := r.Header.Get("Mcp-Session-Id")
 	rq.Session = sid
 	var sess *session
@@ -237,6 +260,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	var init *jsonrpc.Message
 	local := map[string]*owned.Call{} // this POST's own calls
 	var pending [][]byte              // its requests not yet answered
+	var open map[string][]byte        // the same, by key: jsonrpc.Key → the id as sent
 	if r.Method == http.MethodPost {
 		var ok bool
 		if body, ok = httpx.ReadBody(w, r, maxBody); !ok {
@@ -252,35 +276,35 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 				return false
 			}
 		}
-		if !batch && msgs[0].IsRequest() {
-			reply, c := rl.o.Methods.Before(ctx, rq, msgs[0])
-			if reply != nil {
-				httpx.WriteReply(w, rq.Version, reply)
-				return false
-			}
-			if c != nil {
-				local[jsonrpc.Key(msgs[0].ID)] = c
-			}
-		} else {
-			for _, m := range msgs {
-				if !m.IsRequest() {
-					continue
-				}
-				// A batch is forwarded whole; the proxy's own answers
-				// would have to be merged into the upstream's, so in a
-				// batch only rewriting applies.
-				if _, c := rl.o.Methods.Before(ctx, rq, m); c != nil {
-					local[jsonrpc.Key(m.ID)] = c
-				}
-			}
-		}
+		// Each request's key is made once, here, for both tables.
 		for _, m := range msgs {
-			if m.IsRequest() {
-				pending = append(pending, m.ID)
-			}
 			if m.Method == "initialize" {
 				init = m
 			}
+			if !m.IsRequest() {
+				continue
+			}
+			k := jsonrpc.Key(m.ID)
+			if !batch {
+				reply, c := rl.o.Methods.Before(ctx, rq, m)
+				if reply != nil {
+					httpx.WriteReply(w, rq.Version, reply)
+					return false
+				}
+				if c != nil {
+					local[k] = c
+				}
+			} else if _, c := rl.o.Methods.Before(ctx, rq, m); c != nil {
+				// A batch is forwarded whole; the proxy's own answers
+				// would have to be merged into the upstream's, so in a
+				// batch only rewriting applies.
+				local[k] = c
+			}
+			pending = append(pending, m.ID)
+			if open == nil {
+				open = make(map[string][]byte, len(msgs))
+			}
+			open[k] = m.ID
 		}
 		if sess != nil {
 			rl.remember(sess, local)
@@ -298,15 +322,14 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	for k, vs := range rl.o.Header {
 		req.Header[k] = vs
 	}
-	out := newStallWriter(ctx, rl.closing, w, rl.o.WriteTimeout)
-	defer out.done()
+	out.arm()
 	early := r.Method == http.MethodPost && sid == "" && init == nil && len(pending) > 0 &&
 		mcpheader.Stateless(rq.Version) && strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 	resp, opened, err := rl.roundTrip(ctx, cancel, w, out, req, early)
 	if opened != nil {
 		defer opened.stop()
 		rw := &rewriter{rl: rl, ctx: ctx, local: local, sess: sess, echo: respellable(pending)}
-		rl.relayLate(ctx, opened, resp, err, rw, pending)
+		rl.relayLate(ctx, opened, resp, err, rw, pending, open)
 		rl.cutIfStalled(out, sid, r, pending)
 		return false
 	}
@@ -348,7 +371,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	ct := resp.Header.Get("Content-Type")
 	switch {
 	case strings.HasPrefix(ct, "text/event-stream"):
-		rl.relaySSE(ctx, cancel, w, out, resp, rw, pending)
+		rl.relaySSE(ctx, cancel, w, out, resp, rw, open)
 	case strings.HasPrefix(ct, "application/json") && (len(local) > 0 || sess != nil || len(rw.echo) > 0):
 		rl.relayJSON(w, out, resp, rw)
 	default:
@@ -412,7 +435,7 @@ func (rl *Relay) roundTrip(ctx context.Context, cancel context.CancelFunc, w htt
 	// Final: the upstream replays a stream, never this process.
 	sw := sse.NewWriter(out).Final()
 	sw.Flush() // a client gone ends ctx, and with it the upstream request
-	st := rl.keepAlive(ctx, cancel, sw)
+	st := rl.newStream(ctx, cancel, sw, 0)
 	r := <-ch
 	return r.resp, st, r.err
 }
@@ -421,7 +444,7 @@ func (rl *Relay) roundTrip(ctx context.Context, cancel context.CancelFunc, w htt
 // it (roundTrip): events as they come, a JSON body as events, and for
 // anything else a JSON-RPC error for each request still owed (the HTTP
 // status is spent).
-func (rl *Relay) relayLate(ctx context.Context, st *stream, resp *http.Response, err error, rw *rewriter, pending [][]byte) {
+func (rl *Relay) relayLate(ctx context.Context, st *stream, resp *http.Response, err error, rw *rewriter, pending [][]byte, open map[string][]byte) {
 	why := "upstream MCP server unreachable"
 	switch {
 	case err != nil:
@@ -431,7 +454,7 @@ func (rl *Relay) relayLate(ctx context.Context, st *stream, resp *http.Response,
 		rl.logUnreachable(err)
 	case resp.StatusCode < 300 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
 		defer resp.Body.Close()
-		rl.relayEvents(ctx, st, resp, rw, pending)
+		rl.relayEvents(ctx, st, resp, rw, open)
 		return
 	case refusesSpillway(resp):
 		resp.Body.Close()
@@ -445,24 +468,16 @@ func (rl *Relay) relayLate(ctx context.Context, st *stream, resp *http.Response,
 		if err != nil || derr != nil {
 			break
 		}
-		open := map[string][]byte{}
-		for _, id := range pending {
-			open[jsonrpc.Key(id)] = id
-		}
 		for _, m := range msgs {
-			if m.IsResponse() {
-				delete(open, jsonrpc.Key(m.ID))
-			}
-			if st.write(sse.Event{HasData: true, Data: rw.rewrite(m).Raw}) != nil {
+			if st.write(sse.Event{HasData: true, Data: rw.rewrite(m, open).Raw}) != nil {
 				return
 			}
 		}
-		pending = pending[:0]
-		for _, id := range open {
-			pending = append(pending, id)
-		}
 	}
 	for _, id := range pending {
+		if _, owed := open[jsonrpc.Key(id)]; !owed {
+			continue // answered above
+		}
 		if st.write(sse.Event{HasData: true, Data: jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, why).Raw}) != nil {
 			return
 		}
@@ -513,20 +528,25 @@ func respellable(ids [][]byte) map[string][]byte {
 	return out
 }
 
-func (rw *rewriter) rewrite(m *jsonrpc.Message) *jsonrpc.Message {
+// rewrite returns m as the client gets it. A response is also struck
+// from open (the requests of the exchange not yet answered; nil: none
+// tracked).
+func (rw *rewriter) rewrite(m *jsonrpc.Message, open map[string][]byte) *jsonrpc.Message {
 	if !m.IsResponse() {
 		return m
 	}
-	if id, ok := rw.echo[jsonrpc.Key(m.ID)]; ok && !bytes.Equal(id, m.ID) {
+	k := jsonrpc.Key(m.ID) // once per response: every table below is by key
+	delete(open, k)
+	if id, ok := rw.echo[k]; ok && !bytes.Equal(id, m.ID) {
 		m = m.WithID(id) // the client gets the id it sent, not the upstream's spelling
 	}
 	var c *owned.Call
 	if rw.sess != nil {
-		c = rw.rl.call(rw.sess, m.ID) // wherever it arrives
+		c = rw.rl.call(rw.sess, k) // wherever it arrives
 	}
-	if lc, ok := rw.local[jsonrpc.Key(m.ID)]; ok {
+	if lc, ok := rw.local[k]; ok {
 		c = lc
-		delete(rw.local, jsonrpc.Key(m.ID))
+		delete(rw.local, k)
 	}
 	if c == nil {
 		return m
@@ -552,7 +572,7 @@ func (rl *Relay) relayJSON(w http.ResponseWriter, out io.Writer, resp *http.Resp
 	status := resp.StatusCode
 	msgsOut := make([][]byte, 0, len(msgs))
 	for _, m := range msgs {
-		n := rw.rewrite(m)
+		n := rw.rewrite(m, nil)
 		if n != m && m.Error != nil && n.Error == nil && status >= 400 {
 			status = http.StatusOK // the proxy answered what the upstream could not
 		}
@@ -569,40 +589,42 @@ func (rl *Relay) relayJSON(w http.ResponseWriter, out io.Writer, resp *http.Resp
 // response for the request it answered, when its id can be found.
 //
 // If the stream breaks, or ends without an event id to resume from, while
-// requests of this POST are unanswered, each of them gets an error: no
-// client waits for ever (the stdio face does the same).
+// requests of this POST are unanswered (open), each of them gets an
+// error: no client waits for ever (the stdio face does the same).
 //
 // Headers go to w at once; events go to out. A stream with nothing to
 // send for Options.KeepAlive gets a comment; a client that cannot take
 // one is cut (cancel).
 func (rl *Relay) relaySSE(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, out *stallWriter,
-	resp *http.Response, rw *rewriter, pending [][]byte) {
+	resp *http.Response, rw *rewriter, open map[string][]byte) {
 	sw := sse.NewWriter(out).Final() // the upstream replays a stream, never this process
 	w.WriteHeader(resp.StatusCode)
 	// The headers go out with the first event, in one write, as a reverse
 	// proxy sends them; an upstream slow to send one has its headers
 	// relayed after headerWait (a client may wait for them before it sends
 	// its next message).
-	flushed := make(chan struct{})
-	early := time.AfterFunc(headerWait, func() { sw.Flush(); close(flushed) })
-	defer func() {
-		if !early.Stop() {
-			<-flushed // never touch w once the handler returned
-		}
-	}()
-	st := rl.keepAlive(ctx, cancel, sw)
+	st := rl.newStream(ctx, cancel, sw, headerWait)
 	defer st.stop()
-	rl.relayEvents(ctx, st, resp, rw, pending)
+	rl.relayEvents(ctx, st, resp, rw, open)
 }
 
 // headerWait is how long a response's headers wait for its first event.
 const headerWait = 2 * time.Millisecond
 
-// stream is a client's event stream with its keep-alive.
+// stream is a client's event stream with its keep-alive. One timer per
+// stream serves both the headers' wait and the keep-alive (most streams
+// end long before either is due, and a timer is cheaper than a goroutine).
 type stream struct {
-	sw   *sse.Writer
-	busy atomic.Bool // an event went out since the last tick
-	stop func()      // ends the keep-alive, and waits for it
+	sw     *sse.Writer
+	busy   atomic.Bool // an event went out since the last tick
+	ctx    context.Context
+	cancel context.CancelFunc
+	every  time.Duration // the keep-alive; <= 0: none
+
+	mu      sync.Mutex // held by a tick while it writes: stop waits for it
+	t       *time.Timer
+	waiting bool // the first tick flushes the headers instead (see newStream)
+	stopped bool
 }
 
 // write writes ev to the client.
@@ -611,48 +633,62 @@ func (st *stream) write(ev sse.Event) error {
 	return st.sw.Write(ev)
 }
 
-// keepAlive returns sw as a stream that gets an SSE comment every
+// newStream returns sw as a stream that gets an SSE comment every
 // Options.KeepAlive in which nothing else went out; a client that cannot
-// take one is cut (cancel).
-func (rl *Relay) keepAlive(ctx context.Context, cancel context.CancelFunc, sw *sse.Writer) *stream {
-	st := &stream{sw: sw, stop: func() {}}
-	if rl.o.KeepAlive <= 0 {
+// take one is cut (cancel). When headers > 0, the response's headers
+// (written, not yet sent) are flushed after that long unless an event
+// took them first.
+func (rl *Relay) newStream(ctx context.Context, cancel context.CancelFunc, sw *sse.Writer, headers time.Duration) *stream {
+	st := &stream{sw: sw, ctx: ctx, cancel: cancel, every: rl.o.KeepAlive, waiting: headers > 0}
+	first := headers
+	if first <= 0 {
+		first = st.every
+	}
+	if first <= 0 {
 		return st
 	}
-	// A timer re-armed by its own function, not a goroutine per stream:
-	// most streams end long before the first tick.
-	var mu sync.Mutex // held by a tick while it writes: stop waits for it
-	stopped := false
-	var t *time.Timer
-	mu.Lock() // a tick waits until t is set
-	defer mu.Unlock()
-	t = time.AfterFunc(rl.o.KeepAlive, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped || ctx.Err() != nil {
-			return
-		}
-		if !st.busy.Swap(false) && sw.Write(sse.Event{Comments: []string{"keep-alive"}}) != nil {
-			cancel()
-			return
-		}
-		t.Reset(rl.o.KeepAlive)
-	})
-	st.stop = func() {
-		mu.Lock()
-		stopped = true
-		t.Stop()
-		mu.Unlock()
-	}
+	st.mu.Lock() // a tick waits until t is set
+	defer st.mu.Unlock()
+	st.t = time.AfterFunc(first, st.tick)
 	return st
 }
 
-// relayEvents relays resp's events to st (see relaySSE).
-func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Response, rw *rewriter, pending [][]byte) {
-	open := map[string][]byte{}
-	for _, id := range pending {
-		open[jsonrpc.Key(id)] = id
+func (st *stream) tick() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.stopped || st.ctx.Err() != nil {
+		return
 	}
+	busy := st.busy.Swap(false)
+	switch {
+	case st.waiting:
+		st.waiting = false
+		if !busy {
+			st.sw.Flush() // the headers; a client gone ends ctx
+		}
+	case !busy && st.sw.Write(sse.Event{Comments: []string{"keep-alive"}}) != nil:
+		st.cancel()
+		return
+	}
+	if st.every > 0 {
+		st.t.Reset(st.every)
+	}
+}
+
+// stop ends the stream's timer, waiting for a tick under way: nothing
+// touches the response once the handler returned.
+func (st *stream) stop() {
+	if st.t == nil {
+		return
+	}
+	st.mu.Lock()
+	st.stopped = true
+	st.t.Stop()
+	st.mu.Unlock()
+}
+
+// relayEvents relays resp's events to st (see relaySSE).
+func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Response, rw *rewriter, open map[string][]byte) {
 	sr := sse.NewReader(resp.Body, rl.o.MaxMessage)
 	defer sr.Release()
 	if rl.o.Spool != nil {
@@ -699,10 +735,7 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 		resumable = resumable || (ev.HasID && ev.ID != "")
 		if ev.HasData && len(ev.Data) > 0 {
 			if m, err := jsonrpc.DecodeMessage(ev.Data); err == nil {
-				if m.IsResponse() {
-					delete(open, jsonrpc.Key(m.ID))
-				}
-				ev.Data = rw.rewrite(m).Raw
+				ev.Data = rw.rewrite(m, open).Raw
 			}
 		}
 		if err := st.write(ev); err != nil {
@@ -724,7 +757,8 @@ type stallWriter struct {
 	err     error
 	stop    func() bool
 	closing context.Context
-	used    bool // written or flushed: done has something to finish
+	armed   atomic.Bool // Close cuts a write to the client (see arm)
+	used    bool        // written or flushed: done has something to finish
 }
 
 // stalled reports whether the client was cut for not reading (rather
@@ -734,11 +768,27 @@ func (s *stallWriter) stalled() bool {
 }
 
 // newStallWriter returns a stallWriter to w. ctx is the request's; once
-// closing is done a write blocked on the client fails at once.
-func newStallWriter(ctx, closing context.Context, w http.ResponseWriter, timeout time.Duration) *stallWriter {
+// closing is done, cancel is called (it ends ctx) and, once armed, a
+// write blocked on the client fails at once.
+func newStallWriter(ctx, closing context.Context, cancel context.CancelFunc, w http.ResponseWriter, timeout time.Duration) *stallWriter {
 	s := &stallWriter{ctx: ctx, closing: closing, w: w, ctl: http.NewResponseController(w), timeout: timeout}
-	s.stop = context.AfterFunc(closing, func() { s.ctl.SetWriteDeadline(time.Now()) })
+	s.stop = context.AfterFunc(closing, func() {
+		cancel()
+		if s.armed.Load() {
+			s.ctl.SetWriteDeadline(time.Now())
+		}
+	})
 	return s
+}
+
+// arm makes Close cut writes to the client from now on: the relayed
+// response's, not the ones the handler makes before it (an error, the
+// proxy's own answer, another face's response).
+func (s *stallWriter) arm() {
+	s.armed.Store(true)
+	if s.closing.Err() != nil { // Close came first: its hook may have passed
+		s.ctl.SetWriteDeadline(time.Now())
+	}
 }
 
 // stallChunk is the most one write deadline covers.

@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"time"
 
-	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
 )
 
@@ -207,14 +206,14 @@ func (rl *Relay) drop(en *entry) {
 	delete(s.calls, en.key)
 }
 
-// call returns the call a response answers. It stays remembered once
+// call returns the call a response answers (key: jsonrpc.Key of its id). It stays remembered once
 // its response passed: an upstream replays that response to a client
 // that resumes with Last-Event-ID, and the replay is rewritten (offloaded)
 // as the first delivery was.
-func (rl *Relay) call(s *session, id []byte) *owned.Call {
+func (rl *Relay) call(s *session, key string) *owned.Call {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
-	if en := s.calls[jsonrpc.Key(id)]; en != nil {
+	if en := s.calls[key]; en != nil {
 		return en.call
 	}
 	return nil
