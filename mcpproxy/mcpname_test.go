@@ -22,13 +22,16 @@ const statelessMeta = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-
 // the encoded value with the name and refused the call with -32020).
 func TestMcpNameDecoded(t *testing.T) {
 	// A stdio server that lists the tool (with an x-mcp-header binding)
-	// and answers its calls.
+	// and answers its calls. It answers neither server/discover nor
+	// initialize: StrictEras forwards the request as it is, where
+	// learning the child's era would wait the probe's minute for an
+	// answer that never comes.
 	script := `while read l; do id=$(echo "$l" | sed 's/.*"id":\([0-9]*\).*/\1/')
 		case "$l" in
 		*'"tools/list"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"m\303\251t\303\251o","inputSchema":{"type":"object","properties":{"city":{"type":"string","x-mcp-header":"City"}}}}]}}\n' "$id";;
 		*'"tools/call"'*) printf '{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"text","text":"sunny"}]}}\n' "$id";;
 		esac; done`
-	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.CommandUpstream{Command: "sh", Args: []string{"-c", script}}})
+	p, err := mcpproxy.New(mcpproxy.Options{StrictEras: true, Upstream: &mcpproxy.CommandUpstream{Command: "sh", Args: []string{"-c", script}}})
 	if err != nil {
 		t.Fatal(err)
 	}
