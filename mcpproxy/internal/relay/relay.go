@@ -633,6 +633,12 @@ func (st *stream) write(ev sse.Event) error {
 	return st.sw.Write(ev)
 }
 
+// writeRaw writes events as an sse.Reader read them (sse.Reader.Raw).
+func (st *stream) writeRaw(b []byte) error {
+	st.busy.Store(true)
+	return st.sw.WriteRaw(b)
+}
+
 // newStream returns sw as a stream that gets an SSE comment every
 // Options.KeepAlive in which nothing else went out; a client that cannot
 // take one is cut (cancel). When headers > 0, the response's headers
@@ -733,12 +739,26 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 			return
 		}
 		resumable = resumable || (ev.HasID && ev.ID != "")
+		// An event left as it is goes on as it came, unless a line of it
+		// ends with CR: those are written again with LF, which every
+		// client splits lines on (TestRelayIsExact).
+		raw := sr.Raw()
+		if bytes.IndexByte(raw, '\r') >= 0 {
+			raw = nil
+		}
 		if ev.HasData && len(ev.Data) > 0 {
 			if m, err := jsonrpc.DecodeMessage(ev.Data); err == nil {
-				ev.Data = rw.rewrite(m, open).Raw
+				if n := rw.rewrite(m, open); n != m {
+					ev.Data, raw = n.Raw, nil
+				}
 			}
 		}
-		if err := st.write(ev); err != nil {
+		if raw != nil {
+			err = st.writeRaw(raw)
+		} else {
+			err = st.write(ev)
+		}
+		if err != nil {
 			return // the client went away or stalled; closing resp.Body tells the upstream
 		}
 	}

@@ -152,3 +152,35 @@ func TestSilentStatelessCallOpensAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestUntouchedEventsPassAsTheyCame: an event the relay does not rewrite
+// reaches the client byte for byte (its fields in their order, and
+// fields the relay does not know), not parsed and encoded again; one
+// with CR line ends is written again with LF (see TestRelayIsExact in
+// package mcpproxy). Before, every event was re-encoded: the id came
+// before the event name and the unknown field was dropped.
+func TestUntouchedEventsPassAsTheyCame(t *testing.T) {
+	const asIs = "event: message\nid: e1\nx-hint: kept\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}\n\n" +
+		": note\ndata: {\"jsonrpc\":\"2.0\",\ndata: \"id\":7,\"result\":{}}\nid: e2\n\n"
+	const events = asIs + "event: message\r\nid: e3\r\ndata: {}\r\n\r\n"
+	const want = asIs + "id: e3\nevent: message\ndata: {}\n\n"
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Mcp-Session-Id", "s1")
+		io.WriteString(w, events)
+	}))
+	defer up.Close()
+	rl := New(Options{URL: up.URL, Methods: owned.New(owned.Options{})})
+	defer rl.Close()
+	c := &client{t: t, url: front(t, rl), tenant: "a"}
+	resp := c.do(context.Background(), http.MethodPost, "", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"}}`)
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Errorf("the client got\n%q\nwant\n%q", got, want)
+	}
+}

@@ -38,26 +38,64 @@ func FuzzReader(f *testing.F) {
 				t.Fatalf("event %d = %+v, read back %+v", i, evs[i], again[i])
 			}
 		}
+		// An event passed on as it came (Raw) reads back as itself, alone
+		// or after any other.
+		rd := NewReader(bytes.NewReader(in), int64(max))
+		defer rd.Release()
+		var raw bytes.Buffer
+		var evs2 []Event
+		eachEvent(rd, func(ev Event) {
+			evs2 = append(evs2, ev)
+			if r := rd.Raw(); r != nil {
+				if r[len(r)-1] != '\n' && r[len(r)-1] != '\r' {
+					t.Fatalf("raw event %q does not end with a line end", r)
+				}
+				one := readEvents(t, r, 0)
+				if len(one) != 1 || !reflect.DeepEqual(normal(one[0]), normal(ev)) {
+					t.Fatalf("raw %q reads as %+v, not %+v", r, one, ev)
+				}
+				NewWriter(&raw).WriteRaw(r)
+			} else {
+				NewWriter(&raw).Write(ev)
+			}
+		})
+		again = readEvents(t, raw.Bytes(), 0)
+		if len(again) != len(evs2) {
+			t.Fatalf("%d events became %d passed on raw:\n%q", len(evs2), len(again), raw.Bytes())
+		}
+		for i := range evs2 {
+			if !reflect.DeepEqual(normal(evs2[i]), normal(again[i])) {
+				t.Fatalf("event %d = %+v, passed on raw %+v", i, evs2[i], again[i])
+			}
+		}
 	})
 }
 
 // readEvents reads every event, skipping too-large ones, up to the first
 // other error.
 func readEvents(t *testing.T, in []byte, max int64) []Event {
-	rd := NewReader(bytes.NewReader(in), max)
 	var evs []Event
+	eachEvent(NewReader(bytes.NewReader(in), max), func(ev Event) {
+		if ev.HasData && ev.Data == nil {
+			t.Fatal("HasData with nil Data")
+		}
+		evs = append(evs, ev)
+	})
+	return evs
+}
+
+// eachEvent passes every event rd reads to f, skipping too-large ones,
+// up to the first other error.
+func eachEvent(rd *Reader, f func(Event)) {
 	for {
 		ev, err := rd.Next()
 		if errors.As(err, new(*TooLargeError)) {
 			continue
 		}
 		if err != nil {
-			return evs
+			return
 		}
-		if ev.HasData && ev.Data == nil {
-			t.Fatal("HasData with nil Data")
-		}
-		evs = append(evs, ev)
+		f(ev)
 	}
 }
 

@@ -123,7 +123,18 @@ type Reader struct {
 
 	spool      Spooler // nil: events are held in memory
 	spillAfter int     // SpillAfter, but in tests
+
+	// hold is the offset of the block being read, whose bytes fill keeps
+	// in buf for Raw; noHold when between blocks, lostHold when they did
+	// not fit.
+	hold int64
+	raw  []byte // the last event's bytes (Raw)
 }
+
+const (
+	noHold   = -1
+	lostHold = -2
+)
 
 // Spooler takes an event's data as it streams in and returns what of it
 // stays in memory (a spill.Spooler: long JSON strings go to disk), at most
@@ -192,8 +203,17 @@ func NewReader(src io.Reader, maxEvent int64) *Reader {
 	if maxEvent <= 0 {
 		maxEvent = DefaultMaxEvent
 	}
-	return &Reader{src: src, buf: (*readBufs.Get().(*[]byte))[:readBufSize], max: maxEvent}
+	return &Reader{src: src, buf: (*readBufs.Get().(*[]byte))[:readBufSize], max: maxEvent, hold: noHold}
 }
+
+// Raw returns the bytes of the event the last Next returned, as they
+// came (its lines, unknown fields and line ends as the stream had them,
+// up to its blank line), for a relay to pass on an event it does not
+// change without encoding it again; nil when the Reader no longer has
+// them whole (an event larger than its buffer, or one whose data went
+// through the Spooler). They are valid until the next call to Next or
+// Release.
+func (rd *Reader) Raw() []byte { return rd.raw }
 
 const readBufSize = 32 << 10
 
@@ -205,7 +225,7 @@ var readBufs = sync.Pool{New: func() any { b := make([]byte, readBufSize); retur
 func (rd *Reader) Release() {
 	if rd.buf != nil {
 		b := rd.buf[:readBufSize]
-		rd.buf, rd.r, rd.w = nil, 0, 0
+		rd.buf, rd.r, rd.w, rd.raw = nil, 0, 0, nil
 		readBufs.Put(&b)
 	}
 }
@@ -244,6 +264,7 @@ func (rd *Reader) Next() (Event, error) {
 		dataLines int
 		sp        *spilling
 	)
+	rd.raw = nil
 	defer func() {
 		if sp != nil {
 			sp.finish(io.ErrUnexpectedEOF) // the stream broke inside the event
@@ -258,10 +279,14 @@ func (rd *Reader) Next() (Event, error) {
 			if err == io.EOF && inBlock {
 				err = io.ErrUnexpectedEOF
 			}
+			rd.hold = noHold
 			return Event{}, err
 		}
 		if n < 0 { // a blank line ends the block
+			held := rd.hold
+			rd.hold = noHold
 			if sp != nil {
+				held = lostHold // the data is the Spooler's, not these bytes
 				data, err := sp.finish(nil)
 				if err != nil {
 					big = &sp.head
@@ -274,6 +299,15 @@ func (rd *Reader) Next() (Event, error) {
 				big.Size = rd.off - start
 				return Event{}, big
 			case known:
+				if held >= 0 {
+					if rd.skipLF && rd.r < rd.w && rd.buf[rd.r] == '\n' {
+						// The LF of a CRLF blank line is the event's too
+						// when it is here already (never waited for).
+						rd.advance(1)
+						rd.skipLF = false
+					}
+					rd.raw = rd.buf[rd.r-int(rd.off-held) : rd.r]
+				}
 				return ev, nil
 			}
 			inBlock, known, dataLines = false, false, 0
@@ -412,6 +446,9 @@ func (rd *Reader) fieldStart() (kind, n int, err error) {
 			}
 		}
 	}
+	if rd.hold == noHold {
+		rd.hold = rd.off // a block (or a blank line) starts here
+	}
 	// The longest name we know is "retry": 6 bytes show whether a line is
 	// one of ours, and fill stops early at a line end.
 	rd.fill(6)
@@ -511,9 +548,18 @@ func (rd *Reader) advance(n int) {
 // first. It returns an error only when nothing is buffered.
 func (rd *Reader) fill(n int) error {
 	for empty := 0; rd.w-rd.r < n && lineEnd(rd.buf[rd.r:rd.w]) < 0 && rd.err == nil; {
-		if rd.r > 0 {
-			rd.w = copy(rd.buf, rd.buf[rd.r:rd.w])
-			rd.r = 0
+		// The block being read stays in buf (for Raw) while it fits.
+		from := rd.r
+		if rd.hold >= 0 {
+			if h := rd.r - int(rd.off-rd.hold); h > 0 || rd.w < len(rd.buf) {
+				from = h
+			} else {
+				rd.hold = lostHold
+			}
+		}
+		if from > 0 {
+			rd.w = copy(rd.buf, rd.buf[from:rd.w])
+			rd.r -= from
 		}
 		m, err := rd.src.Read(rd.buf[rd.w:])
 		if m < 0 || m > len(rd.buf)-rd.w {

@@ -23,8 +23,9 @@ func spooler(t *testing.T) *spill.Spooler {
 	return s
 }
 
-// letters streams n bytes of a JSON string's inside.
-type letters struct{ n int }
+// letters streams n bytes of a JSON string's inside: the same bytes
+// however they are read (the alphabet runs on from one read to the next).
+type letters struct{ n, at int }
 
 func (r *letters) Read(p []byte) (int, error) {
 	if r.n == 0 {
@@ -32,9 +33,10 @@ func (r *letters) Read(p []byte) (int, error) {
 	}
 	n := min(len(p), r.n)
 	for i := range p[:n] {
-		p[i] = 'a' + byte(i%26)
+		p[i] = 'a' + byte((r.at+i)%26)
 	}
 	r.n -= n
+	r.at += n
 	return n, nil
 }
 

@@ -195,6 +195,19 @@ func (sw *Writer) Write(ev Event) error {
 	return sw.flushLocked()
 }
 
+// WriteRaw writes b, then flushes: b is whole events as a Reader read
+// them (Reader.Raw), passed on as they came, without being parsed and
+// encoded again. It is not checked: the caller vouches that b ends with
+// its last event's blank line, so that it cannot run into what follows.
+func (sw *Writer) WriteRaw(b []byte) error {
+	sw.mu.Lock()
+	defer sw.mu.Unlock()
+	if _, err := sw.w.Write(b); err != nil {
+		return err
+	}
+	return sw.flushLocked()
+}
+
 // prefixed writes p before the first write to w, so that nothing is
 // written when there is no first write.
 type prefixed struct {
