@@ -331,6 +331,10 @@ func (o *Methods) offload(ctx context.Context, c *Call, resp *jsonrpc.Message) *
 	case err != nil:
 		o.log.Warn("offload failed; the result passes inline", "method", c.Method, "tool", c.Tool, "err", err)
 		return resp
+	case len(r) == len(resp.Result) && (len(r) == 0 || &r[0] == &resp.Result[0]):
+		// Nothing offloaded (Rewrite returned result itself): the response
+		// passes as it is, so that a relay can pass its event on as it came.
+		return resp
 	case !json.Valid(r):
 		o.log.Error("offload produced invalid JSON; the result passes inline", "method", c.Method, "tool", c.Tool)
 		return resp

@@ -117,6 +117,19 @@ func (e *env) roundTrip(t testing.TB, rq Request, method string, params any, ups
 
 func errCode(m *jsonrpc.Message) int { return m.ErrorCode() }
 
+// TestSmallResultPassesAsItIs: a tools/call result with nothing to
+// offload comes back from After as the very response it was, not a copy
+// with the same bytes, so a relay passes its event on as it came (and
+// the result is not checked a second time). Before, After returned a
+// copy for every result.
+func TestSmallResultPassesAsItIs(t *testing.T) {
+	e := newEnv(t, nil, Options{})
+	up := response(t, `{"content":[{"type":"text","text":"ok"}]}`)
+	if out := e.roundTrip(t, Request{Tenant: "t"}, "tools/call", map[string]any{"name": "echo"}, up); out != up {
+		t.Errorf("After returned a new message %s for %s", out.Raw, up.Raw)
+	}
+}
+
 // An upstream result that is not what the method returns (null, a
 // number, capabilities that are not an object…) answers that request
 // with an error. It used to panic the proxy (initialize and
