@@ -96,3 +96,29 @@ func FuzzRevision(f *testing.F) {
 		}
 	})
 }
+
+// FuzzRevisionOrder holds Revision and AtLeast to what time.Parse makes of the
+// names: the same dates, the same order.
+func FuzzRevisionOrder(f *testing.F) {
+	for _, s := range []string{"2025-06-18", "2025-11-25", "2026-07-28", "2024-02-29", "2023-02-29", "1900-02-29", "2000-02-29", "2025-13-01", "2025-00-10", "2025-04-31", "2025-4-30", "+025-01-01", "0000-01-01", "draft"} {
+		f.Add(s, "2025-11-25")
+	}
+	f.Fuzz(func(t *testing.T, v, rev string) {
+		parse := func(s string) (time.Time, bool) {
+			if len(s) != len(time.DateOnly) {
+				return time.Time{}, false
+			}
+			d, err := time.Parse(time.DateOnly, s)
+			return d, err == nil
+		}
+		want, wok := parse(v)
+		got, ok := Revision(v)
+		if ok != wok || !got.Equal(want) {
+			t.Fatalf("Revision(%q) = %v, %v; time.Parse: %v, %v", v, got, ok, want, wok)
+		}
+		r, rok := parse(rev)
+		if at := AtLeast(v, rev); at != (wok && rok && !want.Before(r)) {
+			t.Fatalf("AtLeast(%q, %q) = %v", v, rev, at)
+		}
+	})
+}

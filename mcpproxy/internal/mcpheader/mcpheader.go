@@ -45,19 +45,46 @@ func Stateless(v string) bool { return AtLeast(v, FirstStateless) }
 // a real calendar date). ok is false for any other name: an unknown
 // revision, which compares with nothing.
 func Revision(v string) (date time.Time, ok bool) {
-	if len(v) != len(time.DateOnly) {
+	y, m, d, ok := ymd(v)
+	if !ok {
 		return time.Time{}, false
 	}
-	date, err := time.Parse(time.DateOnly, v)
-	return date, err == nil
+	return time.Date(y, time.Month(m), d, 0, 0, 0, 0, time.UTC), true
 }
 
 // AtLeast reports whether revision v is rev or a later one, comparing
 // their dates; false when either is not a dated revision (see Revision).
+// It runs on every request: dates spelt YYYY-MM-DD compare as strings.
 func AtLeast(v, rev string) bool {
-	a, ok1 := Revision(v)
-	b, ok2 := Revision(rev)
-	return ok1 && ok2 && !a.Before(b)
+	_, _, _, ok1 := ymd(v)
+	_, _, _, ok2 := ymd(rev)
+	return ok1 && ok2 && v >= rev
+}
+
+// ymd reads a YYYY-MM-DD date that is a real calendar date.
+func ymd(v string) (y, m, d int, ok bool) {
+	if len(v) != len(time.DateOnly) || v[4] != '-' || v[7] != '-' {
+		return 0, 0, 0, false
+	}
+	num := func(s string) int {
+		n := 0
+		for i := 0; i < len(s); i++ {
+			if s[i] < '0' || s[i] > '9' {
+				return -1
+			}
+			n = n*10 + int(s[i]-'0')
+		}
+		return n
+	}
+	y, m, d = num(v[:4]), num(v[5:7]), num(v[8:])
+	if y < 0 || m < 1 || m > 12 || d < 1 {
+		return 0, 0, 0, false
+	}
+	days := [13]int{0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31}[m]
+	if m == 2 && y%4 == 0 && (y%100 != 0 || y%400 == 0) {
+		days = 29
+	}
+	return y, m, d, d <= days
 }
 
 // CodeHeaderMismatch is the JSON-RPC error (HeaderMismatch) for headers

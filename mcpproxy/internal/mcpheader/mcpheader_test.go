@@ -224,3 +224,12 @@ func TestRevisions(t *testing.T) {
 		t.Error("an unknown revision compared with something")
 	}
 }
+
+// BenchmarkAtLeast: the version check every request makes.
+func BenchmarkAtLeast(b *testing.B) {
+	for b.Loop() {
+		if !AtLeast("2026-07-28", "2025-11-25") {
+			b.Fatal("order")
+		}
+	}
+}
