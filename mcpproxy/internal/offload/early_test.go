@@ -124,3 +124,14 @@ func TestEarlyBounded(t *testing.T) {
 		}
 	}
 }
+
+// A result too small to hold anything over a threshold costs nothing:
+// no copy, no store timer (it ran for every small call before).
+func TestSmallResultAllocs(t *testing.T) {
+	rw := New(testService(t, nil), threshold{0}, Options{Spills: Registry{}})
+	small := []byte(`{"content":[{"type":"text","text":"sunny"}],"isError":false}`)
+	ctx := context.Background()
+	if n := testing.AllocsPerRun(100, func() { rw.Rewrite(ctx, Call{Method: "tools/call", Tool: "t"}, small) }); n != 0 {
+		t.Fatalf("%v allocations to rewrite a small result", n)
+	}
+}

@@ -155,8 +155,6 @@ func (e *errStore) Error() string { return "storing the item failed: " + e.err.E
 // session, a replay after Last-Event-ID) and leave a store cut half way.
 // Options.StoreTimeout bounds the work instead.
 func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, []artifact.Artifact, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.o.StoreTimeout)
-	defer cancel()
 	if c.Method == "tools/call" && f.o.Tools != nil {
 		if on, ok := f.o.Tools[c.Tool]; ok && !on {
 			return result, nil, nil
@@ -168,6 +166,9 @@ func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, 
 	if f.lit.rawLen(result) <= min(f.o.Budget, f.o.TextThreshold, f.o.BinaryThreshold) {
 		return result, nil, nil // nothing in it can be over a threshold or the budget
 	}
+	// Only a result that may be stored gets the store's timer.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.o.StoreTimeout)
+	defer cancel()
 	if c.Method != "resources/read" {
 		return f.rewriteResult(ctx, c, result)
 	}
