@@ -65,11 +65,10 @@ func arrayInput() []byte {
 	return in.Bytes()
 }
 
-// BenchmarkText decodes a spilled 10 MB string.
-func BenchmarkText(b *testing.B) {
+// benchDecode spills the JSON string lit and reads it back with read.
+func benchDecode(b *testing.B, lit string, read func(*String) io.Reader) {
 	s := newSpooler(b, Options{})
-	in := []byte(`"` + string(bytes.Repeat([]byte(`caf\u00e9 \ud83d\ude00 plain text here\n`), 10<<20/40)) + `"`)
-	out, err := s.Read(bytes.NewReader(in), 0)
+	out, err := s.Read(strings.NewReader(lit), 0)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -77,48 +76,27 @@ func BenchmarkText(b *testing.B) {
 	b.SetBytes(x.Len())
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := io.Copy(io.Discard, x.Text()); err != nil {
+		if _, err := io.Copy(io.Discard, read(x)); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkText decodes a spilled 10 MB string.
+func BenchmarkText(b *testing.B) {
+	benchDecode(b, `"`+strings.Repeat(`caf\u00e9 \ud83d\ude00 plain text here\n`, 10<<20/40)+`"`, (*String).Text)
 }
 
 // BenchmarkTextRows decodes a spilled 10 MB string holding a JSON
 // document, the shape of most big text outputs: an escaped quote every
 // few bytes.
 func BenchmarkTextRows(b *testing.B) {
-	s := newSpooler(b, Options{})
 	row := `{\"id\":12345,\"name\":\"row\",\"score\":-12.5e3,\"ok\":true,\"tags\":[\"a\",\"b\"],\"note\":null},\n`
-	in := []byte(`"` + strings.Repeat(row, 10<<20/len(row)) + `"`)
-	out, err := s.Read(bytes.NewReader(in), 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	x, _ := Lookup(out)
-	b.SetBytes(x.Len())
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := io.Copy(io.Discard, x.Text()); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchDecode(b, `"`+strings.Repeat(row, 10<<20/len(row))+`"`, (*String).Text)
 }
 
 // BenchmarkTextBase64 decodes a spilled 10 MB string of base64 (an
 // image's data): no escapes at all.
 func BenchmarkTextBase64(b *testing.B) {
-	s := newSpooler(b, Options{})
-	in := []byte(`"` + strings.Repeat("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg", 10<<20/100) + `"`)
-	out, err := s.Read(bytes.NewReader(in), 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	x, _ := Lookup(out)
-	b.SetBytes(x.Len())
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := io.Copy(io.Discard, x.Base64()); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchDecode(b, `"`+strings.Repeat("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg", 10<<20/100)+`"`, (*String).Base64)
 }
