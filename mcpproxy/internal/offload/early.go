@@ -156,7 +156,7 @@ func (r *chunkReader) drain() {
 	}
 }
 
-// earlyOf returns the early preview of lit, a spilled string, if it has
+// early returns the early preview of lit, a spilled string, if it has
 // one.
 func (l lits) early(lit []byte) *early {
 	s, ok := l.str(lit)

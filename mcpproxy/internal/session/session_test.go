@@ -63,7 +63,15 @@ func TestCancel(t *testing.T) {
 	s, _ := tab.Create(context.Background(), "A", func(*Session) error { return nil })
 	st := s.NewStream()
 	st.Await([][]byte{[]byte("1"), []byte("2")})
+	// Another tenant's session, awaiting the same id: a cancel is its
+	// own session's only.
+	other, _ := tab.Create(context.Background(), "B", func(*Session) error { return nil })
+	ost := other.NewStream()
+	ost.Await([][]byte{[]byte("1")})
 	s.Cancel([]byte("1"))
+	if ost.Unanswered() != 1 || !ost.Append(resp(1, "theirs")) || ost.Unanswered() != 0 {
+		t.Fatal("a cancel in one session settled another session's request of the same id")
+	}
 	g := st.Attach()
 	if b := st.Next(g, 0); b.Done {
 		t.Fatalf("done while request 2 waits: %+v", b)
