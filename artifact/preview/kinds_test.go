@@ -12,6 +12,7 @@ import (
 	"image/color"
 	"image/png"
 	"io"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -88,6 +89,49 @@ func TestDistinctCounts(t *testing.T) {
 		if off := float64(c.Distinct-int64(n)) / float64(n); off > 0.15 || off < -0.15 {
 			t.Errorf("%d distinct values estimated as %d", n, c.Distinct)
 		}
+	}
+}
+
+// TestDistinctEstimateAccuracy: past the exact bound, the estimate of
+// values of several shapes (ids, integers, decimals, timestamps, UUIDs,
+// emails), from 300 to 40,000 distinct values each given twice, is off
+// by 5% or less on average and by 15% at most (the estimator keeps 256
+// hashes: its standard error is about 6%). The inputs are fixed, and so
+// is the hash: the figures are too.
+func TestDistinctEstimateAccuracy(t *testing.T) {
+	shapes := []func(i int) string{
+		func(i int) string { return fmt.Sprintf("user-%d", i) },
+		func(i int) string { return fmt.Sprint(i) },
+		func(i int) string { return fmt.Sprintf("%d.%02d", i/100, i%100) },
+		func(i int) string {
+			return fmt.Sprintf("2025-%02d-%02dT%02d:%02d:%02dZ", 1+i/2419200%12, 1+i/86400%28, i/3600%24, i/60%60, i%60)
+		},
+		func(i int) string { return fmt.Sprintf("%08x-4a1b-8c2d-9e3f-%012x", uint32(i*2654435761), i) },
+		func(i int) string { return fmt.Sprintf("c%d@example.com", i*7) },
+	}
+	var sum float64
+	var sets int
+	for s, shape := range shapes {
+		for _, n := range []int{300, 700, 1500, 4000, 10000, 40000} {
+			tb := newTable()
+			f := tb.field("x")
+			for i := range 2 * n {
+				f.add(tString, shape(s*1000003+i%n))
+				tb.count(tObject)
+			}
+			c := tb.column(f)
+			off := math.Abs(float64(c.Distinct-int64(n)) / float64(n))
+			if c.DistinctExact || off > 0.15 {
+				t.Errorf("shape %d: %d distinct values estimated as %d (exact %v)", s, n, c.Distinct, c.DistinctExact)
+			}
+			sum += off
+			sets++
+		}
+	}
+	if mean := sum / float64(sets); mean > 0.05 {
+		t.Errorf("estimates are off by %.1f%% on average, want 5%% at most", 100*mean)
+	} else {
+		t.Logf("estimates are off by %.1f%% on average", 100*mean)
 	}
 }
 

@@ -3,6 +3,7 @@ package preview
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
@@ -493,18 +494,48 @@ func (k *kmv) estimate() int64 {
 	return int64(float64(kmvSize-1) / frac)
 }
 
-// hash64 is FNV-1a with a final mix, so that the low and high bits both
-// spread.
+// hash64 hashes a value for the distinct-count estimator, eight bytes
+// at a time: each word is folded in by a 64×64→128-bit multiply whose
+// halves are xored (the mixing step of wyhash and its kin). The constants
+// are fixed, not a per-process seed as hash/maphash has: a preview is the
+// same on every run.
 func hash64[T ~string | ~[]byte](s T) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
+	const k0, k1, k2 = 0xa0761d6478bd642f, 0xe7037ed1a0b428db, 0x8ebc6af09c88c6e3
+	n := len(s)
+	h := k0 ^ uint64(n)
+	for i := 0; n-i > 8; i += 8 {
+		h = mix64(h^le64(s[i:]), k1)
 	}
-	h ^= h >> 33
-	h *= 0xff51afd7ed558ccd
-	h ^= h >> 33
-	h *= 0xc4ceb9fe1a85ec53
-	h ^= h >> 33
-	return h
+	// The last 1 to 8 bytes, read without a loop: a word that overlaps
+	// the one before when there is one (the length tells the cases
+	// apart), two halves that may overlap, or three bytes.
+	var w uint64
+	switch {
+	case n >= 8:
+		w = le64(s[len(s)-8:])
+	case n >= 4:
+		w = le32(s)<<32 | le32(s[n-4:])
+	case n > 0:
+		w = uint64(s[0])<<16 | uint64(s[n>>1])<<8 | uint64(s[n-1])
+	}
+	return mix64(mix64(h^w, k1), k2)
+}
+
+// mix64 multiplies a by b and folds the 128-bit product's halves.
+func mix64(a, b uint64) uint64 {
+	hi, lo := bits.Mul64(a, b)
+	return hi ^ lo
+}
+
+// le64 and le32 read the first eight and four bytes of s, little-endian
+// (the compiler makes each one load).
+func le64[T ~string | ~[]byte](s T) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+func le32[T ~string | ~[]byte](s T) uint64 {
+	_ = s[3]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24
 }
