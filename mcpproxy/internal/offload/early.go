@@ -2,31 +2,40 @@ package offload
 
 import (
 	"io"
+	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/spillway-dev/spillway/artifact/preview"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 )
 
-// maxEarly bounds the previews built early at once, process-wide: each
-// holds a preview's sample (under 3 MiB) and earlyChunks of the bytes in
-// flight until its string is stored or let go. Past it a text's preview
-// is built when it is stored, as it always could be.
+// maxEarly bounds the strings worked on as they arrive, per Rewriter:
+// each holds a preview's sample (under 3 MiB), earlyChunks of the bytes in
+// flight, and its staged copy on disk (within Options.StageMax) until its
+// string is stored or let go. Past it a string is decoded when it is
+// stored, as it always could be.
 const maxEarly = 8
 
-// earlyChunks is how far the reading may run ahead of an early preview:
+// earlyChunks is how far the reading may run ahead of the early work:
 // past it, the reading waits.
 const earlyChunks = 8
 
-// Tap is for spill.Options.Tap: a spilled text (the value of a member
-// named "text": a text content item's, an embedded resource's, a read
-// resource's) starts its preview while the rest of its message is still
-// arriving, on a goroutine of its own, so that offloading it once the
-// message is in leaves only the store's copy to do. nil for any other
-// member, or when maxEarly previews are under way. Safe for concurrent
-// use.
+// Tap is for spill.Options.Tap: a spilled string that will likely be
+// stored starts its work while the rest of its message is still arriving,
+// on a goroutine of its own, so that offloading it once the message is in
+// is a copy. A text (the value of a member named "text": a text content
+// item's, an embedded resource's, a read resource's) is decoded once, into
+// its preview and a staged copy; base64 data (members "data" and "blob":
+// images, audio, blobs) is decoded into a staged copy. nil for any other
+// member, or when maxEarly are under way. Safe for concurrent use.
 func (f *Rewriter) Tap(member string) spill.Tap {
-	if member != "text" {
+	var b64 bool
+	switch member {
+	case "text":
+	case "data", "blob":
+		b64 = true
+	default:
 		return nil
 	}
 	select {
@@ -34,24 +43,29 @@ func (f *Rewriter) Tap(member string) spill.Tap {
 	default:
 		return nil
 	}
-	e := &early{ch: make(chan []byte, earlyChunks), done: make(chan struct{}), slot: f.early}
-	go e.run(f.o.ThumbMax)
+	e := &early{ch: make(chan []byte, earlyChunks), done: make(chan struct{}), slot: f.early, base64: b64}
+	go e.run(f.o.ThumbMax, f.stage)
 	return e
 }
 
-// early is a spilled text's preview, built as the text arrives. Its
-// preview is the one publish would build for a unit of the same mime type
-// (publish takes it only then): the same options, the same bytes.
+// early is a spilled string's work done as it arrives: a text's preview,
+// the one publish would build for a unit of the same mime type (publish
+// takes it only then: the same options, the same bytes), and the decoded
+// bytes staged on disk, which the store copies instead of decoding the
+// spilled string again.
 type early struct {
-	ch   chan []byte // escaped bytes; closed at the end
-	done chan struct{}
-	slot chan struct{} // the Rewriter's count of early previews
+	ch     chan []byte // escaped bytes; closed at the end
+	done   chan struct{}
+	slot   chan struct{} // the Rewriter's count of early work
+	base64 bool          // the value is base64 data, staged decoded; no preview
 
 	mu       sync.Mutex
 	complete bool // the whole string was read (End)
-	gone     bool // released or taken: pb is no one's
+	released bool // the string was released: nothing here is anyone's
+	taken    bool // publish took the preview
 	mime     string
 	pb       *preview.Builder // nil once released, taken, or failed
+	stg      *staged          // nil once released, or when not staged whole
 	freed    sync.Once
 }
 
@@ -74,39 +88,70 @@ func (e *early) End(complete bool) {
 	}
 }
 
-// Release lets the preview go: its string will not be stored from here.
+// Release lets the work go: its string will not be stored from here. A
+// reader of the staged copy still open fails from now, as the spilled
+// string's own readers do.
 func (e *early) Release() {
 	e.mu.Lock()
-	e.gone, e.pb = true, nil
+	e.released, e.pb = true, nil
+	stg := e.stg
+	e.stg = nil
 	e.mu.Unlock()
+	stg.drop()
 	e.free()
 }
 
 func (e *early) free() { e.freed.Do(func() { <-e.slot }) }
 
-// run decodes the text as it comes and feeds the preview.
-func (e *early) run(thumbMax int) {
+// run decodes the string as it comes, into its preview and its staged
+// copy.
+func (e *early) run(thumbMax int, st *stager) {
 	defer close(e.done)
 	r := &chunkReader{ch: e.ch}
-	defer r.drain() // the reading never waits on a preview that stopped
-	text := spill.DecodeText(r)
-	head := make([]byte, sniffSize)
-	n, err := io.ReadFull(text, head)
-	if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
-		return
+	defer r.drain() // the reading never waits on work that stopped
+	stg := st.create()
+	var (
+		src  io.Reader
+		pb   *preview.Builder
+		mime string
+		buf  = make([]byte, sniffSize)
+	)
+	if e.base64 {
+		src = spill.DecodeBase64(r)
+	} else {
+		src = spill.DecodeText(r)
+		n, err := io.ReadFull(src, buf)
+		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
+			stg.drop()
+			return
+		}
+		mime = mimeOfHead(buf[:n])
+		// As publish builds it for a text unit of this mime type.
+		pb = preview.New(preview.Options{MimeType: mime, Name: "x" + extension(mime), ThumbMax: thumbMax})
+		pb.Write(buf[:n])
+		stg = stg.write(buf[:n])
 	}
-	mime := mimeOfHead(head[:n])
-	// As publish builds it for a text unit of this mime type.
-	pb := preview.New(preview.Options{MimeType: mime, Name: "x" + extension(mime), ThumbMax: thumbMax})
-	pb.Write(head[:n])
-	if _, err := io.Copy(pb, text); err != nil {
-		return
+	for {
+		n, err := src.Read(buf)
+		if pb != nil {
+			pb.Write(buf[:n])
+		}
+		stg = stg.write(buf[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil { // malformed base64: the store's own decoding will say so
+			stg.drop()
+			return
+		}
 	}
 	e.mu.Lock()
-	if !e.gone {
-		e.mime, e.pb = mime, pb
+	defer e.mu.Unlock()
+	if !e.complete || e.released {
+		stg.drop()
+		return
 	}
-	e.mu.Unlock()
+	e.mime, e.pb, e.stg = mime, pb, stg
 }
 
 // take returns the early preview's builder, all the text written, when
@@ -122,8 +167,80 @@ func (e *early) take(mime string) *preview.Builder {
 		return nil
 	}
 	pb := e.pb
-	e.gone, e.pb = true, nil
+	e.pb, e.taken = nil, true
 	return pb
+}
+
+// open returns a reader of the string's value as staged while it
+// arrived: its text, or with b64 its bytes decoded from base64. nil when
+// there is no such copy (the caller decodes the spilled string).
+func (e *early) open(b64 bool) io.Reader {
+	if e == nil || e.base64 != b64 {
+		return nil
+	}
+	<-e.done
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stg == nil {
+		return nil
+	}
+	return io.NewSectionReader(e.stg.f, 0, e.stg.n)
+}
+
+// stager makes the files decoded strings are staged in, within a bound
+// on the bytes they hold at once. A nil *stager stages nothing.
+type stager struct {
+	dir  string
+	max  int64
+	used atomic.Int64
+}
+
+// staged is one string's decoded copy, in an unlinked file. A nil
+// *staged is one that failed: its methods do nothing.
+type staged struct {
+	st *stager
+	f  *os.File
+	n  int64
+}
+
+func (st *stager) create() *staged {
+	if st == nil {
+		return nil
+	}
+	f, err := os.CreateTemp(st.dir, "stage-*")
+	if err != nil {
+		return nil
+	}
+	os.Remove(f.Name()) // gone with the last descriptor, even if the process dies
+	return &staged{st: st, f: f}
+}
+
+// write appends p, returning s, or nil once s failed (out of its
+// stager's bound, or of disk), its file and bytes given back.
+func (s *staged) write(p []byte) *staged {
+	if s == nil || len(p) == 0 {
+		return s
+	}
+	if s.st.used.Add(int64(len(p))) > s.st.max {
+		s.st.used.Add(-int64(len(p)))
+		s.drop()
+		return nil
+	}
+	s.n += int64(len(p))
+	if _, err := s.f.Write(p); err != nil {
+		s.drop()
+		return nil
+	}
+	return s
+}
+
+// drop closes the file and gives its bytes back.
+func (s *staged) drop() {
+	if s == nil {
+		return
+	}
+	s.f.Close()
+	s.st.used.Add(-s.n)
 }
 
 // chunkReader reads the chunks of a channel, giving each back to
@@ -156,13 +273,17 @@ func (r *chunkReader) drain() {
 	}
 }
 
-// early returns the early preview of lit, a spilled string, if it has
-// one.
+// early returns the early work of lit, a spilled string, if it has any.
 func (l lits) early(lit []byte) *early {
 	s, ok := l.str(lit)
 	if !ok {
 		return nil
 	}
+	return earlyOf(s)
+}
+
+// earlyOf returns the early work of a spilled string, nil if none.
+func earlyOf(s Spilled) *early {
 	t, ok := s.(interface{ Tap() spill.Tap })
 	if !ok {
 		return nil

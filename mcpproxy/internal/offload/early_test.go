@@ -3,7 +3,10 @@ package offload
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -11,9 +14,9 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 )
 
-// offloadRead reads msg through a Spooler (tapped by rw when tap is set)
-// and offloads its result; it returns the texts the agent gets.
-func offloadRead(t *testing.T, rw *Rewriter, tap bool, msg string) (texts []string, taken bool) {
+// spoolRead reads msg through a Spooler spilling strings over 1 KiB,
+// tapped by rw when tap is set; the Spooler closes with the test.
+func spoolRead(t *testing.T, rw *Rewriter, tap bool, msg string) []byte {
 	t.Helper()
 	o := spill.Options{Dir: t.TempDir(), Threshold: 1 << 10}
 	if tap {
@@ -23,11 +26,19 @@ func offloadRead(t *testing.T, rw *Rewriter, tap bool, msg string) (texts []stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sp.Close()
+	t.Cleanup(func() { sp.Close() })
 	raw, err := sp.Read(strings.NewReader(msg), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return raw
+}
+
+// offloadRead reads msg through a Spooler (tapped by rw when tap is set)
+// and offloads its result; it returns the texts the agent gets.
+func offloadRead(t *testing.T, rw *Rewriter, tap bool, msg string) (texts []string, taken bool) {
+	t.Helper()
+	raw := spoolRead(t, rw, tap, msg)
 	result := jsonrpc.Path(raw, "result")
 	var e *early
 	content, _ := jsonrpc.Member(result, "content")
@@ -55,7 +66,7 @@ func offloadRead(t *testing.T, rw *Rewriter, tap bool, msg string) (texts []stri
 	}
 	if e != nil {
 		e.mu.Lock()
-		taken = e.gone && e.pb == nil && e.complete
+		taken = e.taken && e.complete
 		e.mu.Unlock()
 	}
 	return texts, taken
@@ -103,6 +114,9 @@ func TestEarlyPreviewSame(t *testing.T) {
 // built when it is stored); each slot comes back when its string goes.
 func TestEarlyBounded(t *testing.T) {
 	rw := New(testService(t, nil), threshold{0}, Options{})
+	if rw.Tap("name") != nil || rw.Tap("") != nil {
+		t.Fatal("a member that is neither text nor base64 data was tapped")
+	}
 	var taps []spill.Tap
 	for range maxEarly {
 		tp := rw.Tap("text")
@@ -111,7 +125,7 @@ func TestEarlyBounded(t *testing.T) {
 		}
 		taps = append(taps, tp)
 	}
-	if rw.Tap("text") != nil || rw.Tap("data") != nil {
+	if rw.Tap("text") != nil || rw.Tap("data") != nil || rw.Tap("blob") != nil {
 		t.Fatal("a tap past the bound, or of another member")
 	}
 	taps[0].Write(bytes.Repeat([]byte("a"), 100))
@@ -135,5 +149,108 @@ func TestSmallResultAllocs(t *testing.T) {
 	// sometimes allocates its scanner: up to 2 is that, the timer was 5.
 	if n := testing.AllocsPerRun(100, func() { rw.Rewrite(ctx, Call{Method: "tools/call", Tool: "t"}, small) }); n > 2 {
 		t.Fatalf("%v allocations to rewrite a small result", n)
+	}
+}
+
+// stagedMsg is a tools/call answer with a long text (escapes, non-ASCII),
+// an image and an embedded resource's blob, and the bytes each decodes to.
+func stagedMsg() (msg string, want [][]byte) {
+	var b strings.Builder
+	for i := range 4000 {
+		fmt.Fprintf(&b, "{\"id\":%d,\"name\":\"é row \\\"%d\\\"\tx\"}\n", i, i*7)
+	}
+	text := []byte(b.String())
+	img := make([]byte, 150_000)
+	for i := range img {
+		img[i] = byte(i*31 + i>>8)
+	}
+	blob := bytes.Repeat([]byte("%PDF-1.7 blob "), 9000)
+	items, _ := json.Marshal([]any{
+		map[string]any{"type": "text", "text": string(text)},
+		map[string]any{"type": "image", "mimeType": "image/x-raw", "data": base64.StdEncoding.EncodeToString(img)},
+		map[string]any{"type": "resource", "resource": map[string]any{"uri": "file:///r.pdf", "mimeType": "application/pdf",
+			"blob": base64.StdEncoding.EncodeToString(blob)}},
+	})
+	return `{"jsonrpc":"2.0","id":1,"result":{"content":` + string(items) + `}}`, [][]byte{text, img, blob}
+}
+
+// A spilled text and base64 data tapped as they arrive are staged
+// decoded: the store copies the staged bytes (the spill is not decoded a
+// second time), the artifacts hold exactly the values, and the staging
+// space is given back once the strings go. Past StageMax nothing is
+// staged and the values are stored all the same.
+func TestEarlyStaged(t *testing.T) {
+	msg, want := stagedMsg()
+	var total int64
+	for _, w := range want {
+		total += int64(len(w))
+	}
+	for _, max := range []int64{0, total - 1} {
+		rw := New(testService(t, nil), threshold{0}, Options{Spills: Registry{}, StageDir: t.TempDir(), StageMax: max})
+		raw := spoolRead(t, rw, true, msg)
+		result := jsonrpc.Path(raw, "result")
+		content, _ := jsonrpc.Member(result, "content")
+		var lits [][]byte
+		for _, it := range jsonrpc.Elements(result, content) {
+			item := result[it[0]:it[1]]
+			lit := jsonrpc.RawMember(item, "text")
+			if lit == nil {
+				lit = jsonrpc.RawMember(item, "data")
+			}
+			if lit == nil {
+				lit = jsonrpc.RawMember(jsonrpc.RawMember(item, "resource"), "blob")
+			}
+			lits = append(lits, lit)
+		}
+		staged := 0
+		for i, lit := range lits {
+			r := rw.lit.open(lit)
+			if i > 0 {
+				r = rw.lit.binary(lit)
+			}
+			if _, ok := r.(*io.SectionReader); ok {
+				staged++
+			}
+			got, err := io.ReadAll(r)
+			if err != nil || !bytes.Equal(got, want[i]) {
+				t.Fatalf("StageMax %d: value %d read back wrong (%d bytes, %v)", max, i, len(got), err)
+			}
+		}
+		used := rw.stage.used.Load()
+		if max == 0 && (staged != 3 || used != total) {
+			t.Fatalf("%d of 3 values staged, %d bytes; want all, %d", staged, used, total)
+		}
+		if max != 0 && used >= max {
+			t.Fatalf("%d bytes staged past StageMax %d", used, max)
+		}
+		_, stored, err := rw.Rewrite(context.Background(), Call{Method: "tools/call", Tool: "t"}, result)
+		if err != nil || len(stored) != 3 {
+			t.Fatalf("stored %d, %v", len(stored), err)
+		}
+		for i, a := range stored {
+			if a.SHA256 != sum(want[i]) {
+				t.Fatalf("StageMax %d: artifact %d holds other bytes than the value", max, i)
+			}
+		}
+		spill.Release(raw)
+		if n := rw.stage.used.Load(); n != 0 {
+			t.Fatalf("%d bytes still staged after the strings went", n)
+		}
+	}
+}
+
+// Base64 data that does not decode is not staged: storing it fails as it
+// did without the tap (the store's own decoding says why).
+func TestEarlyStagedMalformed(t *testing.T) {
+	bad := strings.Repeat("QUJD", 3000) + "*" + strings.Repeat("QUJD", 3000)
+	msg := `{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"image","mimeType":"image/png","data":"` + bad + `"}]}}`
+	for _, tap := range []bool{false, true} {
+		rw := New(testService(t, nil), threshold{0}, Options{Spills: Registry{}, StageDir: t.TempDir()})
+		raw := spoolRead(t, rw, tap, msg)
+		_, stored, err := rw.Rewrite(context.Background(), Call{Method: "tools/call", Tool: "t"}, jsonrpc.Path(raw, "result"))
+		if err != nil || len(stored) != 0 || rw.stage.used.Load() != 0 {
+			t.Fatalf("tap %v: malformed data stored (%d, %v) or staged (%d bytes)", tap, len(stored), err, rw.stage.used.Load())
+		}
+		spill.Release(raw)
 	}
 }

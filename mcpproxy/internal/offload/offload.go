@@ -8,9 +8,10 @@
 // It works on raw JSON: a result is never decoded into Go values, the
 // bytes outside the replaced items are copied unchanged, and an item's
 // string literal is decoded on its way to the store, so a 50 MB text is
-// never copied into memory a second time. A text the transport spilled to
-// disk (package spill) has its preview built while it arrives
-// (Rewriter.Tap), so that storing it once its message is in is a copy.
+// never copied into memory a second time. A text or base64 data the
+// transport spilled to disk (package spill) is decoded once, while it
+// arrives (Rewriter.Tap): into its preview and a staged copy, so that
+// storing it once its message is in is a copy.
 package offload
 
 import (
@@ -20,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/spillway-dev/spillway/artifact"
@@ -71,7 +73,13 @@ type Options struct {
 	// Spills resolves the strings the transport spilled to disk while a
 	// result streamed in; nil when it spills none.
 	Spills Spills
-	Logger *slog.Logger
+	// StageDir is where the strings tapped as they arrive (Tap) are
+	// staged decoded, in files unlinked at once ("": os.TempDir()), and
+	// StageMax the most bytes staged at once (default 4 GiB): past it a
+	// string is decoded from its spill file when it is stored.
+	StageDir string
+	StageMax int64
+	Logger   *slog.Logger
 }
 
 // Call says what a result answers: the policy sees it, and the stored
@@ -99,8 +107,10 @@ type Rewriter struct {
 	o   Options
 	lit lits
 	log *slog.Logger
-	// early counts the previews built while their texts arrive (Tap).
+	// early counts the strings worked on as they arrive (Tap), stage
+	// holds their decoded copies.
 	early chan struct{}
+	stage *stager
 }
 
 // New returns a Rewriter storing into svc and asking dec about every item
@@ -127,7 +137,14 @@ func New(svc *artifact.Service, dec Decider, o Options) *Rewriter {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Rewriter{svc: svc, dec: dec, o: o, lit: lits{o.Spills}, log: o.Logger, early: make(chan struct{}, maxEarly)}
+	if o.StageDir == "" {
+		o.StageDir = os.TempDir()
+	}
+	if o.StageMax <= 0 {
+		o.StageMax = 4 << 30
+	}
+	return &Rewriter{svc: svc, dec: dec, o: o, lit: lits{o.Spills}, log: o.Logger, early: make(chan struct{}, maxEarly),
+		stage: &stager{dir: o.StageDir, max: o.StageMax}}
 }
 
 // ErrWithheld is returned by Rewrite for a resources/read result that

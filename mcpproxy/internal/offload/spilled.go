@@ -77,6 +77,9 @@ func (l lits) str(lit []byte) (Spilled, bool) {
 // open returns a reader of the value of lit (quotes included).
 func (l lits) open(lit []byte) io.Reader {
 	if s, ok := l.str(lit); ok {
+		if r := earlyOf(s).open(false); r != nil {
+			return r
+		}
 		return s.Text()
 	}
 	return newStringReader(lit)
@@ -85,6 +88,9 @@ func (l lits) open(lit []byte) io.Reader {
 // binary returns a reader of lit's value decoded from base64.
 func (l lits) binary(lit []byte) io.Reader {
 	if s, ok := l.str(lit); ok {
+		if r := earlyOf(s).open(true); r != nil {
+			return r
+		}
 		return s.Base64()
 	}
 	return base64Decoder(newStringReader(lit))

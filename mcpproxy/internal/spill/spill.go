@@ -338,15 +338,19 @@ func (x *String) Text() io.Reader { return newTextReader(x.Raw()) }
 
 // Base64 returns Text decoded as standard base64, padded or not (line
 // breaks ignored). A malformed encoding is a read error.
-func (x *String) Base64() io.Reader {
-	t := newTextReader(x.Raw())
-	t.wide = true
-	return newBase64Reader(t)
-}
+func (x *String) Base64() io.Reader { return DecodeBase64(x.Raw()) }
 
 // DecodeText decodes the escaped bytes of a JSON string read from r
 // (without its quotes) as String.Text does: for a Tap's bytes.
 func DecodeText(r io.Reader) io.Reader { return newTextReader(r) }
+
+// DecodeBase64 decodes the escaped bytes of a JSON string read from r as
+// String.Base64 does: for a Tap's bytes.
+func DecodeBase64(r io.Reader) io.Reader {
+	t := newTextReader(r)
+	t.wide = true
+	return newBase64Reader(t)
+}
 
 // Head returns up to the first n bytes of Text, for sniffing; fewer when
 // the text is shorter or cannot be read.
