@@ -226,23 +226,29 @@ func parseNumber[T ~string | ~[]byte](s T) (float64, bool) {
 // pow10 are the powers of ten parseNumber divides by.
 var pow10 = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
 
-// stringType tells dates and date-times apart from other strings.
+// stringType tells dates and date-times apart from other strings. Most
+// strings are told apart by their dashes, read first.
 func stringType[T ~string | ~[]byte](s T) int {
-	if len(s) < 10 || !isDate(s[:10]) {
+	if len(s) < 10 || s[4] != '-' || s[7] != '-' || !isDate(s) {
 		return tString
 	}
 	if len(s) == 10 {
 		return tDate
 	}
-	if len(s) >= 16 && (s[10] == 'T' || s[10] == ' ') && isDigits(s[11:13]) && s[13] == ':' && isDigits(s[14:16]) {
+	if len(s) >= 16 && (s[10] == 'T' || s[10] == ' ') && digit(s[11]) && digit(s[12]) && s[13] == ':' && digit(s[14]) && digit(s[15]) {
 		return tDateTime
 	}
 	return tString
 }
 
+// isDate reports whether s begins with a date, YYYY-MM-DD.
 func isDate[T ~string | ~[]byte](s T) bool {
-	return isDigits(s[:4]) && s[4] == '-' && isDigits(s[5:7]) && s[7] == '-' && isDigits(s[8:10])
+	_ = s[9]
+	return digit(s[0]) && digit(s[1]) && digit(s[2]) && digit(s[3]) && s[4] == '-' &&
+		digit(s[5]) && digit(s[6]) && s[7] == '-' && digit(s[8]) && digit(s[9])
 }
+
+func digit(c byte) bool { return c-'0' < 10 }
 
 func isDigits[T ~string | ~[]byte](s T) bool {
 	for i := 0; i < len(s); i++ {
