@@ -235,9 +235,10 @@ func imageConfig(data []byte) (image.Config, string, error) {
 }
 
 // FuzzNumber: jsonNumber accepts what encoding/json reads as a number and
-// nothing else, and parseNumber gives ParseFloat's value, bit for bit.
+// nothing else, and parseNumber, and scanNumber for a number, give
+// ParseFloat's value, bit for bit.
 func FuzzNumber(f *testing.F) {
-	for _, s := range []string{"0", "-0", "01", "1.", ".5", "-12.5e3", "1E+2", "+1", "123456789012345", "1234567890123456", "9007199254740993", "1e400", "-", "0x10", "1_0"} {
+	for _, s := range []string{"0", "-0", "01", "1.", ".5", "-12.5e3", "1E+2", "+1", "123456789012345", "1234567890123456", "9007199254740993", "1e400", "-1e400", "1e-400", "-0.0", "0.000000000000001", "999999999999999.9", "12.50", "-", "0x10", "1_0"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -252,6 +253,9 @@ func FuzzNumber(f *testing.F) {
 		got, ok := parseNumber(s)
 		if ok != (err == nil) || ok && math.Float64bits(got) != math.Float64bits(want) {
 			t.Fatalf("parseNumber(%q) = %v, %v; ParseFloat: %v, %v", s, got, ok, want, err)
+		}
+		if isNum, _, got := scanNumber([]byte(s)); isNum && math.Float64bits(got) != math.Float64bits(want) {
+			t.Fatalf("scanNumber(%q) = %v; ParseFloat: %v", s, got, want)
 		}
 	})
 }

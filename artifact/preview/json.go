@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 )
@@ -746,9 +747,9 @@ func setName[T ~string | ~[]byte](a *jsonAn, text T) {
 // endNumber ends a number whose text (at most maxScalar bytes) is s, at
 // byte i of the write; false if it is not one.
 func (a *jsonAn) endNumber(s []byte, i int) bool {
-	typ := tInt
+	typ, val, read := tInt, 0.0, false
 	if len(s) < maxScalar {
-		ok, isFloat := scanNumber(s)
+		ok, isFloat, v := scanNumber(s)
 		if !ok {
 			a.fail(i, fmt.Sprintf("bad number %q", clip(string(s), 20)))
 			return false
@@ -756,12 +757,18 @@ func (a *jsonAn) endNumber(s []byte, i int) bool {
 		if isFloat {
 			typ = tFloat
 		}
+		val, read = v, true
 	} else if bytes.ContainsAny(s, ".eE") {
 		typ = tFloat
 	}
-	// A row's field takes the bytes, as for strings: no copy.
+	// A row's field takes the bytes, as for strings: no copy; and the
+	// value read, if it was: no second reading.
 	if v := &a.cur; v.row == nil && !v.tracked && !v.nameOf && len(a.kinds) > 0 {
-		addValue(v.fld, typ, s)
+		if read {
+			addNumber(v.fld, typ, s, val)
+		} else {
+			addValue(v.fld, typ, s)
+		}
 		a.cur = vctx{}
 		a.endValue()
 		return true
@@ -773,46 +780,69 @@ func (a *jsonAn) endNumber(s []byte, i int) bool {
 // jsonNumber reports whether b is a number as JSON spells it:
 // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
 func jsonNumber(b []byte) bool {
-	ok, _ := scanNumber(b)
+	ok, _, _ := scanNumber(b)
 	return ok
 }
 
 // scanNumber is jsonNumber, and tells whether the number has a fraction
-// or an exponent.
-func scanNumber(b []byte) (ok, isFloat bool) {
-	i := 0
-	if i < len(b) && b[i] == '-' {
-		i++
+// or an exponent, and its value as strconv.ParseFloat reads it (±Inf past
+// the range of a float64). It reads the value as parseNumber does, in
+// the same pass for the numbers most tool outputs hold.
+func scanNumber(b []byte) (ok, isFloat bool, v float64) {
+	i, neg := 0, len(b) > 0 && b[0] == '-'
+	if neg {
+		i = 1
 	}
-	digits := func() int {
-		j := i
-		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
-			i++
-		}
-		return i - j
+	var m int64 // the digits, while there are at most 15
+	start := i
+	for ; i < len(b) && digit(b[i]); i++ {
+		m = m*10 + int64(b[i]-'0')
 	}
-	switch n := digits(); {
-	case n == 0, n > 1 && b[i-n] == '0':
-		return false, false
+	n := i - start // digits
+	if n == 0 || n > 1 && b[start] == '0' {
+		return false, false, 0
 	}
+	frac := 0
 	if i < len(b) && b[i] == '.' {
 		i++
-		if digits() == 0 {
-			return false, false
+		for ; i < len(b) && digit(b[i]); i++ {
+			m = m*10 + int64(b[i]-'0')
+			frac++
+		}
+		if frac == 0 {
+			return false, false, 0
 		}
 		isFloat = true
+	}
+	if i == len(b) && n+frac <= 15 {
+		v = float64(m)
+		if frac > 0 {
+			v /= pow10[frac]
+		}
+		if neg {
+			v = -v // -0 stays -0, as ParseFloat has it
+		}
+		return true, isFloat, v
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		i++
 		if i < len(b) && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		if digits() == 0 {
-			return false, false
+		e := i
+		for i < len(b) && digit(b[i]) {
+			i++
+		}
+		if i == e {
+			return false, false, 0
 		}
 		isFloat = true
 	}
-	return i == len(b), isFloat
+	if i != len(b) {
+		return false, false, 0
+	}
+	v, _ = strconv.ParseFloat(string(b), 64)
+	return true, isFloat, v
 }
 
 func (a *jsonAn) endScalar(typ int, text string) {

@@ -131,19 +131,43 @@ func addValue[T ~string | ~[]byte](f *field, typ int, text T) {
 	case tString:
 		typ = stringType(text)
 	case tInt, tFloat:
-		if v, ok := parseNumber(text); ok && !math.IsInf(v, 0) {
-			f.nNum++
-			f.sum += v
-			// math.Min and Max, but inlined: v is never NaN, and -0
-			// is below 0 as they have it.
-			if v < f.min || v == f.min && math.Signbit(v) {
-				f.min = v
-			}
-			if v > f.max || v == f.max && !math.Signbit(v) {
-				f.max = v
-			}
+		if v, ok := parseNumber(text); ok {
+			f.num(v)
 		}
 	}
+	addSeen(f, typ, text)
+}
+
+// addNumber is addValue for a number whose value v the caller has read.
+func addNumber(f *field, typ int, text []byte, v float64) {
+	if f == nil {
+		return
+	}
+	f.present++
+	f.num(v)
+	addSeen(f, typ, text)
+}
+
+// num counts a numeric value in the field's range and mean.
+func (f *field) num(v float64) {
+	if math.IsInf(v, 0) {
+		return
+	}
+	f.nNum++
+	f.sum += v
+	// math.Min and Max, but inlined: v is never NaN, and -0 is below 0
+	// as they have it.
+	if v < f.min || v == f.min && math.Signbit(v) {
+		f.min = v
+	}
+	if v > f.max || v == f.max && !math.Signbit(v) {
+		f.max = v
+	}
+}
+
+// addSeen counts a value of type typ, its date range and its distinct
+// count.
+func addSeen[T ~string | ~[]byte](f *field, typ int, text T) {
 	f.types[typ]++
 	switch typ {
 	case tDate, tDateTime:
