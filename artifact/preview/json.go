@@ -293,6 +293,12 @@ func (a *jsonAn) write(b []byte) {
 			}
 			i-- // b[j] ends the number: read it again
 		case sLit:
+			if rest := a.lit[a.litI:]; a.litI == 1 && len(b)-i >= len(rest) && string(b[i:i+len(rest)]) == rest {
+				// The whole literal is here: read at once.
+				i += len(rest) - 1
+				a.endScalar(a.litTyp, a.lit)
+				break
+			}
 			if c != a.lit[a.litI] {
 				a.fail(i, "bad literal")
 				continue
@@ -536,7 +542,11 @@ func (a *jsonAn) push(c byte, b []byte, i int, v *vctx) {
 	// buffer).
 	fr := &a.frames[:n+1][n]
 	capt, name, memo := fr.capt[:0], fr.name[:0], fr.memo
-	*fr = jframe{kind: c, start: a.off + int64(i), v: *v, node: -1, nodeDepth: -1, capt: capt, name: name, memo: memo}
+	// Cleared, then set field by field: a composite literal of this
+	// size is built aside and copied, at twice the cost.
+	*fr = jframe{}
+	fr.kind, fr.start, fr.v, fr.node, fr.nodeDepth = c, a.off+int64(i), *v, -1, -1
+	fr.capt, fr.name, fr.memo = capt, name, memo
 	if v.tracked {
 		fr.node = len(a.nodes)
 		a.nodes = append(a.nodes, jnode{path: v.path, parent: v.parent, kind: c})
