@@ -106,6 +106,7 @@ type keyMemo struct {
 	tab         *table
 	prefix, key string
 	f           *field
+	plain       bool // key is as JSON spells it (see knownKey)
 }
 
 // jnode is a recorded path: a container's size and length, or a scalar.
@@ -324,6 +325,10 @@ func (a *jsonAn) write(b []byte) {
 			case isWS(c):
 			case c == ',' && a.kinds[len(a.kinds)-1] == '{':
 				if i+1 < len(b) && b[i+1] == '"' {
+					if j := a.knownKey(b, i+2); j > 0 {
+						a.st, i = sValue, j // the key and its colon too
+						break
+					}
 					// The next key's quote, read at once.
 					a.st, a.isKey, a.buf = sStr, true, a.buf[:0]
 					i++
@@ -333,6 +338,16 @@ func (a *jsonAn) write(b []byte) {
 			case c == ',':
 				a.st = sValue
 			default:
+				a.structural(c, b, i)
+			}
+		case sObjFirst, sKey:
+			if c == '"' {
+				if j := a.knownKey(b, i+1); j > 0 {
+					a.st, i = sValue, j
+					break
+				}
+			}
+			if !isWS(c) {
 				a.structural(c, b, i)
 			}
 		default:
@@ -374,6 +389,47 @@ func (a *jsonAn) structural(c byte, b []byte, i int) {
 		}
 	}
 }
+
+// knownKey reads, where it lies whole in b from k with its closing quote
+// and a colon, the key that a row's object (or an object in a row) most
+// likely has at this position: the one the last row had there. It
+// returns the colon's index, or 0 if the key is another, is not all here
+// or is spelt otherwise (the lexer then reads it, to the same result):
+// as endString would, it sets the key and its field.
+func (a *jsonAn) knownKey(b []byte, k int) int {
+	p := a.parentFrame()
+	if p == nil {
+		return 0
+	}
+	var key string
+	var f *field
+	switch {
+	case p.rowLevel == 1 && p.n < int64(len(p.rowTab.order)):
+		f = p.rowTab.order[p.n]
+		if f == nil || !f.plain {
+			return 0
+		}
+		key = f.name
+	case p.rowLevel == 2 && p.n < int64(len(p.memo)):
+		m := &p.memo[p.n]
+		if m.tab != p.rowTab || !m.plain || m.prefix != p.rowPrefix {
+			return 0
+		}
+		key, f = m.key, m.f
+	default:
+		return 0
+	}
+	e := k + len(key)
+	if e+1 >= len(b) || b[e] != '"' || b[e+1] != ':' || string(b[k:e]) != key {
+		return 0
+	}
+	p.key, p.keyField = key, f
+	return e + 1
+}
+
+// plainName reports whether a key's JSON text, without escapes, is the
+// key itself.
+func plainName(s string) bool { return !strings.ContainsAny(s, "\"\\") }
 
 // keep appends to the current scalar, up to maxScalar bytes.
 func (a *jsonAn) keep(p []byte) {
@@ -476,7 +532,7 @@ func (a *jsonAn) beginValue(v *vctx) {
 			for int64(len(p.memo)) <= idx {
 				p.memo = append(p.memo, keyMemo{})
 			}
-			p.memo[idx] = keyMemo{p.rowTab, p.rowPrefix, p.key, f}
+			p.memo[idx] = keyMemo{p.rowTab, p.rowPrefix, p.key, f, plainName(p.key)}
 		}
 		v.fld, v.fldName, v.level = f, name, 2
 	}

@@ -28,6 +28,13 @@ func TestJSONChunkingIndependent(t *testing.T) {
 		"badkey":   `[{"a":1},{"a" 2}]`,
 		"badesc":   `[{"a":"\x"}]`,
 		"cut":      `[{"a":1},{"a":"unterminated`,
+		// A row's keys are read at once where they are spelt as the
+		// last row's were: here some are not.
+		"rowkeys": `[{"id":1,"name":"a","q\"x":1,"a\\b":1,"sub":{"k":1,"k2":2}},` +
+			`{"id":2,"name":"b","q\"x":2,"a\\b":2,"sub":{"k":3,"k2":4}},` +
+			`{"idx":3,"n\u0061me":"c","q\"x":3,"a\b":3,"sub":{"k2":5,"k":6}},` +
+			`{"id" :4,"name":"d","sub":{"k" :7,"k\u0032":8},"a\\b":4},` +
+			`{"id":5,"nam":"e","sub":{"k":9,"k2":10,"k3":11}},{"id":6,"nume":"f","sub":{"k":12,"kk":13}}]`,
 	}
 	for _, c := range corpus {
 		if c.kind == KindJSON || c.kind == KindNDJSON {
