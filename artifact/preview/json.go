@@ -326,7 +326,12 @@ func (a *jsonAn) write(b []byte) {
 			case c == ',' && a.kinds[len(a.kinds)-1] == '{':
 				if i+1 < len(b) && b[i+1] == '"' {
 					if j := a.knownKey(b, i+2); j > 0 {
-						a.st, i = sValue, j // the key and its colon too
+						// The key and its colon too, and its value
+						// if it is a plain scalar.
+						a.st, i = sValue, j
+						if e := a.rowValue(b, j+1); e > 0 {
+							i = e
+						}
 						break
 					}
 					// The next key's quote, read at once.
@@ -344,6 +349,9 @@ func (a *jsonAn) write(b []byte) {
 			if c == '"' {
 				if j := a.knownKey(b, i+1); j > 0 {
 					a.st, i = sValue, j
+					if e := a.rowValue(b, j+1); e > 0 {
+						i = e
+					}
 					break
 				}
 			}
@@ -425,6 +433,74 @@ func (a *jsonAn) knownKey(b []byte, k int) int {
 	}
 	p.key, p.keyField = key, f
 	return e + 1
+}
+
+// rowValue reads the value of the member whose key knownKey has just
+// read, where it lies whole in b from k and is a string without escapes,
+// a number or a literal, as startValue, beginValue and the value's end
+// would: it counts it in the key's field. It returns the index of the
+// value's last byte, or 0 if the value is another or is not all here
+// (the lexer then reads it, to the same result), or if the row's object
+// is recorded as a path or may be a map.
+func (a *jsonAn) rowValue(b []byte, k int) int {
+	p := &a.frames[len(a.frames)-1]
+	if p.v.tracked || p.tab != nil || k >= len(b) {
+		return 0
+	}
+	f := p.keyField
+	nameOf := p.nodeDepth <= 1 && (p.key == "name" || p.key == "path" && len(p.name) == 0)
+	var end int
+	switch c := b[k]; {
+	case c == '"':
+		j := plainRun(b, k+1)
+		if j == len(b) || b[j] != '"' {
+			return 0
+		}
+		s := b[k+1 : min(j, k+1+maxScalar)]
+		addValue(f, tString, s)
+		if nameOf {
+			setName(a, s)
+		}
+		end = j
+	case c == '-' || digit(c):
+		j := k + 1
+		for j < len(b) && numByte[b[j]] {
+			j++
+		}
+		if j == len(b) || j-k >= maxScalar || nameOf {
+			return 0
+		}
+		ok, isFloat, v := scanNumber(b[k:j])
+		if !ok {
+			return 0
+		}
+		typ := tInt
+		if isFloat {
+			typ = tFloat
+		}
+		addNumber(f, typ, b[k:j], v)
+		end = j - 1
+	default:
+		lit, typ := "", tBool
+		switch c {
+		case 't':
+			lit = "true"
+		case 'f':
+			lit = "false"
+		case 'n':
+			lit, typ = "null", tNull
+		default:
+			return 0
+		}
+		if len(b)-k < len(lit) || string(b[k:k+len(lit)]) != lit {
+			return 0
+		}
+		f.add(typ, lit)
+		end = k + len(lit) - 1
+	}
+	p.n++
+	a.st = sAfter
+	return end
 }
 
 // plainName reports whether a key's JSON text, without escapes, is the

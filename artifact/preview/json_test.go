@@ -35,6 +35,14 @@ func TestJSONChunkingIndependent(t *testing.T) {
 			`{"idx":3,"n\u0061me":"c","q\"x":3,"a\b":3,"sub":{"k2":5,"k":6}},` +
 			`{"id" :4,"name":"d","sub":{"k" :7,"k\u0032":8},"a\\b":4},` +
 			`{"id":5,"nam":"e","sub":{"k":9,"k2":10,"k3":11}},{"id":6,"nume":"f","sub":{"k":12,"kk":13}}]`,
+		// And their values, of every kind, some read where they lie,
+		// some not.
+		"rowvalues": `[{"id":1,"name":"a","v":"x","n":1,"b":true,"z":null,"children":[]},` +
+			`{"id":2,"name":"b\"q","v":"` + long + `","n":-0.5e3,"b":false,"z":null,"children":[{"name":"c"}]},` +
+			`{"id":3,"name":7,"v":"y","n":` + strings.Repeat("9", 300) + `,"b":null,"z":"z","children":[]},` +
+			`{"id":4,"path":"p","v":"","n":0,"b":true,"z":false},{"id":5,"name":"e","v":"w","n":1.5,"b":true,"z":[1]},` +
+			`{"id":6,"name":"f","v":"w","n":2,"b":true,"z":{"a":1},"children":[{"name":"h"}]},{"id":7,"name":"g","v":"v","n":3}]`,
+		"rowcut": `[{"a":1,"b":"x"},{"a":2,"b":"y"},{"a":12`,
 	}
 	for _, c := range corpus {
 		if c.kind == KindJSON || c.kind == KindNDJSON {
