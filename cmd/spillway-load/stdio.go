@@ -306,11 +306,13 @@ type bigResult struct {
 	name       string
 	wall       time.Duration   // from the first call sent to the last answer read (the median, merged)
 	walls      []time.Duration // of each run, merged
-	received   int64           // bytes of all answers, as the client read them
-	idle, peak int64           // VmRSS before the calls, VmHWM after (or at the last sample)
-	killed     bool            // past -rss-cap-mib
-	links      int             // answers that were a link to an artifact whose bytes hash as the output's
-	inline     int             // answers that carried the output (verified when held whole)
+	cpu        time.Duration   // the proxy process's CPU time over the calls (the median, merged)
+	cpus       []time.Duration
+	received   int64 // bytes of all answers, as the client read them
+	idle, peak int64 // VmRSS before the calls, VmHWM after (or at the last sample)
+	killed     bool  // past -rss-cap-mib
+	links      int   // answers that were a link to an artifact whose bytes hash as the output's
+	inline     int   // answers that carried the output (verified when held whole)
 	errs       []string
 	load       string
 }
@@ -353,7 +355,7 @@ func bigOutputs(ps []stdioProxy, upstream []string, n int, size int64, runs int)
 	}
 	fmt.Printf("## %d× %d MiB tool output%s from a stdio upstream (%s, %.1f MB decoded each), a fresh proxy for each of %d run(s)\n\n",
 		n, size>>20, map[bool]string{true: "s at once", false: ""}[n > 1], what, float64(total)/1e6, max(runs, 1))
-	fmt.Printf("| path | load average | wall time, median [range] | × bare relay | received by the client | peak RSS above idle (idle) | answers |\n|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| path | load average | wall time, median [range] | × bare relay | proxy CPU, median | received by the client | peak RSS above idle (idle) | answers |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range out {
 		peak := fmt.Sprintf("%.0f MB (%.0f)", float64(r.peak-r.idle)/1e6, float64(r.idle)/1e6)
 		if r.killed {
@@ -367,8 +369,9 @@ func bigOutputs(ps []stdioProxy, upstream []string, n int, size int64, runs int)
 		if out[0].name == "bare relay (anchor)" && len(out[0].errs) == 0 {
 			rel = fmt.Sprintf("%.2f", ratio(r.wall, out[0].wall))
 		}
-		fmt.Printf("| %s | %s | %v [%v–%v] | %s | %s | %s | %s |\n", r.name, r.load, r.wall.Round(time.Millisecond),
-			slices.Min(r.walls).Round(time.Millisecond), slices.Max(r.walls).Round(time.Millisecond), rel, bytesize(r.received), peak, ans)
+		fmt.Printf("| %s | %s | %v [%v–%v] | %s | %v | %s | %s | %s |\n", r.name, r.load, r.wall.Round(time.Millisecond),
+			slices.Min(r.walls).Round(time.Millisecond), slices.Max(r.walls).Round(time.Millisecond), rel, r.cpu.Round(time.Millisecond),
+			bytesize(r.received), peak, ans)
 	}
 	fmt.Println()
 	return out, nil
@@ -378,10 +381,11 @@ func bigOutputs(ps []stdioProxy, upstream []string, n int, size int64, runs int)
 // largest peak above idle, the answers of all runs, the bytes of the first.
 func mergeRuns(rs []bigResult) bigResult {
 	m := rs[0]
-	m.walls = nil
+	m.walls, m.cpus = nil, nil
 	loads := []string{}
 	for i, r := range rs {
 		m.walls = append(m.walls, r.wall)
+		m.cpus = append(m.cpus, r.cpu)
 		loads = append(loads, r.load)
 		if r.peak-r.idle > m.peak-m.idle {
 			m.peak, m.idle = r.peak, r.idle
@@ -394,6 +398,7 @@ func mergeRuns(rs []bigResult) bigResult {
 		}
 	}
 	m.wall = percentile(slices.Clone(m.walls), .5)
+	m.cpu = percentile(slices.Clone(m.cpus), .5)
 	m.load = strings.Join(loads, ", ")
 	return m
 }
@@ -434,6 +439,7 @@ func bigThrough(p stdioProxy, upstream []string, n int, a bigArgs, size int64, w
 	}
 	answers := make([]answer, n)
 	var wg sync.WaitGroup
+	cpu0 := cpuTime(pid)
 	t0 := time.Now()
 	for i, s := range ss {
 		wg.Go(func() {
@@ -442,6 +448,7 @@ func bigThrough(p stdioProxy, upstream []string, n int, a bigArgs, size int64, w
 	}
 	wg.Wait()
 	r.wall = time.Since(t0)
+	r.cpu = cpuTime(pid) - cpu0
 	r.peak, r.killed = w.stop(pid)
 	r.load = loadAvg()
 	for _, an := range answers {
