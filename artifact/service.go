@@ -128,6 +128,12 @@ type source struct {
 	err error
 }
 
+// Staging passes on the Staging r reads, if any (StagingOf).
+func (s *source) Staging() Staging {
+	st, _ := StagingOf(s.r)
+	return st
+}
+
 func (s *source) Read(p []byte) (int, error) {
 	n, err := s.r.Read(p)
 	if err != nil && err != io.EOF && s.err == nil {

@@ -2,10 +2,10 @@ package offload
 
 import (
 	"io"
-	"os"
 	"sync"
 	"sync/atomic"
 
+	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/preview"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 )
@@ -184,22 +184,23 @@ func (e *early) open(b64 bool) io.Reader {
 	if e.stg == nil {
 		return nil
 	}
-	return io.NewSectionReader(e.stg.f, 0, e.stg.n)
+	return artifact.StagedReader(e.stg.w)
 }
 
-// stager makes the files decoded strings are staged in, within a bound
-// on the bytes they hold at once. A nil *stager stages nothing.
+// stager stages decoded strings (artifact.Service.Stage), within a
+// bound on the bytes staged at once. A nil *stager stages nothing.
 type stager struct {
+	svc  *artifact.Service
 	dir  string
 	max  int64
 	used atomic.Int64
 }
 
-// staged is one string's decoded copy, in an unlinked file. A nil
-// *staged is one that failed: its methods do nothing.
+// staged is one string's decoded copy. A nil *staged is one that failed:
+// its methods do nothing.
 type staged struct {
 	st *stager
-	f  *os.File
+	w  artifact.Staging
 	n  int64
 }
 
@@ -207,16 +208,15 @@ func (st *stager) create() *staged {
 	if st == nil {
 		return nil
 	}
-	f, err := os.CreateTemp(st.dir, "stage-*")
+	w, err := st.svc.Stage(st.dir)
 	if err != nil {
 		return nil
 	}
-	os.Remove(f.Name()) // gone with the last descriptor, even if the process dies
-	return &staged{st: st, f: f}
+	return &staged{st: st, w: w}
 }
 
 // write appends p, returning s, or nil once s failed (out of its
-// stager's bound, or of disk), its file and bytes given back.
+// stager's bound, or of disk), its bytes given back.
 func (s *staged) write(p []byte) *staged {
 	if s == nil || len(p) == 0 {
 		return s
@@ -227,19 +227,20 @@ func (s *staged) write(p []byte) *staged {
 		return nil
 	}
 	s.n += int64(len(p))
-	if _, err := s.f.Write(p); err != nil {
+	if _, err := s.w.Write(p); err != nil {
 		s.drop()
 		return nil
 	}
 	return s
 }
 
-// drop closes the file and gives its bytes back.
+// drop frees the staging (an artifact made of it stays) and gives its
+// bytes back.
 func (s *staged) drop() {
 	if s == nil {
 		return
 	}
-	s.f.Close()
+	s.w.Close()
 	s.st.used.Add(-s.n)
 }
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/fsstore"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 )
@@ -185,8 +187,16 @@ func TestEarlyStaged(t *testing.T) {
 	for _, w := range want {
 		total += int64(len(w))
 	}
-	for _, max := range []int64{0, total - 1} {
-		rw := New(testService(t, nil), threshold{0}, Options{Spills: Registry{}, StageDir: t.TempDir(), StageMax: max})
+	fs, err := fsstore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The local-directory store stages in its own folder (and takes a
+	// staging as it is); a store without a staging of its own gets a
+	// file in StageDir, read when stored.
+	stores := []artifact.Store{fs, struct{ artifact.Store }{fs}}
+	for i, max := range []int64{0, 0, total - 1} {
+		rw := New(testService(t, stores[i%2]), threshold{0}, Options{Spills: Registry{}, StageDir: t.TempDir(), StageMax: max})
 		raw := spoolRead(t, rw, true, msg)
 		result := jsonrpc.Path(raw, "result")
 		content, _ := jsonrpc.Member(result, "content")
@@ -208,7 +218,7 @@ func TestEarlyStaged(t *testing.T) {
 			if i > 0 {
 				r = rw.lit.binary(lit)
 			}
-			if _, ok := r.(*io.SectionReader); ok {
+			if _, ok := artifact.StagingOf(r); ok {
 				staged++
 			}
 			got, err := io.ReadAll(r)

@@ -74,9 +74,12 @@ type Options struct {
 	// result streamed in; nil when it spills none.
 	Spills Spills
 	// StageDir is where the strings tapped as they arrive (Tap) are
-	// staged decoded, in files unlinked at once ("": os.TempDir()), and
-	// StageMax the most bytes staged at once (default 4 GiB): past it a
-	// string is decoded from its spill file when it is stored.
+	// staged decoded, in files unlinked at once ("": os.TempDir()), when
+	// the artifact store has no staging of its own (artifact.Stager: the
+	// local-directory store stages in its own folder, and storing is
+	// then a link). StageMax is the most bytes staged at once (default
+	// 4 GiB): past it a string is decoded from its spill file when it is
+	// stored.
 	StageDir string
 	StageMax int64
 	Logger   *slog.Logger
@@ -144,7 +147,7 @@ func New(svc *artifact.Service, dec Decider, o Options) *Rewriter {
 		o.StageMax = 4 << 30
 	}
 	return &Rewriter{svc: svc, dec: dec, o: o, lit: lits{o.Spills}, log: o.Logger, early: make(chan struct{}, maxEarly),
-		stage: &stager{dir: o.StageDir, max: o.StageMax}}
+		stage: &stager{svc: svc, dir: o.StageDir, max: o.StageMax}}
 }
 
 // ErrWithheld is returned by Rewrite for a resources/read result that

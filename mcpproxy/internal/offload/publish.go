@@ -135,8 +135,14 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 	} else {
 		pb = preview.New(preview.Options{MimeType: mime, Name: fileName, Budget: w.previewBudget,
 			Thumbnail: thumb, ThumbMax: f.o.ThumbMax, Size: u.size})
-		beside = newAside(pb) // the preview is built beside the store's write and hash
-		src = io.TeeReader(src, beside)
+		if st, ok := artifact.StagingOf(src); ok {
+			// Staged as it arrived: the store may take it as it is, so
+			// the preview reads it first.
+			io.Copy(pb, io.NewSectionReader(st, 0, st.Size()))
+		} else {
+			beside = newAside(pb) // the preview is built beside the store's write and hash
+			src = io.TeeReader(src, beside)
+		}
 	}
 	a, l, err := f.svc.Publish(ctx, artifact.Artifact{
 		ID:       id,
