@@ -30,17 +30,24 @@ func (s *Store) Stage() (artifact.Staging, error) {
 	return &staging{s: s, f: f, h: sha256.New()}, nil
 }
 
+// writebackEvery is how many bytes a staging takes before their writeback
+// to disk is started: a large staging is mostly on disk when Put makes it
+// durable.
+const writebackEvery = 8 << 20
+
 // errTaken is Write's error once a Put has taken the staging: its bytes
 // are an artifact's, immutable.
 var errTaken = errors.New("fsstore: staging already stored")
 
 type staging struct {
-	s     *Store
-	f     *os.File
-	h     hash.Hash
-	n     int64
-	taken atomic.Bool
-	once  sync.Once
+	s *Store
+	f *os.File
+	h hash.Hash
+	n int64
+	// synced is how far writeback was started (startWriteback).
+	synced int64
+	taken  atomic.Bool
+	once   sync.Once
 }
 
 func (st *staging) Write(p []byte) (int, error) {
@@ -50,6 +57,10 @@ func (st *staging) Write(p []byte) (int, error) {
 	n, err := st.f.Write(p)
 	st.h.Write(p[:n])
 	st.n += int64(n)
+	if st.n-st.synced >= writebackEvery {
+		startWriteback(st.f, headerSize+st.synced, st.n-st.synced)
+		st.synced = st.n
+	}
 	if err != nil {
 		return n, stageError(err)
 	}
