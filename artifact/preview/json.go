@@ -106,7 +106,7 @@ type keyMemo struct {
 	tab         *table
 	prefix, key string
 	f           *field
-	plain       bool // key is as JSON spells it (see knownKey)
+	spelt       spelling
 }
 
 // jnode is a recorded path: a container's size and length, or a scalar.
@@ -411,24 +411,31 @@ func (a *jsonAn) knownKey(b []byte, k int) int {
 	}
 	var key string
 	var f *field
+	var sp *spelling
 	switch {
 	case p.rowLevel == 1 && p.n < int64(len(p.rowTab.order)):
 		f = p.rowTab.order[p.n]
-		if f == nil || !f.plain {
+		if f == nil {
 			return 0
 		}
-		key = f.name
+		key, sp = f.name, &f.spelt
 	case p.rowLevel == 2 && p.n < int64(len(p.memo)):
 		m := &p.memo[p.n]
-		if m.tab != p.rowTab || !m.plain || m.prefix != p.rowPrefix {
+		if m.tab != p.rowTab || m.prefix != p.rowPrefix {
 			return 0
 		}
-		key, f = m.key, m.f
+		key, f, sp = m.key, m.f, &m.spelt
 	default:
 		return 0
 	}
 	e := k + len(key)
-	if e+1 >= len(b) || b[e] != '"' || b[e+1] != ':' || string(b[k:e]) != key {
+	switch {
+	case sp.mask != 0 && k+8 <= len(b):
+		// A short key: its bytes, quote and colon in one word.
+		if le64(b[k:])&sp.mask != sp.word {
+			return 0
+		}
+	case !sp.plain || e+1 >= len(b) || b[e] != '"' || b[e+1] != ':' || string(b[k:e]) != key:
 		return 0
 	}
 	p.key, p.keyField = key, f
@@ -503,9 +510,25 @@ func (a *jsonAn) rowValue(b []byte, k int) int {
 	return end
 }
 
-// plainName reports whether a key's JSON text, without escapes, is the
-// key itself.
-func plainName(s string) bool { return !strings.ContainsAny(s, "\"\\") }
+// spelling is how knownKey finds a key in JSON text: plain if the key
+// needs no escape (its text is then the key itself); for a plain key of
+// at most 6 bytes, word holds its text with the closing quote and a colon
+// as le64 reads them, and mask covers those bytes.
+type spelling struct {
+	plain      bool
+	word, mask uint64
+}
+
+func spell(key string) spelling {
+	sp := spelling{plain: !strings.ContainsAny(key, "\"\\")}
+	if sp.plain && len(key) <= 6 {
+		var w [8]byte
+		n := copy(w[:], key)
+		w[n], w[n+1] = '"', ':'
+		sp.word, sp.mask = le64(w[:]), ^uint64(0)>>(64-8*(n+2))
+	}
+	return sp
+}
 
 // keep appends to the current scalar, up to maxScalar bytes.
 func (a *jsonAn) keep(p []byte) {
@@ -608,7 +631,7 @@ func (a *jsonAn) beginValue(v *vctx) {
 			for int64(len(p.memo)) <= idx {
 				p.memo = append(p.memo, keyMemo{})
 			}
-			p.memo[idx] = keyMemo{p.rowTab, p.rowPrefix, p.key, f, plainName(p.key)}
+			p.memo[idx] = keyMemo{p.rowTab, p.rowPrefix, p.key, f, spell(p.key)}
 		}
 		v.fld, v.fldName, v.level = f, name, 2
 	}

@@ -35,6 +35,7 @@ func TestJSONChunkingIndependent(t *testing.T) {
 			`{"idx":3,"n\u0061me":"c","q\"x":3,"a\b":3,"sub":{"k2":5,"k":6}},` +
 			`{"id" :4,"name":"d","sub":{"k" :7,"k\u0032":8},"a\\b":4},` +
 			`{"id":5,"nam":"e","sub":{"k":9,"k2":10,"k3":11}},{"id":6,"nume":"f","sub":{"k":12,"kk":13}}]`,
+		"rowspace": `[{"id":1,"k":{"a":1}},{"id":2,"k":{"a":2}},{"id" :3,"k":{"a"` + "\t" + `:3}},{"id":4,"k":{"a":4}}]`,
 		// And their values, of every kind, some read where they lie,
 		// some not.
 		"rowvalues": `[{"id":1,"name":"a","v":"x","n":1,"b":true,"z":null,"children":[]},` +

@@ -54,7 +54,7 @@ type table struct {
 
 type field struct {
 	name    string
-	plain   bool // name is as JSON spells it (see knownKey)
+	spelt   spelling
 	present int64
 	types   [nTypes]int64
 	// numbers
@@ -87,7 +87,7 @@ func (t *table) field(name string) *field {
 		}
 		return nil
 	}
-	f := &field{name: name, plain: plainName(name), exact: map[string]int32{}, min: math.Inf(1), max: math.Inf(-1)}
+	f := &field{name: name, spelt: spell(name), exact: map[string]int32{}, min: math.Inf(1), max: math.Inf(-1)}
 	t.fields = append(t.fields, f)
 	t.byName[name] = f
 	return f
