@@ -342,7 +342,18 @@ func (a *jsonAn) write(b []byte) {
 				}
 			case c == ',':
 				a.st = sValue
+				if e := a.elemValue(b, i+1); e > 0 {
+					i = e
+				}
 			default:
+				a.structural(c, b, i)
+			}
+		case sArrFirst:
+			if e := a.elemValue(b, i); e > 0 {
+				i = e
+				break
+			}
+			if !isWS(c) {
 				a.structural(c, b, i)
 			}
 		case sObjFirst, sKey:
@@ -443,20 +454,49 @@ func (a *jsonAn) knownKey(b []byte, k int) int {
 }
 
 // rowValue reads the value of the member whose key knownKey has just
-// read, where it lies whole in b from k and is a string without escapes,
-// a number or a literal, as startValue, beginValue and the value's end
-// would: it counts it in the key's field. It returns the index of the
-// value's last byte, or 0 if the value is another or is not all here
-// (the lexer then reads it, to the same result), or if the row's object
-// is recorded as a path or may be a map.
+// read, where it lies whole in b from k and is a scalar (see scalarAt),
+// as startValue, beginValue and the value's end would: it counts it in
+// the key's field. It returns the index of the value's last byte, or 0 if
+// the value is another or is not all here (the lexer then reads it, to
+// the same result), or if the row's object is recorded as a path or may
+// be a map.
 func (a *jsonAn) rowValue(b []byte, k int) int {
 	p := &a.frames[len(a.frames)-1]
-	if p.v.tracked || p.tab != nil || k >= len(b) {
+	if p.v.tracked || p.tab != nil {
 		return 0
 	}
-	f := p.keyField
 	nameOf := p.nodeDepth <= 1 && (p.key == "name" || p.key == "path" && len(p.name) == 0)
-	var end int
+	end := a.scalarAt(b, k, p.keyField, nameOf)
+	if end > 0 {
+		p.n++
+		a.st = sAfter
+	}
+	return end
+}
+
+// elemValue is rowValue for an element of an array whose elements are
+// neither recorded nor rows: a scalar there is only read.
+func (a *jsonAn) elemValue(b []byte, k int) int {
+	p := a.parentFrame()
+	if p == nil || p.kind != '[' || p.v.tracked || p.tab != nil || p.rowLevel != 0 {
+		return 0
+	}
+	end := a.scalarAt(b, k, nil, false)
+	if end > 0 {
+		p.n++
+		a.st = sAfter
+	}
+	return end
+}
+
+// scalarAt reads a scalar whole in b from k, a string without escapes, a
+// number or a literal, and counts it in f (which may be nil); nameOf: a
+// string names the innermost container. It returns the index of the
+// scalar's last byte, 0 if there is no such scalar there.
+func (a *jsonAn) scalarAt(b []byte, k int, f *field, nameOf bool) int {
+	if k >= len(b) {
+		return 0
+	}
 	switch c := b[k]; {
 	case c == '"':
 		j := plainRun(b, k+1)
@@ -468,7 +508,7 @@ func (a *jsonAn) rowValue(b []byte, k int) int {
 		if nameOf {
 			setName(a, s)
 		}
-		end = j
+		return j
 	case c == '-' || digit(c):
 		j := k + 1
 		for j < len(b) && numByte[b[j]] {
@@ -486,28 +526,24 @@ func (a *jsonAn) rowValue(b []byte, k int) int {
 			typ = tFloat
 		}
 		addNumber(f, typ, b[k:j], v)
-		end = j - 1
-	default:
-		lit, typ := "", tBool
-		switch c {
-		case 't':
-			lit = "true"
-		case 'f':
-			lit = "false"
-		case 'n':
-			lit, typ = "null", tNull
-		default:
-			return 0
-		}
-		if len(b)-k < len(lit) || string(b[k:k+len(lit)]) != lit {
-			return 0
-		}
-		f.add(typ, lit)
-		end = k + len(lit) - 1
+		return j - 1
 	}
-	p.n++
-	a.st = sAfter
-	return end
+	lit, typ := "", tBool
+	switch b[k] {
+	case 't':
+		lit = "true"
+	case 'f':
+		lit = "false"
+	case 'n':
+		lit, typ = "null", tNull
+	default:
+		return 0
+	}
+	if len(b)-k < len(lit) || string(b[k:k+len(lit)]) != lit {
+		return 0
+	}
+	f.add(typ, lit)
+	return k + len(lit) - 1
 }
 
 // spelling is how knownKey finds a key in JSON text: plain if the key

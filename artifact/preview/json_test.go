@@ -43,7 +43,10 @@ func TestJSONChunkingIndependent(t *testing.T) {
 			`{"id":3,"name":7,"v":"y","n":` + strings.Repeat("9", 300) + `,"b":null,"z":"z","children":[]},` +
 			`{"id":4,"path":"p","v":"","n":0,"b":true,"z":false},{"id":5,"name":"e","v":"w","n":1.5,"b":true,"z":[1]},` +
 			`{"id":6,"name":"f","v":"w","n":2,"b":true,"z":{"a":1},"children":[{"name":"h"}]},{"id":7,"name":"g","v":"v","n":3}]`,
-		"rowcut": `[{"a":1,"b":"x"},{"a":2,"b":"y"},{"a":12`,
+		"elems": `[{"t":[0]},{"t":[1,"a",true,null,false,-2.5e1,"b\"c","` + long + `",` + strings.Repeat("7", 300) + `,[1],{"x":1}]},` +
+			`{"t":[]},{"t":[ 1 , "x" ,null]},{"name":"n","children":[1,2]},{"name":"m","children":[3]}]`,
+		"elembad": `[{"t":[1]},{"t":[1,2,tru]}]`,
+		"rowcut":  `[{"a":1,"b":"x"},{"a":2,"b":"y"},{"a":12`,
 	}
 	for _, c := range corpus {
 		if c.kind == KindJSON || c.kind == KindNDJSON {
