@@ -325,13 +325,8 @@ func (a *jsonAn) write(b []byte) {
 			case isWS(c):
 			case c == ',' && a.kinds[len(a.kinds)-1] == '{':
 				if i+1 < len(b) && b[i+1] == '"' {
-					if j := a.knownKey(b, i+2); j > 0 {
-						// The key and its colon too, and its value
-						// if it is a plain scalar.
-						a.st, i = sValue, j
-						if e := a.rowValue(b, j+1); e > 0 {
-							i = e
-						}
+					if j := a.member(b, i+2); j > 0 {
+						i = j // the key and its colon too, and maybe its value
 						break
 					}
 					// The next key's quote, read at once.
@@ -358,11 +353,8 @@ func (a *jsonAn) write(b []byte) {
 			}
 		case sObjFirst, sKey:
 			if c == '"' {
-				if j := a.knownKey(b, i+1); j > 0 {
-					a.st, i = sValue, j
-					if e := a.rowValue(b, j+1); e > 0 {
-						i = e
-					}
+				if j := a.member(b, i+1); j > 0 {
+					i = j
 					break
 				}
 			}
@@ -409,13 +401,22 @@ func (a *jsonAn) structural(c byte, b []byte, i int) {
 	}
 }
 
-// knownKey reads, where it lies whole in b from k with its closing quote
+// member reads, where it lies whole in b from k with its closing quote
 // and a colon, the key that a row's object (or an object in a row) most
-// likely has at this position: the one the last row had there. It
-// returns the colon's index, or 0 if the key is another, is not all here
-// or is spelt otherwise (the lexer then reads it, to the same result):
-// as endString would, it sets the key and its field.
-func (a *jsonAn) knownKey(b []byte, k int) int {
+// likely has at this position: the one the last row had there; as
+// endString would, it sets the key and its field. If the key is not
+// that one, is not all here or is spelt otherwise, it returns 0, and the
+// lexer reads the key, to the same result.
+//
+// It then reads the member's value too, where it lies whole in b and is
+// a scalar (see scalarAt), as startValue, beginValue and the value's end
+// would: it counts it in the key's field. It does not if the value is
+// another or is not all here (the lexer reads it), or if the row's
+// object is recorded as a path or may be a map.
+//
+// It returns the index of the last byte read, the colon's or the
+// value's.
+func (a *jsonAn) member(b []byte, k int) int {
 	p := a.parentFrame()
 	if p == nil {
 		return 0
@@ -450,32 +451,24 @@ func (a *jsonAn) knownKey(b []byte, k int) int {
 		return 0
 	}
 	p.key, p.keyField = key, f
-	return e + 1
-}
-
-// rowValue reads the value of the member whose key knownKey has just
-// read, where it lies whole in b from k and is a scalar (see scalarAt),
-// as startValue, beginValue and the value's end would: it counts it in
-// the key's field. It returns the index of the value's last byte, or 0 if
-// the value is another or is not all here (the lexer then reads it, to
-// the same result), or if the row's object is recorded as a path or may
-// be a map.
-func (a *jsonAn) rowValue(b []byte, k int) int {
-	p := &a.frames[len(a.frames)-1]
+	a.st = sValue
 	if p.v.tracked || p.tab != nil {
-		return 0
+		return e + 1
 	}
-	nameOf := p.nodeDepth <= 1 && (p.key == "name" || p.key == "path" && len(p.name) == 0)
-	end := a.scalarAt(b, k, p.keyField, nameOf)
-	if end > 0 {
-		p.n++
-		a.st = sAfter
+	nameOf := p.nodeDepth <= 1 && (sp.isName || sp.isPath && len(p.name) == 0)
+	end := a.scalarAt(b, e+2, f, nameOf)
+	if end == 0 {
+		return e + 1
 	}
+	p.n++
+	a.st = sAfter
 	return end
 }
 
-// elemValue is rowValue for an element of an array whose elements are
-// neither recorded nor rows: a scalar there is only read.
+// elemValue reads a scalar element of an array whose elements are
+// neither recorded nor rows, where it lies whole in b from k (see
+// scalarAt), as member reads a value: a scalar there is only read. It
+// returns the index of its last byte, 0 if there is no such scalar there.
 func (a *jsonAn) elemValue(b []byte, k int) int {
 	p := a.parentFrame()
 	if p == nil || p.kind != '[' || p.v.tracked || p.tab != nil || p.rowLevel != 0 {
@@ -546,17 +539,19 @@ func (a *jsonAn) scalarAt(b []byte, k int, f *field, nameOf bool) int {
 	return k + len(lit) - 1
 }
 
-// spelling is how knownKey finds a key in JSON text: plain if the key
+// spelling is how member finds a key in JSON text: plain if the key
 // needs no escape (its text is then the key itself); for a plain key of
 // at most 6 bytes, word holds its text with the closing quote and a colon
-// as le64 reads them, and mask covers those bytes.
+// as le64 reads them, and mask covers those bytes. isName and isPath tell
+// the keys whose value may name a tree node.
 type spelling struct {
-	plain      bool
-	word, mask uint64
+	plain          bool
+	isName, isPath bool
+	word, mask     uint64
 }
 
 func spell(key string) spelling {
-	sp := spelling{plain: !strings.ContainsAny(key, "\"\\")}
+	sp := spelling{plain: !strings.ContainsAny(key, "\"\\"), isName: key == "name", isPath: key == "path"}
 	if sp.plain && len(key) <= 6 {
 		var w [8]byte
 		n := copy(w[:], key)
