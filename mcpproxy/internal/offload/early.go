@@ -113,6 +113,7 @@ func (e *early) run(thumbMax int, st *stager) {
 	var (
 		src  io.Reader
 		pb   *preview.Builder
+		side *aside
 		mime string
 		buf  = make([]byte, sniffSize)
 	)
@@ -126,28 +127,35 @@ func (e *early) run(thumbMax int, st *stager) {
 			return
 		}
 		mime = mimeOfHead(buf[:n])
-		// As publish builds it for a text unit of this mime type.
+		// As publish builds it for a text unit of this mime type, on a
+		// goroutine of its own: the decoding and the staging do not wait
+		// for it (nor it for them) but a few chunks ahead.
 		pb = preview.New(preview.Options{MimeType: mime, Name: "x" + extension(mime), ThumbMax: thumbMax})
-		pb.Write(buf[:n])
+		side = newAside(pb)
+		side.Write(buf[:n])
 		stg = stg.write(buf[:n])
 	}
+	whole := true
 	for {
 		n, err := src.Read(buf)
-		if pb != nil {
-			pb.Write(buf[:n])
+		if side != nil && n > 0 {
+			side.Write(buf[:n])
 		}
 		stg = stg.write(buf[:n])
 		if err == io.EOF {
 			break
 		}
 		if err != nil { // malformed base64: the store's own decoding will say so
-			stg.drop()
-			return
+			whole = false
+			break
 		}
+	}
+	if side != nil {
+		side.Close()
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if !e.complete || e.released {
+	if !whole || !e.complete || e.released {
 		stg.drop()
 		return
 	}
