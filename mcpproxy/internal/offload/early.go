@@ -51,8 +51,8 @@ func (f *Rewriter) Tap(member string) spill.Tap {
 // early is a spilled string's work done as it arrives: a text's preview,
 // the one publish would build for a unit of the same mime type (publish
 // takes it only then: the same options, the same bytes), and the decoded
-// bytes staged on disk, which the store copies instead of decoding the
-// spilled string again.
+// bytes staged (artifact.Staging), which the store takes as they are or
+// copies, instead of decoding the spilled string again.
 type early struct {
 	ch     chan []byte // escaped bytes; closed at the end
 	done   chan struct{}
