@@ -412,57 +412,65 @@ func (a *jsonAn) structural(c byte, b []byte, i int) {
 // a scalar (see scalarAt), as startValue, beginValue and the value's end
 // would: it counts it in the key's field. It does not if the value is
 // another or is not all here (the lexer reads it), or if the row's
-// object is recorded as a path or may be a map.
+// object is recorded as a path or may be a map. After a value, it reads
+// the members that follow the same way, as long as it can.
 //
-// It returns the index of the last byte read, the colon's or the
-// value's.
+// It returns the index of the last byte read, a colon's or a value's.
 func (a *jsonAn) member(b []byte, k int) int {
 	p := a.parentFrame()
-	if p == nil {
+	if p == nil || p.rowLevel == 0 {
 		return 0
 	}
-	var key string
-	var f *field
-	var sp *spelling
-	switch {
-	case p.rowLevel == 1 && p.n < int64(len(p.rowTab.order)):
-		f = p.rowTab.order[p.n]
-		if f == nil {
-			return 0
+	values := !p.v.tracked && p.tab == nil
+	last := 0 // the last value's end
+	for {
+		var key string
+		var f *field
+		var sp *spelling
+		switch {
+		case p.rowLevel == 1 && p.n < int64(len(p.rowTab.order)):
+			f = p.rowTab.order[p.n]
+			if f == nil {
+				return last
+			}
+			key, sp = f.name, &f.spelt
+		case p.rowLevel == 2 && p.n < int64(len(p.memo)):
+			m := &p.memo[p.n]
+			if m.tab != p.rowTab || m.prefix != p.rowPrefix {
+				return last
+			}
+			key, f, sp = m.key, m.f, &m.spelt
+		default:
+			return last
 		}
-		key, sp = f.name, &f.spelt
-	case p.rowLevel == 2 && p.n < int64(len(p.memo)):
-		m := &p.memo[p.n]
-		if m.tab != p.rowTab || m.prefix != p.rowPrefix {
-			return 0
+		e := k + len(key)
+		switch {
+		case sp.mask != 0 && k+8 <= len(b):
+			// A short key: its bytes, quote and colon in one word.
+			if le64(b[k:])&sp.mask != sp.word {
+				return last
+			}
+		case !sp.plain || e+1 >= len(b) || b[e] != '"' || b[e+1] != ':' || string(b[k:e]) != key:
+			return last
 		}
-		key, f, sp = m.key, m.f, &m.spelt
-	default:
-		return 0
-	}
-	e := k + len(key)
-	switch {
-	case sp.mask != 0 && k+8 <= len(b):
-		// A short key: its bytes, quote and colon in one word.
-		if le64(b[k:])&sp.mask != sp.word {
-			return 0
+		p.key, p.keyField = key, f
+		a.st = sValue
+		if !values {
+			return e + 1
 		}
-	case !sp.plain || e+1 >= len(b) || b[e] != '"' || b[e+1] != ':' || string(b[k:e]) != key:
-		return 0
+		nameOf := p.nodeDepth <= 1 && (sp.isName || sp.isPath && len(p.name) == 0)
+		end := a.scalarAt(b, e+2, f, nameOf)
+		if end == 0 {
+			return e + 1
+		}
+		p.n++
+		a.st = sAfter
+		// The next member, if a comma and its key's quote follow.
+		if end+2 >= len(b) || b[end+1] != ',' || b[end+2] != '"' {
+			return end
+		}
+		last, k = end, end+3
 	}
-	p.key, p.keyField = key, f
-	a.st = sValue
-	if p.v.tracked || p.tab != nil {
-		return e + 1
-	}
-	nameOf := p.nodeDepth <= 1 && (sp.isName || sp.isPath && len(p.name) == 0)
-	end := a.scalarAt(b, e+2, f, nameOf)
-	if end == 0 {
-		return e + 1
-	}
-	p.n++
-	a.st = sAfter
-	return end
 }
 
 // elemValue reads a scalar element of an array whose elements are
