@@ -82,17 +82,24 @@ type jframe struct {
 	rowLevel  int8
 	rowTab    *table
 	rowPrefix string
-	// capture of a row's text
-	capt     []byte
+	// capture of a row's text, in capt
 	capting  bool
 	captFrom int
 	// trees
 	nodeDepth  int // depth of a tree node, -1 if not a node
 	isChildren bool
 	hasKids    bool
-	name       []byte // the node's "name" or "path", clipped
 	// nodesAtOpen is the node count when the node was counted.
 	nodesAtOpen int64
+	// The frame's buffers, its slot's: they outlive it, so that a
+	// million rows fill one buffer, and a frame is cleared quickly.
+	*frameBufs
+}
+
+// frameBufs are the buffers of a frame's slot.
+type frameBufs struct {
+	capt []byte
+	name []byte // the node's "name" or "path", clipped
 	// memo is what the members of the last object of this level in a
 	// row were, by position (rowLevel 2).
 	memo []keyMemo
@@ -136,6 +143,7 @@ type jsonAn struct {
 	st       uint8
 	kinds    []byte // open containers, for matching; at most maxNest
 	frames   []jframe
+	bufs     [maxFrames]frameBufs // the frames' buffers, by slot
 	buf      []byte
 	isKey    bool
 	uLeft    int
@@ -735,12 +743,12 @@ func (a *jsonAn) push(c byte, b []byte, i int, v *vctx) {
 	// copy: its buffers serve the next row (millions of rows, one
 	// buffer).
 	fr := &a.frames[:n+1][n]
-	capt, name, memo := fr.capt[:0], fr.name[:0], fr.memo
 	// Cleared, then set field by field: a composite literal of this
 	// size is built aside and copied, at twice the cost.
 	*fr = jframe{}
 	fr.kind, fr.start, fr.v, fr.node, fr.nodeDepth = c, a.off+int64(i), *v, -1, -1
-	fr.capt, fr.name, fr.memo = capt, name, memo
+	fr.frameBufs = &a.bufs[n]
+	fr.capt, fr.name = fr.capt[:0], fr.name[:0]
 	if v.tracked {
 		fr.node = len(a.nodes)
 		a.nodes = append(a.nodes, jnode{path: v.path, parent: v.parent, kind: c})
