@@ -409,6 +409,38 @@ func (a *jsonAn) structural(c byte, b []byte, i int) {
 	}
 }
 
+// flatArray reads an array of scalars whole in b from k, written without
+// spaces (a row's tags), as the lexer reads a member's value that is an
+// array whose elements are neither recorded nor rows: it counts the array
+// in f. It returns the index of its ']', or 0 if there is no such array
+// there (the lexer then reads it, to the same result; reading its
+// scalars counts nothing).
+func (a *jsonAn) flatArray(b []byte, k int, f *field) int {
+	if k >= len(b) || b[k] != '[' || len(a.kinds) >= maxNest || len(a.frames) >= maxFrames {
+		return 0
+	}
+	j := k + 1
+	if j < len(b) && b[j] == ']' {
+		f.add(tArray, "")
+		return j
+	}
+	for {
+		e := a.scalarAt(b, j, nil, false)
+		if e == 0 || e+1 >= len(b) {
+			return 0
+		}
+		switch b[e+1] {
+		case ']':
+			f.add(tArray, "")
+			return e + 1
+		case ',':
+			j = e + 2
+		default:
+			return 0
+		}
+	}
+}
+
 // member reads, where it lies whole in b from k with its closing quote
 // and a colon, the key that a row's object (or an object in a row) most
 // likely has at this position: the one the last row had there; as
@@ -417,8 +449,8 @@ func (a *jsonAn) structural(c byte, b []byte, i int) {
 // lexer reads the key, to the same result.
 //
 // It then reads the member's value too, where it lies whole in b and is
-// a scalar (see scalarAt), as startValue, beginValue and the value's end
-// would: it counts it in the key's field. It does not if the value is
+// a scalar (see scalarAt) or an array of them (see flatArray), as
+// startValue, beginValue and the value's end would: it counts it in the key's field. It does not if the value is
 // another or is not all here (the lexer reads it), or if the row's
 // object is recorded as a path or may be a map. After a value, it reads
 // the members that follow the same way, as long as it can.
@@ -468,6 +500,9 @@ func (a *jsonAn) member(b []byte, k int) int {
 		}
 		nameOf := p.nodeDepth <= 1 && (sp.isName || sp.isPath && len(p.name) == 0)
 		end := a.scalarAt(b, e+2, f, nameOf)
+		if end == 0 && !sp.isChildren {
+			end = a.flatArray(b, e+2, f)
+		}
 		if end == 0 {
 			return e + 1
 		}
@@ -559,15 +594,16 @@ func (a *jsonAn) scalarAt(b []byte, k int, f *field, nameOf bool) int {
 // needs no escape (its text is then the key itself); for a plain key of
 // at most 6 bytes, word holds its text with the closing quote and a colon
 // as le64 reads them, and mask covers those bytes. isName and isPath tell
-// the keys whose value may name a tree node.
+// the keys whose value may name a tree node, isChildren the one whose
+// value may hold its children.
 type spelling struct {
-	plain          bool
-	isName, isPath bool
-	word, mask     uint64
+	plain                      bool
+	isName, isPath, isChildren bool
+	word, mask                 uint64
 }
 
 func spell(key string) spelling {
-	sp := spelling{plain: !strings.ContainsAny(key, "\"\\"), isName: key == "name", isPath: key == "path"}
+	sp := spelling{plain: !strings.ContainsAny(key, "\"\\"), isName: key == "name", isPath: key == "path", isChildren: key == "children"}
 	if sp.plain && len(key) <= 6 {
 		var w [8]byte
 		n := copy(w[:], key)

@@ -46,7 +46,10 @@ func TestJSONChunkingIndependent(t *testing.T) {
 		"elems": `[{"t":[0]},{"t":[1,"a",true,null,false,-2.5e1,"b\"c","` + long + `",` + strings.Repeat("7", 300) + `,[1],{"x":1}]},` +
 			`{"t":[]},{"t":[ 1 , "x" ,null]},{"name":"n","children":[1,2]},{"name":"m","children":[3]}]`,
 		"elembad": `[{"t":[1]},{"t":[1,2,tru]}]`,
-		"rowcut":  `[{"a":1,"b":"x"},{"a":2,"b":"y"},{"a":12`,
+		"flatbad": `[{"t":[1]},{"t":[1"a"]}]`,
+		"flat": `[{"t":[0],"u":1},{"t":[1,"a",true,null,-2.5],"u":2},{"t":[],"u":3},{"t":[1,[2]],"u":4},{"t":1,"u":5},` +
+			`{"t":[1,` + strings.Repeat("8", 300) + `],"u":6},{"t":[1,2],"u":[3]},{"t":["x",{"y":1}],"u":7},{"t":[1,2`,
+		"rowcut": `[{"a":1,"b":"x"},{"a":2,"b":"y"},{"a":12`,
 	}
 	for _, c := range corpus {
 		if c.kind == KindJSON || c.kind == KindNDJSON {
