@@ -93,6 +93,24 @@ func FuzzJSONScanner(f *testing.F) {
 	})
 }
 
+// FuzzJSONWrites: the JSON analyzer gives the same sections and facts
+// for data written at once and in writes of 1 to 64 bytes. Its fast
+// paths read a token, a row's member, an array of scalars where it lies
+// whole in a write; the lexer reads one cut by a write's end.
+func FuzzJSONWrites(f *testing.F) {
+	for _, doc := range chunkDocs(f) {
+		f.Add([]byte(doc), uint8(6))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
+		n := int(chunk%64) + 1
+		wantPV, wantSecs := jsonInWrites(data, len(data))
+		pv, secs := jsonInWrites(data, n)
+		if !reflect.DeepEqual(pv, wantPV) || !reflect.DeepEqual(secs, wantSecs) {
+			t.Fatalf("writes of %d bytes: %+v\n%v\nall at once: %+v\n%v", n, pv.Facts, secs, wantPV.Facts, wantSecs)
+		}
+	})
+}
+
 // FuzzCSV: the reader counts the records encoding/csv reads, when
 // encoding/csv reads them strictly, and never panics.
 func FuzzCSV(f *testing.F) {

@@ -15,6 +15,23 @@ import (
 // whole in one write is read where it lies, one cut by a write's end
 // byte by byte.
 func TestJSONChunkingIndependent(t *testing.T) {
+	for name, doc := range chunkDocs(t) {
+		t.Run(name, func(t *testing.T) {
+			data := []byte(doc)
+			wantPV, wantSecs := jsonInWrites(data, len(data))
+			for _, chunk := range []int{1, 2, 3, 5, 7, 13, 64} {
+				pv, secs := jsonInWrites(data, chunk)
+				if !reflect.DeepEqual(pv, wantPV) || !reflect.DeepEqual(secs, wantSecs) {
+					t.Errorf("writes of %d bytes: %+v\n%v\nall at once: %+v\n%v", chunk, pv.Facts, secs, wantPV.Facts, wantSecs)
+				}
+			}
+		})
+	}
+}
+
+// chunkDocs are TestJSONChunkingIndependent's documents, by name, and
+// FuzzJSONWrites's seeds.
+func chunkDocs(t testing.TB) map[string]string {
 	long := strings.Repeat("é", 200)
 	docs := map[string]string{
 		"escapes":  `[{"a\"b":"x\\y\n\u00e9\ud83d\ude00","name":"n\u0041me","path":"p"},{"a\"b":"` + long + `","name":"` + long + `"}]`,
@@ -56,29 +73,21 @@ func TestJSONChunkingIndependent(t *testing.T) {
 			docs[c.file] = string(readFixture(t, c.file))
 		}
 	}
-	run := func(data []byte, chunk int) (Preview, []section) {
-		a := newJSON()
-		for p := data; len(p) > 0; {
-			n := min(chunk, len(p))
-			a.write(p[:n])
-			p = p[n:]
-		}
-		var pv Preview
-		secs := a.finish(&pv)
-		return pv, secs
+	return docs
+}
+
+// jsonInWrites previews data with the JSON analyzer, written in writes
+// of chunk bytes.
+func jsonInWrites(data []byte, chunk int) (Preview, []section) {
+	a := newJSON()
+	for p := data; len(p) > 0; {
+		n := min(chunk, len(p))
+		a.write(p[:n])
+		p = p[n:]
 	}
-	for name, doc := range docs {
-		t.Run(name, func(t *testing.T) {
-			data := []byte(doc)
-			wantPV, wantSecs := run(data, len(data))
-			for _, chunk := range []int{1, 2, 3, 5, 7, 13, 64} {
-				pv, secs := run(data, chunk)
-				if !reflect.DeepEqual(pv, wantPV) || !reflect.DeepEqual(secs, wantSecs) {
-					t.Errorf("writes of %d bytes: %+v\n%v\nall at once: %+v\n%v", chunk, pv.Facts, secs, wantPV.Facts, wantSecs)
-				}
-			}
-		})
-	}
+	var pv Preview
+	secs := a.finish(&pv)
+	return pv, secs
 }
 
 // TestPlainRun holds plainRun, eight bytes at a time, to a byte-by-byte
