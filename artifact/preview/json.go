@@ -136,8 +136,9 @@ type jtab struct {
 
 // jsonAn is an incremental JSON tokenizer and analyser: one pass,
 // bounded state. A token whole in one write is read where it lies, runs
-// of plain bytes at once; one cut by a write's end is carried over in
-// buf, so that the result does not depend on how the input is split. It
+// of plain bytes at once, and so are a row's members spelt as the last
+// row's (see member); one cut by a write's end is carried over in buf,
+// so that the result does not depend on how the input is split. It
 // reads one value (an array or object) or a sequence of them (NDJSON).
 type jsonAn struct {
 	st       uint8
