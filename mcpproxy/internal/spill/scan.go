@@ -2,6 +2,7 @@ package spill
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"slices"
@@ -23,6 +24,14 @@ var special = func() (t [256]bool) {
 	t['"'], t['\\'] = true, true
 	return
 }()
+
+// hasSpecial reports whether one of v's eight bytes is special: under
+// 0x20, '"' or '\\' (the classic zero-byte tests, which never miss one).
+func hasSpecial(v uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q, b := v^(ones*'"'), v^(ones*'\\')
+	return ((v-ones*0x20)&^v|(q-ones)&^q|(b-ones)&^b)&highs != 0
+}
 
 // Read reads exactly one JSON value from r, which must end where the
 // message ends (one line, one event's data, one body): only whitespace may
@@ -646,6 +655,9 @@ func (s *scanner) str() error {
 		}
 		if esc == 0 {
 			j, buf := s.i, s.buf[:s.n]
+			for j+8 <= len(buf) && !hasSpecial(binary.LittleEndian.Uint64(buf[j:])) {
+				j += 8
+			}
 			for j < len(buf) && !special[buf[j]] {
 				j++
 			}

@@ -3,6 +3,7 @@ package spill
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
@@ -407,5 +408,26 @@ func TestSpillFilesUnlinked(t *testing.T) {
 	ents, err := os.ReadDir(dir)
 	if err != nil || len(ents) != 0 {
 		t.Errorf("spill dir holds %d entries (%v); files must be unlinked", len(ents), err)
+	}
+}
+
+// hasSpecial finds a special byte anywhere among eight, whatever the
+// others (high bytes and borrows included), and nothing else.
+func TestHasSpecial(t *testing.T) {
+	fills := []byte{'a', 0x7f, 0x80, 0xff, '!', '#', '[', ']', 0x20}
+	for _, fill := range fills {
+		for c := range 256 {
+			for k := range 8 {
+				var b [8]byte
+				for i := range b {
+					b[i] = fill
+				}
+				b[k] = byte(c)
+				want := special[fill] || special[c]
+				if got := hasSpecial(binary.LittleEndian.Uint64(b[:])); got != want {
+					t.Fatalf("hasSpecial(% x) = %v, want %v", b, got, want)
+				}
+			}
+		}
 	}
 }
