@@ -135,9 +135,17 @@ func TestEarlyBounded(t *testing.T) {
 	taps[1].End(true)
 	taps[1].Release()
 	for range 2 {
-		if rw.Tap("text") == nil {
+		tp := rw.Tap("text")
+		if tp == nil {
 			t.Fatal("a slot did not come back")
 		}
+		taps = append(taps, tp)
+	}
+	for _, tp := range taps[2:] {
+		tp.End(false)
+	}
+	for _, tp := range taps {
+		<-tp.(*early).done // its staging is gone before the store's folder
 	}
 }
 
