@@ -21,7 +21,7 @@ type textReader struct {
 	err  error // sticky, io.EOF at the end
 	rune [utf8.UTFMax]byte
 	pend []byte // the part of t.rune not yet handed out
-	wide bool   // expect long plain runs (base64): copy eight bytes at a time
+	wide bool   // expect long plain runs (base64): copy them whole
 }
 
 // lookahead is the most a step needs to see: a surrogate pair's two
@@ -76,12 +76,17 @@ func (t *textReader) Read(p []byte) (int, error) {
 			for w < len(p) && i < end {
 				switch c := in[i]; {
 				case c < utf8.RuneSelf && c != '\\':
-					// Base64 goes eight bytes at a time while they are
-					// plain ASCII.
-					if wide && i+8 <= end && w+8 <= len(p) {
-						if v := binary.LittleEndian.Uint64(in[i:]); v&highBits == 0 && !hasBackslash(v) {
-							binary.LittleEndian.PutUint64(p[w:], v)
-							i, w = i+8, w+8
+					if wide {
+						// Base64 is copied up to the next backslash at
+						// once, when that run is ASCII (else byte by byte).
+						lim := min(end, i+len(p)-w)
+						k := bytes.IndexByte(in[i:lim], '\\')
+						if k < 0 {
+							k = lim - i
+						}
+						if k > 1 && isASCII(in[i:i+k]) {
+							copy(p[w:], in[i:i+k])
+							i, w = i+k, w+k
 							continue
 						}
 					}
@@ -127,13 +132,17 @@ func (t *textReader) Read(p []byte) (int, error) {
 	return 0, t.err
 }
 
-const highBits = 0x8080808080808080
-
-// hasBackslash reports whether one of v's bytes is '\\' (the classic
-// zero-byte test on v with the backslashes turned to zeros).
-func hasBackslash(v uint64) bool {
-	x := v ^ 0x5c5c5c5c5c5c5c5c
-	return (x-0x0101010101010101)&^x&highBits != 0
+// isASCII reports whether b has no byte over 0x7f, eight at a time.
+func isASCII(b []byte) bool {
+	var or uint64
+	for len(b) >= 8 {
+		or |= binary.LittleEndian.Uint64(b)
+		b = b[8:]
+	}
+	for _, c := range b {
+		or |= uint64(c)
+	}
+	return or&0x8080808080808080 == 0
 }
 
 // simpleEscape maps the letter after a backslash to its byte, for the
