@@ -5,9 +5,13 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/spillway-dev/spillway/artifact"
@@ -270,5 +274,55 @@ func TestEarlyStagedMalformed(t *testing.T) {
 			t.Fatalf("tap %v: malformed data stored (%d, %v) or staged (%d bytes)", tap, len(stored), err, rw.stage.used.Load())
 		}
 		spill.Release(raw)
+	}
+}
+
+// failingStager is a store whose staging always fails (a full disk).
+type failingStager struct{ artifact.Store }
+
+func (failingStager) Stage() (artifact.Staging, error) { return nil, errors.New("no space left") }
+
+// Strings of many messages at once, of two tenants, are staged and stored
+// each as its own artifact, the tenant's; when staging fails they are
+// stored all the same, decoded from their spill. Nothing stays staged.
+func TestEarlyStagedConcurrent(t *testing.T) {
+	msg, want := stagedMsg()
+	dir := t.TempDir()
+	fs, err := fsstore.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, store := range []artifact.Store{fs, failingStager{fs}} {
+		rw := New(testService(t, store), threshold{0}, Options{Spills: Registry{}, StageDir: t.TempDir()})
+		var wg sync.WaitGroup
+		errs := make(chan error, 6)
+		for g := range 6 {
+			tenant := []string{"acme", "globex"}[g%2]
+			wg.Go(func() {
+				raw := spoolRead(t, rw, true, msg)
+				defer spill.Release(raw)
+				_, stored, err := rw.Rewrite(context.Background(), Call{Method: "tools/call", Tool: "t", Tenant: tenant}, jsonrpc.Path(raw, "result"))
+				if err != nil || len(stored) != 3 {
+					errs <- fmt.Errorf("%s: stored %d, %v", tenant, len(stored), err)
+					return
+				}
+				for i, a := range stored {
+					if a.SHA256 != sum(want[i]) || a.Tenant != tenant {
+						errs <- fmt.Errorf("%s: artifact %d holds other bytes, or is %q's", tenant, i, a.Tenant)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		if n := rw.stage.used.Load(); n != 0 {
+			t.Errorf("%d bytes still staged", n)
+		}
+		if es, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(es) != 0 {
+			t.Errorf("%d staging files left in the store's folder", len(es))
+		}
 	}
 }
