@@ -7,10 +7,10 @@ package relay
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
@@ -39,22 +39,11 @@ func TestRelayedCallAllocs(t *testing.T) {
 	rl := New(Options{URL: up.URL, Methods: owned.New(owned.Options{})})
 	defer rl.Close()
 	rl.bind("s1", "t")
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rl.ServeHTTP(w, r, owned.Request{Tenant: "t", Header: r.Header}, 1<<20)
-	}))
-	defer front.Close()
 	var buf bytes.Buffer
 	call := func(url string) func() {
+		c := &client{t: t, url: url, tenant: "t"}
 		return func() {
-			req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo"}}`))
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Accept", "application/json, text/event-stream")
-			req.Header.Set("Mcp-Session-Id", "s1")
-			req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := c.do(context.Background(), http.MethodPost, "s1", `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo"}}`)
 			buf.Reset()
 			buf.ReadFrom(resp.Body)
 			resp.Body.Close()
@@ -64,7 +53,7 @@ func TestRelayedCallAllocs(t *testing.T) {
 		}
 	}
 	direct := testing.AllocsPerRun(200, call(up.URL))
-	relayed := testing.AllocsPerRun(200, call(front.URL))
+	relayed := testing.AllocsPerRun(200, call(front(t, rl)))
 	t.Logf("allocations per call: direct %v, through the relay %v: the relay's %v", direct, relayed, relayed-direct)
 	if added := relayed - direct; added > maxRelayAllocs {
 		t.Errorf("the relay allocates %v per call, want at most %d", added, maxRelayAllocs)
