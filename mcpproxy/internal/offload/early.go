@@ -62,7 +62,6 @@ type early struct {
 	mu       sync.Mutex
 	complete bool // the whole string was read (End)
 	released bool // the string was released: nothing here is anyone's
-	taken    bool // publish took the preview
 	mime     string
 	pb       *preview.Builder // nil once released, taken, or failed
 	stg      *staged          // nil once released, or when not staged whole
@@ -175,7 +174,7 @@ func (e *early) take(mime string) *preview.Builder {
 		return nil
 	}
 	pb := e.pb
-	e.pb, e.taken = nil, true
+	e.pb = nil
 	return pb
 }
 

@@ -74,7 +74,8 @@ func offloadRead(t *testing.T, rw *Rewriter, tap bool, msg string) (texts []stri
 	}
 	if e != nil {
 		e.mu.Lock()
-		taken = e.taken && e.complete
+		// run left a complete text's preview; only take clears it.
+		taken = e.complete && !e.released && e.pb == nil
 		e.mu.Unlock()
 	}
 	return texts, taken
@@ -121,7 +122,12 @@ func TestEarlyPreviewSame(t *testing.T) {
 // Past maxEarly previews under way, a text is not tapped (its preview is
 // built when it is stored); each slot comes back when its string goes.
 func TestEarlyBounded(t *testing.T) {
-	rw := New(testService(t, nil), threshold{0}, Options{})
+	dir := t.TempDir()
+	fs, err := fsstore.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw := New(testService(t, fs), threshold{0}, Options{})
 	if rw.Tap("name") != nil || rw.Tap("") != nil {
 		t.Fatal("a member that is neither text nor base64 data was tapped")
 	}
@@ -152,6 +158,14 @@ func TestEarlyBounded(t *testing.T) {
 	}
 	for _, tp := range taps {
 		<-tp.(*early).done // its staging is gone before the store's folder
+	}
+	// Each message failed (the upstream died mid-string) or its string
+	// went: nothing of theirs stays staged.
+	if n := rw.stage.used.Load(); n != 0 {
+		t.Fatalf("%d bytes still staged", n)
+	}
+	if es, _ := os.ReadDir(filepath.Join(dir, "tmp")); len(es) != 0 {
+		t.Fatalf("%d staging files left in the store's folder", len(es))
 	}
 }
 
