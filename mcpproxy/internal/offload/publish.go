@@ -135,9 +135,9 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 	} else {
 		pb = preview.New(preview.Options{MimeType: mime, Name: fileName, Budget: w.previewBudget,
 			Thumbnail: thumb, ThumbMax: f.o.ThumbMax, Size: u.size})
-		if st, ok := artifact.StagingOf(src); ok {
-			// Staged as it arrived: the store may take it as it is, so
-			// the preview reads it first.
+		if st, ok := artifact.StagingOf(src); ok && takesStaging(f.svc) {
+			// Staged as it arrived, in the store, which takes it as it
+			// is (reading none of it): the preview reads it first.
 			io.Copy(pb, io.NewSectionReader(st, 0, st.Size()))
 		} else {
 			beside = newAside(pb) // the preview is built beside the store's write and hash
@@ -169,6 +169,13 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 		w.replaced = append(w.replaced, newReplaced(ptr, p))
 	}
 	return p, nil
+}
+
+// takesStaging reports whether svc's store takes a staging as it is
+// (artifact.Stager) rather than reading it like any source.
+func takesStaging(svc *artifact.Service) bool {
+	_, ok := svc.Store.(artifact.Stager)
+	return ok
 }
 
 // base64Decoder decodes standard base64, the encoding MCP gives binary
