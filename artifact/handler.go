@@ -323,14 +323,9 @@ func protectedHeader(k string) bool {
 	return false
 }
 
-// contentType is the stored mime type, re-serialised; anything unparsable
-// becomes application/octet-stream so a browser never guesses.
-func contentType(a Artifact) string {
-	ct, _ := typeAndDisposition(a)
-	return ct
-}
-
-// typeAndDisposition returns a's Content-Type (see contentType) and its
+// typeAndDisposition returns a's Content-Type (the stored mime type,
+// re-serialised; anything unparsable becomes application/octet-stream so
+// a browser never guesses) and its
 // Content-Disposition: attachment for a type a browser could execute
 // (activeType), inline otherwise, with a's name (or id) as the filename.
 // The type is parsed once for both.

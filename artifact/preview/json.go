@@ -1206,12 +1206,6 @@ func compactJSON(p []byte) string {
 	return s
 }
 
-// complete reports whether the input so far is whole JSON: no error, no
-// open container or token.
-func (a *jsonAn) complete() bool {
-	return a.err == "" && len(a.kinds) == 0 && a.st == sTop && a.tops > 0
-}
-
 // finishLex ends a number at the end of the input and notes truncation.
 func (a *jsonAn) finishLex() {
 	if a.st == sNum {
