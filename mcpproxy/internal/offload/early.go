@@ -17,6 +17,9 @@ import (
 // stored, as it always could be.
 const maxEarly = 8
 
+// stageChunk is what the early work decodes at a time.
+const stageChunk = 64 << 10
+
 // earlyChunks is how far the reading may run ahead of the early work:
 // past it, the reading waits.
 const earlyChunks = 8
@@ -114,13 +117,14 @@ func (e *early) run(thumbMax int, st *stager) {
 		pb   *preview.Builder
 		side *aside
 		mime string
-		buf  = make([]byte, sniffSize)
+		// Big reads: each is a write to the staging (a system call).
+		buf = make([]byte, stageChunk)
 	)
 	if e.base64 {
 		src = spill.DecodeBase64(r)
 	} else {
 		src = spill.DecodeText(r)
-		n, err := io.ReadFull(src, buf)
+		n, err := io.ReadFull(src, buf[:sniffSize])
 		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
 			stg.drop()
 			return

@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/spillway-dev/spillway/artifact"
@@ -297,6 +298,54 @@ func TestEarlyStagedMalformed(t *testing.T) {
 type failingStager struct{ artifact.Store }
 
 func (failingStager) Stage() (artifact.Staging, error) { return nil, errors.New("no space left") }
+
+// countingStager is a store whose stagings count their writes.
+type countingStager struct {
+	artifact.Store
+	writes *atomic.Int64
+}
+
+func (c countingStager) Stage() (artifact.Staging, error) {
+	st, err := c.Store.(artifact.Stager).Stage()
+	return countingStaging{st, c.writes}, err
+}
+
+type countingStaging struct {
+	artifact.Staging
+	writes *atomic.Int64
+}
+
+func (c countingStaging) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Staging.Write(p)
+}
+
+// A value is staged in big writes, each a system call: it was staged 2 KiB
+// at a time (a fifth of the proxy's CPU on a 1 GiB text), 213 writes here.
+func TestEarlyStagedWrites(t *testing.T) {
+	msg, want := stagedMsg()
+	fs, err := fsstore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes atomic.Int64
+	rw := New(testService(t, countingStager{fs, &writes}), threshold{0}, Options{Spills: Registry{}, StageDir: t.TempDir()})
+	raw := spoolRead(t, rw, true, msg)
+	defer spill.Release(raw)
+	_, stored, err := rw.Rewrite(context.Background(), Call{Method: "tools/call", Tool: "t"}, jsonrpc.Path(raw, "result"))
+	if err != nil || len(stored) != 3 {
+		t.Fatalf("stored %d, %v", len(stored), err)
+	}
+	var total int64
+	for _, w := range want {
+		total += int64(len(w))
+	}
+	// Each value in writes of up to 64 KiB, the text's first cut
+	// after its sniffed head.
+	if n, most := writes.Load(), total/(64<<10)+6; n > most {
+		t.Fatalf("%d bytes staged in %d writes; want at most %d", total, n, most)
+	}
+}
 
 // Strings of many messages at once, of two tenants, are staged and stored
 // each as its own artifact, the tenant's; when staging fails they are
