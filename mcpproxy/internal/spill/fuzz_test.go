@@ -153,6 +153,10 @@ func FuzzText(f *testing.F) {
 		f.Add(seed, uint8(1))
 		f.Add(seed, uint8(5))
 	}
+	// Runs and escapes around eight-byte words, read in pieces that fit
+	// a word or two.
+	f.Add(`{\"id\":12345,\"note\":\"abcdefghijklmnopq\"}\n01234567\\é89abcdef\u00e9x`, uint8(15))
+	f.Add("abcdefg\xffabcdefgh\\\"12345678", uint8(9))
 	f.Fuzz(func(t *testing.T, in string, size uint8) {
 		got, err := io.ReadAll(&limitedP{newTextReader(strings.NewReader(in)), int(size%16) + 1})
 		var want string

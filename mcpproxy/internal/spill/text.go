@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -72,34 +73,43 @@ func (t *textReader) Read(p []byte) (int, error) {
 			// fits; the rest (\u, UTF-8, an escape cut by the buffer's
 			// end) takes the way below.
 			i, end, in := t.i, t.n, t.in
-			wide := t.wide
 			for w < len(p) && i < end {
+				if t.wide {
+					// Base64: up to the next backslash at once, when
+					// that run is ASCII.
+					lim := min(end, i+len(p)-w)
+					if k := bytes.IndexByte(in[i:lim], '\\'); k >= 0 {
+						lim = i + k
+					}
+					if isASCII(in[i:lim]) {
+						w += copy(p[w:], in[i:lim])
+						i = lim
+					}
+				}
+				// Eight bytes at a time while they fit: all copied, kept
+				// up to the first that ends the plain run.
+				for w+8 <= len(p) && i+8 <= end {
+					v := binary.LittleEndian.Uint64(in[i:])
+					binary.LittleEndian.PutUint64(p[w:], v)
+					k := plainLen(v)
+					i, w = i+k, w+k
+					if k < 8 {
+						break
+					}
+				}
+				if w == len(p) || i == end {
+					break
+				}
 				switch c := in[i]; {
 				case c < utf8.RuneSelf && c != '\\':
-					if wide {
-						// Base64 is copied up to the next backslash at
-						// once, when that run is ASCII (else byte by byte).
-						lim := min(end, i+len(p)-w)
-						k := bytes.IndexByte(in[i:lim], '\\')
-						if k < 0 {
-							k = lim - i
-						}
-						if k > 1 && isASCII(in[i:i+k]) {
-							copy(p[w:], in[i:i+k])
-							i, w = i+k, w+k
-							continue
-						}
-					}
 					p[w] = c
-					i++
+					i, w = i+1, w+1
 				case c == '\\' && i+1 < end && simpleEscape[in[i+1]] != 0:
 					p[w] = simpleEscape[in[i+1]]
-					i += 2
+					i, w = i+2, w+1
 				default:
 					end = i // the slow path takes it
-					continue
 				}
-				w++
 			}
 			t.i = i
 			continue
@@ -130,6 +140,16 @@ func (t *textReader) Read(p []byte) (int, error) {
 		return w, nil
 	}
 	return 0, t.err
+}
+
+// plainLen is how many of v's eight bytes (little-endian: from its low
+// end) come before the first that ends a plain ASCII run: a backslash or
+// a byte over 0x7f; 8 if none does. (The zero-byte test may also flag a
+// byte after the first zero, never one before it.)
+func plainLen(v uint64) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	b := v ^ (ones * '\\')
+	return bits.TrailingZeros64(((b-ones)&^b|v)&highs) / 8
 }
 
 // isASCII reports whether b has no byte over 0x7f, eight at a time.
