@@ -36,6 +36,19 @@ func BenchmarkReadString(b *testing.B) {
 	benchRead(b, in.Bytes())
 }
 
+// BenchmarkReadRows is a message with 100 MB of JSON rows in one text
+// (the shape of most big text outputs): an escaped quote every few bytes.
+func BenchmarkReadRows(b *testing.B) {
+	var in bytes.Buffer
+	in.WriteString(`{"result":{"content":[{"type":"text","text":"`)
+	row := []byte(`{\"id\":12345,\"region\":\"emea\",\"amount\":678,\"note\":\"abcdefghijklmnopqrstuvwxyz0123456789abcdefghijkl\"},\n`)
+	for in.Len() < 100<<20 {
+		in.Write(row)
+	}
+	in.WriteString(`"}]},"jsonrpc":"2.0","id":1}`)
+	benchRead(b, in.Bytes())
+}
+
 // BenchmarkReadArray is 100 MB of small objects: nothing spills, all of it
 // stays inline.
 func BenchmarkReadArray(b *testing.B) { benchRead(b, arrayInput()) }

@@ -655,11 +655,19 @@ func (s *scanner) str() error {
 		}
 		if esc == 0 {
 			j, buf := s.i, s.buf[:s.n]
-			for j+8 <= len(buf) && !hasSpecial(binary.LittleEndian.Uint64(buf[j:])) {
-				j += 8
-			}
-			for j < len(buf) && !special[buf[j]] {
-				j++
+			for {
+				for j+8 <= len(buf) && !hasSpecial(binary.LittleEndian.Uint64(buf[j:])) {
+					j += 8
+				}
+				for j < len(buf) && !special[buf[j]] {
+					j++
+				}
+				// A one-letter escape whole in buf is part of the run.
+				if j+1 < len(buf) && buf[j] == '\\' && simpleEscape[buf[j+1]] != 0 {
+					j += 2
+					continue
+				}
+				break
 			}
 			s.i = j
 			if j == len(buf) {
