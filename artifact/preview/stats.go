@@ -62,11 +62,12 @@ type field struct {
 	min, max, sum float64
 	// dates: lexical range of ISO strings of one shape
 	tmin, tmax string
-	// distinct values
-	exact    map[string]int32 // index in counts; nil once past distinctExact
-	counts   []int64
-	kmv      kmv
-	sizeSeen bool
+	// distinct values: exactly (see exactSet) until past distinctExact,
+	// then estimated
+	exact      exactSet
+	estimating bool
+	kmv        kmv
+	sizeSeen   bool
 }
 
 func newTable() *table {
@@ -87,7 +88,7 @@ func (t *table) field(name string) *field {
 		}
 		return nil
 	}
-	f := &field{name: name, spelt: spell(name), exact: map[string]int32{}, min: math.Inf(1), max: math.Inf(-1)}
+	f := &field{name: name, spelt: spell(name), min: math.Inf(1), max: math.Inf(-1)}
 	t.fields = append(t.fields, f)
 	t.byName[name] = f
 	return f
@@ -183,26 +184,76 @@ func addSeen[T ~string | ~[]byte](f *field, typ int, text T) {
 		return
 	}
 	v := truncUTF8(text, maxValueLen)
-	if f.exact == nil {
-		f.kmv.add(hash64(v))
+	h := hash64(v)
+	if f.estimating {
+		// Once the estimator is full, most hashes are above the k
+		// smallest: rejected here, without a call.
+		if len(f.kmv.heap) < kmvSize || h < f.kmv.heap[0] {
+			f.kmv.add(h)
+		}
 		return
 	}
-	if i, ok := f.exact[string(v)]; ok {
-		f.counts[i]++
-		return
-	}
-	if len(f.exact) < distinctExact {
-		f.exact[string(v)] = int32(len(f.counts))
-		f.counts = append(f.counts, 1)
+	if addExact(&f.exact, v, h) {
 		return
 	}
 	// Past the bound: estimate from here on. The estimator depends on
 	// the set of values only, so it starts from the exact set.
-	for x := range f.exact {
+	for _, x := range f.exact.vals {
 		f.kmv.add(hash64(x))
 	}
-	f.kmv.add(hash64(v))
-	f.exact, f.counts = nil, nil
+	f.kmv.add(h)
+	f.exact, f.estimating = exactSet{}, true
+}
+
+// exactSet counts up to distinctExact distinct values and how often each
+// came: an open-addressing table of the values' indexes by their hash64,
+// at most half full, so that a value seen before (a bool, a region, one
+// of a few hundred prices) is found in a probe or two, without a map's
+// own hash of the value besides the estimator's.
+type exactSet struct {
+	vals   []string
+	counts []int64
+	slots  []int32 // index in vals + 1, 0 if free; a power of two long
+}
+
+// addExact counts v, whose hash64 is h, in s; false if v is new and s is
+// full (it is then not counted). Only a new value is copied.
+func addExact[T ~string | ~[]byte](s *exactSet, v T, h uint64) bool {
+	mask := uint64(len(s.slots) - 1)
+	for i := h & mask; len(s.slots) > 0; i = (i + 1) & mask {
+		x := s.slots[i]
+		if x == 0 {
+			break
+		}
+		if s.vals[x-1] == string(v) {
+			s.counts[x-1]++
+			return true
+		}
+	}
+	if len(s.vals) >= distinctExact {
+		return false
+	}
+	s.vals = append(s.vals, string(v))
+	s.counts = append(s.counts, 1)
+	if 2*len(s.vals) > len(s.slots) {
+		s.slots = make([]int32, max(16, 2*len(s.slots)))
+		for j, x := range s.vals {
+			s.put(hash64(x), int32(j+1))
+		}
+		return true
+	}
+	s.put(h, int32(len(s.vals)))
+	return true
+}
+
+// put sets the first free slot from h's to x.
+func (s *exactSet) put(h uint64, x int32) {
+	mask := uint64(len(s.slots) - 1)
+	i := h & mask
+	for s.slots[i] != 0 {
+		i = (i + 1) & mask
+	}
+	s.slots[i] = x
 }
 
 // parseNumber is strconv.ParseFloat, without its cost for the numbers
@@ -292,11 +343,12 @@ func (t *table) column(f *field) Column {
 		c.HasNum, c.Min, c.Max, c.Mean = true, f.min, f.max, f.sum/float64(f.nNum)
 	}
 	c.MinText, c.MaxText = f.tmin, f.tmax
-	if f.exact != nil {
-		c.Distinct, c.DistinctExact = int64(len(f.exact)), true
-		if len(f.exact) <= topShown && (f.types[tString]+f.types[tBool]) > 0 && int64(len(f.exact)) < f.present-f.types[tNull] {
-			for v, i := range f.exact {
-				c.Top = append(c.Top, ValueCount{v, f.counts[i]})
+	if !f.estimating {
+		n := int64(len(f.exact.vals))
+		c.Distinct, c.DistinctExact = n, true
+		if n <= topShown && (f.types[tString]+f.types[tBool]) > 0 && n < f.present-f.types[tNull] {
+			for i, v := range f.exact.vals {
+				c.Top = append(c.Top, ValueCount{v, f.exact.counts[i]})
 			}
 			slices.SortFunc(c.Top, func(a, b ValueCount) int {
 				if a.Count != b.Count {
