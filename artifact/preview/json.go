@@ -555,11 +555,22 @@ func (a *jsonAn) scalarAt(b []byte, k int, f *field, nameOf bool) int {
 		}
 		return j
 	case c == '-' || digit(c):
+		if nameOf {
+			return 0
+		}
+		if j, isFloat, v := plainNumber(b, k); j > 0 {
+			typ := tInt
+			if isFloat {
+				typ = tFloat
+			}
+			addNumber(f, typ, b[k:j], v)
+			return j - 1
+		}
 		j := k + 1
 		for j < len(b) && numByte[b[j]] {
 			j++
 		}
-		if j == len(b) || j-k >= maxScalar || nameOf {
+		if j == len(b) || j-k >= maxScalar {
 			return 0
 		}
 		ok, isFloat, v := scanNumber(b[k:j])
@@ -573,22 +584,72 @@ func (a *jsonAn) scalarAt(b []byte, k int, f *field, nameOf bool) int {
 		addNumber(f, typ, b[k:j], v)
 		return j - 1
 	}
-	lit, typ := "", tBool
-	switch b[k] {
-	case 't':
-		lit = "true"
-	case 'f':
-		lit = "false"
-	case 'n':
-		lit, typ = "null", tNull
-	default:
+	// A literal: its first four bytes as one word, and false's e.
+	if len(b)-k < 5 {
 		return 0
 	}
-	if len(b)-k < len(lit) || string(b[k:k+len(lit)]) != lit {
-		return 0
+	switch le32(b[k:]) {
+	case wordTrue:
+		addBool(f, 1)
+		return k + 3
+	case wordFals:
+		if b[k+4] == 'e' {
+			addBool(f, 0)
+			return k + 4
+		}
+	case wordNull:
+		if f != nil {
+			f.present++
+			f.types[tNull]++
+		}
+		return k + 3
 	}
-	f.add(typ, lit)
-	return k + len(lit) - 1
+	return 0
+}
+
+// The first four bytes of the literals as le32 reads them.
+var wordTrue, wordFals, wordNull = le32("true"), le32("fals"), le32("null")
+
+// plainNumber reads a number whole in b from k in the shape most tool
+// outputs hold, -?(0|[1-9][0-9]*)(\.[0-9]+)? with at most 15 digits, and
+// values it as scanNumber does, in one pass: it returns the index after
+// it, whether it has a fraction, and its value. It returns 0 for any
+// other number, or one not ended in b (scanNumber reads those).
+func plainNumber(b []byte, k int) (end int, isFloat bool, v float64) {
+	j := k
+	if b[j] == '-' {
+		j++
+	}
+	start := j
+	var m int64
+	for ; j < len(b) && digit(b[j]); j++ {
+		m = m*10 + int64(b[j]-'0')
+	}
+	n, frac := j-start, 0
+	if n == 0 || n > 1 && b[start] == '0' {
+		return 0, false, 0
+	}
+	if j < len(b) && b[j] == '.' {
+		j++
+		f := j
+		for ; j < len(b) && digit(b[j]); j++ {
+			m = m*10 + int64(b[j]-'0')
+		}
+		if frac = j - f; frac == 0 {
+			return 0, false, 0
+		}
+	}
+	if j == len(b) || numByte[b[j]] || n+frac > 15 {
+		return 0, false, 0
+	}
+	v = float64(m)
+	if frac > 0 {
+		v /= pow10[frac]
+	}
+	if b[k] == '-' {
+		v = -v // -0 stays -0, as ParseFloat has it
+	}
+	return j, frac > 0, v
 }
 
 // spelling is how member finds a key in JSON text: plain if the key

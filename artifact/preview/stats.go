@@ -193,11 +193,26 @@ func addSeen[T ~string | ~[]byte](f *field, typ int, text T) {
 		}
 		return
 	}
-	if addExact(&f.exact, v, h) {
+	if !addExact(&f.exact, v, h) {
+		f.estimate(h)
+	}
+}
+
+// addBool is addValue for a bool, false (0) or true (1).
+func addBool(f *field, v int) {
+	if f == nil {
 		return
 	}
-	// Past the bound: estimate from here on. The estimator depends on
-	// the set of values only, so it starts from the exact set.
+	f.present++
+	addSeen(f, tBool, boolText[v])
+}
+
+var boolText = [2]string{"false", "true"}
+
+// estimate counts distinct values by estimate from here on, past the
+// exact bound, from the exact set and a new value's hash h: the estimator
+// depends on the set of values only.
+func (f *field) estimate(h uint64) {
 	for _, x := range f.exact.vals {
 		f.kmv.add(hash64(x))
 	}
