@@ -346,7 +346,9 @@ func (a *jsonAn) write(b []byte) {
 				}
 			case c == ',':
 				a.st = sValue
-				if e := a.elemValue(b, i+1); e > 0 {
+				if e := a.rowAt(b, i+1); e > 0 {
+					i = e
+				} else if e := a.elemValue(b, i+1); e > 0 {
 					i = e
 				}
 			default:
@@ -515,6 +517,42 @@ func (a *jsonAn) member(b []byte, k int) int {
 		}
 		last, k = end, end+3
 	}
+}
+
+// rowAt reads, where it lies in b from k (after a comma), the next
+// element of an array whose elements are a table's rows, if it is an
+// object that begins with a key: it opens the row as the lexer would
+// (startValue), reads its members (see member) and, if they end at its
+// '}', closes it. So a row costs one turn of write's loop, not one per
+// byte between tokens. It returns the index of the last byte read, 0 if
+// no such row begins there (the lexer reads what is there). Not for a
+// row that is also recorded, a column of the rows above it, or a tree
+// node, which the lexer's way of opening counts.
+func (a *jsonAn) rowAt(b []byte, k int) int {
+	p := a.parentFrame()
+	if p == nil || p.tab == nil || p.kind != '[' || p.isChildren || p.rowLevel == 1 && p.n < maxColumns || p.v.tracked && p.n == 0 {
+		return 0
+	}
+	j := k
+	for j < len(b) && wsByte[b[j]] {
+		j++
+	}
+	if j+1 >= len(b) || b[j] != '{' || b[j+1] != '"' {
+		return 0
+	}
+	a.startValue('{', b, j)
+	if a.st != sObjFirst {
+		return j // not opened (nested too deep): the lexer goes on
+	}
+	end := a.member(b, j+2)
+	if end == 0 {
+		return j // the first key is not the last row's: the lexer reads it
+	}
+	if a.st == sAfter && end+1 < len(b) && b[end+1] == '}' {
+		a.close('}', b, end+1)
+		return end + 1
+	}
+	return end
 }
 
 // elemValue reads a scalar element of an array whose elements are
