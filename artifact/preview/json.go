@@ -587,7 +587,7 @@ func (a *jsonAn) scalarAt(b []byte, k int, f *field, nameOf bool) int {
 			return 0
 		}
 		s := b[k+1 : min(j, k+1+maxScalar)]
-		addValue(f, tString, s)
+		addRead(f, tString, s, 0)
 		if nameOf {
 			setName(a, s)
 		}
@@ -601,7 +601,7 @@ func (a *jsonAn) scalarAt(b []byte, k int, f *field, nameOf bool) int {
 			if isFloat {
 				typ = tFloat
 			}
-			addNumber(f, typ, b[k:j], v)
+			addRead(f, typ, b[k:j], v)
 			return j - 1
 		}
 		j := k + 1
@@ -619,7 +619,7 @@ func (a *jsonAn) scalarAt(b []byte, k int, f *field, nameOf bool) int {
 		if isFloat {
 			typ = tFloat
 		}
-		addNumber(f, typ, b[k:j], v)
+		addRead(f, typ, b[k:j], v)
 		return j - 1
 	}
 	// A literal: its first four bytes as one word, and false's e.
@@ -628,11 +628,11 @@ func (a *jsonAn) scalarAt(b []byte, k int, f *field, nameOf bool) int {
 	}
 	switch le32(b[k:]) {
 	case wordTrue:
-		addBool(f, 1)
+		addRead(f, tBool, boolText[1], 0)
 		return k + 3
 	case wordFals:
 		if b[k+4] == 'e' {
-			addBool(f, 0)
+			addRead(f, tBool, boolText[0], 0)
 			return k + 4
 		}
 	case wordNull:
@@ -1113,7 +1113,7 @@ func (a *jsonAn) endNumber(s []byte, i int) bool {
 	// value read, if it was: no second reading.
 	if v := &a.cur; v.row == nil && !v.tracked && !v.nameOf && len(a.kinds) > 0 {
 		if read {
-			addNumber(v.fld, typ, s, val)
+			addRead(v.fld, typ, s, val)
 		} else {
 			addValue(v.fld, typ, s)
 		}

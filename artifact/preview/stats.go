@@ -125,29 +125,52 @@ func (f *field) add(typ int, text string) { addValue(f, typ, text) }
 // addValue is add for a string or for bytes, which it copies only into a
 // new distinct value.
 func addValue[T ~string | ~[]byte](f *field, typ int, text T) {
-	if f == nil {
-		return
-	}
-	f.present++
-	switch typ {
-	case tString:
-		typ = stringType(text)
-	case tInt, tFloat:
-		if v, ok := parseNumber(text); ok {
-			f.num(v)
+	v := math.Inf(1) // not in the range and mean
+	if typ == tInt || typ == tFloat {
+		if x, ok := parseNumber(text); ok {
+			v = x
 		}
 	}
-	addSeen(f, typ, text)
+	addRead(f, typ, text, v)
 }
 
-// addNumber is addValue for a number whose value v the caller has read.
-func addNumber(f *field, typ int, text []byte, v float64) {
+// addRead is addValue for a value whose number, if it is one, the caller
+// has read (v; ±Inf is left out of the range and mean): its type, range,
+// mean and distinct count in one call, not one per step, as a row's
+// values read where they lie are counted (a call spills what its caller
+// holds).
+func addRead[T ~string | ~[]byte](f *field, typ int, text T, v float64) {
 	if f == nil {
 		return
 	}
 	f.present++
-	f.num(v)
-	addSeen(f, typ, text)
+	switch {
+	case typ == tInt || typ == tFloat:
+		f.num(v)
+	case typ == tString && len(text) >= 10 && text[4] == '-' && text[7] == '-':
+		// Most strings are told from dates by their dashes, here.
+		typ = stringType(text)
+	}
+	f.types[typ]++
+	switch typ {
+	case tDate, tDateTime:
+		dateRange(f, text)
+	case tNull, tObject, tArray:
+		return
+	}
+	dv := truncUTF8(text, maxValueLen)
+	h := hash64(dv)
+	if f.estimating {
+		// Once the estimator is full, most hashes are above the k
+		// smallest: rejected here, without a call.
+		if len(f.kmv.heap) < kmvSize || h < f.kmv.heap[0] {
+			f.kmv.add(h)
+		}
+		return
+	}
+	if !addExact(&f.exact, dv, h) {
+		f.estimate(h)
+	}
 }
 
 // num counts a numeric value in the field's range and mean.
@@ -167,46 +190,17 @@ func (f *field) num(v float64) {
 	}
 }
 
-// addSeen counts a value of type typ, its date range and its distinct
-// count.
-func addSeen[T ~string | ~[]byte](f *field, typ int, text T) {
-	f.types[typ]++
-	switch typ {
-	case tDate, tDateTime:
-		if f.tmin == "" || string(text) < f.tmin {
-			f.tmin = clip(string(text), maxValueLen)
-		}
-		if string(text) > f.tmax {
-			f.tmax = clip(string(text), maxValueLen)
-		}
+// dateRange widens f's range of dates by s.
+func dateRange[T ~string | ~[]byte](f *field, s T) {
+	if f.tmin == "" || string(s) < f.tmin {
+		f.tmin = clip(string(s), maxValueLen)
 	}
-	if typ == tNull || typ == tObject || typ == tArray {
-		return
-	}
-	v := truncUTF8(text, maxValueLen)
-	h := hash64(v)
-	if f.estimating {
-		// Once the estimator is full, most hashes are above the k
-		// smallest: rejected here, without a call.
-		if len(f.kmv.heap) < kmvSize || h < f.kmv.heap[0] {
-			f.kmv.add(h)
-		}
-		return
-	}
-	if !addExact(&f.exact, v, h) {
-		f.estimate(h)
+	if string(s) > f.tmax {
+		f.tmax = clip(string(s), maxValueLen)
 	}
 }
 
-// addBool is addValue for a bool, false (0) or true (1).
-func addBool(f *field, v int) {
-	if f == nil {
-		return
-	}
-	f.present++
-	addSeen(f, tBool, boolText[v])
-}
-
+// boolText is a bool's text, by 0 (false) or 1 (true).
 var boolText = [2]string{"false", "true"}
 
 // estimate counts distinct values by estimate from here on, past the
