@@ -91,6 +91,9 @@ type jframe struct {
 	hasKids    bool
 	// nodesAtOpen is the node count when the node was counted.
 	nodesAtOpen int64
+	// rowOf is the table whose row rowAt opened in this slot, which it
+	// then sets only where rows differ; nil if push set the slot.
+	rowOf *table
 	// The frame's buffers, its slot's: they outlive it, so that a
 	// million rows fill one buffer, and a frame is cleared quickly.
 	*frameBufs
@@ -521,17 +524,22 @@ func (a *jsonAn) member(b []byte, k int) int {
 
 // rowAt reads, where it lies in b from k (after a comma), the next
 // element of an array whose elements are a table's rows, if it is an
-// object that begins with a key: it opens the row as the lexer would
-// (startValue), reads its members (see member) and, if they end at its
-// '}', closes it. So a row costs one turn of write's loop, not one per
-// byte between tokens. It returns the index of the last byte read, 0 if
-// no such row begins there (the lexer reads what is there). Not for a
-// row that is also recorded, a column of the rows above it, or a tree
-// node, which the lexer's way of opening counts.
+// object that begins with a key: it opens the row as push would, reads
+// its members (see member) and, if they end at its '}', closes it as
+// close would. So a row costs one turn of write's loop, not one per byte
+// between tokens, and its frame is set only where it differs from the
+// last row's in the same slot. It returns the index of the last byte
+// read, 0 if no such row begins there (the lexer reads what is there).
+// Not for a row that is also recorded, a column of the rows above it or
+// a tree node, which the lexer counts as it opens them.
 func (a *jsonAn) rowAt(b []byte, k int) int {
 	p := a.parentFrame()
 	if p == nil || p.tab == nil || p.kind != '[' || p.isChildren || p.rowLevel == 1 && p.n < maxColumns || p.v.tracked && p.n == 0 {
 		return 0
+	}
+	n := len(a.frames)
+	if n >= maxFrames || n == cap(a.frames) || len(a.kinds) >= maxNest {
+		return 0 // the lexer's push knows these
 	}
 	j := k
 	for j < len(b) && wsByte[b[j]] {
@@ -540,16 +548,32 @@ func (a *jsonAn) rowAt(b []byte, k int) int {
 	if j+1 >= len(b) || b[j] != '{' || b[j+1] != '"' {
 		return 0
 	}
-	a.startValue('{', b, j)
-	if a.st != sObjFirst {
-		return j // not opened (nested too deep): the lexer goes on
+	t := p.tab.t
+	p.n++ // its index, as beginValue counts it
+	a.kinds = append(a.kinds, '{')
+	a.st = sObjFirst
+	a.frames = a.frames[:n+1]
+	fr := &a.frames[n]
+	if fr.rowOf != t {
+		// The slot's last frame was not a row of t opened here.
+		*fr = jframe{}
+		fr.kind, fr.v, fr.node = '{', vctx{parent: -1, row: t}, -1
+		fr.frameBufs = &a.bufs[n]
+		fr.rowLevel, fr.rowTab, fr.capting, fr.rowOf = 1, t, true, t
 	}
+	// What a row's frame is given by push and changed in its life.
+	fr.start, fr.captFrom, fr.n, fr.key, fr.keyField = a.off+int64(j), j, 0, "", nil
+	fr.nodeDepth, fr.nodesAtOpen, fr.hasKids = -1, 0, false
+	fr.capt, fr.name = fr.capt[:0], fr.name[:0]
 	end := a.member(b, j+2)
 	if end == 0 {
 		return j // the first key is not the last row's: the lexer reads it
 	}
 	if a.st == sAfter && end+1 < len(b) && b[end+1] == '}' {
-		a.close('}', b, end+1)
+		// Nothing in the row was nested: close's work is the row's count.
+		a.kinds, a.frames = a.kinds[:n], a.frames[:n]
+		t.addRow(tObject, b[j:min(end+2, j+sampleRowBytes)])
+		a.st = sAfter
 		return end + 1
 	}
 	return end

@@ -67,6 +67,14 @@ func chunkDocs(t testing.TB) map[string]string {
 		"flat": `[{"t":[0],"u":1},{"t":[1,"a",true,null,-2.5],"u":2},{"t":[],"u":3},{"t":[1,[2]],"u":4},{"t":1,"u":5},` +
 			`{"t":[1,` + strings.Repeat("8", 300) + `],"u":6},{"t":[1,2],"u":[3]},{"t":["x",{"y":1}],"u":7},{"t":[1,2`,
 		"rowcut": `[{"a":1,"b":"x"},{"a":2,"b":"y"},{"a":12`,
+		// Rows past the first maxColumns are opened and closed where
+		// they lie (rowAt), their frame's slot kept from row to row:
+		// here tree nodes among them, and rows the lexer must finish.
+		"farrows": `[` + strings.Repeat(`{"id":0,"name":"r"},`, maxColumns) +
+			`{"id":1,"name":"a","children":[{"name":"a1"}]},{"id":2,"name":"b","children":[]},` +
+			`{"id":3,"name":"c","children":[{"name":"c1"},{"name":"c2"}]},{"id":4,"name":"d"},{"id":5,"name":"e","sub":{"k":1}},` +
+			`{"id":6,"name":"f"},{"id" :7,"name":"g"},{ "id":8},{"id":9,"name":"h","t":[1,2]},{"id":10},{"id":11,"name":"i"` + "\n}," +
+			`{"id":12,"name":"j"},[1],{"id":13,"name":"k"},{"id":14,"name":"l","x":1}]`,
 	}
 	for _, c := range corpus {
 		if c.kind == KindJSON || c.kind == KindNDJSON {
