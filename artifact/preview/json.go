@@ -652,11 +652,11 @@ func (a *jsonAn) scalarAt(b []byte, k int, f *field, nameOf bool) int {
 	}
 	switch le32(b[k:]) {
 	case wordTrue:
-		addRead(f, tBool, boolText[1], 0)
+		addBool(f, 1)
 		return k + 3
 	case wordFals:
 		if b[k+4] == 'e' {
-			addRead(f, tBool, boolText[0], 0)
+			addBool(f, 0)
 			return k + 4
 		}
 	case wordNull:

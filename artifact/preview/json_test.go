@@ -2,6 +2,7 @@ package preview
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -75,6 +76,17 @@ func chunkDocs(t testing.TB) map[string]string {
 			`{"id":3,"name":"c","children":[{"name":"c1"},{"name":"c2"}]},{"id":4,"name":"d"},{"id":5,"name":"e","sub":{"k":1}},` +
 			`{"id":6,"name":"f"},{"id" :7,"name":"g"},{ "id":8},{"id":9,"name":"h","t":[1,2]},{"id":10},{"id":11,"name":"i"` + "\n}," +
 			`{"id":12,"name":"j"},[1],{"id":13,"name":"k"},{"id":14,"name":"l","x":1}]`,
+		// A field's bools are counted where they lie among its distinct
+		// values, exactly, and then by estimate past the bound.
+		"boolpast": func() string {
+			var sb strings.Builder
+			sb.WriteString(`[{"b":true},{"b":false}`)
+			for i := range distinctExact + 44 {
+				fmt.Fprintf(&sb, `,{"b":"s%d"},{"b":true}`, i)
+			}
+			sb.WriteString(`,{"b":false}]`)
+			return sb.String()
+		}(),
 	}
 	for _, c := range corpus {
 		if c.kind == KindJSON || c.kind == KindNDJSON {

@@ -66,6 +66,7 @@ type field struct {
 	// then estimated
 	exact      exactSet
 	estimating bool
+	boolAt     [2]int32 // false's and true's index in exact.vals + 1, 0 if not known
 	kmv        kmv
 	sizeSeen   bool
 }
@@ -202,6 +203,25 @@ func dateRange[T ~string | ~[]byte](f *field, s T) {
 
 // boolText is a bool's text, by 0 (false) or 1 (true).
 var boolText = [2]string{"false", "true"}
+
+// addBool is addValue for a bool, false (0) or true (1). A field counted
+// exactly keeps where each bool is among its distinct values (boolAt),
+// so that a row's bool is one count, not a hash and a probe.
+func addBool(f *field, v int) {
+	if f == nil {
+		return
+	}
+	if i := f.boolAt[v] - 1; i >= 0 && !f.estimating {
+		f.present++
+		f.types[tBool]++
+		f.exact.counts[i]++
+		return
+	}
+	addRead(f, tBool, boolText[v], 0)
+	if !f.estimating {
+		f.boolAt[v] = int32(slices.Index(f.exact.vals, boolText[v]) + 1)
+	}
+}
 
 // estimate counts distinct values by estimate from here on, past the
 // exact bound, from the exact set and a new value's hash h: the estimator
