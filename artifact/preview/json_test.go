@@ -140,3 +140,41 @@ func TestPlainRun(t *testing.T) {
 		}
 	}
 }
+
+// TestStringType holds stringType, which reads a date's digits as words,
+// to a byte-by-byte reading of its shapes (YYYY-MM-DD, then "THH:MM" or
+// " HH:MM") for every byte value at every position of a date, a
+// date-time and their prefixes: a word's borrow or carry between bytes
+// must not pass a byte that is not a digit, nor fail one that is.
+func TestStringType(t *testing.T) {
+	naive := func(s []byte) int {
+		shape := func(pat string) bool {
+			for i := range len(pat) {
+				if pat[i] == 'd' && (s[i] < '0' || s[i] > '9') || pat[i] != 'd' && pat[i] != 'T' && s[i] != pat[i] {
+					return false
+				}
+			}
+			return true
+		}
+		switch {
+		case len(s) == 10 && shape("dddd-dd-dd"):
+			return tDate
+		case len(s) >= 16 && shape("dddd-dd-ddTdd:dd") && (s[10] == 'T' || s[10] == ' '):
+			return tDateTime
+		}
+		return tString
+	}
+	for _, base := range []string{"2026-11-26", "2026-11-26T10:00:00Z", "2026-11-26 09:59", "2026-11-26T1", "0000-00-00T00:00", "9999-99-99 99:99:99"} {
+		for n := 0; n <= len(base); n++ {
+			for k := range n {
+				for v := range 256 {
+					s := []byte(base[:n])
+					s[k] = byte(v)
+					if got, want := stringType(s), naive(s); got != want {
+						t.Fatalf("stringType(%q) = %d, want %d", s, got, want)
+					}
+				}
+			}
+		}
+	}
+}

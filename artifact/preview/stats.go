@@ -332,25 +332,40 @@ func parseNumber[T ~string | ~[]byte](s T) (float64, bool) {
 var pow10 = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
 
 // stringType tells dates and date-times apart from other strings. Most
-// strings are told apart by their dashes, read first.
+// strings are told apart by their dashes, read first; a date's digits
+// are read as words (digitsAt).
 func stringType[T ~string | ~[]byte](s T) int {
-	if len(s) < 10 || s[4] != '-' || s[7] != '-' || !isDate(s) {
+	if len(s) < 10 || s[4] != '-' || s[7] != '-' || !digitsAt(le64(s), dateDigits) {
 		return tString
 	}
-	if len(s) == 10 {
+	switch {
+	case len(s) >= 16:
+		// DD, then "THH:MM" or " HH:MM", as one word.
+		w := le64(s[8:])
+		if sep := byte(w >> 16); digitsAt(w, timeDigits) && byte(w>>40) == ':' && (sep == 'T' || sep == ' ') {
+			return tDateTime
+		}
+	case len(s) == 10 && digit(s[8]) && digit(s[9]):
 		return tDate
-	}
-	if len(s) >= 16 && (s[10] == 'T' || s[10] == ' ') && digit(s[11]) && digit(s[12]) && s[13] == ':' && digit(s[14]) && digit(s[15]) {
-		return tDateTime
 	}
 	return tString
 }
 
-// isDate reports whether s begins with a date, YYYY-MM-DD.
-func isDate[T ~string | ~[]byte](s T) bool {
-	_ = s[9]
-	return digit(s[0]) && digit(s[1]) && digit(s[2]) && digit(s[3]) && s[4] == '-' &&
-		digit(s[5]) && digit(s[6]) && s[7] == '-' && digit(s[8]) && digit(s[9])
+// The bytes of a word (as le64 reads it) that must be digits: YYYY-MM-
+// and DDTHH:MM.
+const (
+	dateDigits = 0x00ffff00ffffffff
+	timeDigits = 0xffff00ffff00ffff
+)
+
+// digitsAt reports whether the bytes of w that mask covers (each 0xff or
+// 0) are all ASCII digits: none is below '0' (its w-0x30 borrows into its
+// high bit) or above '9' (its w+0x46 has it, or else its w-0x30). A
+// borrow or carry between bytes starts only at a byte that fails, so the
+// bytes below the first that fails are read right.
+func digitsAt(w, mask uint64) bool {
+	const zeros, sixes, highs = 0x3030303030303030, 0x4646464646464646, 0x8080808080808080
+	return ((w-mask&zeros)|(w+mask&sixes))&mask&highs == 0
 }
 
 func digit(c byte) bool { return c-'0' < 10 }
