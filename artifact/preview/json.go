@@ -427,23 +427,40 @@ func (a *jsonAn) flatArray(b []byte, k int, f *field) int {
 	}
 	j := k + 1
 	if j < len(b) && b[j] == ']' {
-		f.add(tArray, "")
+		countArray(f)
 		return j
 	}
 	for {
-		e := a.scalarAt(b, j, nil, false)
-		if e == 0 || e+1 >= len(b) {
+		// An element is only read: a string's end is all there is to
+		// find.
+		var e int
+		if j < len(b) && b[j] == '"' {
+			if e = plainRun(b, j+1); e == len(b) || b[e] != '"' {
+				return 0
+			}
+		} else if e = a.scalarAt(b, j, nil, false); e == 0 {
+			return 0
+		}
+		if e+1 >= len(b) {
 			return 0
 		}
 		switch b[e+1] {
 		case ']':
-			f.add(tArray, "")
+			countArray(f)
 			return e + 1
 		case ',':
 			j = e + 2
 		default:
 			return 0
 		}
+	}
+}
+
+// countArray is f.add(tArray, ""), without its calls.
+func countArray(f *field) {
+	if f != nil {
+		f.present++
+		f.types[tArray]++
 	}
 }
 
