@@ -521,7 +521,7 @@ func (a *jsonAn) member(b []byte, k int) int {
 		if !values {
 			return e + 1
 		}
-		nameOf := p.nodeDepth <= 1 && (sp.isName || sp.isPath && len(p.name) == 0)
+		nameOf := sp.mayName && p.nodeDepth <= 1 && (sp.isName || len(p.name) == 0)
 		end := a.scalarAt(b, e+2, f, nameOf)
 		if end == 0 && !sp.isChildren {
 			end = a.flatArray(b, e+2, f)
@@ -740,11 +740,13 @@ func plainNumber(b []byte, k int) (end int, isFloat bool, v float64) {
 type spelling struct {
 	plain                      bool
 	isName, isPath, isChildren bool
+	mayName                    bool // isName or isPath, one test for most keys
 	word, mask                 uint64
 }
 
 func spell(key string) spelling {
 	sp := spelling{plain: !strings.ContainsAny(key, "\"\\"), isName: key == "name", isPath: key == "path", isChildren: key == "children"}
+	sp.mayName = sp.isName || sp.isPath
 	if sp.plain && len(key) <= 6 {
 		var w [8]byte
 		n := copy(w[:], key)
