@@ -219,6 +219,9 @@ func isWS(c byte) bool { return wsByte[c] }
 var wsByte = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
 func (a *jsonAn) write(b []byte) {
+	// The last rows that lie in b are copied before b goes back to the
+	// writer (rowAt leaves them there).
+	defer a.keepLast()
 	for i := 0; i < len(b); i++ {
 		c := b[i]
 		switch a.st {
@@ -383,6 +386,14 @@ func (a *jsonAn) write(b []byte) {
 	}
 	a.flushCaptures(b)
 	a.off += int64(len(b))
+}
+
+// keepLast copies the last row of each table, if it lies in the current
+// write.
+func (a *jsonAn) keepLast() {
+	for _, t := range a.tabs {
+		t.t.keepLast()
+	}
 }
 
 func (a *jsonAn) structural(c byte, b []byte, i int) {
@@ -589,7 +600,7 @@ func (a *jsonAn) rowAt(b []byte, k int) int {
 	if a.st == sAfter && end+1 < len(b) && b[end+1] == '}' {
 		// Nothing in the row was nested: close's work is the row's count.
 		a.kinds, a.frames = a.kinds[:n], a.frames[:n]
-		t.addRow(tObject, b[j:min(end+2, j+sampleRowBytes)])
+		t.addRowAt(tObject, b[j:min(end+2, j+sampleRowBytes)])
 		a.st = sAfter
 		return end + 1
 	}

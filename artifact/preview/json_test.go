@@ -97,12 +97,23 @@ func chunkDocs(t testing.TB) map[string]string {
 }
 
 // jsonInWrites previews data with the JSON analyzer, written in writes
-// of chunk bytes.
+// of chunk bytes. Writes shorter than data come from one buffer that is
+// scrubbed after each write, as a writer reuses its buffer: what the
+// analyzer keeps of a write must be a copy.
 func jsonInWrites(data []byte, chunk int) (Preview, []section) {
 	a := newJSON()
+	buf := make([]byte, chunk)
 	for p := data; len(p) > 0; {
 		n := min(chunk, len(p))
-		a.write(p[:n])
+		if n == len(data) {
+			a.write(p)
+			break
+		}
+		copy(buf, p[:n])
+		a.write(buf[:n])
+		for i := range buf {
+			buf[i] = 'x'
+		}
 		p = p[n:]
 	}
 	var pv Preview

@@ -49,7 +49,10 @@ type table struct {
 	first     []string      // first rows, as sampled text
 	last      string        // the last row's text, if not lastRaw
 	lastRaw   []byte        // the last row as JSON
-	rowWord   string        // what rows are called; "rows" if empty
+	// lastAt is the last row where it lies in the current write, not
+	// yet copied to lastRaw (see keepLast); nil if lastRaw has it.
+	lastAt  []byte
+	rowWord string // what rows are called; "rows" if empty
 }
 
 type field struct {
@@ -105,10 +108,24 @@ func (t *table) count(typ int) bool {
 
 // addRow counts a row given as JSON text, compacted only if shown.
 func (t *table) addRow(typ int, raw []byte) {
+	t.addRowAt(typ, raw)
+	t.keepLast()
+}
+
+// addRowAt is addRow for a row that lies in the current write: the last
+// row's text is copied once the write ends (keepLast), not every row's.
+func (t *table) addRowAt(typ int, raw []byte) {
 	if t.count(typ) {
 		t.first = append(t.first, compactJSON(raw))
 	}
-	t.lastRaw = append(t.lastRaw[:0], raw...)
+	t.lastAt = raw
+}
+
+// keepLast copies the last row, if it lies in the current write.
+func (t *table) keepLast() {
+	if t.lastAt != nil {
+		t.lastRaw, t.lastAt = append(t.lastRaw[:0], t.lastAt...), nil
+	}
 }
 
 // lastRow is the text of the last row.
