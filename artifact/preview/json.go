@@ -170,6 +170,10 @@ type jsonAn struct {
 	maxDepth int
 	names    [2][]string
 	subtree  [2][]int64 // nodes under each named node, itself included
+	// While rowAt reads a row's members (lazyName), the name a member
+	// gives the row is where it lies in the write (pendName), not copied.
+	lazyName bool
+	pendName []byte
 	nodesAt  [2]int64
 }
 
@@ -532,7 +536,7 @@ func (a *jsonAn) member(b []byte, k int) int {
 		if !values {
 			return e + 1
 		}
-		nameOf := sp.mayName && p.nodeDepth <= 1 && (sp.isName || len(p.name) == 0)
+		nameOf := sp.mayName && p.nodeDepth <= 1 && (sp.isName || len(p.name) == 0 && a.pendName == nil)
 		end := a.scalarAt(b, e+2, f, nameOf)
 		if end == 0 && !sp.isChildren {
 			end = a.flatArray(b, e+2, f)
@@ -593,16 +597,25 @@ func (a *jsonAn) rowAt(b []byte, k int) int {
 	fr.start, fr.captFrom, fr.n, fr.key, fr.keyField = a.off+int64(j), j, 0, "", nil
 	fr.nodeDepth, fr.nodesAtOpen, fr.hasKids = -1, 0, false
 	fr.capt, fr.name = fr.capt[:0], fr.name[:0]
+	// The row's name is kept only if the row is not closed here: a row
+	// closed here has no children, and is no tree node.
+	a.lazyName = true
 	end := a.member(b, j+2)
-	if end == 0 {
-		return j // the first key is not the last row's: the lexer reads it
-	}
+	a.lazyName = false
 	if a.st == sAfter && end+1 < len(b) && b[end+1] == '}' {
+		a.pendName = nil
 		// Nothing in the row was nested: close's work is the row's count.
 		a.kinds, a.frames = a.kinds[:n], a.frames[:n]
 		t.addRowAt(tObject, b[j:min(end+2, j+sampleRowBytes)])
 		a.st = sAfter
 		return end + 1
+	}
+	if a.pendName != nil {
+		setName(a, a.pendName)
+		a.pendName = nil
+	}
+	if end == 0 {
+		return j // the first key is not the last row's: the lexer reads it
 	}
 	return end
 }
@@ -640,7 +653,11 @@ func (a *jsonAn) scalarAt(b []byte, k int, f *field, nameOf bool) int {
 		}
 		s := b[k+1 : min(j, k+1+maxScalar)]
 		addRead(f, tString, s, 0)
-		if nameOf {
+		switch {
+		case !nameOf:
+		case a.lazyName:
+			a.pendName = s // rowAt keeps it if it must
+		default:
 			setName(a, s)
 		}
 		return j

@@ -75,7 +75,8 @@ func chunkDocs(t testing.TB) map[string]string {
 			`{"id":1,"name":"a","children":[{"name":"a1"}]},{"id":2,"name":"b","children":[]},` +
 			`{"id":3,"name":"c","children":[{"name":"c1"},{"name":"c2"}]},{"id":4,"name":"d"},{"id":5,"name":"e","sub":{"k":1}},` +
 			`{"id":6,"name":"f"},{"id" :7,"name":"g"},{ "id":8},{"id":9,"name":"h","t":[1,2]},{"id":10},{"id":11,"name":"i"` + "\n}," +
-			`{"id":12,"name":"j"},[1],{"id":13,"name":"k"},{"id":14,"name":"l","x":1}]`,
+			`{"id":12,"name":"j"},[1],{"id":13,"name":"k"},{"id":14,"name":"l","x":1},` +
+			`{"id":15,"name":"m","path":"p1"},{"id":16,"name":"n","path":"p2","children":[]},{"id":17,"path":"p3","children":[]}]`,
 		// A field's bools are counted where they lie among its distinct
 		// values, exactly, and then by estimate past the bound.
 		"boolpast": func() string {
