@@ -501,6 +501,7 @@ func (a *jsonAn) member(b []byte, k int) int {
 	}
 	values := !p.v.tracked && p.tab == nil
 	last := 0 // the last value's end
+loop:
 	for {
 		var key string
 		var f *field
@@ -509,31 +510,31 @@ func (a *jsonAn) member(b []byte, k int) int {
 		case p.rowLevel == 1 && p.n < int64(len(p.rowTab.order)):
 			f = p.rowTab.order[p.n]
 			if f == nil {
-				return last
+				break loop
 			}
 			key, sp = f.name, &f.spelt
 		case p.rowLevel == 2 && p.n < int64(len(p.memo)):
 			m := &p.memo[p.n]
 			if m.tab != p.rowTab || m.prefix != p.rowPrefix {
-				return last
+				break loop
 			}
 			key, f, sp = m.key, m.f, &m.spelt
 		default:
-			return last
+			break loop
 		}
 		e := k + len(key)
 		switch {
 		case sp.mask != 0 && k+8 <= len(b):
 			// A short key: its bytes, quote and colon in one word.
 			if le64(b[k:])&sp.mask != sp.word {
-				return last
+				break loop
 			}
 		case !sp.plain || e+1 >= len(b) || b[e] != '"' || b[e+1] != ':' || string(b[k:e]) != key:
-			return last
+			break loop
 		}
 		p.key, p.keyField = key, f
-		a.st = sValue
 		if !values {
+			a.st = sValue
 			return e + 1
 		}
 		nameOf := sp.mayName && p.nodeDepth <= 1 && (sp.isName || len(p.name) == 0 && a.pendName == nil)
@@ -542,16 +543,21 @@ func (a *jsonAn) member(b []byte, k int) int {
 			end = a.flatArray(b, e+2, f)
 		}
 		if end == 0 {
+			a.st = sValue
 			return e + 1
 		}
 		p.n++
-		a.st = sAfter
 		// The next member, if a comma and its key's quote follow.
 		if end+2 >= len(b) || b[end+1] != ',' || b[end+2] != '"' {
+			a.st = sAfter
 			return end
 		}
 		last, k = end, end+3
 	}
+	if last > 0 {
+		a.st = sAfter // a value read, and the next key not
+	}
+	return last
 }
 
 // rowAt reads, where it lies in b from k (after a comma), the next
