@@ -564,10 +564,12 @@ loop:
 // element of an array whose elements are a table's rows, if it is an
 // object that begins with a key: it opens the row as push would, reads
 // its members (see member) and, if they end at its '}', closes it as
-// close would. So a row costs one turn of write's loop, not one per byte
-// between tokens, and its frame is set only where it differs from the
-// last row's in the same slot. It returns the index of the last byte
-// read, 0 if no such row begins there (the lexer reads what is there).
+// close would, and then reads the row after the comma that follows the
+// same way. So a run of rows costs one call, not a turn of write's loop
+// per byte between tokens, and a row's frame is set only where it
+// differs from the last row's in the same slot. It returns the index of
+// the last byte read (a '}' or a comma after one), 0 if no such row
+// begins there (the lexer reads what is there).
 // Not for a row that is also recorded, a column of the rows above it or
 // a tree node, which the lexer counts as it opens them.
 func (a *jsonAn) rowAt(b []byte, k int) int {
@@ -579,51 +581,59 @@ func (a *jsonAn) rowAt(b []byte, k int) int {
 	if n >= maxFrames || n == cap(a.frames) || len(a.kinds) >= maxNest {
 		return 0 // the lexer's push knows these
 	}
-	j := k
-	for j < len(b) && wsByte[b[j]] {
-		j++
-	}
-	if j+1 >= len(b) || b[j] != '{' || b[j+1] != '"' {
-		return 0
-	}
 	t := p.tab.t
-	p.n++ // its index, as beginValue counts it
-	a.kinds = append(a.kinds, '{')
-	a.st = sObjFirst
-	a.frames = a.frames[:n+1]
-	fr := &a.frames[n]
-	if fr.rowOf != t {
-		// The slot's last frame was not a row of t opened here.
-		*fr = jframe{}
-		fr.kind, fr.v, fr.node = '{', vctx{parent: -1, row: t}, -1
-		fr.frameBufs = &a.bufs[n]
-		fr.rowLevel, fr.rowTab, fr.capting, fr.rowOf = 1, t, true, t
-	}
-	// What a row's frame is given by push and changed in its life.
-	fr.start, fr.captFrom, fr.n, fr.key, fr.keyField = a.off+int64(j), j, 0, "", nil
-	fr.nodeDepth, fr.nodesAtOpen, fr.hasKids = -1, 0, false
-	fr.capt, fr.name = fr.capt[:0], fr.name[:0]
-	// The row's name is kept only if the row is not closed here: a row
-	// closed here has no children, and is no tree node.
-	a.lazyName = true
-	end := a.member(b, j+2)
-	a.lazyName = false
-	if a.st == sAfter && end+1 < len(b) && b[end+1] == '}' {
+	at := 0 // the last byte read: a closed row's '}' or the comma after it
+	for {
+		j := k
+		for j < len(b) && wsByte[b[j]] {
+			j++
+		}
+		if j+1 >= len(b) || b[j] != '{' || b[j+1] != '"' {
+			return at
+		}
+		p.n++ // its index, as beginValue counts it
+		a.kinds = append(a.kinds, '{')
+		a.st = sObjFirst
+		a.frames = a.frames[:n+1]
+		fr := &a.frames[n]
+		if fr.rowOf != t {
+			// The slot's last frame was not a row of t opened here.
+			*fr = jframe{}
+			fr.kind, fr.v, fr.node = '{', vctx{parent: -1, row: t}, -1
+			fr.frameBufs = &a.bufs[n]
+			fr.rowLevel, fr.rowTab, fr.capting, fr.rowOf = 1, t, true, t
+		}
+		// What a row's frame is given by push and changed in its life.
+		fr.start, fr.captFrom, fr.n, fr.key, fr.keyField = a.off+int64(j), j, 0, "", nil
+		fr.nodeDepth, fr.nodesAtOpen, fr.hasKids = -1, 0, false
+		fr.capt, fr.name = fr.capt[:0], fr.name[:0]
+		// The row's name is kept only if the row is not closed here: a
+		// row closed here has no children, and is no tree node.
+		a.lazyName = true
+		end := a.member(b, j+2)
+		a.lazyName = false
+		if a.st != sAfter || end+1 >= len(b) || b[end+1] != '}' {
+			if a.pendName != nil {
+				setName(a, a.pendName)
+				a.pendName = nil
+			}
+			if end == 0 {
+				return j // the first key is not the last row's: the lexer reads it
+			}
+			return end
+		}
 		a.pendName = nil
 		// Nothing in the row was nested: close's work is the row's count.
 		a.kinds, a.frames = a.kinds[:n], a.frames[:n]
 		t.addRowAt(tObject, b[j:min(end+2, j+sampleRowBytes)])
-		a.st = sAfter
-		return end + 1
+		a.st, at = sAfter, end+1
+		// The next row, if a comma follows: a run of rows is read in one
+		// call.
+		if at+1 >= len(b) || b[at+1] != ',' {
+			return at
+		}
+		a.st, at, k = sValue, at+1, at+2
 	}
-	if a.pendName != nil {
-		setName(a, a.pendName)
-		a.pendName = nil
-	}
-	if end == 0 {
-		return j // the first key is not the last row's: the lexer reads it
-	}
-	return end
 }
 
 // elemValue reads a scalar element of an array whose elements are
