@@ -224,3 +224,44 @@ func BenchmarkJSONOffloadRows(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkJSONOffloadNotes previews 8 MB of rows of the shape a profile
+// of the proxy offloading a big tool output showed the preview's cost
+// on: an id, one of four regions, an amount and a note of 48 random
+// characters (distinct, so the estimator hashes every one), written in
+// 64 KiB chunks.
+func BenchmarkJSONOffloadNotes(b *testing.B) {
+	var data bytes.Buffer
+	data.WriteString("[")
+	regions := []string{"emea", "amer", "apac", "latam"}
+	x := uint64(1)
+	note := make([]byte, 48)
+	for i := 0; data.Len() < 8<<20; i++ {
+		if i > 0 {
+			data.WriteString(",\n")
+		}
+		for j := range note {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			note[j] = "abcdefghijklmnopqrstuvwxyz0123456789"[x%36]
+		}
+		fmt.Fprintf(&data, `{"id":%d,"region":%q,"amount":%d,"note":%q}`, i, regions[i%4], x%100000, note)
+	}
+	data.WriteString("]")
+	in := data.Bytes()
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		bl := New(Options{})
+		for p := in; len(p) > 0; {
+			n := min(len(p), 64<<10)
+			bl.Write(p[:n])
+			p = p[n:]
+		}
+		if pv := bl.Preview(); !strings.Contains(pv.Text, "JSON array of") {
+			b.Fatalf("unexpected preview:\n%s", pv.Text)
+		}
+	}
+}
