@@ -611,6 +611,27 @@ func (a *jsonAn) rowAt(b []byte, k int) int {
 		// row closed here has no children, and is no tree node.
 		a.lazyName = true
 		end := a.member(b, j+2)
+		// A member whose value is an object (a row's "addr") is read
+		// here too, by the lexer's own steps, and the row's members
+		// after it. The row's name is the row frame's: kept first.
+		for end > 0 && a.st == sValue && end+2 < len(b) && b[end+1] == '{' && b[end+2] == '"' {
+			if a.pendName != nil {
+				setName(a, a.pendName)
+				a.pendName = nil
+			}
+			a.lazyName = false
+			e, closed := a.objectAt(b, end+1)
+			if !closed {
+				return e
+			}
+			a.lazyName = true
+			if end = e; end+2 >= len(b) || b[end+1] != ',' || b[end+2] != '"' {
+				break
+			}
+			if m := a.member(b, end+3); m > 0 {
+				end = m
+			}
+		}
 		a.lazyName = false
 		if a.st != sAfter || end+1 >= len(b) || b[end+1] != '}' {
 			if a.pendName != nil {
@@ -623,7 +644,7 @@ func (a *jsonAn) rowAt(b []byte, k int) int {
 			return end
 		}
 		a.pendName = nil
-		// Nothing in the row was nested: close's work is the row's count.
+		// Nothing in the row is a tree's: close's work is the row's count.
 		a.kinds, a.frames = a.kinds[:n], a.frames[:n]
 		t.addRowAt(tObject, b[j:min(end+2, j+sampleRowBytes)])
 		a.st, at = sAfter, end+1
@@ -634,6 +655,27 @@ func (a *jsonAn) rowAt(b []byte, k int) int {
 		}
 		a.st, at, k = sValue, at+1, at+2
 	}
+}
+
+// objectAt reads, by the lexer's own steps, an object whose '{' is b[k]
+// and which begins with a key: it opens it (startValue), reads its
+// members (member) and, if they end at its '}', closes it (close). It
+// returns the index of the last byte read, and whether the object was
+// closed.
+func (a *jsonAn) objectAt(b []byte, k int) (int, bool) {
+	a.startValue('{', b, k)
+	if a.st != sObjFirst {
+		return k, false
+	}
+	m := a.member(b, k+2)
+	if m == 0 {
+		return k, false
+	}
+	if a.st != sAfter || m+1 >= len(b) || b[m+1] != '}' {
+		return m, false
+	}
+	a.close('}', b, m+1)
+	return m + 1, true
 }
 
 // elemValue reads a scalar element of an array whose elements are

@@ -76,7 +76,11 @@ func chunkDocs(t testing.TB) map[string]string {
 			`{"id":3,"name":"c","children":[{"name":"c1"},{"name":"c2"}]},{"id":4,"name":"d"},{"id":5,"name":"e","sub":{"k":1}},` +
 			`{"id":6,"name":"f"},{"id" :7,"name":"g"},{ "id":8},{"id":9,"name":"h","t":[1,2]},{"id":10},{"id":11,"name":"i"` + "\n}," +
 			`{"id":12,"name":"j"},[1],{"id":13,"name":"k"},{"id":14,"name":"l","x":1},` +
-			`{"id":15,"name":"m","path":"p1"},{"id":16,"name":"n","path":"p2","children":[]},{"id":17,"path":"p3","children":[]}]`,
+			`{"id":15,"name":"m","path":"p1"},{"id":16,"name":"n","path":"p2","children":[]},{"id":17,"path":"p3","children":[]},` +
+			// Objects in rows, read by rowAt with the lexer's steps.
+			`{"id":18,"name":"o","sub":{"name":"x","k":2},"z":1},{"id":19,"name":"p","sub":{"name":"y","k":3},"z":2},` +
+			`{"id":20,"name":"q","sub":{"name":"in","k":4},"children":[]},{"id":21,"sub":{"k":5,"deep":{"x":1}},"z":3},` +
+			`{"id":22,"name":"r","sub":{"k":6},"children":[]},{"id":23,"name":"s","sub":{"kk":7},"children":[]},{"id":24,"name":"t","sub":{"k":8}}]`,
 		// A field's bools are counted where they lie among its distinct
 		// values, exactly, and then by estimate past the bound.
 		"boolpast": func() string {
