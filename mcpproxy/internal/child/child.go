@@ -39,6 +39,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -175,6 +176,7 @@ func Start(c Command, o Options) (*Conn, error) {
 		return nil, fmt.Errorf("starting upstream %s: %w", c.Path, err)
 	}
 	ok = true
+	ch.stdout.grown = growPipe(pr)
 	ch.log = ch.log.With("pid", cmd.Process.Pid)
 	ch.stderr.setLogger(ch.log)
 	ch.log.Debug("upstream started")
@@ -253,7 +255,7 @@ func (c *Conn) reap() {
 	// (so nothing the child wrote is left unread), end it.
 	for !c.stdout.finished() {
 		if c.stdout.blockedFor() > waitDelay {
-			c.stdout.f.Close()
+			c.stdout.close()
 			return
 		}
 		select {
@@ -298,7 +300,7 @@ func (c *Conn) stop() error {
 		}
 	}
 	reaped := within(c.reaped, CloseBound-time.Since(start)-100*time.Millisecond)
-	c.stdout.f.Close() // ends the reader if something outside the group holds stdout
+	c.stdout.close() // ends the reader if something outside the group holds stdout
 	if !reaped {
 		return fmt.Errorf("child: upstream %d did not exit within %v", pid, CloseBound)
 	}
@@ -331,6 +333,19 @@ type trackedReader struct {
 	f      *os.File
 	readAt atomic.Int64 // when the read in progress started (UnixNano), 0 if none
 	done   atomic.Bool  // a read returned an error: the reader is finished
+	grown  bool         // growPipe grew it; set before any close
+	closed sync.Once
+}
+
+// close closes f, giving back its place among the grown pipes. Safe to
+// call more than once, concurrently.
+func (r *trackedReader) close() {
+	r.closed.Do(func() {
+		r.f.Close()
+		if r.grown {
+			shrunk()
+		}
+	})
 }
 
 func (r *trackedReader) Read(p []byte) (int, error) {
