@@ -414,7 +414,37 @@ func TestSpillFilesUnlinked(t *testing.T) {
 // hasSpecial finds a special byte anywhere among eight, whatever the
 // others (high bytes and borrows included), and nothing else.
 func TestHasSpecial(t *testing.T) {
-	fills := []byte{'a', 0x7f, 0x80, 0xff, '!', '#', '[', ']', 0x20}
+	eachWord(func(b [8]byte) {
+		want := false
+		for _, c := range b {
+			want = want || special[c]
+		}
+		if got := hasSpecial(binary.LittleEndian.Uint64(b[:])); got != want {
+			t.Fatalf("hasSpecial(% x) = %v, want %v", b, got, want)
+		}
+	})
+}
+
+// plainLen counts the bytes before a word's first backslash or non-ASCII
+// byte as a byte-by-byte reading does, for every byte value in every
+// position, among the same neighbours.
+func TestPlainLen(t *testing.T) {
+	eachWord(func(b [8]byte) {
+		want := 0
+		for want < 8 && b[want] != '\\' && b[want] < 0x80 {
+			want++
+		}
+		if got := plainLen(binary.LittleEndian.Uint64(b[:])); got != want {
+			t.Fatalf("plainLen(% x) = %d, want %d", b, got, want)
+		}
+	})
+}
+
+// eachWord calls f with every word made of one byte value (any) in one
+// position (any) among eight copies of a neighbour: plain bytes, bytes
+// next to the tested ones, the tested ones themselves.
+func eachWord(f func([8]byte)) {
+	fills := []byte{'a', 0x7f, 0x80, 0xff, '!', '#', '[', ']', 0x20, '\\', 0x00, 0xdc}
 	for _, fill := range fills {
 		for c := range 256 {
 			for k := range 8 {
@@ -423,10 +453,7 @@ func TestHasSpecial(t *testing.T) {
 					b[i] = fill
 				}
 				b[k] = byte(c)
-				want := special[fill] || special[c]
-				if got := hasSpecial(binary.LittleEndian.Uint64(b[:])); got != want {
-					t.Fatalf("hasSpecial(% x) = %v, want %v", b, got, want)
-				}
+				f(b)
 			}
 		}
 	}
