@@ -187,7 +187,10 @@ func FuzzText(f *testing.F) {
 const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
 
 func FuzzBase64(f *testing.F) {
-	for _, seed := range []string{"", "QQ==", "QQ", "QUJD", "QU\nJD\r\n", "Q===", "QQ=Q", "*", "QUJDRA=="} {
+	for _, seed := range []string{"", "QQ==", "QQ", "QUJD", "QU\nJD\r\n", "Q===", "QQ=Q", "*", "QUJDRA==",
+		// Eight letters and more: the bulk decoding, and a non-letter
+		// stopping it anywhere.
+		"QUJDREVGR0hJSktMTU5PUA==", "QUJDREVGR0hJSk*MTU5PUA==", "QUJDREVG-0hJSktM", "QUJDREVGR0hJSktMTU5PUFFSU1RV\nVldYWVo="} {
 		f.Add(seed, uint8(3))
 	}
 	f.Fuzz(func(t *testing.T, in string, size uint8) {

@@ -458,3 +458,27 @@ func eachWord(f func([8]byte)) {
 		}
 	}
 }
+
+// TestDecodeBulk holds the eight-letter base64 decoding to the library's:
+// every byte value in every position of sixteen letters, decoded in bulk
+// and the rest by the library, gives the library's bytes, or stops where
+// the library fails.
+func TestDecodeBulk(t *testing.T) {
+	valid := []byte(base64.RawStdEncoding.EncodeToString([]byte("0123456789ab")))
+	for pos := range valid {
+		for c := range 256 {
+			in := bytes.Clone(valid)
+			in[pos] = byte(c)
+			want, werr := base64.RawStdEncoding.DecodeString(string(in))
+			dst := make([]byte, 16)
+			n, m := decodeBulk(dst, in)
+			if m%8 != 0 || n != m/8*6 || !bytes.Equal(dst[:n], want[:min(n, len(want))]) {
+				t.Fatalf("decodeBulk(%q) = %x (%d letters); want a prefix of %x", in, dst[:n], m, want)
+			}
+			k, err := base64.RawStdEncoding.Decode(dst[n:], in[m:])
+			if (err == nil) != (werr == nil) || err == nil && !bytes.Equal(dst[:n+k], want) {
+				t.Fatalf("decodeBulk(%q) then the library: %x, %v; want %x, %v", in, dst[:n+k], err, want, werr)
+			}
+		}
+	}
+}
