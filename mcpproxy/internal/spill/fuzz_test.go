@@ -211,3 +211,25 @@ func FuzzBase64(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeBase64 holds the letters' way of DecodeBase64 (eight plain
+// letters at a time, straight from the escaped bytes) to the general way
+// (unescape, then decode): the same bytes and the same failure, whatever
+// the pieces the source and the caller read in, wherever an escape, a line
+// break or padding comes. (What each hands out before it fails may differ:
+// the letters' way decodes what came before the fault.)
+func FuzzDecodeBase64(f *testing.F) {
+	long := base64.StdEncoding.EncodeToString([]byte("the quick brown fox jumps over the lazy dog, twice over"))
+	for _, seed := range []string{"", "QQ==", "QUJD", long, long[:40] + `\/` + long[43:], long[:17] + `\n` + long[17:],
+		long[:24] + "\r\n" + long[24:], long[:9] + "=" + long[10:], long[:30] + "\u0041" + long[31:], long[:33] + "*" + long[34:],
+		strings.TrimRight(long, "="), long[:len(long)-1]} {
+		f.Add(seed, uint8(7), uint8(64))
+	}
+	f.Fuzz(func(t *testing.T, in string, size, src uint8) {
+		want, werr := io.ReadAll(decodeBase64Escaped(strings.NewReader(in)))
+		got, err := io.ReadAll(&limitedP{DecodeBase64(&limitedP{strings.NewReader(in), int(src%80) + 1}), int(size%16) + 1})
+		if (err == nil) != (werr == nil) || err == nil && !bytes.Equal(got, want) {
+			t.Fatalf("DecodeBase64(%q) = %q, %v; the general way %q, %v", in, got, err, want, werr)
+		}
+	})
+}

@@ -373,3 +373,46 @@ func decodeBulk(dst, src []byte) (n, m int) {
 	}
 	return n, m
 }
+
+// letters decodes the escaped bytes of a JSON string of base64 straight
+// from its source, eight letters at a time, while they are letters of the
+// standard alphabet: an encoder's usual output, which needs no unescaping.
+// At the first eight that are not (an escape, a line break, padding,
+// anything else) the rest, from that quantum on, goes the general way
+// (decodeBase64Escaped); so does a last group of fewer than eight.
+type letters struct {
+	src  io.Reader
+	in   []byte // in[i:n] read, not decoded
+	i, n int
+	eof  bool
+	err  error     // the source's, sticky
+	rest io.Reader // the general decoder, once the letters stopped
+}
+
+func (l *letters) Read(p []byte) (int, error) {
+	for l.rest == nil {
+		if l.err != nil {
+			return 0, l.err
+		}
+		if k, m := decodeBulk(p, l.in[l.i:l.n]); k > 0 {
+			l.i += m
+			return k, nil
+		}
+		if l.n-l.i >= 8 || l.eof || len(p) < 8 {
+			// Not eight letters, or the last few, or no room for a
+			// group's word: the general way from here.
+			l.rest = decodeBase64Escaped(io.MultiReader(bytes.NewReader(l.in[l.i:l.n]), l.src))
+			break
+		}
+		l.n = copy(l.in, l.in[l.i:l.n])
+		l.i = 0
+		k, err := l.src.Read(l.in[l.n:])
+		l.n += k
+		if err == io.EOF {
+			l.eof = true
+		} else if err != nil {
+			l.err = err
+		}
+	}
+	return l.rest.Read(p)
+}
