@@ -21,6 +21,9 @@
 //     server that streams them (stdioserve.go): each proxy's peak RSS above
 //     idle, wall time against the relay's, what the client received, and
 //     for links the SHA-256 of the artifact fetched. -stdio-only runs these;
+//   - the same big outputs from an HTTP upstream answering over SSE
+//     (ssebig.go), through Spillway (--upstream-url) vs a bare
+//     httputil.ReverseProxy. -sse-only runs these;
 //   - 1,000 slow and idle connections against Spillway vs a bare net/http
 //     server with the same server timeouts (memory and descriptors held,
 //     and for how long; slow.go). -slow-only runs just this one.
@@ -110,6 +113,8 @@ func internalMode() (int, bool) {
 		return upstreamStdio(), true
 	case *relayCmd != "":
 		return relay(), true
+	case *upstreamSSE != "":
+		return upstreamSSEServe(), true
 	}
 	return 0, false
 }
@@ -154,6 +159,9 @@ func run() error {
 	if *stdioOnly {
 		return stdioComparisons()
 	}
+	if *sseOnly {
+		return sseComparisons()
+	}
 
 	up := start(*bigtoolBin, "-http", addr())
 	upURL := "http://" + up + "/mcp"
@@ -176,6 +184,9 @@ func run() error {
 		}
 	}
 	if err := stdioComparisons(); err != nil {
+		return err
+	}
+	if err := sseComparisons(); err != nil {
 		return err
 	}
 	if err := fetches(); err != nil {

@@ -164,14 +164,19 @@ func stdioComparisons() error {
 	if err != nil {
 		return err
 	}
-	up := []string{self, "-upstream-stdio"}
+	return bigOutputRuns(ps, "a stdio upstream", []string{self, "-upstream-stdio"})
+}
+
+// bigOutputRuns measures one big output of -big-mib (-big-runs times) and
+// -conc outputs of -conc-mib at once through each proxy.
+func bigOutputRuns(ps []stdioProxy, from string, upstream []string) error {
 	if *bigMiB > 0 {
-		if _, err := bigOutputs(ps, up, 1, int64(*bigMiB)<<20, *bigRunsN); err != nil {
+		if _, err := bigOutputs(ps, from, upstream, 1, int64(*bigMiB)<<20, *bigRunsN); err != nil {
 			return err
 		}
 	}
 	if *concN > 0 {
-		if _, err := bigOutputs(ps, up, *concN, int64(*concMiB)<<20, 1); err != nil {
+		if _, err := bigOutputs(ps, from, upstream, *concN, int64(*concMiB)<<20, 1); err != nil {
 			return err
 		}
 	}
@@ -318,12 +323,14 @@ type bigResult struct {
 }
 
 // bigOutputs has each proxy, fresh, carry n concurrent outputs of size
-// bytes from the stdio upstream (one session each), runs times with the
+// bytes from the upstream (one session each; from, for the heading, says
+// which; upstream is the stdio command, nil for an HTTP upstream the
+// proxies were given), runs times with the
 // proxies in rotating order, and prints each proxy's median wall time
-// against the relay's, what the client received and its largest peak RSS
+// against the first proxy's (the anchor), what the client received and its largest peak RSS
 // above idle. A proxy that failed or was killed in its first run is not
 // run again (each failure can cost -big-timeout).
-func bigOutputs(ps []stdioProxy, upstream []string, n int, size int64, runs int) ([]bigResult, error) {
+func bigOutputs(ps []stdioProxy, from string, upstream []string, n int, size int64, runs int) ([]bigResult, error) {
 	a := bigArgs{Bytes: size, Kind: *bigKind, Seed: 1}
 	h := sha256.New()
 	total, err := writeBig(h, a)
@@ -353,9 +360,9 @@ func bigOutputs(ps []stdioProxy, upstream []string, n int, size int64, runs int)
 	if a.Kind == "image" {
 		what = "base64 in an image item"
 	}
-	fmt.Printf("## %d× %d MiB tool output%s from a stdio upstream (%s, %.1f MB decoded each), a fresh proxy for each of %d run(s)\n\n",
-		n, size>>20, map[bool]string{true: "s at once", false: ""}[n > 1], what, float64(total)/1e6, max(runs, 1))
-	fmt.Printf("| path | load average | wall time, median [range] | × bare relay | proxy CPU, median | received by the client | peak RSS above idle (idle) | answers |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("## %d× %d MiB tool output%s from %s (%s, %.1f MB decoded each), a fresh proxy for each of %d run(s)\n\n",
+		n, size>>20, map[bool]string{true: "s at once", false: ""}[n > 1], from, what, float64(total)/1e6, max(runs, 1))
+	fmt.Printf("| path | load average | wall time, median [range] | × the anchor | proxy CPU, median | received by the client | peak RSS above idle (idle) | answers |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range out {
 		peak := fmt.Sprintf("%.0f MB (%.0f)", float64(r.peak-r.idle)/1e6, float64(r.idle)/1e6)
 		if r.killed {
@@ -366,7 +373,7 @@ func bigOutputs(ps []stdioProxy, upstream []string, n int, size int64, runs int)
 			ans += fmt.Sprintf(", %d failed: %.120s", len(r.errs), r.errs[0])
 		}
 		rel := "–"
-		if out[0].name == "bare relay (anchor)" && len(out[0].errs) == 0 {
+		if strings.HasSuffix(out[0].name, "(anchor)") && len(out[0].errs) == 0 {
 			rel = fmt.Sprintf("%.2f", ratio(r.wall, out[0].wall))
 		}
 		fmt.Printf("| %s | %s | %v [%v–%v] | %s | %v | %s | %s | %s |\n", r.name, r.load, r.wall.Round(time.Millisecond),

@@ -2,9 +2,11 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -32,13 +34,7 @@ func TestMain(m *testing.M) {
 // artifacts hash as the outputs, the others with the outputs themselves.
 // Under CI a missing npm proxy fails the test.
 func TestStdioComparisons(t *testing.T) {
-	dir := t.TempDir()
-	build := exec.Command("go", "build", "-o", dir+"/", "github.com/spillway-dev/spillway/cmd/spillway", "github.com/spillway-dev/spillway/examples/bigtool/cmd/bigtool")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	*spillwayBin, *bigtoolBin = filepath.Join(dir, "spillway"), filepath.Join(dir, "bigtool")
-	*bigTimeout = time.Minute
+	buildBins(t)
 	want := 5
 	if _, err := os.Stat(filepath.Join(*npmDir, "supergateway/dist/index.js")); err != nil || os.Getenv("SPILLWAY_NODE") == "" {
 		if os.Getenv("CI") != "" {
@@ -67,24 +63,77 @@ func TestStdioComparisons(t *testing.T) {
 	}
 	for _, kind := range []string{"text", "image"} {
 		*bigKind = kind
-		rs, err := bigOutputs(ps, []string{self, "-upstream-stdio"}, 2, 1<<20, 1)
+		rs, err := bigOutputs(ps, "a stdio upstream", []string{self, "-upstream-stdio"}, 2, 1<<20, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, r := range rs {
-			links, inline := 0, 2
-			if r.name == "Spillway" {
-				links, inline = 2, 0
-				if r.received > 2*8<<10 {
-					t.Errorf("%s %s: the client received %d bytes for two links", kind, r.name, r.received)
-				}
-			} else if r.received < 2<<20 {
-				t.Errorf("%s %s: the client received %d bytes for two 1 MiB outputs", kind, r.name, r.received)
+		checkBig(t, kind, rs)
+	}
+}
+
+// TestSSEComparisons runs the HTTP-upstream modes small: the bare reverse
+// proxy and Spillway (offloading, and not) carry two 1 MiB outputs at
+// once from the SSE upstream, as JSON text and as a base64 image, with the
+// answers TestStdioComparisons wants.
+func TestSSEComparisons(t *testing.T) {
+	buildBins(t)
+	up, err := startSSEUpstream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := sseProxies(up)
+	for _, kind := range []string{"text", "image"} {
+		*bigKind = kind
+		rs, err := bigOutputs(ps, "an HTTP upstream over SSE", nil, 2, 1<<20, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rs) != 3 {
+			t.Fatalf("%d proxies measured, want 3", len(rs))
+		}
+		checkBig(t, kind, rs)
+	}
+}
+
+var built struct {
+	sync.Once
+	err error
+}
+
+// buildBins builds spillway and bigtool once for the tests and points the
+// flags at them.
+func buildBins(t *testing.T) {
+	built.Do(func() {
+		dir := tempDir("spillway-load-test-")
+		build := exec.Command("go", "build", "-o", dir+"/", "github.com/spillway-dev/spillway/cmd/spillway", "github.com/spillway-dev/spillway/examples/bigtool/cmd/bigtool")
+		if out, err := build.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+		*spillwayBin, *bigtoolBin = filepath.Join(dir, "spillway"), filepath.Join(dir, "bigtool")
+		*bigTimeout = time.Minute
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+}
+
+// checkBig wants Spillway's answers to be links with the right SHA-256 (a
+// few KB to the client), every other side's the outputs themselves.
+func checkBig(t *testing.T, kind string, rs []bigResult) {
+	t.Helper()
+	for _, r := range rs {
+		links, inline := 0, 2
+		if r.name == "Spillway" {
+			links, inline = 2, 0
+			if r.received > 2*8<<10 {
+				t.Errorf("%s %s: the client received %d bytes for two links", kind, r.name, r.received)
 			}
-			if r.links != links || r.inline != inline || len(r.errs) > 0 || r.killed || r.peak < r.idle || r.idle == 0 {
-				t.Errorf("%s %s: %d links, %d inline (want %d, %d), errors %q, killed %v, RSS idle %d peak %d",
-					kind, r.name, r.links, r.inline, links, inline, r.errs, r.killed, r.idle, r.peak)
-			}
+		} else if r.received < 2<<20 {
+			t.Errorf("%s %s: the client received %d bytes for two 1 MiB outputs", kind, r.name, r.received)
+		}
+		if r.links != links || r.inline != inline || len(r.errs) > 0 || r.killed || r.peak < r.idle || r.idle == 0 {
+			t.Errorf("%s %s: %d links, %d inline (want %d, %d), errors %q, killed %v, RSS idle %d peak %d",
+				kind, r.name, r.links, r.inline, links, inline, r.errs, r.killed, r.idle, r.peak)
 		}
 	}
 }

@@ -148,15 +148,7 @@ func upstreamStdio() int {
 	var wg sync.WaitGroup
 	for {
 		line, err := in.ReadBytes('\n')
-		var m struct {
-			ID     json.RawMessage `json:"id"`
-			Method string          `json:"method"`
-			Params struct {
-				ProtocolVersion string  `json:"protocolVersion"`
-				Name            string  `json:"name"`
-				Arguments       bigArgs `json:"arguments"`
-			} `json:"params"`
-		}
+		var m upstreamRequest
 		if len(line) > 1 && json.Unmarshal(line, &m) == nil && m.ID != nil && m.Method != "" {
 			wg.Add(1)
 			go func() {
@@ -169,6 +161,17 @@ func upstreamStdio() int {
 			return 0
 		}
 	}
+}
+
+// upstreamRequest is what the upstreams read of a request.
+type upstreamRequest struct {
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
+	Params struct {
+		ProtocolVersion string  `json:"protocolVersion"`
+		Name            string  `json:"name"`
+		Arguments       bigArgs `json:"arguments"`
+	} `json:"params"`
 }
 
 // upstreamAnswer is the result (or error) member of the answer to one request.

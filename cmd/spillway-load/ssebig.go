@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The big outputs again, from an HTTP upstream that answers over SSE: the
+// same generated outputs as the stdio upstream's, each one data line of
+// one event, streamed as generated. The anchor is a bare
+// httputil.ReverseProxy (-rproxy), which copies the event as it comes.
+
+var (
+	upstreamSSE = flag.String("upstream-sse", "", "internal: run as the HTTP tool server of the SSE big-output comparison, listening here")
+	sseOnly     = flag.Bool("sse-only", false, "run only the big outputs from an HTTP upstream over SSE (sizes from -big-mib, -conc-mib)")
+)
+
+// upstreamSSEServe is the -upstream-sse mode: every POST to /mcp with an
+// id is answered by one SSE event holding the answer upstreamStdio would
+// give (the "big" tool streamed as it is generated); notifications get
+// 202. There are no sessions: each request stands alone.
+func upstreamSSEServe() int {
+	exitWithParent()
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "POST only", http.StatusMethodNotAllowed)
+			return
+		}
+		var m upstreamRequest
+		if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&m); err != nil {
+			http.Error(w, "not JSON", http.StatusBadRequest)
+			return
+		}
+		if m.ID == nil {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		fixed := func(s string) func(io.Writer) error {
+			return func(w io.Writer) error { _, err := io.WriteString(w, s); return err }
+		}
+		result := upstreamAnswer(m.Method, m.Params.ProtocolVersion, m.Params.Name, m.Params.Arguments, fixed)
+		w.Header().Set("Content-Type", "text/event-stream")
+		out := bufio.NewWriterSize(w, 256<<10)
+		fmt.Fprintf(out, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,", m.ID)
+		if result(out) != nil {
+			return
+		}
+		out.WriteString("}\n\n")
+		out.Flush()
+	})
+	srv := &http.Server{Addr: *upstreamSSE, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintln(os.Stderr, "spillway-load -upstream-sse:", srv.ListenAndServe())
+	return 1
+}
+
+// sseComparisons runs the big outputs from the SSE upstream through the
+// bare reverse proxy and Spillway (offloading, and with --offload=false),
+// as stdioComparisons does from the stdio upstream.
+func sseComparisons() error {
+	up, err := startSSEUpstream()
+	if err != nil {
+		return err
+	}
+	defer stopChild(strings.TrimPrefix(up, "http://"))
+	return bigOutputRuns(sseProxies(up), "an HTTP upstream over SSE", nil)
+}
+
+// startSSEUpstream runs this binary in -upstream-sse mode and returns its
+// base URL.
+func startSSEUpstream() (string, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command(self, "-upstream-sse", addr())
+	if _, err := cmd.StdinPipe(); err != nil { // held until Wait; its closing stops the upstream
+		return "", err
+	}
+	return "http://" + launch(cmd), nil
+}
+
+// sseProxies are the sides of the SSE comparison, the anchor first.
+func sseProxies(up string) []stdioProxy {
+	spill := func(extra ...string) func([]string) (string, error) {
+		return func([]string) (string, error) {
+			args := append([]string{"--upstream-url", up + "/mcp", "--max-message", strconv.FormatInt(maxMessage(), 10)}, extra...)
+			return startSpillway(args...), nil
+		}
+	}
+	return []stdioProxy{
+		{"rproxy", "bare httputil.ReverseProxy (anchor)", func([]string) (string, error) { return startReverseProxy(up) }},
+		{"spillway", "Spillway", spill()},
+		{"spillway-nooffload", "Spillway --offload=false", spill("--offload=false")},
+	}
+}
