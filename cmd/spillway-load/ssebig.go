@@ -88,7 +88,8 @@ func startSSEUpstream() (string, error) {
 	return "http://" + launch(cmd), nil
 }
 
-// sseProxies are the sides of the SSE comparison, the anchor first.
+// sseProxies are the sides of the SSE comparison that -stdio-sides
+// names, the anchor first.
 func sseProxies(up string) []stdioProxy {
 	spill := func(extra ...string) func([]string) (string, error) {
 		return func([]string) (string, error) {
@@ -96,9 +97,9 @@ func sseProxies(up string) []stdioProxy {
 			return startSpillway(args...), nil
 		}
 	}
-	return []stdioProxy{
+	return chosenSides([]stdioProxy{
 		{"rproxy", "bare httputil.ReverseProxy (anchor)", func([]string) (string, error) { return startReverseProxy(up) }},
 		{"spillway", "Spillway", spill()},
 		{"spillway-nooffload", "Spillway --offload=false", spill("--offload=false")},
-	}
+	})
 }
