@@ -17,8 +17,9 @@ import (
 // stored, as it always could be.
 const maxEarly = 8
 
-// stageChunk is what the early work decodes at a time.
-const stageChunk = 64 << 10
+// stageChunk is what the early work decodes at a time: one write to the
+// staging, and one of the aside's buffers as they are first made.
+const stageChunk = asideChunk
 
 // earlyChunks is how far the reading may run ahead of the early work:
 // past it, the reading waits.
