@@ -65,7 +65,7 @@ var ErrMalformed = errors.New("malformed JSON")
 // Decode parses one message or a batch. batch reports whether b was a JSON
 // array. The returned messages alias b.
 func Decode(b []byte) (msgs []*Message, batch bool, err error) {
-	if !json.Valid(b) {
+	if !Valid(b) {
 		return nil, false, ErrMalformed
 	}
 	i := SkipSpace(b, 0)
@@ -97,6 +97,9 @@ func Decode(b []byte) (msgs []*Message, batch bool, err error) {
 
 // DecodeMessage parses exactly one message; a batch is an error.
 func DecodeMessage(b []byte) (*Message, error) {
+	if Valid(b) && b[SkipSpace(b, 0)] != '[' {
+		return decodeOne(b) // without Decode's slice: one allocation less per message
+	}
 	msgs, batch, err := Decode(b)
 	if err != nil {
 		return nil, err
@@ -404,7 +407,7 @@ func SkipSpace(b []byte, i int) int {
 }
 
 // SkipValue returns the end of the JSON value starting at b[i]. b must be
-// valid JSON (checked once with json.Valid), so the scan need not validate.
+// valid JSON (checked once with Valid), so the scan need not validate.
 func SkipValue(b []byte, i int) int {
 	switch b[i] {
 	case '"':

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/big"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -80,7 +81,8 @@ func FuzzDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		msgs, _, err := Decode(b)
+		msgs, batch, err := Decode(b)
+		checkDecodeMessage(t, b, msgs, batch, err)
 		if err != nil {
 			return
 		}
@@ -110,6 +112,35 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkDecodeMessage: DecodeMessage (which skips Decode's slice for one
+// message) answers as Decode does: Decode's message when b is one, an
+// error when b is a batch or not a message, the same error when Decode
+// fails on what is not a batch.
+func checkDecodeMessage(t *testing.T, b []byte, msgs []*Message, batch bool, err error) {
+	t.Helper()
+	m, merr := DecodeMessage(b)
+	switch {
+	case err == nil && !batch:
+		if merr != nil || !reflect.DeepEqual(m, msgs[0]) {
+			t.Fatalf("DecodeMessage(%q) = %+v, %v; Decode: %+v", b, m, merr, msgs[0])
+		}
+	case merr == nil:
+		t.Fatalf("DecodeMessage(%q) accepted what Decode did not take as one message (%v, batch %v)", b, err, batch)
+	case err != nil && !batch && merr.Error() != err.Error():
+		t.Fatalf("DecodeMessage(%q): %v; Decode: %v", b, merr, err)
+	}
+}
+
+// TestDecodeMessage: DecodeMessage and Decode agree on a message, a batch,
+// an empty batch, an invalid message and invalid JSON.
+func TestDecodeMessage(t *testing.T) {
+	for _, s := range []string{` {"jsonrpc":"2.0","id":1,"method":"m","params":{"a":[1]}} `, `[{"jsonrpc":"2.0","method":"n"}]`,
+		`[]`, `{"jsonrpc":"1.0","id":1,"method":"m"}`, `{"jsonrpc":"2.0","id":1,"method":"m"`, `"x"`, ``} {
+		msgs, batch, err := Decode([]byte(s))
+		checkDecodeMessage(t, []byte(s), msgs, batch, err)
+	}
 }
 
 // "params": null is params absent (JSON-RPC lets them be omitted): the

@@ -7,7 +7,7 @@ import (
 )
 
 // The functions below read and edit raw JSON that has already been
-// checked with json.Valid (every decoded Message is): they scan without
+// checked with Valid (every decoded Message is): they scan without
 // validating, and never re-encode what they do not touch.
 
 // Member finds key among the top-level members of the JSON object obj and
