@@ -387,7 +387,7 @@ func (rd *Reader) Next() (Event, error) {
 		case fEvent:
 			if big == nil {
 				// An empty name is the default: a field that says nothing.
-				ev.Name, known = string(scratch), known || len(scratch) > 0
+				ev.Name, known = eventName(scratch), known || len(scratch) > 0
 			}
 		case fRetry:
 			if d, ok := parseRetry(scratch); ok {
@@ -581,4 +581,13 @@ func (rd *Reader) fill(n int) error {
 		return rd.err
 	}
 	return nil
+}
+
+// eventName returns b as a string: "message", the name MCP servers give
+// every event, without a copy (the compiler compares without converting).
+func eventName(b []byte) string {
+	if string(b) == "message" {
+		return "message"
+	}
+	return string(b)
 }

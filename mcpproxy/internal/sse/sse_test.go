@@ -268,3 +268,45 @@ func TestReaderTooLargeShortLines(t *testing.T) {
 		t.Fatalf("next: %+v %v", ev, err)
 	}
 }
+
+// flushCounter is a writer with Flush() error, as the relay's writer to
+// a client is; it counts the flushes and may fail them.
+type flushCounter struct {
+	bytes.Buffer
+	flushes int
+	err     error
+}
+
+func (f *flushCounter) Flush() error { f.flushes++; return f.err }
+
+// TestWriterFlushes: a Writer to a writer with Flush() error (held as
+// the writer itself, not as a method value) flushes once per event, raw
+// or not, and on Flush, and returns the flush's error.
+func TestWriterFlushes(t *testing.T) {
+	f := &flushCounter{}
+	sw := NewWriter(f)
+	if err := sw.Write(Event{Name: "message", Data: []byte("{}")}); err != nil || f.flushes != 1 {
+		t.Fatalf("Write: %v, %d flushes", err, f.flushes)
+	}
+	if err := sw.WriteRaw([]byte("data: {}\n\n")); err != nil || f.flushes != 2 {
+		t.Fatalf("WriteRaw: %v, %d flushes", err, f.flushes)
+	}
+	f.err = errors.New("gone")
+	if err := sw.Flush(); err != f.err || f.flushes != 3 {
+		t.Fatalf("Flush: %v, %d flushes", err, f.flushes)
+	}
+	if got := f.String(); got != "event: message\ndata: {}\n\ndata: {}\n\n" {
+		t.Errorf("wrote %q", got)
+	}
+}
+
+// TestEventName: the event name "message" (taken without a copy) and
+// every other name read as they were written.
+func TestEventName(t *testing.T) {
+	for _, name := range []string{"message", "messages", "messag", "Message", "ping", "méssage"} {
+		evs, _ := readAll(t, NewReader(strings.NewReader("event: "+name+"\ndata: 1\n\n"), 1<<10))
+		if len(evs) != 1 || evs[0].Name != name {
+			t.Errorf("event %q read as %+v", name, evs)
+		}
+	}
+}

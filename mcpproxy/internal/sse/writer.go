@@ -31,11 +31,12 @@ func SetHeaders(h http.Header) {
 // Writer writes events, each in full and flushed before Write returns.
 // It is safe for concurrent use: events never interleave.
 type Writer struct {
-	mu    sync.Mutex
-	w     io.Writer
-	flush func() error
-	buf   []byte
-	final bool // every event is written for good (see Final)
+	mu      sync.Mutex
+	w       io.Writer
+	flush   func() error // w's flush, when w is an http.ResponseWriter
+	flusher flusher      // or w itself, when w has Flush() error
+	buf     []byte
+	final   bool // every event is written for good (see Final)
 }
 
 // NewWriter returns a Writer to w. When w is an http.ResponseWriter (or
@@ -52,11 +53,13 @@ func NewWriter(w io.Writer) *Writer {
 			}
 			return nil
 		}
-	case interface{ Flush() error }:
-		sw.flush = f.Flush
+	case flusher:
+		sw.flusher = f // not f.Flush: a method value is an allocation per writer
 	}
 	return sw
 }
+
+type flusher interface{ Flush() error }
 
 // Final makes sw release the spilled strings of every event once written,
 // ids or not: for a writer whose events are never replayed from this
@@ -74,10 +77,13 @@ func (sw *Writer) Flush() error {
 }
 
 func (sw *Writer) flushLocked() error {
-	if sw.flush == nil {
-		return nil
+	switch {
+	case sw.flusher != nil:
+		return sw.flusher.Flush()
+	case sw.flush != nil:
+		return sw.flush()
 	}
-	return sw.flush()
+	return nil
 }
 
 // Check reports, wrapping ErrInvalid, why ev cannot be written.
