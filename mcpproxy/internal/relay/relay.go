@@ -167,8 +167,9 @@ const maxSessions = 100_000
 // (Authorization, Cookie, X-Api-Key…) or an identity it asserts
 // (Forwarded, X-Forwarded-*, X-Real-IP) must not reach an upstream that
 // trusts Spillway.
+// k is canonical (copyHeaders makes it so).
 func requestHeader(k string) bool {
-	switch k = http.CanonicalHeaderKey(k); k {
+	switch k {
 	case "Accept", "Accept-Language", "Content-Type", "Last-Event-Id", "User-Agent",
 		"Traceparent", "Tracestate", "Baggage":
 		return true
@@ -184,30 +185,36 @@ var hopHeaders = map[string]bool{
 	"Cookie": true, "Accept-Encoding": true, "Content-Encoding": true,
 }
 
-// copyHeaders copies the headers of src that keep reaches dst, minus
-// those src's Connection names (they describe the hop, RFC 9110 7.6.1).
-// The values copied share one new array, as http.Header.Clone does: two
-// passes over src instead of an allocation per header, on every request
-// and every response.
-func copyHeaders(dst, src http.Header, keep func(string) bool) {
-	conn := src["Connection"]
-	copied := func(k string) (string, bool) {
-		c := http.CanonicalHeaderKey(k)
-		return c, keep(c) && !named(conn, c)
+// copyHeaders copies the headers of src that keep (given a canonical
+// name) lets through to dst, minus those src's Connection names (they
+// describe the hop, RFC 9110 7.6.1), and returns dst. A nil dst is made
+// with room for them and extra more. The values copied share one new
+// array, as http.Header.Clone does, instead of an allocation per header,
+// on every request and every response.
+func copyHeaders(dst, src http.Header, keep func(string) bool, extra int) http.Header {
+	type header struct {
+		name string
+		vs   []string
 	}
+	var small [16]header
+	kept := small[:0] // the map is walked once: a second walk has another order
+	conn := src["Connection"]
 	n := 0
 	for k, vs := range src {
-		if _, ok := copied(k); ok {
+		if c := http.CanonicalHeaderKey(k); keep(c) && !named(conn, c) {
+			kept = append(kept, header{c, vs})
 			n += len(vs)
 		}
 	}
-	all := make([]string, n)
-	for k, vs := range src {
-		if c, ok := copied(k); ok {
-			m := copy(all, vs)
-			dst[c], all = all[:m:m], all[m:]
-		}
+	if dst == nil {
+		dst = make(http.Header, len(kept)+extra)
 	}
+	all := make([]string, n)
+	for _, h := range kept {
+		m := copy(all, h.vs)
+		dst[h.name], all = all[:m:m], all[m:]
+	}
+	return dst
 }
 
 // named reports whether the Connection header values conn name the
@@ -318,7 +325,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	// The configured URL reaches the upstream whole (its query may carry
 	// the upstream's key); the client's query is not forwarded (it may
 	// carry the client's token).
-	copyHeaders(req.Header, r.Header, requestHeader)
+	req.Header = copyHeaders(nil, r.Header, requestHeader, len(rl.o.Header))
 	for k, vs := range rl.o.Header {
 		req.Header[k] = vs
 	}
@@ -366,7 +373,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 		httpx.UpstreamError(w, body, errRefused)
 		return false
 	}
-	copyHeaders(w.Header(), resp.Header, responseHeader)
+	copyHeaders(w.Header(), resp.Header, responseHeader, 0)
 	rw := &rewriter{rl: rl, ctx: ctx, local: local, sess: sess, echo: respellable(pending)}
 	ct := resp.Header.Get("Content-Type")
 	switch {
@@ -795,6 +802,8 @@ type stallWriter struct {
 	closing context.Context
 	armed   atomic.Bool // Close cuts a write to the client (see arm)
 	used    bool        // written or flushed: done has something to finish
+	dirty   bool        // written since the last flush
+	until   time.Time   // the write deadline last set; zero: none
 }
 
 // stalled reports whether the client was cut for not reading (rather
@@ -830,14 +839,27 @@ func (s *stallWriter) arm() {
 // stallChunk is the most one write deadline covers.
 const stallChunk = 64 << 10
 
+// deadlineSlack is how close to the deadline in force a new one may be
+// and not be set: an event's write and its flush, microseconds apart,
+// share one (each SetWriteDeadline takes the connection's lock and moves
+// a runtime timer). A client is cut at most this much before timeout.
+const deadlineSlack = time.Millisecond
+
 func (s *stallWriter) deadline(t time.Time) error {
 	if err := s.ctx.Err(); err != nil && !t.IsZero() {
 		return err
 	}
-	if err := s.ctl.SetWriteDeadline(t); !errors.Is(err, http.ErrNotSupported) {
-		return err
+	if d := t.Sub(s.until); !t.IsZero() && !s.until.IsZero() && d < deadlineSlack && d > -deadlineSlack {
+		return nil
 	}
-	return nil
+	err := s.ctl.SetWriteDeadline(t)
+	if errors.Is(err, http.ErrNotSupported) {
+		return nil
+	}
+	if err == nil {
+		s.until = t
+	}
+	return err
 }
 
 func (s *stallWriter) keep(err error) error {
@@ -848,7 +870,7 @@ func (s *stallWriter) keep(err error) error {
 }
 
 func (s *stallWriter) Write(p []byte) (int, error) {
-	s.used = true
+	s.used, s.dirty = true, true
 	if s.timeout < 0 {
 		if err := s.ctx.Err(); err != nil {
 			return 0, s.keep(err)
@@ -871,16 +893,22 @@ func (s *stallWriter) Flush() error {
 	if err := s.ctl.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return s.keep(err)
 	}
+	s.dirty = false
 	return nil
 }
 
-// done flushes under the deadline, then clears it: the connection may
-// serve further requests, which must not inherit it. Unused, it does
-// nothing (the response may be another face's, see Options.DetectLegacy).
+// done flushes under the deadline what was written since the last flush,
+// then clears the deadline: the connection may serve further requests,
+// which must not inherit it. Unused, it does nothing (the response may be
+// another face's, see Options.DetectLegacy).
 func (s *stallWriter) done() {
-	if s.stop() && s.used && s.ctx.Err() == nil && s.Flush() == nil {
-		s.deadline(time.Time{})
+	if !s.stop() || !s.used || s.ctx.Err() != nil {
+		return
 	}
+	if s.dirty && s.Flush() != nil {
+		return
+	}
+	s.deadline(time.Time{})
 }
 
 // cancelUpstream tells the upstream session sid that the requests ids,
