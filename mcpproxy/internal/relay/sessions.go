@@ -25,7 +25,7 @@ import (
 type tenantState struct {
 	name     string
 	sessions *list.List // of *session, least recently used first
-	calls    *list.List // of *entry, oldest first
+	calls    queue      // oldest first (entry.inTenant)
 	bytes    int        // the size of calls
 }
 
@@ -37,18 +37,64 @@ type session struct {
 	used   time.Time     // when a request last began or ended
 	open   int           // requests in flight (an open GET stream among them)
 	calls  map[string]*entry
-	order  *list.List // of *entry, oldest first
-	gone   bool       // forgotten: its calls are no longer remembered
+	order  queue // oldest first (entry.inSession)
+	gone   bool  // forgotten: its calls are no longer remembered
 }
 
 // entry is one remembered call: only what rewriting its response needs.
+// It is its own element in both its queues (one allocation per call, not
+// three: a session remembers up to Options.MaxCalls of them).
 type entry struct {
-	sess         *session
-	key          string
-	call         *owned.Call
-	size         int
-	inTenant     *list.Element
-	inSessionLRU *list.Element
+	sess      *session
+	key       string
+	call      owned.Call // trimmed (see trim)
+	size      int
+	inTenant  links
+	inSession links
+}
+
+// links are an entry's neighbours in one queue.
+type links struct{ prev, next *entry }
+
+// queue is a doubly linked list of entries through one of their links:
+// in order of arrival, any one removed in constant time. Its zero value
+// is empty; set at.
+type queue struct {
+	front, back *entry
+	n           int
+	at          func(*entry) *links // which links the queue goes through
+}
+
+func inTenant(e *entry) *links  { return &e.inTenant }
+func inSession(e *entry) *links { return &e.inSession }
+
+// pushBack adds e, which is in no queue of q's kind, at the back.
+func (q *queue) pushBack(e *entry) {
+	*q.at(e) = links{prev: q.back}
+	if q.back != nil {
+		q.at(q.back).next = e
+	} else {
+		q.front = e
+	}
+	q.back = e
+	q.n++
+}
+
+// remove takes e, which is in q, out of q.
+func (q *queue) remove(e *entry) {
+	l := q.at(e)
+	if l.prev != nil {
+		q.at(l.prev).next = l.next
+	} else {
+		q.front = l.next
+	}
+	if l.next != nil {
+		q.at(l.next).prev = l.prev
+	} else {
+		q.back = l.prev
+	}
+	*l = links{}
+	q.n--
 }
 
 // lookup returns sid's session if it belongs to tenant and is live, and
@@ -90,7 +136,7 @@ func (rl *Relay) bind(sid, tenant string) {
 	}
 	t := rl.tenants[tenant]
 	if t == nil {
-		t = &tenantState{name: tenant, sessions: list.New(), calls: list.New()}
+		t = &tenantState{name: tenant, sessions: list.New(), calls: queue{at: inTenant}}
 		rl.tenants[tenant] = t
 	}
 	if t.sessions.Len() >= rl.o.MaxSessions {
@@ -107,7 +153,7 @@ func (rl *Relay) bind(sid, tenant string) {
 		}
 		rl.forget(big.sessions.Front().Value.(*session))
 	}
-	s := &session{id: sid, tenant: t, used: rl.now(), calls: map[string]*entry{}, order: list.New()}
+	s := &session{id: sid, tenant: t, used: rl.now(), calls: map[string]*entry{}, order: queue{at: inSession}}
 	s.elem = t.sessions.PushBack(s)
 	rl.sessions[sid] = s
 	if rl.tenants[tenant] == nil { // forget dropped t, emptied to make room
@@ -150,12 +196,11 @@ func (rl *Relay) forget(s *session) {
 		return
 	}
 	s.gone = true
-	for e := s.order.Front(); e != nil; e = e.Next() {
-		en := e.Value.(*entry)
-		s.tenant.calls.Remove(en.inTenant)
+	for en := s.order.front; en != nil; en = en.inSession.next {
+		s.tenant.calls.remove(en)
 		s.tenant.bytes -= en.size
 	}
-	s.calls, s.order = nil, list.New()
+	s.calls, s.order = nil, queue{at: inSession}
 	s.tenant.sessions.Remove(s.elem)
 	if rl.sessions[s.id] == s {
 		delete(rl.sessions, s.id)
@@ -182,26 +227,26 @@ func (rl *Relay) remember(s *session, calls map[string]*owned.Call) {
 		if old := s.calls[k]; old != nil {
 			rl.drop(old)
 		}
-		c = trim(c)
-		en := &entry{sess: s, key: k, call: c, size: callSize(k, c)}
-		en.inTenant = t.calls.PushBack(en)
-		en.inSessionLRU = s.order.PushBack(en)
+		en := &entry{sess: s, key: k, call: trim(c)}
+		en.size = callSize(k, &en.call)
+		t.calls.pushBack(en)
+		s.order.pushBack(en)
 		s.calls[k] = en
 		t.bytes += en.size
 	}
-	for s.order.Len() > rl.o.MaxCalls {
-		rl.drop(s.order.Front().Value.(*entry))
+	for s.order.n > rl.o.MaxCalls {
+		rl.drop(s.order.front)
 	}
-	for t.bytes > rl.o.MaxTenantCallBytes && t.calls.Len() > 0 {
-		rl.drop(t.calls.Front().Value.(*entry))
+	for t.bytes > rl.o.MaxTenantCallBytes && t.calls.n > 0 {
+		rl.drop(t.calls.front)
 	}
 }
 
 // drop forgets one call. rl.mu is held.
 func (rl *Relay) drop(en *entry) {
 	s := en.sess
-	s.tenant.calls.Remove(en.inTenant)
-	s.order.Remove(en.inSessionLRU)
+	s.tenant.calls.remove(en)
+	s.order.remove(en)
 	s.tenant.bytes -= en.size
 	delete(s.calls, en.key)
 }
@@ -214,7 +259,7 @@ func (rl *Relay) call(s *session, key string) *owned.Call {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	if en := s.calls[key]; en != nil {
-		return en.call
+		return &en.call
 	}
 	return nil
 }
@@ -232,7 +277,7 @@ func (rl *Relay) endedSessions() []string {
 // trim is what a session keeps of c: the client's headers only where a
 // response's rewriting reads them (resources/list asks the access rule,
 // which may look at them), never the credentials among them.
-func trim(c *owned.Call) *owned.Call {
+func trim(c *owned.Call) owned.Call {
 	t := *c
 	t.Request.Header = nil
 	if c.Method == "resources/list" && c.Request.Header != nil {
@@ -241,7 +286,7 @@ func trim(c *owned.Call) *owned.Call {
 			t.Request.Header.Del(k)
 		}
 	}
-	return &t
+	return t
 }
 
 // callSize approximates the bytes an entry holds.
