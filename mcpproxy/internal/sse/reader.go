@@ -107,10 +107,11 @@ func (e *TooLargeError) keep(b []byte) {
 
 // Reader reads events from a stream. It is not safe for concurrent use.
 type Reader struct {
-	src  io.Reader
-	buf  []byte
-	r, w int
-	err  error // the source's sticky error, returned once buffered bytes are used
+	src    io.Reader
+	buf    []byte
+	pooled *[]byte // buf as readBufs holds it: put back as it came, no new pointer to allocate
+	r, w   int
+	err    error // the source's sticky error, returned once buffered bytes are used
 
 	skipLF  bool  // the last line ended with CR: a LF right after it belongs to it
 	started bool  // a leading byte-order mark was looked for
@@ -203,7 +204,8 @@ func NewReader(src io.Reader, maxEvent int64) *Reader {
 	if maxEvent <= 0 {
 		maxEvent = DefaultMaxEvent
 	}
-	return &Reader{src: src, buf: (*readBufs.Get().(*[]byte))[:readBufSize], max: maxEvent, hold: noHold}
+	p := readBufs.Get().(*[]byte)
+	return &Reader{src: src, buf: (*p)[:readBufSize], pooled: p, max: maxEvent, hold: noHold}
 }
 
 // Raw returns the bytes of the event the last Next returned, as they
@@ -223,10 +225,9 @@ var readBufs = sync.Pool{New: func() any { b := make([]byte, readBufSize); retur
 // Release gives rd's buffer back for another Reader; rd must not be used
 // after. Events already returned are the caller's (their data is a copy).
 func (rd *Reader) Release() {
-	if rd.buf != nil {
-		b := rd.buf[:readBufSize]
-		rd.buf, rd.r, rd.w, rd.raw = nil, 0, 0, nil
-		readBufs.Put(&b)
+	if rd.pooled != nil {
+		readBufs.Put(rd.pooled)
+		rd.buf, rd.pooled, rd.r, rd.w, rd.raw = nil, nil, 0, 0, nil
 	}
 }
 
