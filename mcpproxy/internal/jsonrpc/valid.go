@@ -46,7 +46,7 @@ func Valid(b []byte) bool {
 		case 'n':
 			i = literal(b, i, "null")
 		default:
-			i = skipNumber(b, i)
+			i = SkipNumber(b, i)
 		}
 		if i < 0 {
 			return false
@@ -132,10 +132,11 @@ func hex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
-// skipNumber returns the end of the number at b[i], -1 when there is
-// none: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?. What follows it is
-// the caller's to judge ("01" is a 0 followed by a stray 1).
-func skipNumber(b []byte, i int) int {
+// SkipNumber returns the end of the JSON number at b[i], -1 when there
+// is none: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?. What follows
+// it is the caller's to judge ("01" is a 0 followed by a stray 1);
+// SkipNumber(b, 0) == len(b) when b is exactly one number.
+func SkipNumber(b []byte, i int) int {
 	if i < len(b) && b[i] == '-' {
 		i++
 	}
