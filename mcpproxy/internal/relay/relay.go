@@ -187,11 +187,10 @@ var hopHeaders = map[string]bool{
 
 // copyHeaders copies the headers of src that keep (given a canonical
 // name) lets through to dst, minus those src's Connection names (they
-// describe the hop, RFC 9110 7.6.1), and returns dst. A nil dst is made
-// with room for them and extra more. The values copied share one new
+// describe the hop, RFC 9110 7.6.1). The values copied share one new
 // array, as http.Header.Clone does, instead of an allocation per header,
 // on every request and every response.
-func copyHeaders(dst, src http.Header, keep func(string) bool, extra int) http.Header {
+func copyHeaders(dst, src http.Header, keep func(string) bool) {
 	type header struct {
 		name string
 		vs   []string
@@ -206,15 +205,11 @@ func copyHeaders(dst, src http.Header, keep func(string) bool, extra int) http.H
 			n += len(vs)
 		}
 	}
-	if dst == nil {
-		dst = make(http.Header, len(kept)+extra)
-	}
 	all := make([]string, n)
 	for _, h := range kept {
 		m := copy(all, h.vs)
 		dst[h.name], all = all[:m:m], all[m:]
 	}
-	return dst
 }
 
 // named reports whether the Connection header values conn name the
@@ -325,7 +320,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	// The configured URL reaches the upstream whole (its query may carry
 	// the upstream's key); the client's query is not forwarded (it may
 	// carry the client's token).
-	req.Header = copyHeaders(nil, r.Header, requestHeader, len(rl.o.Header))
+	copyHeaders(req.Header, r.Header, requestHeader)
 	for k, vs := range rl.o.Header {
 		req.Header[k] = vs
 	}
@@ -373,7 +368,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 		httpx.UpstreamError(w, body, errRefused)
 		return false
 	}
-	copyHeaders(w.Header(), resp.Header, responseHeader, 0)
+	copyHeaders(w.Header(), resp.Header, responseHeader)
 	rw := &rewriter{rl: rl, ctx: ctx, local: local, sess: sess, echo: respellable(pending)}
 	ct := resp.Header.Get("Content-Type")
 	switch {
