@@ -542,13 +542,13 @@ func (rw *rewriter) rewrite(m *jsonrpc.Message, open map[string][]byte) *jsonrpc
 	if id, ok := rw.echo[k]; ok && !bytes.Equal(id, m.ID) {
 		m = m.WithID(id) // the client gets the id it sent, not the upstream's spelling
 	}
-	var c *owned.Call
-	if rw.sess != nil {
-		c = rw.rl.call(rw.sess, k) // wherever it arrives
-	}
-	if lc, ok := rw.local[k]; ok {
-		c = lc
+	// This POST's own call first: the session's table (under the relay's
+	// lock) is asked only for a response to another stream's call.
+	c, ok := rw.local[k]
+	if ok {
 		delete(rw.local, k)
+	} else if rw.sess != nil {
+		c = rw.rl.call(rw.sess, k) // wherever it arrives
 	}
 	if c == nil {
 		return m
