@@ -24,8 +24,9 @@ import (
 // response controller is held by value; 133 once an event is decoded
 // without a slice, an SSE writer holds its flusher as it is and the event
 // name "message" is not copied; 130 once a remembered call is one
-// allocation, not three.
-const maxRelayAllocs = 132
+// allocation, not three; 126 once the request's headers fill the map
+// NewRequest made and a POST keeps one table of its requests, not two.
+const maxRelayAllocs = 128
 
 // TestRelayedCallAllocs: what the relay allocates for one small
 // tools/call in a session (an SSE response of one event), beyond what the

@@ -260,9 +260,9 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	}
 	var body []byte
 	var init *jsonrpc.Message
-	local := map[string]*owned.Call{} // this POST's own calls
-	var pending [][]byte              // its requests not yet answered
-	var open map[string][]byte        // the same, by key: jsonrpc.Key → the id as sent
+	var pending [][]byte     // this POST's requests not yet answered
+	var open map[string]owed // the same, by jsonrpc.Key
+	owns := false            // the proxy rewrites the answer to one of them
 	if r.Method == http.MethodPost {
 		var ok bool
 		if body, ok = httpx.ReadBody(w, r, maxBody); !ok {
@@ -278,7 +278,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 				return false
 			}
 		}
-		// Each request's key is made once, here, for both tables.
+		// Each request's key is made once, here.
 		for _, m := range msgs {
 			if m.Method == "initialize" {
 				init = m
@@ -286,30 +286,23 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 			if !m.IsRequest() {
 				continue
 			}
-			k := jsonrpc.Key(m.ID)
-			if !batch {
-				reply, c := rl.o.Methods.Before(ctx, rq, m)
-				if reply != nil {
-					httpx.WriteReply(w, rq.Version, reply)
-					return false
-				}
-				if c != nil {
-					local[k] = c
-				}
-			} else if _, c := rl.o.Methods.Before(ctx, rq, m); c != nil {
-				// A batch is forwarded whole; the proxy's own answers
-				// would have to be merged into the upstream's, so in a
-				// batch only rewriting applies.
-				local[k] = c
+			reply, c := rl.o.Methods.Before(ctx, rq, m)
+			if reply != nil && !batch {
+				httpx.WriteReply(w, rq.Version, reply)
+				return false
 			}
+			// A batch is forwarded whole; the proxy's own answers would
+			// have to be merged into the upstream's, so in a batch only
+			// rewriting applies.
+			owns = owns || c != nil
 			pending = append(pending, m.ID)
 			if open == nil {
-				open = make(map[string][]byte, len(msgs))
+				open = make(map[string]owed, len(msgs))
 			}
-			open[k] = m.ID
+			open[jsonrpc.Key(m.ID)] = owed{id: m.ID, call: c}
 		}
-		if sess != nil {
-			rl.remember(sess, local)
+		if sess != nil && owns {
+			rl.remember(sess, open)
 		}
 	}
 	req, err := http.NewRequestWithContext(ctx, r.Method, rl.o.URL, bytes.NewReader(body))
@@ -330,8 +323,8 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	resp, opened, err := rl.roundTrip(ctx, cancel, w, out, req, early)
 	if opened != nil {
 		defer opened.stop()
-		rw := &rewriter{rl: rl, ctx: ctx, local: local, sess: sess, echo: respellable(pending)}
-		rl.relayLate(ctx, opened, resp, err, rw, pending, open)
+		rw := &rewriter{rl: rl, ctx: ctx, open: open, sess: sess, echo: respellable(pending)}
+		rl.relayLate(ctx, opened, resp, err, rw, pending)
 		rl.cutIfStalled(out, sid, r, pending)
 		return false
 	}
@@ -369,12 +362,12 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 		return false
 	}
 	copyHeaders(w.Header(), resp.Header, responseHeader)
-	rw := &rewriter{rl: rl, ctx: ctx, local: local, sess: sess, echo: respellable(pending)}
+	rw := &rewriter{rl: rl, ctx: ctx, open: open, sess: sess, echo: respellable(pending)}
 	ct := resp.Header.Get("Content-Type")
 	switch {
 	case strings.HasPrefix(ct, "text/event-stream"):
-		rl.relaySSE(ctx, cancel, w, out, resp, rw, open)
-	case strings.HasPrefix(ct, "application/json") && (len(local) > 0 || sess != nil || len(rw.echo) > 0):
+		rl.relaySSE(ctx, cancel, w, out, resp, rw)
+	case strings.HasPrefix(ct, "application/json") && (owns || sess != nil || len(rw.echo) > 0):
 		rl.relayJSON(w, out, resp, rw)
 	default:
 		w.WriteHeader(resp.StatusCode)
@@ -446,7 +439,7 @@ func (rl *Relay) roundTrip(ctx context.Context, cancel context.CancelFunc, w htt
 // it (roundTrip): events as they come, a JSON body as events, and for
 // anything else a JSON-RPC error for each request still owed (the HTTP
 // status is spent).
-func (rl *Relay) relayLate(ctx context.Context, st *stream, resp *http.Response, err error, rw *rewriter, pending [][]byte, open map[string][]byte) {
+func (rl *Relay) relayLate(ctx context.Context, st *stream, resp *http.Response, err error, rw *rewriter, pending [][]byte) {
 	why := "upstream MCP server unreachable"
 	switch {
 	case err != nil:
@@ -456,7 +449,7 @@ func (rl *Relay) relayLate(ctx context.Context, st *stream, resp *http.Response,
 		rl.logUnreachable(err)
 	case resp.StatusCode < 300 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
 		defer resp.Body.Close()
-		rl.relayEvents(ctx, st, resp, rw, open)
+		rl.relayEvents(ctx, st, resp, rw)
 		return
 	case refusesSpillway(resp):
 		resp.Body.Close()
@@ -471,13 +464,13 @@ func (rl *Relay) relayLate(ctx context.Context, st *stream, resp *http.Response,
 			break
 		}
 		for _, m := range msgs {
-			if st.write(sse.Event{HasData: true, Data: rw.rewrite(m, open).Raw}) != nil {
+			if st.write(sse.Event{HasData: true, Data: rw.rewrite(m).Raw}) != nil {
 				return
 			}
 		}
 	}
 	for _, id := range pending {
-		if _, owed := open[jsonrpc.Key(id)]; !owed {
+		if _, owed := rw.open[jsonrpc.Key(id)]; !owed {
 			continue // answered above
 		}
 		if st.write(sse.Event{HasData: true, Data: jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, why).Raw}) != nil {
@@ -508,11 +501,19 @@ func (rl *Relay) tellEnded() {
 
 // rewriter rewrites the responses of one relayed HTTP exchange.
 type rewriter struct {
-	rl    *Relay
-	ctx   context.Context
-	local map[string]*owned.Call
-	sess  *session
-	echo  map[string][]byte // jsonrpc.Key → the client's bytes, for ids an upstream may respell
+	rl   *Relay
+	ctx  context.Context
+	open map[string]owed // the exchange's requests not yet answered, by jsonrpc.Key
+	sess *session
+	echo map[string][]byte // jsonrpc.Key → the client's bytes, for ids an upstream may respell
+}
+
+// owed is a request of the exchange not yet answered: its id as the
+// client sent it, and the proxy's own call when it rewrites the answer
+// (nil: passed as it comes).
+type owed struct {
+	id   []byte
+	call *owned.Call
 }
 
 // respellable maps the ids among ids that an upstream may write with other
@@ -531,23 +532,20 @@ func respellable(ids [][]byte) map[string][]byte {
 }
 
 // rewrite returns m as the client gets it. A response is also struck
-// from open (the requests of the exchange not yet answered; nil: none
-// tracked).
-func (rw *rewriter) rewrite(m *jsonrpc.Message, open map[string][]byte) *jsonrpc.Message {
+// from the requests not yet answered.
+func (rw *rewriter) rewrite(m *jsonrpc.Message) *jsonrpc.Message {
 	if !m.IsResponse() {
 		return m
 	}
 	k := jsonrpc.Key(m.ID) // once per response: every table below is by key
-	delete(open, k)
+	c := rw.open[k].call
+	delete(rw.open, k)
 	if id, ok := rw.echo[k]; ok && !bytes.Equal(id, m.ID) {
 		m = m.WithID(id) // the client gets the id it sent, not the upstream's spelling
 	}
 	// This POST's own call first: the session's table (under the relay's
-	// lock) is asked only for a response to another stream's call.
-	c, ok := rw.local[k]
-	if ok {
-		delete(rw.local, k)
-	} else if rw.sess != nil {
+	// lock) is asked only when the POST has none for the response.
+	if c == nil && rw.sess != nil {
 		c = rw.rl.call(rw.sess, k) // wherever it arrives
 	}
 	if c == nil {
@@ -574,7 +572,7 @@ func (rl *Relay) relayJSON(w http.ResponseWriter, out io.Writer, resp *http.Resp
 	status := resp.StatusCode
 	msgsOut := make([][]byte, 0, len(msgs))
 	for _, m := range msgs {
-		n := rw.rewrite(m, nil)
+		n := rw.rewrite(m)
 		if n != m && m.Error != nil && n.Error == nil && status >= 400 {
 			status = http.StatusOK // the proxy answered what the upstream could not
 		}
@@ -598,7 +596,7 @@ func (rl *Relay) relayJSON(w http.ResponseWriter, out io.Writer, resp *http.Resp
 // send for Options.KeepAlive gets a comment; a client that cannot take
 // one is cut (cancel).
 func (rl *Relay) relaySSE(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, out *stallWriter,
-	resp *http.Response, rw *rewriter, open map[string][]byte) {
+	resp *http.Response, rw *rewriter) {
 	sw := sse.NewWriter(out).Final() // the upstream replays a stream, never this process
 	w.WriteHeader(resp.StatusCode)
 	// The headers go out with the first event, in one write, as a reverse
@@ -607,7 +605,7 @@ func (rl *Relay) relaySSE(ctx context.Context, cancel context.CancelFunc, w http
 	// its next message).
 	st := rl.newStream(ctx, cancel, sw, headerWait)
 	defer st.stop()
-	rl.relayEvents(ctx, st, resp, rw, open)
+	rl.relayEvents(ctx, st, resp, rw)
 }
 
 // headerWait is how long a response's headers wait for its first event.
@@ -696,7 +694,8 @@ func (st *stream) stop() {
 }
 
 // relayEvents relays resp's events to st (see relaySSE).
-func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Response, rw *rewriter, open map[string][]byte) {
+func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Response, rw *rewriter) {
+	open := rw.open
 	sr := sse.NewReader(resp.Body, rl.o.MaxMessage)
 	defer sr.Release()
 	if rl.o.Spool != nil {
@@ -712,8 +711,8 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 			if id == nil || !g.Response {
 				continue
 			}
-			if sent, ok := open[jsonrpc.Key(id)]; ok {
-				id = sent // as the client spelt it
+			if o, ok := open[jsonrpc.Key(id)]; ok {
+				id = o.id // as the client spelt it
 			}
 			delete(open, jsonrpc.Key(id))
 			why := fmt.Sprintf("upstream message exceeds the %d byte limit", tooLarge.Limit)
@@ -732,8 +731,8 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 				return
 			}
 			rl.log.Warn("upstream event stream ended before answering", "err", err, "unanswered", len(open))
-			for _, id := range open {
-				if st.write(sse.Event{HasData: true, Data: jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, "upstream MCP server ended the stream without answering").Raw}) != nil {
+			for _, o := range open {
+				if st.write(sse.Event{HasData: true, Data: jsonrpc.ErrorResponse(o.id, jsonrpc.CodeUpstream, "upstream MCP server ended the stream without answering").Raw}) != nil {
 					return
 				}
 			}
@@ -749,7 +748,7 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 		}
 		if ev.HasData && len(ev.Data) > 0 {
 			if m, err := jsonrpc.DecodeMessage(ev.Data); err == nil {
-				if n := rw.rewrite(m, open); n != m {
+				if n := rw.rewrite(m); n != m {
 					ev.Data, raw = n.Raw, nil
 				}
 			}

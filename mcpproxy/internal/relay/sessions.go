@@ -211,19 +211,21 @@ func (rl *Relay) forget(s *session) {
 	rl.ended = append(rl.ended, s.id)
 }
 
-// remember records a POST's calls in its session, for responses that
-// arrive on another stream (or again, replayed after Last-Event-ID).
-func (rl *Relay) remember(s *session, calls map[string]*owned.Call) {
-	if len(calls) == 0 {
-		return
-	}
+// remember records the proxy's calls among a POST's requests in its
+// session, for responses that arrive on another stream (or again,
+// replayed after Last-Event-ID).
+func (rl *Relay) remember(s *session, reqs map[string]owed) {
 	rl.mu.Lock()
 	defer rl.mu.Unlock()
 	if s.gone {
 		return
 	}
 	t := s.tenant
-	for k, c := range calls {
+	for k, o := range reqs {
+		c := o.call
+		if c == nil {
+			continue
+		}
 		if old := s.calls[k]; old != nil {
 			rl.drop(old)
 		}
