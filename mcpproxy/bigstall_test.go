@@ -9,10 +9,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/spillway-dev/spillway/mcpproxy"
+	"github.com/spillway-dev/spillway/policy"
 )
 
 // An upstream that starts a big text and then stalls, more times than
@@ -81,6 +85,45 @@ func TestBigSSEStallReleases(t *testing.T) {
 	if artifactSum(t, svc, head, 0) != text.sum() {
 		t.Errorf("after the stalls the artifact differs from the output")
 	}
+}
+
+// A stdio child that stops mid-string for good holds its half string
+// (spilled, staged, an early slot) only as long as it lives: once the
+// agent has given up and the proxy stops the child, every file of it is
+// closed. (A child's stdout is one stream: the rest of a message cannot
+// be skipped while the child lives.)
+func TestBigStdioStallReleases(t *testing.T) {
+	svc := newService(t)
+	eng, err := policy.New(context.Background(), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	base := openFiles(t)
+	p, err := mcpproxy.New(mcpproxy.Options{
+		Upstream:  &mcpproxy.CommandUpstream{Command: os.Args[0], Args: []string{"-test.run=^TestSpillChild$", "--", "spillstall", strconv.Itoa(4 << 20)}},
+		Artifacts: svc, Offloader: mcpproxy.NewOffloader(svc, eng, mcpproxy.OffloadOptions{}), SpillDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := serve(t, p)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		resp, err := statelessPost(ctx, url, 7, "tools/call", map[string]any{"name": "export", "arguments": map[string]any{}})
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	waitFor(t, "the half string spilled", func() bool { return openFiles(t) > base+1 })
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("the call ended without an error")
+	}
+	p.Close()
+	waitFor(t, "the stalled string's files closed", func() bool { return openFiles(t) <= base })
 }
 
 // openFiles counts this process's open descriptors of files (spill files,

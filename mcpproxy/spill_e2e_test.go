@@ -66,7 +66,7 @@ func writeBig(w io.Writer, id string, n int) error {
 // that line and dies.
 func TestSpillChild(t *testing.T) {
 	mode := childMode()
-	if mode != "spillbig" && mode != "spilldie" && mode != "spillimage" {
+	if mode != "spillbig" && mode != "spilldie" && mode != "spillimage" && mode != "spillstall" {
 		t.Skip("the hostile-size child of TestSpillRelay")
 	}
 	n, _ := strconv.Atoi(os.Args[len(os.Args)-1])
@@ -87,10 +87,13 @@ func TestSpillChild(t *testing.T) {
 		case "initialize":
 			fmt.Printf(`{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"big","version":"1"}}}`+"\n", m.ID)
 		case "tools/call":
-			if mode == "spilldie" {
+			if mode == "spilldie" || mode == "spillstall" {
 				io.WriteString(os.Stdout, `{"result":{"content":[{"type":"text","text":"`)
 				for k := 0; k < n; k += len(bigBlock) {
 					os.Stdout.Write(bigBlock)
+				}
+				if mode == "spillstall" {
+					io.Copy(io.Discard, in) // then nothing, until stdin closes
 				}
 				os.Exit(1)
 			}
