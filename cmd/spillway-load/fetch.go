@@ -135,7 +135,7 @@ func fetchLocal() error {
 		float64(percentile(s.lat, .99))/float64(percentile(a.lat, .99)))
 
 	fmt.Printf("## %d MiB fetch from the local-directory store vs http.FileServer, %d runs, interleaved\n\n", *fetchMiB, *fetchN)
-	return bigRuns(len(big), bigSide{"http.FileServer (anchor)", "http://" + an + "/big.bin"}, bigSide{"Spillway link", bigLink.HTTPURL})
+	return bigRuns(len(big), bigSide{"http.FileServer (anchor)", "http://" + an + "/big.bin", pid(an)}, bigSide{"Spillway link", bigLink.HTTPURL, pid(sp)})
 }
 
 // hammerSide is one server of the small-fetch comparison: its latencies,
@@ -239,7 +239,11 @@ func getAll(url string, size int) (time.Duration, error) {
 }
 
 // bigSide is one URL of a big-fetch comparison; the first is the anchor.
-type bigSide struct{ name, url string }
+// pid is the process serving it, whose CPU per fetch is reported (0: none).
+type bigSide struct {
+	name, url string
+	pid       int
+}
 
 // bigRuns fetches each side's URL fetchN times (a run is fetchPer fetches
 // of each, in an order rotating from run to run), and prints every run
@@ -260,11 +264,14 @@ func bigRuns(size int, sides ...bigSide) error {
 	}
 	fmt.Printf("\n|---|---|%s\n", strings.Repeat("---|", len(sides)))
 	ratios := make([][]float64, len(sides))
+	cpu := make([]time.Duration, len(sides))
 	for r := range *fetchN {
 		took := make([]time.Duration, len(sides))
 		for i := range per * len(sides) {
 			k := (r + i) % len(sides)
+			cpu0 := cpuTime(sides[k].pid)
 			d, err := getAll(sides[k].url, size)
+			cpu[k] += cpuTime(sides[k].pid) - cpu0
 			if err != nil {
 				return fmt.Errorf("%s: %w", sides[k].name, err)
 			}
@@ -288,6 +295,15 @@ func bigRuns(size int, sides ...bigSide) error {
 		sort.Float64s(rs)
 		fmt.Printf("ratio %s / %s: min %.2f, median %.2f, max %.2f\n", sides[k].name, sides[0].name, rs[0], rs[len(rs)/2], rs[len(rs)-1])
 	}
+	// CPU is the steadier figure on a shared machine: the wall times
+	// swing with whatever else runs, the work per fetch does not.
+	fmt.Printf("\nserver process CPU per fetch:")
+	for k, sd := range sides {
+		if sd.pid != 0 {
+			fmt.Printf(" %s %v;", sd.name, (cpu[k] / time.Duration(*fetchN*per)).Round(100*time.Microsecond))
+		}
+	}
+	fmt.Println()
 	fmt.Println()
 	return nil
 }
@@ -384,7 +400,7 @@ func fetchVsMinIO() error {
 		return err
 	}
 	bare := launch(cp)
-	return bigRuns(len(body), bigSide{"presigned MinIO GET (anchor)", direct.String()},
-		bigSide{"bare Go proxy of it (anchor)", "http://" + bare + "/"},
-		bigSide{"Spillway link (verify, policy, stream)", link.HTTPURL})
+	return bigRuns(len(body), bigSide{"presigned MinIO GET (anchor)", direct.String(), cmd.Process.Pid},
+		bigSide{"bare Go proxy of it (anchor)", "http://" + bare + "/", pid(bare)},
+		bigSide{"Spillway link (verify, policy, stream)", link.HTTPURL, pid(sp)})
 }
