@@ -35,7 +35,8 @@ type HandlerOptions struct {
 	// WriteStallTimeout cuts a response whose client stops reading: each
 	// write of at most 64 KiB of body must complete within it (each 64 KiB
 	// of a local file sent by sendfile on Linux, within seven eighths of
-	// it), so a slow reader that keeps reading is never cut. (The kernel
+	// it; each 256 KiB of a store's connection spliced, see splice), so a
+	// slow reader that keeps reading is never cut. (The kernel
 	// wakes a blocked writer once about a third of the socket's send
 	// buffer, at most 4 MiB on Linux, has drained: the client must take
 	// that much within it.)
@@ -213,20 +214,25 @@ func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, a Artifac
 	w.WriteHeader(status)
 	// A failure mid-stream leaves the body short of Content-Length, which the
 	// client sees as a broken transfer, as it must.
-	if err := h.copyBody(body, rc); err != nil && ctx.Err() == nil {
+	if err := h.copyBody(r, body, rc); err != nil && ctx.Err() == nil {
 		h.log.Warn("fetch stream broken", "artifact", a.ID, "err", err)
 	} else {
 		body.done()
 	}
 }
 
-// copyBody streams a store reader to the client: a section of a local
-// file by sendfile, anything else through a buffer (512 KiB while few
-// fetches hold one; see copyBuffer) rather than the server's ReadFrom and
-// its 32 KiB one, since bigger reads cut the per-byte cost.
-func (h *Handler) copyBody(body *stallWriter, rc io.Reader) error {
+// copyBody streams a store reader to r's client: a section of a local
+// file by sendfile, a store's own connection by splice (on HTTP/1 without
+// TLS, where the server's connection is a plain TCP one), anything else
+// through a buffer (512 KiB while few fetches hold one; see copyBuffer)
+// rather than the server's ReadFrom and its 32 KiB one, since bigger reads
+// cut the per-byte cost.
+func (h *Handler) copyBody(r *http.Request, body *stallWriter, rc io.Reader) error {
 	if fs, ok := rc.(FileSection); ok {
 		return body.sendFile(fs.FileSection())
+	}
+	if cs, ok := rc.(ConnSection); ok && r.TLS == nil && r.ProtoMajor == 1 {
+		return cs.SectionErr(body.splice(cs.ConnSection()))
 	}
 	buf, release := copyBuffer()
 	defer release()

@@ -219,14 +219,25 @@ func (s *stallWriter) sendFile(f *os.File, off, n int64) error {
 		}
 		defer s.watchOffset(f, off)()
 	}
-	lr := &io.LimitedReader{R: f}
+	chunk := int64(0)
+	if chunked {
+		chunk = stallChunk
+	}
+	return s.readFrom(rf, f, n, chunk)
+}
+
+// readFrom moves n bytes of r through rf in calls of at most chunk bytes,
+// each under a fresh write deadline (chunk 0: all in one call, under the
+// deadline already set). A source that ends early is io.ErrUnexpectedEOF.
+func (s *stallWriter) readFrom(rf io.ReaderFrom, r io.Reader, n, chunk int64) error {
+	lr := &io.LimitedReader{R: r}
 	for n > 0 {
 		lr.N = n
-		if chunked {
+		if chunk > 0 {
 			if err := s.setDeadline(); err != nil {
 				return err
 			}
-			lr.N = min(stallChunk, n)
+			lr.N = min(chunk, n)
 		}
 		m, err := rf.ReadFrom(lr)
 		n -= m
@@ -234,7 +245,7 @@ func (s *stallWriter) sendFile(f *os.File, off, n int64) error {
 		case err != nil:
 			return err
 		case m == 0:
-			return io.ErrUnexpectedEOF // the file is shorter than its section
+			return io.ErrUnexpectedEOF
 		}
 	}
 	return nil

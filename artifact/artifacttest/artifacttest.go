@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/gorilla/mux"
 
@@ -28,6 +29,8 @@ type Options struct {
 	Policy artifact.FetchAuthorizer
 	// Cache is the service's cache; nil: none.
 	Cache *artifact.Cache
+	// WriteStallTimeout is the handler's (0: its default).
+	WriteStallTimeout time.Duration
 }
 
 // Serve starts the service on store until t ends. It returns the service
@@ -53,7 +56,7 @@ func Serve(t testing.TB, store artifact.Store, o Options) (*artifact.Service, *a
 		o.Policy = eng
 	}
 	svc := &artifact.Service{Store: store, Signer: signer, PublicURL: u, Mint: eng, Fetch: o.Policy, Cache: o.Cache}
-	h := artifact.NewHandler(svc, artifact.HandlerOptions{Redirect: o.Redirect, Logger: slog.New(slog.DiscardHandler)})
+	h := artifact.NewHandler(svc, artifact.HandlerOptions{Redirect: o.Redirect, WriteStallTimeout: o.WriteStallTimeout, Logger: slog.New(slog.DiscardHandler)})
 	r := mux.NewRouter()
 	h.Register(r)
 	srv := &http.Server{Handler: r}

@@ -24,7 +24,9 @@ import (
 //   - sending the request body: IdleTimeout without progress (stallConn);
 //   - waiting for the response headers once the request is sent: Timeout;
 //   - reading the response body: IdleTimeout without progress while a read
-//     is pending (watchedBody), so a slow consumer never trips it.
+//     is pending (watchedBody), so a slow consumer never trips it; on a
+//     direct GET's connection, IdleTimeout without data from the service
+//     while none it sent waits to be read (directBody.watch).
 //
 // A request that times out ends its store call (startOp): a service that
 // hung once is not given two more chances to hang, as minio-go's retries

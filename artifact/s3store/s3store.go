@@ -33,6 +33,18 @@
 //     pending object as absent; ListExpired hands out pending objects older
 //     than a day, left by a crash, for deletion.
 //
+// # Open
+//
+// A read of 1 MiB or more from an http endpoint (no TLS, no proxy; Linux)
+// is a presigned GET that Open sends itself, on a connection of its own:
+// the reader it returns hands the fetch endpoint that connection,
+// positioned at the body (artifact.ConnSection), and the kernel moves the
+// bytes to the client (splice), where minio-go's body cost two copies per
+// byte in user space. Any answer but the expected 200 or 206 with a length
+// is asked again through minio-go, which maps it to the same errors; the
+// deadlines are the same (see deadline.go and direct.go). Other reads go
+// through minio-go and its pooled connections.
+//
 // Artifacts are immutable: every write carries If-None-Match: *, which the
 // server checks on PUT and on initiating and completing a multipart upload
 // (MinIO does; AWS S3 checks PUT and completion), so of two racing Puts of
@@ -106,7 +118,9 @@ type Store struct {
 	partSize   int64
 	gate       *gate         // bounds the Puts in flight (Options.MaxPuts)
 	timeout    time.Duration // Options.Timeout (see deadline.go)
+	idle       time.Duration // Options.IdleTimeout
 	errTimeout error         // the cause of a bounded call's expired deadline
+	direct     bool          // Open GETs directly (see direct.go)
 }
 
 // New connects to o.Bucket and checks that it exists, creating it when
@@ -139,7 +153,7 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		return nil, fmt.Errorf("s3store: %w: %w", artifact.ErrInvalid, err)
 	}
 	s := &Store{c: c, core: minio.Core{Client: c}, bucket: o.Bucket, prefix: o.Prefix, partSize: o.PartSize,
-		timeout: timeout, errTimeout: newTimeoutError(timeout),
+		timeout: timeout, idle: idle, errTimeout: newTimeoutError(timeout), direct: directOK(o.Endpoint, o.Secure),
 		gate: newGate(cmp.Or(o.MaxPuts, DefaultMaxPuts), cmp.Or(o.MaxPutsPerTenant, DefaultMaxPutsPerTenant), cmp.Or(o.PutWait, DefaultPutWait))}
 	if s.partSize == 0 {
 		s.partSize = DefaultPartSize
@@ -323,6 +337,12 @@ func (s *Store) Open(ctx context.Context, id string, offset, length int64) (io.R
 	}
 	if length == 0 {
 		return empty()
+	}
+	if s.direct && (length < 0 || length >= directMin) {
+		rc, err := s.openDirect(ctx, id, offset, length)
+		if !errors.Is(err, errIndirect) {
+			return rc, err
+		}
 	}
 	var opts minio.GetObjectOptions
 	switch {
