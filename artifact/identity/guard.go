@@ -92,6 +92,11 @@ func simple(h http.Header) bool {
 	if len(ct) == 0 {
 		return true
 	}
+	if ct[0] == "application/json" {
+		// What every MCP client sends, on every message: not simple, and
+		// told without parsing (an allocation and a lowercased copy).
+		return false
+	}
 	mt, _, err := mime.ParseMediaType(ct[0])
 	if err != nil {
 		return true // a browser sends what the page wrote; assume the worst

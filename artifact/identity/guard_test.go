@@ -3,6 +3,7 @@ package identity
 import (
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 )
 
@@ -56,6 +57,23 @@ func TestGuard(t *testing.T) {
 		}
 		if err := tt.g.Check(r); !errors.Is(err, tt.want) || (tt.want == nil && err != nil) {
 			t.Errorf("%s: Check = %v, want %v", tt.name, err, tt.want)
+		}
+	}
+}
+
+// BenchmarkGuardCheck: the check every MCP message's POST passes (twice
+// through cmd/spillway: its route and the proxy).
+func BenchmarkGuardCheck(b *testing.B) {
+	r := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8080/mcp", nil)
+	for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+		"Mcp-Session-Id": "s1", "Mcp-Protocol-Version": "2025-11-25", "User-Agent": "Go-http-client/1.1"} {
+		r.Header.Set(k, v)
+	}
+	g := &Guard{}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := g.Check(r); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
