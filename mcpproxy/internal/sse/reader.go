@@ -107,11 +107,14 @@ func (e *TooLargeError) keep(b []byte) {
 
 // Reader reads events from a stream. It is not safe for concurrent use.
 type Reader struct {
-	src    io.Reader
-	buf    []byte
-	pooled *[]byte // buf as readBufs holds it: put back as it came, no new pointer to allocate
-	r, w   int
-	err    error // the source's sticky error, returned once buffered bytes are used
+	src io.Reader
+	buf []byte
+	mem *readMem // what buf and scratch were borrowed from (readBufs)
+	// scratch holds a field's value (an id, a name, a retry hint, a
+	// comment) while Next reads it.
+	scratch []byte
+	r, w    int
+	err     error // the source's sticky error, returned once buffered bytes are used
 
 	skipLF  bool  // the last line ended with CR: a LF right after it belongs to it
 	started bool  // a leading byte-order mark was looked for
@@ -204,8 +207,8 @@ func NewReader(src io.Reader, maxEvent int64) *Reader {
 	if maxEvent <= 0 {
 		maxEvent = DefaultMaxEvent
 	}
-	p := readBufs.Get().(*[]byte)
-	return &Reader{src: src, buf: (*p)[:readBufSize], pooled: p, max: maxEvent, hold: noHold}
+	m := readBufs.Get().(*readMem)
+	return &Reader{src: src, buf: m.buf[:readBufSize], scratch: m.scratch[:0], mem: m, max: maxEvent, hold: noHold}
 }
 
 // Raw returns the bytes of the event the last Next returned, as they
@@ -219,15 +222,25 @@ func (rd *Reader) Raw() []byte { return rd.raw }
 
 const readBufSize = 32 << 10
 
-// readBufs are Readers' buffers: a relay makes a Reader per POST.
-var readBufs = sync.Pool{New: func() any { b := make([]byte, readBufSize); return &b }}
+// readMem is the memory a Reader borrows: its read buffer and its scratch
+// space (kept up to maxScratch).
+type readMem struct{ buf, scratch []byte }
+
+const maxScratch = 1 << 10
+
+// readBufs are Readers' memory: a relay makes a Reader per POST.
+var readBufs = sync.Pool{New: func() any { return &readMem{buf: make([]byte, readBufSize)} }}
 
 // Release gives rd's buffer back for another Reader; rd must not be used
 // after. Events already returned are the caller's (their data is a copy).
 func (rd *Reader) Release() {
-	if rd.pooled != nil {
-		readBufs.Put(rd.pooled)
-		rd.buf, rd.pooled, rd.r, rd.w, rd.raw = nil, nil, 0, 0, nil
+	if m := rd.mem; m != nil {
+		m.scratch = nil
+		if cap(rd.scratch) <= maxScratch { // an id of a megabyte is not kept
+			m.scratch = rd.scratch[:0]
+		}
+		readBufs.Put(m)
+		rd.buf, rd.scratch, rd.mem, rd.r, rd.w, rd.raw = nil, nil, nil, 0, 0, nil
 	}
 }
 
@@ -261,12 +274,13 @@ func (rd *Reader) Next() (Event, error) {
 		inBlock   bool  // some line of this block was read
 		known     bool  // the block has something to report
 		big       *TooLargeError
-		scratch   []byte
+		scratch   = rd.scratch[:0]
 		dataLines int
 		sp        *spilling
 	)
 	rd.raw = nil
 	defer func() {
+		rd.scratch = scratch[:0] // grown, for the next event's fields
 		if sp != nil {
 			sp.finish(io.ErrUnexpectedEOF) // the stream broke inside the event
 		}
