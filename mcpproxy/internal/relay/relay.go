@@ -24,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
@@ -105,6 +106,7 @@ type Relay struct {
 	maxTotal int                     // sessions across tenants (sessions.go)
 	ended    []string                // sessions forgotten, for Methods.Ended
 	legacy   atomic.Bool
+	direct   atomic.Bool // the upstream answers without redirecting: see send
 
 	closing context.Context // done once Close is called: every relayed request ends
 	close   context.CancelFunc
@@ -406,7 +408,7 @@ const errRefused = "the upstream MCP server refused Spillway's credentials"
 func (rl *Relay) roundTrip(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, out *stallWriter,
 	req *http.Request, early bool) (*http.Response, *stream, error) {
 	if !early || rl.o.OpenAfter < 0 {
-		resp, err := rl.o.Client.Do(req)
+		resp, err := rl.send(req)
 		return resp, nil, err
 	}
 	type result struct {
@@ -415,7 +417,7 @@ func (rl *Relay) roundTrip(ctx context.Context, cancel context.CancelFunc, w htt
 	}
 	ch := make(chan result, 1)
 	go func() {
-		resp, err := rl.o.Client.Do(req)
+		resp, err := rl.send(req)
 		ch <- result{resp, err}
 	}()
 	t := time.NewTimer(rl.o.OpenAfter)
@@ -433,6 +435,52 @@ func (rl *Relay) roundTrip(ctx context.Context, cancel context.CancelFunc, w htt
 	st := rl.newStream(ctx, cancel, sw, 0)
 	r := <-ch
 	return r.resp, st, r.err
+}
+
+// send sends req upstream as the configured client would, and without
+// its cost per request where it adds nothing: http.Client.Do clones each
+// request's headers and URL for the redirects it may follow (about a
+// kilobyte and five allocations per call). Through the client when it
+// has a cookie jar or a timeout, and until one of its answers came
+// without a redirect; from then on through its transport alone. A
+// redirect met there (an upstream that starts redirecting) is followed
+// by sending the request again through the client, whose policy applies
+// (the redirect was not processed upstream), and the client is used
+// again until the next answer without one.
+func (rl *Relay) send(req *http.Request) (*http.Response, error) {
+	c := rl.o.Client
+	if c.Jar != nil || c.Timeout != 0 || !rl.direct.Load() || req.GetBody == nil {
+		resp, err := c.Do(req)
+		if err == nil && c.Jar == nil && c.Timeout == 0 && resp.Request.URL.String() == req.URL.String() {
+			rl.direct.Store(true) // answered where it was sent
+		}
+		return resp, err
+	}
+	resp, err := c.Transport.RoundTrip(req)
+	if err != nil {
+		return nil, &url.Error{Op: req.Method[:1] + strings.ToLower(req.Method[1:]), URL: req.URL.Redacted(), Err: err}
+	}
+	if !followed(resp) {
+		return resp, nil
+	}
+	rl.direct.Store(false)
+	resp.Body.Close()
+	again := req.Clone(req.Context()) // the transport changed neither headers nor URL
+	if again.Body, err = req.GetBody(); err != nil {
+		return nil, err
+	}
+	return c.Do(again)
+}
+
+// followed reports whether http.Client follows resp: a redirect status
+// with a Location.
+func followed(resp *http.Response) bool {
+	switch resp.StatusCode {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther,
+		http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return resp.Header.Get("Location") != ""
+	}
+	return false
 }
 
 // relayLate writes the upstream's answer to a stream that opened before
