@@ -581,7 +581,7 @@ func (s *scanner) number() error {
 	for j < s.n && numChar[s.buf[j]] {
 		j++
 	}
-	if j < s.n && validNumber(s.buf[s.i:j]) {
+	if j < s.n && jsonrpc.SkipNumber(s.buf[s.i:j], 0) == j-s.i {
 		s.i = j
 		return nil
 	}
@@ -787,40 +787,3 @@ var numChar = func() (t [256]bool) {
 	}
 	return
 }()
-
-// validNumber reports whether b is exactly one JSON number.
-func validNumber(b []byte) bool {
-	i := 0
-	if i < len(b) && b[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(b) && b[i] == '0':
-		i++
-	case i < len(b) && '1' <= b[i] && b[i] <= '9':
-		for i++; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
-		}
-	default:
-		return false
-	}
-	if i < len(b) && b[i] == '.' {
-		i++
-		if i == len(b) || b[i] < '0' || b[i] > '9' {
-			return false
-		}
-		for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
-		}
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		if i == len(b) || b[i] < '0' || b[i] > '9' {
-			return false
-		}
-		for ; i < len(b) && '0' <= b[i] && b[i] <= '9'; i++ {
-		}
-	}
-	return i == len(b)
-}
