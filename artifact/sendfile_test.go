@@ -67,32 +67,11 @@ func TestFetchLocalFileBySendfile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range []struct {
-		rng        string
-		status     int
-		start, end int
-	}{
-		{"", http.StatusOK, 0, len(body)},
-		{"bytes=70000-2100000", http.StatusPartialContent, 70000, 2100001},
-		{fmt.Sprintf("bytes=-%d", 100), http.StatusPartialContent, len(body) - 100, len(body)},
-	} {
-		req, _ := http.NewRequest(http.MethodGet, l.URL, nil)
-		if tc.rng != "" {
-			req.Header.Set("Range", tc.rng)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != tc.status || !bytes.Equal(got, body[tc.start:tc.end]) {
-			t.Errorf("range %q: %s, %d bytes (want %d), %v; equal %v", tc.rng, resp.Status, len(got), tc.end-tc.start, err, bytes.Equal(got, body[tc.start:tc.end]))
-		}
-		if resp.Header.Get("X-Content-Type-Options") != "nosniff" {
-			t.Errorf("range %q: no safety headers: %v", tc.rng, resp.Header)
-		}
-	}
+	artifacttest.CheckRanges(t, l.URL, body, []artifacttest.Range{
+		{Header: "", Status: http.StatusOK, Start: 0, End: len(body)},
+		{Header: "bytes=70000-2100000", Status: http.StatusPartialContent, Start: 70000, End: 2100001},
+		{Header: fmt.Sprintf("bytes=-%d", 100), Status: http.StatusPartialContent, Start: len(body) - 100, End: len(body)},
+	})
 	if n := store.read.Load(); n != 0 {
 		t.Errorf("the endpoint read %d bytes of local files through its own buffer, want 0 (sendfile)", n)
 	}

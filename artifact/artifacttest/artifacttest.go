@@ -5,8 +5,10 @@
 package artifacttest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -63,4 +65,37 @@ func Serve(t testing.TB, store artifact.Store, o Options) (*artifact.Service, *a
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return svc, h
+}
+
+// A Range is a fetch's Range header ("" for none) and what the answer
+// must be: its status and body[Start:End].
+type Range struct {
+	Header     string
+	Status     int
+	Start, End int
+}
+
+// CheckRanges fetches link once per range and wants each answer's
+// status, its bytes, byte for byte, and the safe headers every served
+// byte carries.
+func CheckRanges(t testing.TB, link string, body []byte, ranges []Range) {
+	t.Helper()
+	for _, r := range ranges {
+		req, _ := http.NewRequest(http.MethodGet, link, nil)
+		if r.Header != "" {
+			req.Header.Set("Range", r.Header)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != r.Status || !bytes.Equal(got, body[r.Start:r.End]) {
+			t.Errorf("Range %q: %s, %d bytes (%v), want %d and bytes %d-%d", r.Header, resp.Status, len(got), err, r.Status, r.Start, r.End)
+		}
+		if resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+			t.Errorf("Range %q: no safe headers: %v", r.Header, resp.Header)
+		}
+	}
 }

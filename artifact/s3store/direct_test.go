@@ -120,31 +120,13 @@ func publishOn(t *testing.T, store artifact.Store, data []byte, o ...artifacttes
 func TestFetchSpliced(t *testing.T) {
 	store, data, link := serveSeeded(t, miniotest.Shared(t).Store(t), 3<<20+12345) // past any cache, not a multiple of a chunk
 	n := len(data)
-	for _, tc := range []struct {
-		rng        string
-		status     int
-		start, end int
-	}{
-		{"", http.StatusOK, 0, n},
-		{"bytes=70000-2100000", http.StatusPartialContent, 70000, 2100001},
-		{"bytes=1000000-", http.StatusPartialContent, 1000000, n},
-		{"bytes=-100", http.StatusPartialContent, n - 100, n},
-		{"bytes=5-5", http.StatusPartialContent, 5, 6},
-	} {
-		req, _ := http.NewRequest(http.MethodGet, link, nil)
-		if tc.rng != "" {
-			req.Header.Set("Range", tc.rng)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != tc.status || !bytes.Equal(got, data[tc.start:tc.end]) {
-			t.Errorf("Range %q: %s, %d bytes (%v), want %d and bytes %d-%d", tc.rng, resp.Status, len(got), err, tc.status, tc.start, tc.end)
-		}
-	}
+	artifacttest.CheckRanges(t, link, data, []artifacttest.Range{
+		{Header: "", Status: http.StatusOK, Start: 0, End: n},
+		{Header: "bytes=70000-2100000", Status: http.StatusPartialContent, Start: 70000, End: 2100001},
+		{Header: "bytes=1000000-", Status: http.StatusPartialContent, Start: 1000000, End: n},
+		{Header: "bytes=-100", Status: http.StatusPartialContent, Start: n - 100, End: n},
+		{Header: "bytes=5-5", Status: http.StatusPartialContent, Start: 5, End: 6},
+	})
 	// The last two, under 1 MiB, go through minio-go's pooled connections.
 	if r, c := store.read.Load(), store.conns.Load(); r != 101 || c != 3 {
 		t.Errorf("the endpoint read %d bytes through Read and was handed %d connections, want 101 bytes (the small ranges) and 3", r, c)
