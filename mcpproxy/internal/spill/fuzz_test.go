@@ -222,7 +222,7 @@ func FuzzDecodeBase64(f *testing.F) {
 	long := base64.StdEncoding.EncodeToString([]byte("the quick brown fox jumps over the lazy dog, twice over"))
 	for _, seed := range []string{"", "QQ==", "QUJD", long, long[:40] + `\/` + long[43:], long[:17] + `\n` + long[17:],
 		long[:24] + "\r\n" + long[24:], long[:9] + "=" + long[10:], long[:30] + "\u0041" + long[31:], long[:33] + "*" + long[34:],
-		strings.TrimRight(long, "="), long[:len(long)-1]} {
+		strings.TrimRight(long, "="), long[:len(long)-1], long[:len(long)-2] + "A=", long + "=", long[:len(long)-3] + "*=="} {
 		f.Add(seed, uint8(7), uint8(64))
 	}
 	f.Fuzz(func(t *testing.T, in string, size, src uint8) {

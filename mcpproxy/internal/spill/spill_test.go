@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -480,5 +481,32 @@ func TestDecodeBulk(t *testing.T) {
 				t.Fatalf("decodeBulk(%q) then the library: %x, %v; want %x, %v", in, dst[:n+k], err, want, werr)
 			}
 		}
+	}
+}
+
+// TestDecodeBase64TailAllocs: the last few letters of a string (and its
+// padding) are decoded where they lie, not through the general way, whose
+// two buffers (96 KiB) every string's end cost before.
+func TestDecodeBase64TailAllocs(t *testing.T) {
+	in := base64.StdEncoding.EncodeToString([]byte("a short blob, whose last quantum is padded"))
+	out := make([]byte, 1<<10)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r, n := DecodeBase64(strings.NewReader(in)), 0
+	var err error
+	for err == nil {
+		var k int
+		k, err = r.Read(out[n:])
+		n += k
+	}
+	runtime.ReadMemStats(&after)
+	if err == io.EOF {
+		err = nil
+	}
+	if err != nil || string(out[:n]) != "a short blob, whose last quantum is padded" {
+		t.Fatalf("decoded %q, %v", out[:n], err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 80<<10 {
+		t.Errorf("decoding %d letters allocated %d KiB; want the letters' 64 KiB buffer and little more", len(in), got>>10)
 	}
 }

@@ -398,6 +398,15 @@ func (l *letters) Read(p []byte) (int, error) {
 			l.i += m
 			return k, nil
 		}
+		if l.eof && len(p) >= 8 {
+			if k, ok := decodeTail(p, l.in[l.i:l.n]); ok {
+				l.i, l.err = l.n, io.EOF
+				if k == 0 {
+					return 0, io.EOF
+				}
+				return k, nil
+			}
+		}
 		if l.n-l.i >= 8 || l.eof || len(p) < 8 {
 			// Not eight letters, or the last few, or no room for a
 			// group's word: the general way from here.
@@ -415,4 +424,25 @@ func (l *letters) Read(p []byte) (int, error) {
 		}
 	}
 	return l.rest.Read(p)
+}
+
+// decodeTail decodes the last few letters of base64, fewer than eight,
+// with up to two '=' of padding after them, into dst (room for six
+// bytes): what the general way gives for them, without setting it up (two
+// buffers, 96 KiB, for every string's end). ok is false for anything
+// else, which the general way takes and judges.
+func decodeTail(dst, src []byte) (int, bool) {
+	for k := 0; k < 2 && len(src) > 0 && src[len(src)-1] == '='; k++ {
+		src = src[:len(src)-1]
+	}
+	if len(src) >= 8 {
+		return 0, false
+	}
+	for _, c := range src {
+		if b64Quad[0][c] == ^uint32(0) {
+			return 0, false
+		}
+	}
+	k, err := base64.RawStdEncoding.Decode(dst, src)
+	return k, err == nil
 }
