@@ -510,3 +510,21 @@ func TestDecodeBase64TailAllocs(t *testing.T) {
 		t.Errorf("decoding %d letters allocated %d KiB; want the letters' 64 KiB buffer and little more", len(in), got>>10)
 	}
 }
+
+// TestDecodeBase64SourceFails: a source that fails part way (a peer gone
+// mid-string) fails the decoding with its error, every time it is read
+// again, never as a short success.
+func TestDecodeBase64SourceFails(t *testing.T) {
+	gone := errors.New("peer gone")
+	letters := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("0123456789"), 1000))
+	for _, cut := range []int{0, 5, 8, 4096, len(letters) - 3} {
+		r := DecodeBase64(io.MultiReader(strings.NewReader(letters[:cut]), iotest.ErrReader(gone)))
+		got, err := io.ReadAll(r)
+		if !errors.Is(err, gone) || len(got) > cut/4*3 {
+			t.Errorf("cut after %d letters: %d bytes, %v; want at most %d bytes and the source's error", cut, len(got), err, cut/4*3)
+		}
+		if _, err := r.Read(make([]byte, 64)); !errors.Is(err, gone) {
+			t.Errorf("cut after %d letters, read again: %v; want the source's error", cut, err)
+		}
+	}
+}
