@@ -44,10 +44,7 @@ func upstreamSSEServe() int {
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
-		fixed := func(s string) func(io.Writer) error {
-			return func(w io.Writer) error { _, err := io.WriteString(w, s); return err }
-		}
-		result := upstreamAnswer(m.Method, m.Params.ProtocolVersion, m.Params.Name, m.Params.Arguments, fixed)
+		result := upstreamAnswer(m.Method, m.Params.ProtocolVersion, m.Params.Name, m.Params.Arguments)
 		w.Header().Set("Content-Type", "text/event-stream")
 		out := bufio.NewWriterSize(w, 256<<10)
 		fmt.Fprintf(out, "event: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":%s,", m.ID)

@@ -141,9 +141,6 @@ func upstreamStdio() int {
 			os.Exit(1)
 		}
 	}
-	fixed := func(s string) func(io.Writer) error {
-		return func(w io.Writer) error { _, err := io.WriteString(w, s); return err }
-	}
 	in := bufio.NewReaderSize(os.Stdin, 64<<10)
 	var wg sync.WaitGroup
 	for {
@@ -153,7 +150,7 @@ func upstreamStdio() int {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				write(m.ID, upstreamAnswer(m.Method, m.Params.ProtocolVersion, m.Params.Name, m.Params.Arguments, fixed))
+				write(m.ID, upstreamAnswer(m.Method, m.Params.ProtocolVersion, m.Params.Name, m.Params.Arguments))
 			}()
 		}
 		if err != nil {
@@ -174,8 +171,13 @@ type upstreamRequest struct {
 	} `json:"params"`
 }
 
+// fixed is an answer member of fixed bytes.
+func fixed(s string) func(io.Writer) error {
+	return func(w io.Writer) error { _, err := io.WriteString(w, s); return err }
+}
+
 // upstreamAnswer is the result (or error) member of the answer to one request.
-func upstreamAnswer(method, version, tool string, a bigArgs, fixed func(string) func(io.Writer) error) func(io.Writer) error {
+func upstreamAnswer(method, version, tool string, a bigArgs) func(io.Writer) error {
 	switch method {
 	case "initialize":
 		switch version {
