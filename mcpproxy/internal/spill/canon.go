@@ -1,0 +1,447 @@
+package spill
+
+import (
+	"cmp"
+	"encoding/base64"
+	"encoding/binary"
+	"io"
+	"sync"
+	"unicode/utf8"
+)
+
+// A string's value and its escaped bytes: the one way the proxy spells a
+// value (Spell), and a decoder (Canon) that accepts exactly what it
+// spells. A Tap that stages a string's value decoded can then keep the
+// escaped bytes as the value alone, for as long as they are spelt that
+// way: what encoders send (standard padded base64; JSON text with only
+// the escapes a string needs), so that a string offloaded as it arrives
+// is written to disk once, decoded, not also as sent (see Keeper).
+//
+// Text is spelt with '"', '\\' and the control characters escaped, the
+// five that have one as \b \f \n \r \t, the rest as \u00XX in lowercase
+// hex; every other byte as it is. Its value must be valid UTF-8. Base64 is
+// spelt as base64.StdEncoding encodes.
+
+// Canon decodes a JSON string's escaped bytes (no quotes) chunk by chunk,
+// as long as they are spelt canonically: then Spelling gives them back
+// from the value alone. Its value is what String.Text (or String.Base64)
+// would give for the same bytes. Make one with NewCanon; not safe for
+// concurrent use.
+type Canon struct {
+	b64   bool
+	held  []byte // taken, not yet decoded: a unit cut by a chunk's end
+	taken int64  // escaped bytes taken, held ones included
+	given int64  // value bytes given
+	ended bool
+}
+
+// NewCanon returns a Canon for text or, with b64, for base64 data.
+func NewCanon(b64 bool) *Canon { return &Canon{b64: b64, held: make([]byte, 0, 16)} }
+
+// Taken is the number of escaped bytes accepted so far, Held included.
+func (c *Canon) Taken() int64 { return c.taken }
+
+// Given is the number of value bytes appended so far.
+func (c *Canon) Given() int64 { return c.given }
+
+// Held returns the escaped bytes accepted but not yet decoded (a unit cut
+// by the last chunk's end): the bytes after the spelling of the value so
+// far. The caller must not keep it past the next call.
+func (c *Canon) Held() []byte { return c.held }
+
+// Next appends p's decoding to dst. ok is false if p, after what came
+// before, is not spelt canonically: then nothing of p is taken (dst is
+// returned as it was, and the Canon is as before the call).
+func (c *Canon) Next(dst, p []byte) (_ []byte, ok bool) {
+	if c.ended {
+		return dst, false
+	}
+	n0, held := len(dst), len(c.held)
+	var saved [16]byte
+	copy(saved[:], c.held)
+	if c.b64 {
+		dst, ok = c.nextBase64(dst, p)
+	} else {
+		dst, ok = c.nextText(dst, p)
+	}
+	if !ok {
+		c.held = append(c.held[:0], saved[:held]...)
+		return dst[:n0], false
+	}
+	c.taken += int64(len(p))
+	c.given += int64(len(dst) - n0)
+	return dst, true
+}
+
+// End appends the decoding of what is held, once no more bytes come. ok
+// is false if the bytes taken do not end as a canonical spelling ends;
+// then nothing is appended and Held is as before.
+func (c *Canon) End(dst []byte) (_ []byte, ok bool) {
+	if c.ended {
+		return dst, false
+	}
+	if !c.b64 {
+		if len(c.held) > 0 {
+			return dst, false // a string ending inside a UTF-8 sequence or an escape
+		}
+		c.ended = true
+		return dst, true
+	}
+	var v [16]byte
+	k, err := base64.StdEncoding.Strict().Decode(v[:], c.held)
+	if err != nil || base64.StdEncoding.EncodedLen(k) != len(c.held) {
+		return dst, false
+	}
+	c.held = c.held[:0]
+	c.given += int64(k)
+	c.ended = true
+	return append(dst, v[:k]...), true
+}
+
+// maxTail bounds the bytes of base64 held undecoded: fewer than eight
+// letters, or a last group of eight with its padding.
+const maxTail = 8
+
+// nextBase64 decodes whole groups of eight letters; the rest, fewer than
+// eight bytes or a group that is not eight letters, is held if it can
+// still be the end (fewer letters, or padding), else refused.
+func (c *Canon) nextBase64(dst, p []byte) ([]byte, bool) {
+	if len(c.held) > 0 {
+		if len(c.held) < 8 {
+			k := min(8-len(c.held), len(p))
+			c.held = append(c.held, p[:k]...)
+			p = p[k:]
+			if len(c.held) < 8 {
+				return dst, true
+			}
+			var g [8]byte
+			if n, m := decodeBulk(g[:], c.held); m == 8 {
+				dst = append(dst, g[:n]...)
+				c.held = c.held[:0]
+			}
+		}
+		if len(c.held) > 0 { // a group that is not eight letters: the end, or refused
+			if len(c.held)+len(p) > maxTail {
+				return dst, false
+			}
+			c.held = append(c.held, p...)
+			return dst, true
+		}
+	}
+	dst = grow(dst, len(p)/8*6+8)
+	n, m := decodeBulk(dst[len(dst):cap(dst)], p)
+	dst = dst[:len(dst)+n]
+	p = p[m:]
+	if len(p) > maxTail { // stopped at a group that is not letters, with more after it than an end has
+		return dst, false
+	}
+	c.held = append(c.held, p...)
+	return dst, true
+}
+
+// grow makes room for n more bytes in b.
+func grow(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	nb := make([]byte, len(b), 2*cap(b)+n)
+	copy(nb, b)
+	return nb
+}
+
+// nextText decodes p after what is held.
+func (c *Canon) nextText(dst, p []byte) ([]byte, bool) {
+	if len(c.held) > 0 {
+		// The held unit's rest is in p's first few bytes (a unit is at
+		// most six).
+		k := min(len(p), 8)
+		var buf [16]byte
+		b := append(append(buf[:0], c.held...), p[:k]...)
+		var m int
+		var ok bool
+		if dst, m, ok = canonText(dst, b); !ok {
+			return dst, false
+		}
+		if m < len(c.held) { // p is too short to finish the unit
+			c.held = append(c.held, p...)
+			return dst, true
+		}
+		p = p[m-len(c.held):]
+		c.held = c.held[:0]
+	}
+	dst, m, ok := canonText(dst, p)
+	if !ok {
+		return dst, false
+	}
+	c.held = append(c.held, p[m:]...)
+	return dst, true
+}
+
+// canonText appends the decoding of b's canonical units to dst, stopping
+// before one cut by b's end; m is how far it read. ok is false at a unit
+// that is not canonical.
+func canonText(dst, b []byte) (_ []byte, m int, ok bool) {
+	i := 0
+	for i < len(b) {
+		j := i
+		for j+8 <= len(b) && !hasSpecialOrHigh(binary.LittleEndian.Uint64(b[j:])) {
+			j += 8
+		}
+		for j < len(b) && b[j] >= 0x20 && b[j] < utf8.RuneSelf && b[j] != '"' && b[j] != '\\' {
+			j++
+		}
+		dst = append(dst, b[i:j]...)
+		i = j
+		if i == len(b) {
+			break
+		}
+		switch c := b[i]; {
+		case c == '\\':
+			if i+1 == len(b) {
+				return dst, i, true
+			}
+			if e := canonEscape[b[i+1]]; e != 0 {
+				dst = append(dst, e)
+				i += 2
+				continue
+			}
+			if b[i+1] != 'u' {
+				return dst, i, false // \/ is not how a '/' is spelt
+			}
+			if len(b)-i < 6 {
+				return dst, i, true
+			}
+			v, ok := ctlEscape(b[i+2 : i+6])
+			if !ok {
+				return dst, i, false
+			}
+			dst = append(dst, v)
+			i += 6
+		case c >= utf8.RuneSelf:
+			if !utf8.FullRune(b[i:]) {
+				return dst, i, true
+			}
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				return dst, i, false
+			}
+			dst = append(dst, b[i:i+size]...)
+			i += size
+		default: // a control character or '"': never in a string's bytes
+			return dst, i, false
+		}
+	}
+	return dst, i, true
+}
+
+// canonEscape maps the letter after a backslash to its byte, for the
+// escapes Spell writes other than \u.
+var canonEscape = [256]byte{'"': '"', '\\': '\\', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// shortEscape is canonEscape the other way: a byte's one-letter escape.
+var shortEscape = [256]byte{'"': '"', '\\': '\\', '\b': 'b', '\f': 'f', '\n': 'n', '\r': 'r', '\t': 't'}
+
+const lowerHex = "0123456789abcdef"
+
+// ctlEscape decodes the four hex digits of a \u escape if they are how
+// Spell writes a control character: 00 then two lowercase digits, for one
+// without a short escape.
+func ctlEscape(h []byte) (byte, bool) {
+	if h[0] != '0' || h[1] != '0' || (h[2] != '0' && h[2] != '1') {
+		return 0, false
+	}
+	lo := h[3]
+	var d byte
+	switch {
+	case '0' <= lo && lo <= '9':
+		d = lo - '0'
+	case 'a' <= lo && lo <= 'f':
+		d = lo - 'a' + 10
+	default:
+		return 0, false
+	}
+	v := (h[2]-'0')<<4 | d
+	if shortEscape[v] != 0 {
+		return 0, false
+	}
+	return v, true
+}
+
+// hasSpecialOrHigh reports whether one of v's eight bytes is under 0x20,
+// '"', '\\' or over 0x7f.
+func hasSpecialOrHigh(v uint64) bool {
+	const highs = 0x8080808080808080
+	return hasSpecial(v) || v&highs != 0
+}
+
+// Spell appends the canonical spelling of value to dst: its escaped
+// bytes as text, or with b64 as standard base64.
+func Spell(dst, value []byte, b64 bool) []byte {
+	if b64 {
+		return base64.StdEncoding.AppendEncode(dst, value)
+	}
+	for i := 0; i < len(value); {
+		j := i
+		for j < len(value) && plainByte(value[j]) {
+			j++
+		}
+		dst = append(dst, value[i:j]...)
+		if j == len(value) {
+			break
+		}
+		dst = appendEscape(dst, value[j])
+		i = j + 1
+	}
+	return dst
+}
+
+func appendEscape(dst []byte, c byte) []byte {
+	if e := shortEscape[c]; e != 0 {
+		return append(dst, '\\', e)
+	}
+	return append(dst, '\\', 'u', '0', '0', lowerHex[c>>4], lowerHex[c&15])
+}
+
+// spelled is Spelling's reader.
+type spelled struct {
+	value io.ReaderAt
+	n     int64 // the value's length
+	size  int64 // the spelling's
+	b64   bool
+
+	mu  sync.Mutex
+	cur [4]spot // where the last reads ended, for reading on from there
+	at  int     // the next of cur to replace
+}
+
+// spot is a place in a text's spelling: value byte v starts at escaped
+// byte e.
+type spot struct{ e, v int64 }
+
+// Spelling returns a reader of the canonical spelling (size bytes) of a
+// value read from value (n bytes): a Canon's input given back from what
+// it decoded. It is safe for concurrent use; a text is read best in
+// order (each read goes on from where one of the last few ended, or
+// spells the text from its start).
+func Spelling(value io.ReaderAt, n, size int64, b64 bool) io.ReaderAt {
+	return &spelled{value: value, n: n, size: size, b64: b64}
+}
+
+func (s *spelled) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	if off >= s.size {
+		return 0, io.EOF
+	}
+	want := len(p)
+	p = p[:min(int64(len(p)), s.size-off)]
+	var err error
+	if s.b64 {
+		err = s.readBase64(p, off)
+	} else {
+		err = s.readText(p, off)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if len(p) < want {
+		return len(p), io.EOF
+	}
+	return len(p), nil
+}
+
+var spellBufs = sync.Pool{New: func() any { b := make([]byte, 48<<10+64<<10); return &b }}
+
+// readBase64 fills p from the spelling at off: whole quanta, each four
+// letters of three value bytes.
+func (s *spelled) readBase64(p []byte, off int64) error {
+	bp := spellBufs.Get().(*[]byte)
+	defer spellBufs.Put(bp)
+	val, enc := (*bp)[:48<<10], (*bp)[48<<10:]
+	for len(p) > 0 {
+		q := off / 4
+		v0 := q * 3
+		k := min(int64(len(val)), s.n-v0, (int64(len(p))+off-q*4+3)/4*3)
+		if k <= 0 {
+			return io.ErrUnexpectedEOF // the value is shorter than its spelling says
+		}
+		buf := val[:k]
+		if got, err := s.value.ReadAt(buf, v0); got < len(buf) {
+			return cmp.Or(err, io.ErrUnexpectedEOF)
+		}
+		e := base64.StdEncoding.AppendEncode(enc[:0], buf)
+		c := copy(p, e[off-q*4:])
+		p, off = p[c:], off+int64(c)
+	}
+	return nil
+}
+
+// readText fills p from the spelling at off, spelling the value from the
+// nearest known spot at or before off.
+func (s *spelled) readText(p []byte, off int64) error {
+	s.mu.Lock()
+	from := spot{}
+	for _, c := range s.cur {
+		if c.e <= off && c.e > from.e {
+			from = c
+		}
+	}
+	s.mu.Unlock()
+	bp := spellBufs.Get().(*[]byte)
+	defer spellBufs.Put(bp)
+	var esc [6]byte
+	e, v := from.e, from.v // value byte v is spelt from escaped byte e
+	filled := 0
+	for filled < len(p) {
+		// Each value byte is spelt with one escaped byte or more: no
+		// more are needed than escaped bytes are left to spell.
+		k := min(int64(len(*bp)), s.n-v, off+int64(len(p))-e)
+		if k <= 0 {
+			return io.ErrUnexpectedEOF // the value is shorter than its spelling says
+		}
+		buf := (*bp)[:k]
+		if got, err := s.value.ReadAt(buf, v); got < len(buf) {
+			return cmp.Or(err, io.ErrUnexpectedEOF)
+		}
+		for i := 0; i < len(buf) && filled < len(p); {
+			// A unit: a run of bytes spelt as they are, or one byte
+			// escaped.
+			var sp []byte
+			run := 1
+			if c := buf[i]; plainByte(c) {
+				for run < len(buf)-i && plainByte(buf[i+run]) {
+					run++
+				}
+				sp = buf[i : i+run]
+			} else {
+				sp = appendEscape(esc[:0], c)
+			}
+			at := off + int64(filled)
+			if skip := at - e; skip < int64(len(sp)) {
+				filled += copy(p[filled:], sp[max(skip, 0):])
+				if filled == len(p) && e+int64(len(sp)) > off+int64(len(p)) {
+					// Cut: a run's rest, or an escape's, is the next
+					// read's. Runs may end anywhere; an escape starts it.
+					if !plainByte(buf[i]) {
+						break
+					}
+					n := off + int64(len(p)) - e
+					e, v = e+n, v+n
+					break
+				}
+			}
+			e, v, i = e+int64(len(sp)), v+int64(run), i+run
+		}
+	}
+	// Remember where this read ended, at the start of a unit, for a read
+	// that goes on from there.
+	s.mu.Lock()
+	s.cur[s.at] = spot{e, v}
+	s.at = (s.at + 1) % len(s.cur)
+	s.mu.Unlock()
+	return nil
+}
+
+// plainByte reports whether c is spelt as itself in text.
+func plainByte(c byte) bool { return c >= 0x20 && c != '"' && c != '\\' }
