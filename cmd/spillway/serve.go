@@ -203,19 +203,21 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout, st
 	if s.proxy, err = c.proxyFlags.build(d, mcpTenants, guard, fetch, log); err != nil {
 		return nil, err
 	}
+	var h http.Handler = r
 	switch {
 	case s.proxy == nil:
 	case c.stdio:
 		// The agent that launched us speaks MCP on stdio; the listener only
 		// serves links, and another local process gets no MCP here.
 	default:
-		r.Handle("/mcp", api.Guarded(guard, s.proxy))
+		mcp := api.Guarded(guard, s.proxy)
+		h = mcpFirst{mcp: mcp, rest: r}
 		if mcpTokenFile != "" {
 			log.Info("/mcp requires the bearer token kept in the MCP token file", "mcp_token_file", mcpTokenFile)
 		}
 	}
 	s.registerProbes(r, guard, s.authenticated)
-	s.http = newHTTPServer(r, log)
+	s.http = newHTTPServer(h, log)
 	if s.apiLn != nil {
 		ar := newRouter()
 		apiOpts.Anonymous = true
@@ -239,6 +241,18 @@ func newRouter() *mux.Router {
 		artifact.WriteError(w, fmt.Errorf("no route %s: %w", r.URL.Path, artifact.ErrNotFound))
 	})
 	return r
+}
+
+// mcpFirst serves /mcp, the path every MCP message takes, without the
+// router, which would try the pattern of every other route first.
+type mcpFirst struct{ mcp, rest http.Handler }
+
+func (m mcpFirst) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/mcp" {
+		m.mcp.ServeHTTP(w, r)
+		return
+	}
+	m.rest.ServeHTTP(w, r)
 }
 
 func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
