@@ -1,6 +1,7 @@
 package offload
 
 import (
+	"bytes"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -47,7 +48,8 @@ func (f *Rewriter) Tap(member string) spill.Tap {
 	default:
 		return nil
 	}
-	e := &early{ch: make(chan []byte, earlyChunks), done: make(chan struct{}), slot: f.early, base64: b64}
+	e := &early{ch: make(chan []byte, earlyChunks), done: make(chan struct{}), slot: f.early, base64: b64,
+		keeps: f.stage != nil, decided: make(chan struct{}), hb: make(chan io.Writer), hbErr: make(chan error)}
 	go e.run(f.o.ThumbMax, f.stage)
 	return e
 }
@@ -57,11 +59,25 @@ func (f *Rewriter) Tap(member string) spill.Tap {
 // takes it only then: the same options, the same bytes), and the decoded
 // bytes staged (artifact.Staging), which the store takes as they are or
 // copies, instead of decoding the spilled string again.
+//
+// It is a spill.Keeper: while the string is spelt canonically (what
+// encoders send; see spill.Canon) its escaped bytes are kept as the staged
+// value alone, and the spill file never gets them: a string offloaded as
+// it arrives is written once, decoded. From the first chunk that is not
+// (or once the staging fails) it is lost: Handback writes the bytes so
+// far, spelt from the staged value, and the spill file takes the rest.
 type early struct {
 	ch     chan []byte // escaped bytes; closed at the end
 	done   chan struct{}
 	slot   chan struct{} // the Rewriter's count of early work
 	base64 bool          // the value is base64 data, staged decoded; no preview
+
+	keeps    bool          // it may keep the string (there is a stager)
+	lost     atomic.Bool   // it does not keep the string: Handback
+	decided  chan struct{} // closed once it kept the whole string, or lost it
+	spelling io.ReaderAt   // the string's bytes, once decided and kept
+	hb       chan io.Writer
+	hbErr    chan error
 
 	mu       sync.Mutex
 	complete bool // the whole string was read (End)
@@ -91,6 +107,28 @@ func (e *early) End(complete bool) {
 	}
 }
 
+// Lost reports whether the string's bytes must be spilled (spill.Keeper).
+func (e *early) Lost() bool { return !e.keeps || e.lost.Load() }
+
+// Kept returns the string's bytes spelt from its staged value, after End
+// (spill.Keeper).
+func (e *early) Kept() (io.ReaderAt, bool) {
+	if !e.keeps {
+		return nil, false
+	}
+	<-e.decided
+	return e.spelling, e.spelling != nil
+}
+
+// Handback writes the bytes so far to w, once lost (spill.Keeper).
+func (e *early) Handback(w io.Writer) error {
+	if !e.keeps {
+		return nil // it never kept any
+	}
+	e.hb <- w
+	return <-e.hbErr
+}
+
 // Release lets the work go: its string will not be stored from here. A
 // reader of the staged copy still open fails from now, as the spilled
 // string's own readers do.
@@ -110,60 +148,241 @@ func (e *early) free() { e.freed.Do(func() { <-e.slot }) }
 // copy.
 func (e *early) run(thumbMax int, st *stager) {
 	defer close(e.done)
-	r := &chunkReader{ch: e.ch}
-	defer r.drain() // the reading never waits on work that stopped
-	stg := st.create()
-	var (
-		src  io.Reader
-		pb   *preview.Builder
-		side *aside
-		mime string
-		// Big reads: each is a write to the staging (a system call).
-		buf = make([]byte, stageChunk)
-	)
-	if e.base64 {
-		src = spill.DecodeBase64(r)
-	} else {
-		src = spill.DecodeText(r)
-		n, err := io.ReadFull(src, buf[:sniffSize])
-		if err != nil && err != io.EOF && err != io.ErrUnexpectedEOF {
-			stg.drop()
-			return
-		}
-		mime = mimeOfHead(buf[:n])
-		// As publish builds it for a text unit of this mime type, on a
-		// goroutine of its own: the decoding and the staging do not wait
-		// for it (nor it for them) but a few chunks ahead.
-		pb = preview.New(preview.Options{MimeType: mime, Name: "x" + extension(mime), ThumbMax: thumbMax})
-		side = newAside(pb)
-		side.Write(buf[:n])
-		stg = stg.write(buf[:n])
+	sk := &earlySink{text: !e.base64, thumbMax: thumbMax, stg: st.create()}
+	var rest io.Reader = &chunkReader{ch: e.ch}
+	if e.keeps {
+		rest = e.keep(sk)
 	}
 	whole := true
-	for {
-		n, err := src.Read(buf)
-		if side != nil && n > 0 {
-			side.Write(buf[:n])
-		}
-		stg = stg.write(buf[:n])
-		if err == io.EOF {
-			break
-		}
-		if err != nil { // malformed base64: the store's own decoding will say so
-			whole = false
-			break
-		}
+	if rest != nil {
+		whole = sk.decode(rest, e.base64)
 	}
-	if side != nil {
-		side.Close()
-	}
+	drain(e.ch) // the reading never waits on work that stopped
+	sk.finish()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !whole || !e.complete || e.released {
-		stg.drop()
+		sk.stg.drop()
 		return
 	}
-	e.mime, e.pb, e.stg = mime, pb, stg
+	e.mime, e.pb, e.stg = sk.mime, sk.pb, sk.stg
+}
+
+// keep decodes the string chunk by chunk while it is spelt canonically,
+// staging its value. It returns nil when it kept the string whole (or it
+// ended incomplete), else the escaped bytes from where the value stopped
+// being staged, for the general decoding, once they are handed back.
+func (e *early) keep(sk *earlySink) io.Reader {
+	canon := spill.NewCanon(e.base64)
+	dec := make([]byte, 0, stageChunk+16)
+	var spelt, given int64 // the staged value, spelt, and its length
+	for b := range e.ch {
+		if sk.stg == nil {
+			return e.loseTo(sk, 0, 0, b, b)
+		}
+		out, ok := canon.Next(dec[:0], b)
+		if !ok {
+			tail := append(append([]byte(nil), canon.Held()...), b...)
+			chunkPool.Put(&b)
+			return e.loseTo(sk, spelt, given, tail, tail)
+		}
+		if !sk.write(out) {
+			held := append([]byte(nil), canon.Held()...)
+			chunkPool.Put(&b)
+			return e.loseTo(sk, spelt, given, append(spill.Spell(nil, out, e.base64), held...), held)
+		}
+		dec = out
+		spelt, given = canon.Taken()-int64(len(canon.Held())), canon.Given()
+		chunkPool.Put(&b)
+	}
+	e.mu.Lock()
+	complete := e.complete
+	e.mu.Unlock()
+	if !complete {
+		close(e.decided)
+		return nil
+	}
+	if sk.stg == nil {
+		return e.loseTo(sk, 0, 0, nil, nil)
+	}
+	out, ok := canon.End(dec[:0])
+	if !ok {
+		held := append([]byte(nil), canon.Held()...)
+		return e.loseTo(sk, spelt, given, held, held)
+	}
+	if !sk.write(out) {
+		return e.loseTo(sk, spelt, given, spill.Spell(nil, out, e.base64), nil)
+	}
+	e.spelling = spill.Spelling(sk.stg.w, canon.Given(), canon.Taken(), e.base64)
+	close(e.decided)
+	return nil
+}
+
+// loseTo gives the string up: the spill file takes its bytes, handed back
+// as the staged value (given bytes, spelt as spelt bytes), then hand,
+// then every chunk that came since. It returns what the general decoding
+// goes on with: decode, then those chunks and the rest; nil if the string
+// ends incomplete first.
+func (e *early) loseTo(sk *earlySink, spelt, given int64, hand, decode []byte) io.Reader {
+	e.lost.Store(true)
+	close(e.decided)
+	var pend [][]byte
+	ch := e.ch
+	for {
+		select {
+		case b, ok := <-ch:
+			if ok {
+				pend = append(pend, b)
+				continue
+			}
+			e.mu.Lock()
+			complete := e.complete
+			e.mu.Unlock()
+			if !complete {
+				return nil // no Handback comes
+			}
+			ch = nil // ended: the Handback comes after Kept
+		case w := <-e.hb:
+			err := e.handTo(w, sk, spelt, given, hand, pend)
+			e.hbErr <- err
+			if !sk.staging() {
+				sk.stg.drop()
+				sk.stg = nil
+			}
+			return io.MultiReader(bytes.NewReader(decode), &chunkList{pend: pend}, &chunkReader{ch: e.ch})
+		}
+	}
+}
+
+func (e *early) handTo(w io.Writer, sk *earlySink, spelt, given int64, hand []byte, pend [][]byte) error {
+	if spelt > 0 {
+		sp := spill.Spelling(sk.stg.w, given, spelt, e.base64)
+		if _, err := io.Copy(w, io.NewSectionReader(sp, 0, spelt)); err != nil {
+			return err
+		}
+	}
+	if _, err := w.Write(hand); err != nil {
+		return err
+	}
+	for _, b := range pend {
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// earlySink takes a string's value as it is decoded: into its staged
+// copy and, for a text, once its first bytes tell its mime type, into
+// its preview, built beside (see aside).
+type earlySink struct {
+	text      bool
+	thumbMax  int
+	stg       *staged
+	stgFailed bool // stg takes no more: a write failed
+	head      []byte
+	mime      string
+	pb        *preview.Builder
+	side      *aside
+}
+
+// staging reports whether the staged copy has every byte so far.
+func (k *earlySink) staging() bool { return k.stg != nil && !k.stgFailed }
+
+// write takes p; false if the staging failed (it then takes no more,
+// but is not dropped: the caller may still read what it holds).
+func (k *earlySink) write(p []byte) bool {
+	if len(p) == 0 {
+		return k.staging()
+	}
+	if k.text && k.pb == nil {
+		k.head = append(k.head, p...)
+		if len(k.head) >= sniffSize {
+			k.start()
+		}
+	} else if k.side != nil {
+		k.side.Write(p)
+	}
+	if !k.staging() {
+		return false
+	}
+	if !k.stg.add(p) {
+		k.stgFailed = true
+		return false
+	}
+	return true
+}
+
+// start begins the preview, of the mime type the text's head tells.
+func (k *earlySink) start() {
+	n := min(len(k.head), sniffSize)
+	k.mime = mimeOfHead(k.head[:n])
+	// As publish builds it for a text unit of this mime type, on a
+	// goroutine of its own: the decoding and the staging do not wait for
+	// it (nor it for them) but a few chunks ahead.
+	k.pb = preview.New(preview.Options{MimeType: k.mime, Name: "x" + extension(k.mime), ThumbMax: k.thumbMax})
+	k.side = newAside(k.pb)
+	k.side.Write(k.head)
+	k.head = nil
+}
+
+// decode decodes r the general way into the sink; false if r's bytes do
+// not decode (malformed base64: the store's own decoding will say so).
+func (k *earlySink) decode(r io.Reader, b64 bool) bool {
+	src := spill.DecodeText(r)
+	if b64 {
+		src = spill.DecodeBase64(r)
+	}
+	buf := make([]byte, stageChunk) // big reads: each a write to the staging
+	for {
+		n, err := src.Read(buf)
+		if !k.write(buf[:n]) && k.stg != nil && k.stgFailed {
+			k.stg.drop()
+			k.stg = nil
+		}
+		if err == io.EOF {
+			return true
+		}
+		if err != nil {
+			return false
+		}
+	}
+}
+
+// finish ends the preview.
+func (k *earlySink) finish() {
+	if k.text && k.pb == nil {
+		k.start()
+	}
+	if k.side != nil {
+		k.side.Close()
+	}
+	if k.stgFailed {
+		k.stg.drop()
+		k.stg = nil
+	}
+}
+
+// chunkList reads chunks held in a list, giving each back to chunkPool.
+type chunkList struct{ pend [][]byte }
+
+func (l *chunkList) Read(p []byte) (int, error) {
+	for len(l.pend) > 0 && len(l.pend[0]) == 0 {
+		b := l.pend[0][:0]
+		chunkPool.Put(&b)
+		l.pend = l.pend[1:]
+	}
+	if len(l.pend) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(p, l.pend[0])
+	l.pend[0] = l.pend[0][n:]
+	return n, nil
+}
+
+func drain(ch chan []byte) {
+	for range ch {
+	}
 }
 
 // take returns the early preview's builder, all the text written, when
@@ -227,23 +446,16 @@ func (st *stager) create() *staged {
 	return &staged{st: st, w: w}
 }
 
-// write appends p, returning s, or nil once s failed (out of its
-// stager's bound, or of disk), its bytes given back.
-func (s *staged) write(p []byte) *staged {
-	if s == nil || len(p) == 0 {
-		return s
-	}
+// add appends p; false once s failed (out of its stager's bound, or of
+// disk): it then holds what it held before, and takes no more.
+func (s *staged) add(p []byte) bool {
 	if s.st.used.Add(int64(len(p))) > s.st.max {
 		s.st.used.Add(-int64(len(p)))
-		s.drop()
-		return nil
+		return false
 	}
 	s.n += int64(len(p))
-	if _, err := s.w.Write(p); err != nil {
-		s.drop()
-		return nil
-	}
-	return s
+	n, err := s.w.Write(p)
+	return err == nil && n == len(p)
 }
 
 // drop frees the staging (an artifact made of it stays) and gives its

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/fsstore"
@@ -409,5 +410,121 @@ func TestAsideAllocs(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if n := after.TotalAlloc - before.TotalAlloc; n > (asideChunks+2)*asideChunk {
 		t.Fatalf("%d KiB allocated for 512 chunks of up to 64 KiB", n>>10)
+	}
+}
+
+// A string tapped as it arrives is kept as its staged value while it is
+// spelt as encoders spell it (spill.Canon): none of it goes to the spill
+// file. From the first bytes spelt otherwise (an escaped '/', a \u escape
+// of a letter, bytes that are not UTF-8, base64 without its padding) or
+// once the staging is out of room, its bytes are handed back to the spill
+// file, spelt from the staged value up to there. Either way the message
+// expands byte for byte, and the stored artifact holds the value.
+func TestEarlyKept(t *testing.T) {
+	text := strings.Repeat(`{\"row\":1,\"v\":\"a\\tb é\"}\n`, 12000)
+	img := make([]byte, 300001)
+	for i := range img {
+		img[i] = byte(i*7 + i>>9)
+	}
+	b64 := base64.StdEncoding.EncodeToString(img)
+	slash := strings.Index(b64[len(b64)/2:], "/") + len(b64)/2
+	cases := []struct {
+		name     string
+		value    string // escaped, as sent
+		image    bool
+		kept     bool
+		stageMax int64
+	}{
+		{"text", text, false, true, 0},
+		{"text with \\/ in the middle", text[:150000] + `\/` + text[150000:], false, false, 0},
+		{"text with \\u0041 near its end", text + `\u0041bc`, false, false, 0},
+		{"text with a byte that is not UTF-8", text[:200000] + "\xff" + text[200000:], false, false, 0},
+		{"text, staging out of room", text, false, false, 200000},
+		{"base64", b64, true, true, 0},
+		{"base64 with \\/", b64[:slash] + `\` + b64[slash:], true, false, 0},
+		{"base64 without padding", strings.TrimRight(base64.StdEncoding.EncodeToString(img[:len(img)-2]), "="), true, false, 0},
+		{"base64, staging out of room", b64, true, false, 100000},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			item := `{"type":"text","text":"` + c.value + `"}`
+			if c.image {
+				item = `{"type":"image","mimeType":"image/x-raw","data":"` + c.value + `"}`
+			}
+			msg := `{"jsonrpc":"2.0","id":1,"result":{"content":[` + item + `]}}`
+			var m struct {
+				Result struct{ Content []struct{ Text, Data string } }
+			}
+			if err := json.Unmarshal([]byte(msg), &m); err != nil {
+				t.Fatal(err)
+			}
+			want := []byte(m.Result.Content[0].Text)
+			if c.image {
+				var err error
+				if want, err = base64.StdEncoding.DecodeString(m.Result.Content[0].Data); err != nil {
+					want, _ = base64.RawStdEncoding.DecodeString(m.Result.Content[0].Data)
+				}
+			}
+			rw := New(testService(t, nil), threshold{0}, Options{Spills: Registry{}, StageDir: t.TempDir(), StageMax: c.stageMax})
+			sp, err := spill.New(spill.Options{Dir: t.TempDir(), Threshold: 1 << 10, Tap: rw.Tap})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sp.Close()
+			raw, err := sp.Read(strings.NewReader(msg), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if alive := sp.Alive(); c.kept != (alive == 0) || !c.kept && alive != int64(len(c.value)) {
+				t.Fatalf("%d bytes in spill files (kept %v, the string is %d)", alive, c.kept, len(c.value))
+			}
+			var out bytes.Buffer
+			if err := spill.Expand(&out, raw); err != nil || out.String() != msg {
+				t.Fatalf("expanded (%v) to %d bytes, not the message's %d (first difference at %d)", err, out.Len(), len(msg), firstDiff(out.Bytes(), []byte(msg)))
+			}
+			_, stored, err := rw.Rewrite(context.Background(), Call{Method: "tools/call", Tool: "t"}, jsonrpc.Path(raw, "result"))
+			if err != nil || len(stored) != 1 || stored[0].SHA256 != sum(want) {
+				t.Fatalf("stored %v, %v; want the value's %d bytes", stored, err, len(want))
+			}
+			spill.Release(raw)
+		})
+	}
+}
+
+func firstDiff(a, b []byte) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
+}
+
+// A message that fails to read, inside a kept string or after one (lost
+// or not), leaves nothing behind: no early work, nothing staged.
+func TestEarlyKeptMessageFails(t *testing.T) {
+	text := strings.Repeat(`abc\n`, 100000)
+	for _, msg := range []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + text,
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + text + `\/` + text,
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + text + `"}]} x`,
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + text + `\u0041"}, {"type":"text","text":"` + text + `"}]}]`,
+	} {
+		rw := New(testService(t, nil), threshold{0}, Options{Spills: Registry{}, StageDir: t.TempDir()})
+		sp, err := spill.New(spill.Options{Dir: t.TempDir(), Threshold: 1 << 10, Tap: rw.Tap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sp.Read(strings.NewReader(msg), 0); err == nil {
+			t.Fatal("a broken message read")
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for len(rw.early) != 0 || rw.stage.used.Load() != 0 || sp.Alive() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("after a failed read: %d early works, %d bytes staged, %d spilled", len(rw.early), rw.stage.used.Load(), sp.Alive())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		sp.Close()
 	}
 }

@@ -80,6 +80,7 @@ func (s *Spooler) keep(m *message) {
 	registry.mu.Lock()
 	for _, x := range m.strs {
 		registry.m[x.id] = x
+		x.refs.Store(1)
 	}
 	m.live = len(m.strs)
 	m.timer = time.AfterFunc(s.o.TTL, m.expire) // before any drop can see m
@@ -125,6 +126,8 @@ type scanner struct {
 	key        []byte // the last member name read, as sent; empty if long
 	inMember   bool   // the value being read is an object member's
 	tap        Tap    // watching the string spilling now
+	keeper     Keeper // tap, while it keeps the string's bytes (none written here)
+	kept       int64  // the bytes it keeps
 }
 
 // maxTapKey bounds the member names remembered for Options.Tap.
@@ -189,11 +192,62 @@ func (s *scanner) checkInline() error {
 	return nil
 }
 
-// write appends p to the spill file.
+// write appends p to the spill file, or gives it to the Keeper keeping
+// the string.
 func (s *scanner) write(p []byte) error {
 	if len(p) == 0 {
 		return nil
 	}
+	if s.keeper != nil {
+		if !s.keeper.Lost() {
+			s.kept += int64(len(p))
+			s.tap.Write(p)
+			return nil
+		}
+		if err := s.handBack(); err != nil {
+			return err
+		}
+	}
+	if err := s.spillBytes(p); err != nil {
+		return err
+	}
+	if s.tap != nil {
+		s.tap.Write(p)
+	}
+	return nil
+}
+
+// handBack writes what the Keeper kept to the file: from here the string
+// spills.
+func (s *scanner) handBack() error {
+	k := s.keeper
+	s.keeper = nil
+	w := &spillWriter{s: s}
+	if err := k.Handback(w); err != nil {
+		return err
+	}
+	if w.n != s.kept {
+		return fmt.Errorf("spill: a tap handed back %d bytes of %d", w.n, s.kept)
+	}
+	return nil
+}
+
+// spillWriter appends to a scanner's spill file.
+type spillWriter struct {
+	s *scanner
+	n int64
+}
+
+func (w *spillWriter) Write(p []byte) (int, error) {
+	if err := w.s.spillBytes(p); err != nil {
+		return 0, err
+	}
+	w.n += int64(len(p))
+	return len(p), nil
+}
+
+// spillBytes appends p to the spill file, within Options.MaxBytes.
+func (s *scanner) spillBytes(p []byte) error {
 	if s.sp.alive.Add(int64(len(p))) > s.sp.o.MaxBytes {
 		s.sp.alive.Add(-int64(len(p)))
 		return fmt.Errorf("spill: more than %d bytes spilled: %w", s.sp.o.MaxBytes, ErrFull)
@@ -201,9 +255,6 @@ func (s *scanner) write(p []byte) error {
 	s.f.size += int64(len(p))
 	if _, err := s.f.f.Write(p); err != nil {
 		return fmt.Errorf("spill: writing a spill file: %w", err)
-	}
-	if s.tap != nil {
-		s.tap.Write(p)
 	}
 	return nil
 }
@@ -224,6 +275,8 @@ func (s *scanner) startSpill() error {
 			name = string(s.key)
 		}
 		s.tap = s.sp.o.Tap(name)
+		s.keeper, _ = s.tap.(Keeper)
+		s.kept = 0
 	}
 	p := s.out[s.strStart+1:]
 	s.out = s.out[:s.strStart]
@@ -297,7 +350,7 @@ func (s *scanner) writeExpanded(p []byte) error {
 		if err := s.write(p[at : sp[0]+1]); err != nil {
 			return err
 		}
-		if err := s.copyWithin(x.off, x.n); err != nil {
+		if err := s.copyWithin(x.bytes(), x.off, x.n); err != nil {
 			return err
 		}
 		at = sp[1] - 1
@@ -308,12 +361,13 @@ func (s *scanner) writeExpanded(p []byte) error {
 	return s.write(p[at:])
 }
 
-// copyWithin appends n bytes of the file from off to its end.
-func (s *scanner) copyWithin(off, n int64) error {
+// copyWithin appends n bytes of src (the file, or a kept string) from off
+// to the file.
+func (s *scanner) copyWithin(src io.ReaderAt, off, n int64) error {
 	buf := copyBufs.Get().(*[]byte)
 	defer copyBufs.Put(buf)
 	for n > 0 {
-		k, err := s.f.f.ReadAt((*buf)[:min(int64(len(*buf)), n)], off)
+		k, err := src.ReadAt((*buf)[:min(int64(len(*buf)), n)], off)
 		if k > 0 {
 			if err := s.write((*buf)[:k]); err != nil {
 				return err
@@ -358,7 +412,7 @@ func firstElements(p []byte) (first []byte, count int64) {
 func (s *scanner) abort() {
 	if s.tap != nil {
 		s.tap.End(false)
-		s.tap = nil
+		s.tap, s.keeper = nil, nil
 	}
 	if s.f == nil {
 		return
@@ -752,7 +806,9 @@ func (s *scanner) endString() error {
 		}
 	}
 	s.inString, s.spilling = false, false
-	s.addString()
+	if err := s.addString(); err != nil {
+		return err
+	}
 	return s.checkInline()
 }
 
@@ -768,16 +824,31 @@ func (s *scanner) noteKey(str []byte) {
 	}
 }
 
-// addString puts a marker in out for the string spilled since strOff.
-func (s *scanner) addString() {
-	x := &String{id: newID(), msg: s.msg, f: s.f, off: s.strOff, n: s.f.size - s.strOff, tap: s.tap}
+// addString puts a marker in out for the string spilled since strOff, or
+// kept by its Keeper.
+func (s *scanner) addString() error {
 	if s.tap != nil {
 		s.tap.End(true)
-		s.tap = nil
 	}
+	var kept io.ReaderAt
+	if s.keeper != nil {
+		r, ok := s.keeper.Kept()
+		if !ok {
+			if err := s.handBack(); err != nil {
+				return err
+			}
+		}
+		kept = r
+	}
+	x := &String{id: newID(), msg: s.msg, f: s.f, off: s.strOff, n: s.f.size - s.strOff, tap: s.tap}
+	if s.keeper != nil {
+		x.kept, x.off, x.n = kept, 0, s.kept
+	}
+	s.tap, s.keeper = nil, nil
 	s.f.refs.Add(1)
 	s.msg.strs = append(s.msg.strs, x)
 	s.out = append(append(append(s.out, markerPrefix...), x.id...), '"')
+	return nil
 }
 
 // numChar marks the bytes a number may hold.

@@ -122,6 +122,25 @@ type Tap interface {
 	Release()
 }
 
+// A Keeper is a Tap that can keep the string's escaped bytes itself (as
+// its value decoded, from which they are spelt again: see Canon), so that
+// the Spooler does not write them to its spill file as well.
+//
+// While Lost is false the Spooler hands it the bytes (Write) and writes
+// none. Once Lost is true (on the reading goroutine, before a Write, or
+// when Kept says so) the Spooler calls Handback, once: it writes every
+// byte written so far to w, in order, and returns w's error; from then
+// on the Spooler spills the string as any other, still writing it to the
+// Tap. After End(true), Kept returns the string's escaped bytes (as many
+// as were written), or ok false: then Handback follows. What Kept returns
+// must be readable until Release.
+type Keeper interface {
+	Tap
+	Lost() bool
+	Handback(w io.Writer) error
+	Kept() (r io.ReaderAt, ok bool)
+}
+
 // Spooler reads messages, spilling their long strings. Make one with New
 // (the zero value is not usable). It is safe for concurrent use; Close
 // frees everything it spilled.
@@ -265,6 +284,25 @@ type String struct {
 	count int64  // an array's elements
 
 	tap Tap // what watched it arrive, if anything (Options.Tap)
+	// kept reads the escaped bytes when a Keeper kept them, not the file.
+	kept io.ReaderAt
+	// refs: one while x is registered, one per Expand writing it; its Tap
+	// is released at the last.
+	refs atomic.Int64
+}
+
+// bytes reads x's escaped bytes, at x.off.
+func (x *String) bytes() io.ReaderAt {
+	if x.kept != nil {
+		return x.kept
+	}
+	return x.f.f
+}
+
+func (x *String) unref() {
+	if x.refs.Add(-1) == 0 {
+		x.untap()
+	}
 }
 
 // Tap is the Tap that watched x arrive, nil if none.
@@ -307,7 +345,7 @@ func (x *String) drop() {
 	m.live--
 	last := m.live == 0
 	registry.mu.Unlock()
-	x.untap()
+	x.unref()
 	x.f.unref()
 	if last {
 		m.timer.Stop()
@@ -329,7 +367,7 @@ func (x *String) Len() int64 { return x.n }
 
 // Raw returns the escaped bytes as sent, without quotes (an array: as
 // sent, brackets included): a fresh reader on each call.
-func (x *String) Raw() io.Reader { return io.NewSectionReader(x.f.f, x.off, x.n) }
+func (x *String) Raw() io.Reader { return io.NewSectionReader(x.bytes(), x.off, x.n) }
 
 // Text returns the string's value: its escapes decoded to UTF-8 as
 // encoding/json decodes them (invalid UTF-8 and lone surrogates become
@@ -452,6 +490,7 @@ func Expand(w io.Writer, raw []byte) error {
 	defer func() {
 		for _, x := range xs {
 			if x != nil {
+				x.unref()
 				x.f.unref()
 			}
 		}
@@ -463,7 +502,8 @@ func Expand(w io.Writer, raw []byte) error {
 			registry.mu.Unlock()
 			return fmt.Errorf("expanding %s: %w", raw[sp[0]:sp[1]], ErrGone)
 		}
-		x.f.refs.Add(1) // pinned: alive while its string is
+		x.refs.Add(1) // pinned, and its file: alive while it is written
+		x.f.refs.Add(1)
 		xs[i] = x
 	}
 	registry.mu.Unlock()
