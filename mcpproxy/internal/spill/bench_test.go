@@ -113,3 +113,34 @@ func BenchmarkTextRows(b *testing.B) {
 func BenchmarkTextBase64(b *testing.B) {
 	benchDecode(b, `"`+strings.Repeat("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg", 10<<20/100)+`"`, (*String).Base64)
 }
+
+// BenchmarkCanonRows is BenchmarkTextRows's string decoded by a Canon, as
+// a Keeper decodes it, in 64 KiB chunks.
+func BenchmarkCanonRows(b *testing.B) {
+	row := `{\"id\":12345,\"name\":\"row\",\"score\":-12.5e3,\"ok\":true,\"tags\":[\"a\",\"b\"],\"note\":null},\n`
+	benchCanon(b, []byte(strings.Repeat(row, 10<<20/len(row))), false)
+}
+
+// BenchmarkCanonBase64 is 10 MB of base64 decoded by a Canon.
+func BenchmarkCanonBase64(b *testing.B) {
+	benchCanon(b, []byte(strings.Repeat("QUJDREVGR0hJSktM", 10<<20/16)), true)
+}
+
+func benchCanon(b *testing.B, raw []byte, b64 bool) {
+	b.SetBytes(int64(len(raw)))
+	dst := make([]byte, 0, 64<<10+16)
+	for b.Loop() {
+		c := NewCanon(b64)
+		for p := raw; len(p) > 0; {
+			k := min(len(p), 64<<10)
+			var ok bool
+			if _, ok = c.Next(dst[:0], p[:k]); !ok {
+				b.Fatal("refused")
+			}
+			p = p[k:]
+		}
+		if _, ok := c.End(dst[:0]); !ok {
+			b.Fatal("refused at the end")
+		}
+	}
+}

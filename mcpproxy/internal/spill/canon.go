@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"io"
+	"math/bits"
 	"sync"
 	"unicode/utf8"
 )
@@ -179,59 +180,85 @@ func (c *Canon) nextText(dst, p []byte) ([]byte, bool) {
 
 // canonText appends the decoding of b's canonical units to dst, stopping
 // before one cut by b's end; m is how far it read. ok is false at a unit
-// that is not canonical.
+// that is not canonical. Plain bytes are copied eight at a time (each
+// word stored whole, kept up to its first byte that is not plain), as
+// textReader copies them.
 func canonText(dst, b []byte) (_ []byte, m int, ok bool) {
-	i := 0
+	dst = grow(dst, len(b)+8) // the value is never longer than its spelling
+	out := dst[:cap(dst)]
+	w, i := len(dst), 0
 	for i < len(b) {
-		j := i
-		for j+8 <= len(b) && !hasSpecialOrHigh(binary.LittleEndian.Uint64(b[j:])) {
-			j += 8
+		for i+8 <= len(b) {
+			v := binary.LittleEndian.Uint64(b[i:])
+			binary.LittleEndian.PutUint64(out[w:], v)
+			k := plainRun(v)
+			i, w = i+k, w+k
+			if k < 8 {
+				// A one-letter escape (\" above all, in a JSON document)
+				// is part of the run.
+				if b[i] == '\\' && i+1 < len(b) {
+					if e := canonEscape[b[i+1]]; e != 0 {
+						out[w] = e
+						i, w = i+2, w+1
+						continue
+					}
+				}
+				break
+			}
 		}
-		for j < len(b) && b[j] >= 0x20 && b[j] < utf8.RuneSelf && b[j] != '"' && b[j] != '\\' {
-			j++
-		}
-		dst = append(dst, b[i:j]...)
-		i = j
 		if i == len(b) {
 			break
 		}
 		switch c := b[i]; {
+		case c < utf8.RuneSelf && plainByte(c):
+			out[w] = c
+			i, w = i+1, w+1
 		case c == '\\':
 			if i+1 == len(b) {
-				return dst, i, true
+				return out[:w], i, true
 			}
 			if e := canonEscape[b[i+1]]; e != 0 {
-				dst = append(dst, e)
-				i += 2
+				out[w] = e
+				i, w = i+2, w+1
 				continue
 			}
 			if b[i+1] != 'u' {
-				return dst, i, false // \/ is not how a '/' is spelt
+				return out[:w], i, false // \/ is not how a '/' is spelt
 			}
 			if len(b)-i < 6 {
-				return dst, i, true
+				return out[:w], i, true
 			}
 			v, ok := ctlEscape(b[i+2 : i+6])
 			if !ok {
-				return dst, i, false
+				return out[:w], i, false
 			}
-			dst = append(dst, v)
-			i += 6
+			out[w] = v
+			i, w = i+6, w+1
 		case c >= utf8.RuneSelf:
 			if !utf8.FullRune(b[i:]) {
-				return dst, i, true
+				return out[:w], i, true
 			}
 			r, size := utf8.DecodeRune(b[i:])
 			if r == utf8.RuneError && size == 1 {
-				return dst, i, false
+				return out[:w], i, false
 			}
-			dst = append(dst, b[i:i+size]...)
+			w += copy(out[w:], b[i:i+size])
 			i += size
 		default: // a control character or '"': never in a string's bytes
-			return dst, i, false
+			return out[:w], i, false
 		}
 	}
-	return dst, i, true
+	return out[:w], i, true
+}
+
+// plainRun is how many of v's eight bytes (little-endian: from its low
+// end) come before the first that is not plain ASCII spelt as itself: one
+// under 0x20, '"', '\\' or over 0x7f; 8 if none is. (The zero-byte tests
+// may also flag a byte after the first, never one before it.)
+func plainRun(v uint64) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q, b := v^(ones*'"'), v^(ones*'\\')
+	return bits.TrailingZeros64(((v-ones*0x20)&^v|(q-ones)&^q|(b-ones)&^b|v)&highs) / 8
 }
 
 // canonEscape maps the letter after a backslash to its byte, for the
@@ -265,13 +292,6 @@ func ctlEscape(h []byte) (byte, bool) {
 		return 0, false
 	}
 	return v, true
-}
-
-// hasSpecialOrHigh reports whether one of v's eight bytes is under 0x20,
-// '"', '\\' or over 0x7f.
-func hasSpecialOrHigh(v uint64) bool {
-	const highs = 0x8080808080808080
-	return hasSpecial(v) || v&highs != 0
 }
 
 // Spell appends the canonical spelling of value to dst: its escaped
