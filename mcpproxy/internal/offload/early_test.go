@@ -509,9 +509,11 @@ func TestEarlyKeptMessageFails(t *testing.T) {
 		`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + text + `\/` + text,
 		`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + text + `"}]} x`,
 		`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + text + `\u0041"}, {"type":"text","text":"` + text + `"}]}]`,
+		// Lost past the spill space: the hand-back itself fails.
+		`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + text + text + text + `\/"}]}}`,
 	} {
 		rw := New(testService(t, nil), threshold{0}, Options{Spills: Registry{}, StageDir: t.TempDir()})
-		sp, err := spill.New(spill.Options{Dir: t.TempDir(), Threshold: 1 << 10, Tap: rw.Tap})
+		sp, err := spill.New(spill.Options{Dir: t.TempDir(), Threshold: 1 << 10, Tap: rw.Tap, MaxBytes: 1 << 20})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -827,24 +827,25 @@ func (s *scanner) noteKey(str []byte) {
 // addString puts a marker in out for the string spilled since strOff, or
 // kept by its Keeper.
 func (s *scanner) addString() error {
-	if s.tap != nil {
-		s.tap.End(true)
+	tap := s.tap
+	s.tap = nil // ended here: abort must not end it again
+	if tap != nil {
+		tap.End(true)
 	}
-	var kept io.ReaderAt
+	x := &String{id: newID(), msg: s.msg, f: s.f, off: s.strOff, n: s.f.size - s.strOff, tap: tap}
 	if s.keeper != nil {
 		r, ok := s.keeper.Kept()
 		if !ok {
 			if err := s.handBack(); err != nil {
+				tap.Release() // a complete string's Tap, of no String
 				return err
 			}
+			x.n = s.f.size - s.strOff
+		} else {
+			x.kept, x.off, x.n = r, 0, s.kept
 		}
-		kept = r
 	}
-	x := &String{id: newID(), msg: s.msg, f: s.f, off: s.strOff, n: s.f.size - s.strOff, tap: s.tap}
-	if s.keeper != nil {
-		x.kept, x.off, x.n = kept, 0, s.kept
-	}
-	s.tap, s.keeper = nil, nil
+	s.keeper = nil
 	s.f.refs.Add(1)
 	s.msg.strs = append(s.msg.strs, x)
 	s.out = append(append(append(s.out, markerPrefix...), x.id...), '"')

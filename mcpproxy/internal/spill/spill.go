@@ -100,8 +100,9 @@ type Options struct {
 	// the name of the object member it is the value of, as sent ("" for
 	// an array element, or a name over 32 bytes); strings inside an array
 	// moving to disk whole are not offered. A Tap it returns watches the
-	// string arrive (see Tap); nil watches nothing. Tap is called on the
-	// reading goroutine.
+	// string arrive (see Tap); nil watches nothing. A Tap that is a
+	// Keeper may keep the string's bytes so that the spill file does not
+	// get them. Tap is called on the reading goroutine.
 	Tap func(member string) Tap
 }
 
