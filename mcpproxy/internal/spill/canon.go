@@ -110,6 +110,9 @@ func (c *Canon) nextBase64(dst, p []byte) ([]byte, bool) {
 	if len(c.held) > 0 {
 		if len(c.held) < 8 {
 			k := min(8-len(c.held), len(p))
+			if !lettersOrPad(p[:k]) {
+				return dst, false
+			}
 			c.held = append(c.held, p[:k]...)
 			p = p[k:]
 			if len(c.held) < 8 {
@@ -122,7 +125,7 @@ func (c *Canon) nextBase64(dst, p []byte) ([]byte, bool) {
 			}
 		}
 		if len(c.held) > 0 { // a group that is not eight letters: the end, or refused
-			if len(c.held)+len(p) > maxTail {
+			if len(c.held)+len(p) > maxTail || !lettersOrPad(c.held) || !lettersOrPad(p) {
 				return dst, false
 			}
 			c.held = append(c.held, p...)
@@ -133,11 +136,25 @@ func (c *Canon) nextBase64(dst, p []byte) ([]byte, bool) {
 	n, m := decodeBulk(dst[len(dst):cap(dst)], p)
 	dst = dst[:len(dst)+n]
 	p = p[m:]
-	if len(p) > maxTail { // stopped at a group that is not letters, with more after it than an end has
+	if len(p) > maxTail || !lettersOrPad(p) {
+		// Stopped at a group that is not letters, with more after it
+		// than an end has, or with what no end has. (What is held is
+		// always bytes a JSON string may hold as they are.)
 		return dst, false
 	}
 	c.held = append(c.held, p...)
 	return dst, true
+}
+
+// lettersOrPad reports whether b holds only letters of the standard
+// alphabet and '='.
+func lettersOrPad(b []byte) bool {
+	for _, c := range b {
+		if c != '=' && b64Quad[0][c] == ^uint32(0) {
+			return false
+		}
+	}
+	return true
 }
 
 // grow makes room for n more bytes in b.
@@ -226,6 +243,13 @@ func canonText(dst, b []byte) (_ []byte, m int, ok bool) {
 				return out[:w], i, false // \/ is not how a '/' is spelt
 			}
 			if len(b)-i < 6 {
+				// Cut: held, if its digits so far can begin one
+				// (what a Canon holds is never invalid JSON).
+				for k, d := range b[i+2:] {
+					if d != '0' && !(k == 2 && d == '1') {
+						return out[:w], i, false
+					}
+				}
 				return out[:w], i, true
 			}
 			v, ok := ctlEscape(b[i+2 : i+6])

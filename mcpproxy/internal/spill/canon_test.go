@@ -185,3 +185,34 @@ func TestSpellingBase64Ranges(t *testing.T) {
 		}
 	}
 }
+
+// What a Canon holds is never bytes a JSON string cannot hold as they
+// are: a base64 group cut by a chunk's end holds only letters and '=', a
+// \u escape cut short only digits that can begin a canonical one: a
+// Canon refuses as soon as it can.
+func TestCanonHeldValid(t *testing.T) {
+	for _, c := range []struct {
+		chunks []string
+		b64    bool
+	}{
+		{[]string{"QUJDRE", "\x10"}, true},
+		{[]string{"QUJDRE", "\\"}, true},
+		{[]string{"QUJDREVGR0hJ", "\"x"}, true},
+		{[]string{"ab\\uZ"}, false},
+		{[]string{"ab\\u0", "Z"}, false},
+		{[]string{"ab\\u00", "2"}, false},
+	} {
+		k := NewCanon(c.b64)
+		for _, ch := range c.chunks {
+			k.Next(nil, []byte(ch))
+			for _, h := range k.Held() {
+				if h < 0x20 || h == '"' {
+					t.Fatalf("%q (base64 %v): holds %q", c.chunks, c.b64, k.Held())
+				}
+			}
+			if h := string(k.Held()); !c.b64 && strings.HasPrefix(h, `\u`) && strings.ContainsAny(h[2:], "Z2") {
+				t.Fatalf("%q: holds %q, no canonical escape's start", c.chunks, h)
+			}
+		}
+	}
+}

@@ -24,7 +24,38 @@ func (r *recTap) Write(p []byte) (int, error) {
 	return r.got.Write(p)
 }
 func (r *recTap) End(complete bool) { r.mu.Lock(); r.ends = append(r.ends, complete); r.mu.Unlock() }
-func (r *recTap) Release()          { r.mu.Lock(); r.rels++; r.mu.Unlock() }
+
+func (r *recTap) Release() { r.mu.Lock(); r.rels++; r.mu.Unlock() }
+
+// seen is the string's bytes as the tap saw them.
+func (r *recTap) seen() []byte { r.mu.Lock(); defer r.mu.Unlock(); return bytes.Clone(r.got.Bytes()) }
+
+// keepTap is a Keeper in memory: it keeps the bytes it is written (its
+// "value" is the bytes as sent: Kept gives them back), until their second
+// write with lose.
+type keepTap struct {
+	*recTap
+	lose   bool
+	writes int
+	handed bool
+}
+
+func (k *keepTap) Write(p []byte) (int, error) { k.writes++; return k.recTap.Write(p) }
+func (k *keepTap) Lost() bool                  { return k.lose && k.writes >= 2 }
+func (k *keepTap) Handback(w io.Writer) error {
+	if k.handed {
+		panic("Handback twice")
+	}
+	k.handed = true
+	_, err := w.Write(k.seen())
+	return err
+}
+func (k *keepTap) Kept() (io.ReaderAt, bool) {
+	if k.Lost() {
+		return nil, false
+	}
+	return bytes.NewReader(k.seen()), true
+}
 
 type taps struct {
 	mu   sync.Mutex
