@@ -81,8 +81,7 @@ func main() {
 	}
 	defer func() {
 		for _, c := range children {
-			c.Process.Signal(os.Interrupt)
-			c.Wait()
+			stopGently(c)
 		}
 		removeTempDirs()
 	}()
@@ -95,6 +94,16 @@ func main() {
 		removeTempDirs()
 		os.Exit(1)
 	}
+}
+
+// stopGently interrupts c and waits for it, killing it if it has not
+// gone in ten seconds: the tool stops by itself even when a child does not
+// (MinIO, mid-shutdown, was seen to stay for minutes).
+func stopGently(c *exec.Cmd) {
+	c.Process.Signal(os.Interrupt)
+	t := time.AfterFunc(10*time.Second, func() { c.Process.Kill() })
+	c.Wait()
+	t.Stop()
 }
 
 // internalMode runs this binary as one of the processes it starts (a
