@@ -144,3 +144,28 @@ func benchCanon(b *testing.B, raw []byte, b64 bool) {
 		}
 	}
 }
+
+// BenchmarkSpellingRows reads BenchmarkCanonRows's string back from its
+// value, as a kept string is read when it is needed as sent after all
+// (Expand of a value kept inline, say), 64 KiB at a time.
+func BenchmarkSpellingRows(b *testing.B) {
+	row := `{\"id\":12345,\"name\":\"row\",\"score\":-12.5e3,\"ok\":true,\"tags\":[\"a\",\"b\"],\"note\":null},\n`
+	raw := []byte(strings.Repeat(row, 10<<20/len(row)))
+	c := NewCanon(false)
+	val, ok := c.Next(nil, raw)
+	if val, ok = c.End(val); !ok {
+		b.Fatal("refused")
+	}
+	b.SetBytes(int64(len(raw)))
+	buf := make([]byte, 64<<10)
+	for b.Loop() {
+		sp := Spelling(bytes.NewReader(val), int64(len(val)), int64(len(raw)), false)
+		for off := int64(0); ; {
+			n, err := sp.ReadAt(buf, off)
+			off += int64(n)
+			if err != nil {
+				break
+			}
+		}
+	}
+}
