@@ -493,11 +493,6 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-func (r *chunkReader) drain() {
-	for range r.ch {
-	}
-}
-
 // early returns the early work of lit, a spilled string, if it has any.
 func (l lits) early(lit []byte) *early {
 	s, ok := l.str(lit)
