@@ -243,6 +243,12 @@ func (e *early) loseTo(sk *earlySink, spelt, given int64, hand, decode []byte) i
 			}
 			ch = nil // ended: the Handback comes after Kept
 		case w := <-e.hb:
+			// The Spooler waits in Handback: every chunk it wrote is in
+			// the channel, and must be handed back too. (The select may
+			// take this case before them.)
+			for ch != nil && len(ch) > 0 {
+				pend = append(pend, <-ch)
+			}
 			err := e.handTo(w, sk, spelt, given, hand, pend)
 			e.hbErr <- err
 			if !sk.staging() {
