@@ -49,7 +49,7 @@ func (f *Rewriter) Tap(member string) spill.Tap {
 		return nil
 	}
 	e := &early{ch: make(chan []byte, earlyChunks), done: make(chan struct{}), slot: f.early, base64: b64,
-		keeps: f.stage != nil, decided: make(chan struct{}), hb: make(chan io.Writer), hbErr: make(chan error)}
+		decided: make(chan struct{}), hb: make(chan io.Writer), hbErr: make(chan error)}
 	go e.run(f.o.ThumbMax, f.stage)
 	return e
 }
@@ -72,7 +72,6 @@ type early struct {
 	slot   chan struct{} // the Rewriter's count of early work
 	base64 bool          // the value is base64 data, staged decoded; no preview
 
-	keeps    bool          // it may keep the string (there is a stager)
 	lost     atomic.Bool   // it does not keep the string: Handback
 	decided  chan struct{} // closed once it kept the whole string, or lost it
 	spelling io.ReaderAt   // the string's bytes, once decided and kept
@@ -108,23 +107,17 @@ func (e *early) End(complete bool) {
 }
 
 // Lost reports whether the string's bytes must be spilled (spill.Keeper).
-func (e *early) Lost() bool { return !e.keeps || e.lost.Load() }
+func (e *early) Lost() bool { return e.lost.Load() }
 
 // Kept returns the string's bytes spelt from its staged value, after End
 // (spill.Keeper).
 func (e *early) Kept() (io.ReaderAt, bool) {
-	if !e.keeps {
-		return nil, false
-	}
 	<-e.decided
 	return e.spelling, e.spelling != nil
 }
 
 // Handback writes the bytes so far to w, once lost (spill.Keeper).
 func (e *early) Handback(w io.Writer) error {
-	if !e.keeps {
-		return nil // it never kept any
-	}
 	e.hb <- w
 	return <-e.hbErr
 }
@@ -149,10 +142,7 @@ func (e *early) free() { e.freed.Do(func() { <-e.slot }) }
 func (e *early) run(thumbMax int, st *stager) {
 	defer close(e.done)
 	sk := &earlySink{text: !e.base64, thumbMax: thumbMax, stg: st.create()}
-	var rest io.Reader = &chunkReader{ch: e.ch}
-	if e.keeps {
-		rest = e.keep(sk)
-	}
+	rest := e.keep(sk) // a staging that cannot be made loses it at once
 	whole := true
 	if rest != nil {
 		whole = sk.decode(rest, e.base64)
