@@ -138,3 +138,53 @@ func TestTapAbortAndFold(t *testing.T) {
 		t.Fatalf("a string folded into an array: %+v", ts.all)
 	}
 }
+
+// A kept string released while an Expand is writing it keeps its Tap
+// until that Expand is done: what Kept returned stays readable until
+// Release, and Release waits for the writer (a client that reads slowly).
+func TestKeptReleasedDuringExpand(t *testing.T) {
+	var k *keepTap
+	sp, err := New(Options{Dir: t.TempDir(), Threshold: 64, Tap: func(string) Tap {
+		k = &keepTap{recTap: &recTap{}}
+		return k
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	msg := `{"text":"` + strings.Repeat("abcdefgh", 1<<14) + `"}`
+	raw, err := sp.Read(strings.NewReader(msg), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp.Alive() != 0 {
+		t.Fatalf("%d bytes spilled for a kept string", sp.Alive())
+	}
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- Expand(pw, raw); pw.Close() }()
+	first := make([]byte, 16)
+	if _, err := io.ReadFull(pr, first); err != nil { // the writer is under way, and blocked
+		t.Fatal(err)
+	}
+	sp.Release(raw)
+	k.mu.Lock()
+	rels := k.rels
+	k.mu.Unlock()
+	if rels != 0 {
+		t.Fatal("the Tap was released while Expand was writing its string")
+	}
+	rest, err := io.ReadAll(pr)
+	if err != nil || string(first)+string(rest) != msg {
+		t.Fatalf("expanded %d bytes (%v), want the message's %d", len(first)+len(rest), err, len(msg))
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	k.mu.Lock()
+	rels = k.rels
+	k.mu.Unlock()
+	if rels != 1 {
+		t.Fatalf("the Tap was released %d times after Expand, want 1", rels)
+	}
+}
