@@ -133,6 +133,11 @@ type Reader struct {
 	// not fit.
 	hold int64
 	raw  []byte // the last event's bytes (Raw)
+
+	// big replaces buf once an event's data goes through the Spooler
+	// (grow), until Release.
+	big  *[]byte
+	grow bool
 }
 
 const (
@@ -177,6 +182,7 @@ func (rd *Reader) startSpill(held []byte) *spilling {
 		sp.data, sp.err = rd.spool.Read(pr, rd.max)
 		pr.CloseWithError(errSpilled) // a writer past a failed read stops at once
 	}()
+	rd.grow = true
 	sp.write(held)
 	return sp
 }
@@ -222,6 +228,13 @@ func (rd *Reader) Raw() []byte { return rd.raw }
 
 const readBufSize = 32 << 10
 
+// spillBufSize is a Reader's buffer once an event's data goes through
+// its Spooler: each step of it is a handoff to the Spooler's goroutine,
+// an eighth as many as with readBufSize.
+const spillBufSize = 256 << 10
+
+var spillBufs = sync.Pool{New: func() any { b := make([]byte, spillBufSize); return &b }}
+
 // readMem is the memory a Reader borrows: its read buffer and its scratch
 // space (kept up to maxScratch).
 type readMem struct{ buf, scratch []byte }
@@ -240,6 +253,10 @@ func (rd *Reader) Release() {
 			m.scratch = rd.scratch[:0]
 		}
 		readBufs.Put(m)
+		if rd.big != nil {
+			spillBufs.Put(rd.big)
+			rd.big = nil
+		}
 		rd.buf, rd.scratch, rd.mem, rd.r, rd.w, rd.raw = nil, nil, nil, 0, 0, nil
 	}
 }
@@ -562,6 +579,12 @@ func (rd *Reader) advance(n int) {
 // fill reads until n bytes are buffered or a line end is, whichever comes
 // first. It returns an error only when nothing is buffered.
 func (rd *Reader) fill(n int) error {
+	if rd.grow && rd.big == nil {
+		rd.big = spillBufs.Get().(*[]byte)
+		rd.w = copy(*rd.big, rd.buf[rd.r:rd.w])
+		rd.r, rd.buf = 0, *rd.big
+		rd.hold = lostHold // the event's data is the Spooler's: no Raw
+	}
 	for empty := 0; rd.w-rd.r < n && lineEnd(rd.buf[rd.r:rd.w]) < 0 && rd.err == nil; {
 		// The block being read stays in buf (for Raw) while it fits.
 		from := rd.r

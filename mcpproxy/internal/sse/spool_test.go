@@ -76,8 +76,13 @@ func TestSpoolBigEvent(t *testing.T) {
 	if !bytes.Equal(got.Sum(nil), want.Sum(nil)) {
 		t.Errorf("the expanded data differs from the event's: %.200s", ev.Data)
 	}
+	// The Reader's buffer grew for the spilled event; the next event is
+	// still read whole, and its bytes as they came.
 	if ev, err := rd.Next(); err != nil || string(ev.Data) != `{"jsonrpc":"2.0","method":"notifications/x"}` {
 		t.Fatalf("next: %q %v", ev.Data, err)
+	}
+	if raw := string(rd.Raw()); raw != "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}\n\n" {
+		t.Errorf("Raw of the next event: %q", raw)
 	}
 }
 
