@@ -80,10 +80,19 @@ func main() {
 		os.Exit(code)
 	}
 	defer func() {
+		r := recover()
 		for _, c := range children {
 			stopGently(c)
 		}
 		removeTempDirs()
+		if se, ok := r.(setupError); ok {
+			// A binary missing or a server that never listens is the
+			// user's to fix, not a bug: a line, not a stack.
+			fmt.Fprintln(os.Stderr, "spillway-load:", se.err)
+			os.Exit(1)
+		} else if r != nil {
+			panic(r)
+		}
 	}()
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "spillway-load:", err)
@@ -253,7 +262,7 @@ func launchAt(cmd *exec.Cmd, a string) string {
 		cmd.Stderr = io.Discard
 	}
 	if err := cmd.Start(); err != nil {
-		panic(err)
+		panic(setupError{fmt.Errorf("%w (make build makes bin/spillway and bin/bigtool)", err)})
 	}
 	children = append(children, cmd)
 	listens[a] = cmd
@@ -263,8 +272,12 @@ func launchAt(cmd *exec.Cmd, a string) string {
 			return a
 		}
 	}
-	panic(cmd.Path + " never listened")
+	panic(setupError{fmt.Errorf("%s never listened on %s", cmd.Path, a)})
 }
+
+// setupError is a panic of the tool's setup (a binary that does not
+// start, a server that never listens), which main reports in a line.
+type setupError struct{ err error }
 
 // mcpToken opens /mcp of every Spillway this program starts: the local
 // token without --auth-tokens, and the one inbound token with them.
