@@ -336,8 +336,30 @@ func protectedHeader(k string) bool {
 // (activeType), inline otherwise, with a's name (or id) as the filename.
 // The type is parsed once for both.
 func typeAndDisposition(a Artifact) (ct, disp string) {
+	name := a.Name
+	if name == "" {
+		name = a.ID
+	}
+	// Most artifacts have a plain lower-case type and a token for a name,
+	// which the mime package would give back as they are: spelt here
+	// without its parse and maps (a dozen allocations of a small fetch).
+	// FuzzTypeAndDisposition holds this to formatTypeAndDisposition.
+	major, minor, ok := strings.Cut(a.MimeType, "/")
+	if !ok || !isMimeToken(major) || !isMimeToken(minor) || !isLower(a.MimeType) || !isMimeToken(name) {
+		return formatTypeAndDisposition(a.MimeType, name)
+	}
+	kind := "inline"
+	if activeType(a.MimeType) {
+		kind = "attachment"
+	}
+	return a.MimeType, kind + "; filename=" + name
+}
+
+// formatTypeAndDisposition is typeAndDisposition for any type and name,
+// through the mime package.
+func formatTypeAndDisposition(mimeType, name string) (ct, disp string) {
 	ct, mt := "application/octet-stream", ""
-	if t, params, err := mime.ParseMediaType(a.MimeType); err == nil {
+	if t, params, err := mime.ParseMediaType(mimeType); err == nil {
 		if s := mime.FormatMediaType(t, params); s != "" {
 			ct, mt = s, t
 		}
@@ -346,14 +368,34 @@ func typeAndDisposition(a Artifact) (ct, disp string) {
 	if activeType(mt) {
 		kind = "attachment"
 	}
-	name := a.Name
-	if name == "" {
-		name = a.ID
-	}
 	if disp = mime.FormatMediaType(kind, map[string]string{"filename": name}); disp == "" {
 		disp = kind
 	}
 	return ct, disp
+}
+
+// isMimeToken reports whether s is a token of RFC 2045 (as package mime
+// reads one): printable ASCII other than space and "()<>@,;:\"/[]?=".
+func isMimeToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c >= 0x7f || strings.IndexByte(`()<>@,;:\"/[]?=`, c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func isLower(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return false
+		}
+	}
+	return true
 }
 
 // activeType reports whether a browser could execute content of media
