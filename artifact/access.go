@@ -167,7 +167,11 @@ func tokenInfo(c token.Claims) decision.TokenClaims {
 func policyHeaders(h http.Header) map[string][]string {
 	out := make(map[string][]string, len(h))
 	for k, v := range h {
-		k = strings.ToLower(k)
+		if l, ok := lowerHeaders[k]; ok {
+			k = l
+		} else {
+			k = strings.ToLower(k)
+		}
 		switch k {
 		case "authorization", "cookie", "proxy-authorization":
 			continue
@@ -176,3 +180,16 @@ func policyHeaders(h http.Header) map[string][]string {
 	}
 	return out
 }
+
+// lowerHeaders maps the canonical names of the headers most fetches carry
+// to their lower-case spelling, so that a policy input costs no string
+// per such header.
+var lowerHeaders = func() map[string]string {
+	m := make(map[string]string)
+	for _, k := range []string{"Accept", "Accept-Encoding", "Accept-Language", "Authorization", "Cache-Control",
+		"Connection", "Cookie", "If-Match", "If-None-Match", "If-Range", "Range", "Referer", "User-Agent",
+		"X-Forwarded-For", "X-Forwarded-Proto", "X-Request-Id"} {
+		m[k] = strings.ToLower(k)
+	}
+	return m
+}()
