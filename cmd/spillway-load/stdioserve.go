@@ -36,7 +36,7 @@ const maxBig = 4 << 30
 // bigArgs are the arguments of the upstream's big tool.
 type bigArgs struct {
 	Bytes int64  `json:"bytes"`
-	Kind  string `json:"kind"` // "text" (a JSON document as text, the default) or "image" (base64)
+	Kind  string `json:"kind"` // "text" (a JSON document as text, the default), "text-u" (the same, its quotes and line ends as \u escapes) or "image" (base64)
 	Seed  uint64 `json:"seed"`
 }
 
@@ -99,16 +99,23 @@ func writeBig(w io.Writer, a bigArgs) (int64, error) {
 type jsonEscaper struct {
 	w   io.Writer
 	buf []byte
+	// u spells both as \u escapes (\u0022, \u000a): valid JSON, but not
+	// how most encoders write them (kind "text-u", the same text).
+	u bool
 }
 
 func (e *jsonEscaper) Write(p []byte) (int, error) {
 	e.buf = e.buf[:0]
+	q, nl := `\"`, `\n`
+	if e.u {
+		q, nl = `\u0022`, `\u000a`
+	}
 	for _, c := range p {
 		switch c {
 		case '"':
-			e.buf = append(e.buf, '\\', '"')
+			e.buf = append(e.buf, q...)
 		case '\n':
-			e.buf = append(e.buf, '\\', 'n')
+			e.buf = append(e.buf, nl...)
 		default:
 			e.buf = append(e.buf, c)
 		}
@@ -196,7 +203,7 @@ func upstreamAnswer(method, version, tool string, a bigArgs) func(io.Writer) err
 		switch {
 		case tool == "small":
 			return fixed(`"result":{"content":[{"type":"text","text":"ok"}]}`)
-		case tool == "big" && a.Bytes > 0 && a.Bytes <= maxBig && (a.Kind == "" || a.Kind == "text" || a.Kind == "image"):
+		case tool == "big" && a.Bytes > 0 && a.Bytes <= maxBig && (a.Kind == "" || a.Kind == "text" || a.Kind == "text-u" || a.Kind == "image"):
 			return func(w io.Writer) error {
 				if a.Kind == "image" {
 					io.WriteString(w, `"result":{"content":[{"type":"image","mimeType":"image/png","data":"`)
@@ -209,7 +216,7 @@ func upstreamAnswer(method, version, tool string, a bigArgs) func(io.Writer) err
 					}
 				} else {
 					io.WriteString(w, `"result":{"content":[{"type":"text","text":"`)
-					if _, err := writeBig(&jsonEscaper{w: w}, a); err != nil {
+					if _, err := writeBig(&jsonEscaper{w: w, u: a.Kind == "text-u"}, a); err != nil {
 						return err
 					}
 				}
