@@ -2,6 +2,7 @@ package spill
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"strconv"
@@ -32,6 +33,20 @@ func BenchmarkReadString(b *testing.B) {
 		in.Write(line)
 		in.WriteString(`\n`)
 	}
+	in.WriteString(`"}]},"jsonrpc":"2.0","id":1}`)
+	benchRead(b, in.Bytes())
+}
+
+// BenchmarkReadBase64 is one 100 MB base64 image item: no escape at all,
+// every byte scanned for the string's end.
+func BenchmarkReadBase64(b *testing.B) {
+	var in bytes.Buffer
+	in.WriteString(`{"result":{"content":[{"type":"image","mimeType":"image/png","data":"`)
+	raw := make([]byte, 75<<20)
+	for i := range raw {
+		raw[i] = byte(i * 7919 >> 3)
+	}
+	in.WriteString(base64.StdEncoding.EncodeToString(raw))
 	in.WriteString(`"}]},"jsonrpc":"2.0","id":1}`)
 	benchRead(b, in.Bytes())
 }
