@@ -325,6 +325,7 @@ func (rd *Reader) Next() (Event, error) {
 					big.Limit, big.ID, big.HasID, big.Err = rd.max, ev.ID, ev.HasID, err
 				}
 				ev.Data, sp = data, nil
+				rd.shrink()
 			}
 			switch {
 			case big != nil:
@@ -574,6 +575,19 @@ func lineEnd(b []byte) int {
 func (rd *Reader) advance(n int) {
 	rd.r += n
 	rd.off += int64(n)
+}
+
+// shrink gives back the buffer a spooled event grew (see fill) once the
+// event is done, if what is unread fits the Reader's own: a long-lived
+// stream that carried one big event does not keep 256 KiB for good.
+func (rd *Reader) shrink() {
+	if rd.big == nil || rd.w-rd.r > readBufSize {
+		return
+	}
+	rd.w = copy(rd.mem.buf[:readBufSize], rd.buf[rd.r:rd.w])
+	rd.r, rd.buf = 0, rd.mem.buf[:readBufSize]
+	spillBufs.Put(rd.big)
+	rd.big, rd.grow = nil, false
 }
 
 // fill reads until n bytes are buffered or a line end is, whichever comes

@@ -1,0 +1,46 @@
+package sse
+
+import (
+	"io"
+	"strings"
+	"testing"
+)
+
+// drainSpooler is a Spooler that takes any data and keeps "{}" of it.
+type drainSpooler struct{ n int64 }
+
+func (d *drainSpooler) Read(r io.Reader, _ int64) ([]byte, error) {
+	n, err := io.Copy(io.Discard, r)
+	d.n += n
+	return []byte("{}"), err
+}
+
+// A Reader reads a spooled event's data in 256 KiB steps, and gives that
+// buffer back once the event is done: the next events are read from its
+// own 32 KiB again, their bytes as they came, and a long-lived stream that
+// carried one big event does not keep the big buffer (before shrink it
+// kept it until Release).
+func TestReaderBufferShrinks(t *testing.T) {
+	data := strings.Repeat("x", 600<<10)
+	small := "id: 2\ndata: {\"b\":2}\n\n"
+	rd := NewReader(strings.NewReader("data: "+data+"\n\n"+small+"data: "+data+"\n\n"+small), 0)
+	defer rd.Release()
+	sp := &drainSpooler{}
+	rd.Spool(sp)
+	for i := range 2 {
+		ev, err := rd.Next()
+		if err != nil || string(ev.Data) != "{}" || sp.n != int64(len(data)*(i+1)) {
+			t.Fatalf("big event %d: %q, %v; the Spooler read %d bytes", i, ev.Data, err, sp.n)
+		}
+		if rd.big != nil || len(rd.buf) != readBufSize {
+			t.Errorf("after big event %d the Reader keeps a %d-byte buffer (big: %v), want its own %d", i, len(rd.buf), rd.big != nil, readBufSize)
+		}
+		ev, err = rd.Next()
+		if err != nil || string(ev.Data) != `{"b":2}` || string(rd.Raw()) != small {
+			t.Fatalf("small event after big event %d: %q, %v, raw %q", i, ev.Data, err, rd.Raw())
+		}
+	}
+	if _, err := rd.Next(); err != io.EOF {
+		t.Fatalf("end: %v", err)
+	}
+}
