@@ -134,8 +134,8 @@ type Reader struct {
 	hold int64
 	raw  []byte // the last event's bytes (Raw)
 
-	// big replaces buf once an event's data goes through the Spooler
-	// (grow), until Release.
+	// big replaces buf while an event's data goes through the Spooler
+	// (grow: see fill), and until what follows it fits buf again (shrink).
 	big  *[]byte
 	grow bool
 }
@@ -296,6 +296,7 @@ func (rd *Reader) Next() (Event, error) {
 		sp        *spilling
 	)
 	rd.raw = nil
+	rd.shrink() // nothing of buf is anyone's now (Raw was the last event's)
 	defer func() {
 		rd.scratch = scratch[:0] // grown, for the next event's fields
 		if sp != nil {
@@ -325,7 +326,6 @@ func (rd *Reader) Next() (Event, error) {
 					big.Limit, big.ID, big.HasID, big.Err = rd.max, ev.ID, ev.HasID, err
 				}
 				ev.Data, sp = data, nil
-				rd.shrink()
 			}
 			switch {
 			case big != nil:
@@ -577,9 +577,9 @@ func (rd *Reader) advance(n int) {
 	rd.off += int64(n)
 }
 
-// shrink gives back the buffer a spooled event grew (see fill) once the
-// event is done, if what is unread fits the Reader's own: a long-lived
-// stream that carried one big event does not keep 256 KiB for good.
+// shrink gives back the buffer a spooled event grew (see fill), between
+// events, once what is unread fits the Reader's own: a long-lived stream
+// that carried one big event does not keep 256 KiB for good.
 func (rd *Reader) shrink() {
 	if rd.big == nil || rd.w-rd.r > readBufSize {
 		return
