@@ -42,11 +42,8 @@ func BenchmarkReadString(b *testing.B) {
 func BenchmarkReadBase64(b *testing.B) {
 	var in bytes.Buffer
 	in.WriteString(`{"result":{"content":[{"type":"image","mimeType":"image/png","data":"`)
-	raw := make([]byte, 75<<20)
-	for i := range raw {
-		raw[i] = byte(i * 7919 >> 3)
-	}
-	in.WriteString(base64.StdEncoding.EncodeToString(raw))
+	// The scanner looks only for the string's end: any letters will do.
+	in.WriteString(base64.StdEncoding.EncodeToString(bytes.Repeat([]byte("spillway"), 75<<20/8)))
 	in.WriteString(`"}]},"jsonrpc":"2.0","id":1}`)
 	benchRead(b, in.Bytes())
 }
