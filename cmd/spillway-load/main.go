@@ -79,30 +79,33 @@ func main() {
 	if code, ok := internalMode(); ok {
 		os.Exit(code)
 	}
+	os.Exit(mainCode(os.Stderr))
+}
+
+// mainCode is main after the flags: it runs the measurements, stops the
+// children it started, and returns the exit code.
+func mainCode(stderr io.Writer) (code int) {
 	defer func() {
 		r := recover()
 		for _, c := range children {
 			stopGently(c)
 		}
+		children = nil
 		removeTempDirs()
 		if se, ok := r.(setupError); ok {
 			// A binary missing or a server that never listens is the
 			// user's to fix, not a bug: a line, not a stack.
-			fmt.Fprintln(os.Stderr, "spillway-load:", se.err)
-			os.Exit(1)
+			fmt.Fprintln(stderr, "spillway-load:", se.err)
+			code = 1
 		} else if r != nil {
 			panic(r)
 		}
 	}()
 	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "spillway-load:", err)
-		for _, c := range children {
-			c.Process.Kill()
-			c.Wait()
-		}
-		removeTempDirs()
-		os.Exit(1)
+		fmt.Fprintln(stderr, "spillway-load:", err)
+		return 1
 	}
+	return 0
 }
 
 // stopGently interrupts c and waits for it, killing it if it has not

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -135,5 +136,24 @@ func checkBig(t *testing.T, kind string, rs []bigResult) {
 			t.Errorf("%s %s: %d links, %d inline (want %d, %d), errors %q, killed %v, RSS idle %d peak %d",
 				kind, r.name, r.links, r.inline, links, inline, r.errs, r.killed, r.idle, r.peak)
 		}
+	}
+}
+
+// A binary that does not start is reported in one line that says how to
+// build it, with exit code 1, and what was started before it is stopped
+// (before, a panic's stack ended the tool).
+func TestMissingBinary(t *testing.T) {
+	old, oldSmall := *bigtoolBin, *smallOnly
+	t.Cleanup(func() { *bigtoolBin, *smallOnly = old, oldSmall })
+	*bigtoolBin, *smallOnly = filepath.Join(t.TempDir(), "no-bigtool"), true
+	var stderr strings.Builder
+	if code := mainCode(&stderr); code != 1 {
+		t.Fatalf("exit code %d, want 1", code)
+	}
+	if msg := stderr.String(); !strings.Contains(msg, "no-bigtool") || !strings.Contains(msg, "make build") || strings.Count(msg, "\n") != 1 {
+		t.Errorf("stderr %q, want one line naming the binary and make build", msg)
+	}
+	if len(children) != 0 {
+		t.Errorf("%d children left", len(children))
 	}
 }
