@@ -35,6 +35,10 @@ func (b *binAn) write(p []byte) {
 	}
 }
 
+// sated reports whether write ignores what comes next: only a zip's,
+// gzip's or PDF's body is read past the head.
+func (b *binAn) sated() bool { return b.format != "zip" && b.format != "gzip" && b.format != "pdf" }
+
 // countPages counts "/Type /Page" dictionary entries (not /Pages),
 // including one cut by a write boundary, once.
 func (b *binAn) countPages(p []byte) {

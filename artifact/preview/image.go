@@ -49,6 +49,8 @@ func (a *imageAn) write(p []byte) {
 	a.buf = append(a.buf, p...)
 }
 
+func (a *imageAn) sated() bool { return a.over }
+
 // imageHeaderBytes is what an image keeps when it is not drawn: enough
 // for its size to be read (a JPEG's frame header may follow a large
 // Exif block).

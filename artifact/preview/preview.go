@@ -230,6 +230,36 @@ func (b *Builder) Write(p []byte) (int, error) {
 
 var _ io.Writer = (*Builder)(nil)
 
+// sated is implemented by an analyzer that can tell when the rest of its
+// input cannot change what it renders.
+type sated interface{ sated() bool }
+
+// Feed writes the first n bytes of r to b in steps, as Write would, but
+// stops reading once nothing in the rest can change the preview but its
+// size (a binary read past its head, an image too large to draw read past
+// its header): the rest is counted, not read. It returns r's error, if
+// any.
+func (b *Builder) Feed(r io.ReaderAt, n int64) error {
+	const step = 256 << 10
+	buf := make([]byte, min(n, step))
+	for off := int64(0); off < n; {
+		if s, ok := b.an.(sated); ok && s.sated() && !b.done {
+			b.size += n - off
+			return nil
+		}
+		m, err := r.ReadAt(buf[:min(n-off, step)], off)
+		b.Write(buf[:m])
+		off += int64(m)
+		if off < n && (err != nil || m == 0) {
+			if err == nil {
+				err = io.ErrNoProgress
+			}
+			return err
+		}
+	}
+	return nil
+}
+
 // start picks the analyzer from the head and feeds it the head.
 func (b *Builder) start(complete bool) {
 	b.kind, b.an = sniff(b.head, complete, b.o)

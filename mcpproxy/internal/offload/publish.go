@@ -137,8 +137,9 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 			Thumbnail: thumb, ThumbMax: f.o.ThumbMax, Size: u.size})
 		if st, ok := artifact.StagingOf(src); ok && takesStaging(f.svc) {
 			// Staged as it arrived, in the store, which takes it as it
-			// is (reading none of it): the preview reads it first.
-			io.Copy(pb, io.NewSectionReader(st, 0, st.Size()))
+			// is (reading none of it): the preview reads it first, as
+			// far as it needs (an image's header, not its gigabyte).
+			pb.Feed(st, st.Size())
 		} else {
 			beside = newAside(pb) // the preview is built beside the store's write and hash
 			src = io.TeeReader(src, beside)
