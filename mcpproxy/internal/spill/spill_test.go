@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"runtime"
@@ -525,6 +526,36 @@ func TestDecodeBase64SourceFails(t *testing.T) {
 		}
 		if _, err := r.Read(make([]byte, 64)); !errors.Is(err, gone) {
 			t.Errorf("cut after %d letters, read again: %v; want the source's error", cut, err)
+		}
+	}
+}
+
+// TestLongRunEnds: a run of plain string content long enough for skipRun
+// ends at a special byte wherever it is (around the words, windows and
+// read boundaries), and at no other: each verdict is encoding/json's,
+// and what is read is kept byte for byte.
+func TestLongRunEnds(t *testing.T) {
+	s := newSpooler(t, Options{Threshold: 1 << 20})
+	bytesToTry := []byte{'"', '\\', 0x7f, 0x80, 0xff, ' ', 'A'}
+	for c := range byte(0x20) {
+		bytesToTry = append(bytesToTry, c)
+	}
+	run := bytes.Repeat([]byte("QUJD"), (3*window+2*longRun)/4)
+	for _, c := range bytesToTry {
+		for pos := 0; pos < len(run); pos += 7 {
+			in := fmt.Appendf(nil, `{"a":"%s%c%s"}`, run[:pos], c, run[pos+1:])
+			for _, src := range []io.Reader{bytes.NewReader(in), iotestHalf(bytes.NewReader(in))} {
+				out, err := s.Read(src, 0)
+				if valid := json.Valid(in); valid != (err == nil) {
+					t.Fatalf("byte %#x at %d: valid %v, read err %v", c, pos, valid, err)
+				}
+				if err == nil {
+					if !bytes.Equal(out, in) {
+						t.Fatalf("byte %#x at %d: read %q", c, pos, out)
+					}
+					s.Release(out)
+				}
+			}
 		}
 	}
 }
