@@ -144,6 +144,12 @@ type Options struct {
 	// what stays in memory of a message.
 	SpillDir string
 	SpillMax int64
+	// InlineMax bounds what the upstream messages being read hold in
+	// memory together, their strings in SpillDir aside (default 1 GiB):
+	// MaxMessage bounds one, this many at once, so that concurrent large
+	// answers fail one by one (a JSON-RPC error, or 502 for a JSON body)
+	// instead of adding up past the machine's memory.
+	InlineMax int64
 	// StrictEras turns era bridging off, in both directions: every
 	// request is forwarded in its client's era, and a client in front of
 	// an upstream that speaks only the other era gets the upstream's
@@ -272,7 +278,7 @@ func New(o Options) (*Proxy, error) {
 	if o.Guard == nil {
 		o.Guard = &identity.Guard{}
 	}
-	so := spill.Options{Dir: o.SpillDir, MaxBytes: o.SpillMax}
+	so := spill.Options{Dir: o.SpillDir, MaxBytes: o.SpillMax, MaxInline: o.InlineMax}
 	if o.Offloader != nil {
 		so.Tap = o.Offloader.Tap // a big text's preview is built as it arrives
 	}

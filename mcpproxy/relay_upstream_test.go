@@ -7,9 +7,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy"
 	"github.com/spillway-dev/spillway/policy/policytest"
@@ -206,5 +208,96 @@ func TestRelayLogsNoUpstreamCredentials(t *testing.T) {
 	t.Log(logs.String())
 	if s := logs.String(); strings.Contains(s, "secret") || !strings.Contains(s, "unreachable") {
 		t.Errorf("log: %s", s)
+	}
+}
+
+// bigObjectEvent is an SSE event answering id with a result whose
+// structuredContent is one object of small members, n bytes or more:
+// nothing in it spills, all of it is held while it is read.
+func bigObjectEvent(id string, n int) []byte {
+	var b strings.Builder
+	b.WriteString(`data: {"jsonrpc":"2.0","id":` + id + `,"result":{"content":[],"structuredContent":{`)
+	for i := 0; b.Len() < n; i++ {
+		b.WriteString(`"k` + strconv.Itoa(i) + `":` + strconv.Itoa(i) + `,`)
+	}
+	b.WriteString(`"end":true}}}` + "\n\n")
+	return []byte(b.String())
+}
+
+// TestInlineMaxAcrossCalls: two answers that each fit --max-message but
+// not --inline-max together. While the first is still being read (its
+// upstream stalls mid-event), the second's client gets a JSON-RPC error
+// for it; the first then arrives whole, and a third, alone, fits. Before
+// --inline-max both were held whatever their number.
+func TestInlineMaxAcrossCalls(t *testing.T) {
+	const size = 768 << 10
+	release := make(chan struct{})
+	held := make(chan struct{}, 1)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				Name string `json:"name"`
+			} `json:"params"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		if req.Method != "tools/call" {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(req.ID)+`,"result":{}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		ev := bigObjectEvent(string(req.ID), size)
+		if req.Params.Name == "stall" {
+			w.Write(ev[:700<<10])
+			w.(http.Flusher).Flush()
+			held <- struct{}{}
+			<-release
+			ev = ev[700<<10:]
+		}
+		w.Write(ev)
+	}))
+	defer up.Close()
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL, Transport: "streamable"},
+		SpillDir: t.TempDir(), InlineMax: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	url := serve(t, p)
+	call := func(id int, name string) map[string]json.RawMessage {
+		resp := relayPost(t, url, `{"jsonrpc":"2.0","id":`+strconv.Itoa(id)+`,"method":"tools/call","params":{"name":"`+name+`"}}`, nil)
+		defer resp.Body.Close()
+		var got map[string]json.RawMessage
+		sseMessages(t.Context(), resp, func(m map[string]json.RawMessage) { got = m })
+		return got
+	}
+	first := make(chan map[string]json.RawMessage, 1)
+	go func() { first <- call(1, "stall") }()
+	<-held
+	// The first answer's 700 KiB are flushed, not yet surely read: ask
+	// until the second is refused, or give up.
+	refused := false
+	for deadline := time.Now().Add(10 * time.Second); !refused && time.Now().Before(deadline); {
+		m := call(2, "whole")
+		if m["error"] != nil {
+			if !strings.Contains(string(m["error"]), "no room") {
+				t.Fatalf("second answer: error %s, want one saying there is no room", m["error"])
+			}
+			refused = true
+		} else if len(m["result"]) < size-1024 {
+			t.Fatalf("second answer: %.200s", m["result"])
+		}
+	}
+	close(release)
+	if m := <-first; len(m["result"]) < size-1024 {
+		t.Fatalf("first answer, once its upstream went on: result %.200s, error %s", m["result"], m["error"])
+	}
+	if !refused {
+		t.Fatal("answers that together pass --inline-max were both read while the first was still being read")
+	}
+	if m := call(3, "whole"); len(m["result"]) < size-1024 {
+		t.Fatalf("third answer, alone: result %.200s, error %s", m["result"], m["error"])
 	}
 }

@@ -38,6 +38,7 @@ type proxyFlags struct {
 	maxSessions    int
 	spillDir       string
 	spillMax       int64
+	inlineMax      int64
 
 	offload          bool
 	textThreshold    int64
@@ -70,6 +71,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.maxMessage, "max-message", 1<<30, "largest part of an upstream message held in memory (JSON body, SSE event or stdio line), in `bytes`: its strings over 64 KiB wait in --spill-dir and do not count; past it the request gets a JSON-RPC error")
 	fs.Int64Var(&f.stdioMaxMsg, "stdio-max-message", 10<<20, "largest message --stdio writes to its client, in `bytes` (the TypeScript SDK's stdio client closes its connection past 10 MiB); a larger response becomes a JSON-RPC error (-1: no cap)")
 	fs.StringVar(&f.spillDir, "spill-dir", "", "`dir` where the long strings of upstream messages wait while their message is relayed or offloaded, so that none is held in memory (files unlinked at once; default DATA/spill)")
+	fs.Int64Var(&f.inlineMax, "inline-max", 1<<30, "most `bytes` the upstream messages being read hold in memory together, their strings in --spill-dir aside (--max-message bounds one); past it a message is answered with a JSON-RPC error")
 	fs.Int64Var(&f.spillMax, "spill-max", 4<<30, "most `bytes` waiting in --spill-dir at once; past it an upstream message is answered with a JSON-RPC error (the decoded copies of texts and data being offloaded as they arrive take as much again at most)")
 	fs.IntVar(&f.maxSessions, "max-sessions", 64, "most session-era sessions with a stdio or legacy upstream (each holds a child or a stream)")
 	fs.BoolVar(&f.offload, "offload", true, "offload large tool outputs to artifacts (the policy has the last word)")
@@ -166,6 +168,7 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 		StdioMaxMessage:  f.stdioMaxMsg,
 		SpillDir:         f.spillDir,
 		SpillMax:         f.spillMax,
+		InlineMax:        f.inlineMax,
 		MaxSessions:      f.maxSessions,
 		StreamMode:       f.streamMode,
 		Fetch:            fetch,

@@ -94,6 +94,7 @@ func (s *Spooler) Read(r io.Reader, maxInline int64) ([]byte, error) {
 		sc.max = 1<<63 - 1
 	}
 	err := sc.run()
+	s.inline.Add(-sc.reserved)
 	if err != nil {
 		sc.abort()
 		return nil, err
@@ -137,6 +138,7 @@ type scanner struct {
 	mark     int
 	out      []byte
 	max      int64
+	reserved int64  // of Spooler.inline: out's capacity, in inlineStep steps
 	stack    []byte // '{' or '[' per open container
 	strStart int    // where the current string's quote is in out
 	inString bool
@@ -222,6 +224,23 @@ func (s *scanner) checkInline() error {
 	if int64(base) > s.max {
 		return fmt.Errorf("spill: more than %d bytes stay inline: %w", s.max, ErrTooLarge)
 	}
+	if int64(cap(s.out)) > s.reserved {
+		return s.reserve()
+	}
+	return nil
+}
+
+// inlineStep is what a Read reserves of Options.MaxInline at a time.
+const inlineStep = 256 << 10
+
+// reserve takes what out's capacity needs of Options.MaxInline.
+func (s *scanner) reserve() error {
+	need := (int64(cap(s.out)) - s.reserved + inlineStep - 1) / inlineStep * inlineStep
+	if s.sp.inline.Add(need) > s.sp.o.MaxInline {
+		s.sp.inline.Add(-need)
+		return ErrBusy
+	}
+	s.reserved += need
 	return nil
 }
 

@@ -29,7 +29,9 @@
 // offloader once it stored them), or its message fails to read (a peer
 // that dies mid-line leaves nothing behind).
 // The bytes alive in spill files are bounded process-wide per Spooler
-// (Options.MaxBytes): past it Read fails with ErrFull.
+// (Options.MaxBytes), and so are the bytes the Reads in progress hold in
+// memory, together (Options.MaxInline): past either, Read fails with
+// ErrFull.
 package spill
 
 import (
@@ -50,6 +52,7 @@ const (
 	DefaultThreshold = 64 << 10
 	DefaultMaxBytes  = 4 << 30
 	DefaultTTL       = 15 * time.Minute
+	DefaultMaxInline = 1 << 30
 	// DefaultArrayThreshold is the zero Options' ArrayThreshold.
 	DefaultArrayThreshold = 4 << 20
 	// FirstMax bounds what a spilled array keeps in memory of its first
@@ -65,6 +68,10 @@ var (
 	// bytes alive in spill files past Options.MaxBytes. The message is lost
 	// (its partial spill freed); the next one may fit.
 	ErrFull = errors.New("spill: spill space full")
+	// ErrBusy, wrapped with ErrFull, is returned by Read when what stays
+	// in memory of a message would take what the Reads in progress hold
+	// together past Options.MaxInline.
+	ErrBusy = fmt.Errorf("spill: no room in memory for more messages being read: %w", ErrFull)
 	// ErrTooLarge is returned by Read when what stays in memory of a
 	// message passes the caller's maxInline.
 	ErrTooLarge = errors.New("spill: inline part of the message over the cap")
@@ -93,6 +100,13 @@ type Options struct {
 	// MaxBytes bounds the bytes alive in this Spooler's spill files at
 	// once (≤ 0: DefaultMaxBytes).
 	MaxBytes int64
+	// MaxInline bounds what the Reads in progress hold in memory
+	// together, each its message's inline part (≤ 0: DefaultMaxInline):
+	// each Read's own cap (maxInline) bounds one message, this bounds
+	// many read at once, so that concurrent large messages fail (ErrBusy)
+	// instead of adding up past the machine's memory. A message's bytes
+	// count until its Read returns.
+	MaxInline int64
 	// TTL is how long a message's spilled strings live after it was read
 	// (≤ 0: DefaultTTL); Release frees them earlier.
 	TTL time.Duration
@@ -146,8 +160,9 @@ type Keeper interface {
 // (the zero value is not usable). It is safe for concurrent use; Close
 // frees everything it spilled.
 type Spooler struct {
-	o     Options
-	alive atomic.Int64 // bytes in open spill files
+	o      Options
+	alive  atomic.Int64 // bytes in open spill files
+	inline atomic.Int64 // bytes reserved by the Reads in progress (Options.MaxInline)
 
 	mu     sync.Mutex
 	msgs   map[*message]struct{}
@@ -172,6 +187,9 @@ func New(o Options) (*Spooler, error) {
 	}
 	if o.TTL <= 0 {
 		o.TTL = DefaultTTL
+	}
+	if o.MaxInline <= 0 {
+		o.MaxInline = DefaultMaxInline
 	}
 	f, err := createUnlinked(o.Dir)
 	if err != nil {

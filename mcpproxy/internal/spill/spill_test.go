@@ -559,3 +559,68 @@ func TestLongRunEnds(t *testing.T) {
 		}
 	}
 }
+
+// gatedReader gives src's first n bytes, then waits for open before the
+// rest; reached is closed once the first n are read.
+type gatedReader struct {
+	src           io.Reader
+	n             int
+	reached, open chan struct{}
+}
+
+func (g *gatedReader) Read(p []byte) (int, error) {
+	if g.n == 0 {
+		if g.reached != nil {
+			close(g.reached)
+			g.reached = nil
+		}
+		<-g.open
+		return g.src.Read(p)
+	}
+	k, err := g.src.Read(p[:min(len(p), g.n)])
+	g.n -= k
+	return k, err
+}
+
+// TestMaxInlineAcrossReads: two messages that each fit their own cap
+// but not Options.MaxInline together: the second fails with ErrBusy
+// (an ErrFull) while the first is still being read, and the first reads
+// whole; once it has, the second fits, and nothing stays reserved.
+func TestMaxInlineAcrossReads(t *testing.T) {
+	s := newSpooler(t, Options{MaxInline: 1 << 20})
+	var msg bytes.Buffer // 768 KiB of small members: all of it stays inline
+	msg.WriteString(`{"result":{"structuredContent":{`)
+	for i := 0; msg.Len() < 768<<10; i++ {
+		fmt.Fprintf(&msg, `"k%d":%d,`, i, i)
+	}
+	msg.WriteString(`"end":true}},"jsonrpc":"2.0","id":1}`)
+	in := msg.Bytes()
+
+	g := &gatedReader{src: bytes.NewReader(in), n: 700 << 10, reached: make(chan struct{}), open: make(chan struct{})}
+	reached := g.reached
+	type result struct {
+		out []byte
+		err error
+	}
+	first := make(chan result, 1)
+	go func() {
+		out, err := s.Read(g, 0)
+		first <- result{out, err}
+	}()
+	<-reached
+	if _, err := s.Read(bytes.NewReader(in), 0); !errors.Is(err, ErrBusy) || !errors.Is(err, ErrFull) {
+		t.Fatalf("second message while the first is read: err %v, want ErrBusy", err)
+	}
+	close(g.open)
+	r := <-first
+	if r.err != nil || !bytes.Equal(r.out, in) {
+		t.Fatalf("first message: %d bytes, err %v", len(r.out), r.err)
+	}
+	out, err := s.Read(bytes.NewReader(in), 0)
+	if err != nil || !bytes.Equal(out, in) {
+		t.Fatalf("second message after the first: %d bytes, err %v", len(out), err)
+	}
+	if n := s.inline.Load(); n != 0 {
+		t.Errorf("%d bytes still reserved after every Read returned", n)
+	}
+}
