@@ -93,7 +93,10 @@ func (s *Spooler) Read(r io.Reader, maxInline int64) ([]byte, error) {
 	if maxInline <= 0 {
 		sc.max = 1<<63 - 1
 	}
-	err := sc.run()
+	err := sc.reserve(readSize) // its read buffer counts too
+	if err == nil {
+		err = sc.run()
+	}
 	s.inline.Add(-sc.reserved)
 	if err != nil {
 		sc.abort()
@@ -138,7 +141,7 @@ type scanner struct {
 	mark     int
 	out      []byte
 	max      int64
-	reserved int64  // of Spooler.inline: out's capacity, in inlineStep steps
+	reserved int64  // of Spooler.inline: out's capacity and buf, in inlineStep steps
 	stack    []byte // '{' or '[' per open container
 	strStart int    // where the current string's quote is in out
 	inString bool
@@ -224,8 +227,8 @@ func (s *scanner) checkInline() error {
 	if int64(base) > s.max {
 		return fmt.Errorf("spill: more than %d bytes stay inline: %w", s.max, ErrTooLarge)
 	}
-	if int64(cap(s.out)) > s.reserved {
-		return s.reserve()
+	if held := int64(cap(s.out)) + readSize; held > s.reserved {
+		return s.reserve(held)
 	}
 	return nil
 }
@@ -233,9 +236,9 @@ func (s *scanner) checkInline() error {
 // inlineStep is what a Read reserves of Options.MaxInline at a time.
 const inlineStep = 256 << 10
 
-// reserve takes what out's capacity needs of Options.MaxInline.
-func (s *scanner) reserve() error {
-	need := (int64(cap(s.out)) - s.reserved + inlineStep - 1) / inlineStep * inlineStep
+// reserve takes of Options.MaxInline what holding n bytes needs.
+func (s *scanner) reserve(n int64) error {
+	need := (n - s.reserved + inlineStep - 1) / inlineStep * inlineStep
 	if s.sp.inline.Add(need) > s.sp.o.MaxInline {
 		s.sp.inline.Add(-need)
 		return ErrBusy

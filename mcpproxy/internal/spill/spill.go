@@ -101,11 +101,12 @@ type Options struct {
 	// once (≤ 0: DefaultMaxBytes).
 	MaxBytes int64
 	// MaxInline bounds what the Reads in progress hold in memory
-	// together, each its message's inline part (≤ 0: DefaultMaxInline):
+	// together, each its message's inline part (≤ 0: DefaultMaxInline;
+	// at least 384 KiB, room for one Read):
 	// each Read's own cap (maxInline) bounds one message, this bounds
 	// many read at once, so that concurrent large messages fail (ErrBusy)
-	// instead of adding up past the machine's memory. A message's bytes
-	// count until its Read returns.
+	// instead of adding up past the machine's memory. A message's bytes,
+	// and its Read's buffer, count until its Read returns.
 	MaxInline int64
 	// TTL is how long a message's spilled strings live after it was read
 	// (≤ 0: DefaultTTL); Release frees them earlier.
@@ -191,6 +192,7 @@ func New(o Options) (*Spooler, error) {
 	if o.MaxInline <= 0 {
 		o.MaxInline = DefaultMaxInline
 	}
+	o.MaxInline = max(o.MaxInline, readSize+inlineStep) // room for one Read
 	f, err := createUnlinked(o.Dir)
 	if err != nil {
 		return nil, err
