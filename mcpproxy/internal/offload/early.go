@@ -164,6 +164,7 @@ func (e *early) run(thumbMax int, st *stager) {
 // being staged, for the general decoding, once they are handed back.
 func (e *early) keep(sk *earlySink) io.Reader {
 	canon := spill.NewCanon(e.base64)
+	sk.form = canon.Form()
 	dec := make([]byte, 0, stageChunk+16)
 	var spelt, given int64 // the staged value, spelt, and its length
 	for b := range e.ch {
@@ -179,10 +180,11 @@ func (e *early) keep(sk *earlySink) io.Reader {
 		if !sk.write(out) {
 			held := append([]byte(nil), canon.Held()...)
 			chunkPool.Put(&b)
-			return e.loseTo(sk, spelt, given, append(spill.Spell(nil, out, e.base64), held...), held)
+			return e.loseTo(sk, spelt, given, append(spill.Spell(nil, out, canon.Form()), held...), held)
 		}
 		dec = out
 		spelt, given = canon.Taken()-int64(len(canon.Held())), canon.Given()
+		sk.form = canon.Form()
 		chunkPool.Put(&b)
 	}
 	e.mu.Lock()
@@ -201,9 +203,9 @@ func (e *early) keep(sk *earlySink) io.Reader {
 		return e.loseTo(sk, spelt, given, held, held)
 	}
 	if !sk.write(out) {
-		return e.loseTo(sk, spelt, given, spill.Spell(nil, out, e.base64), nil)
+		return e.loseTo(sk, spelt, given, spill.Spell(nil, out, canon.Form()), nil)
 	}
-	e.spelling = spill.Spelling(sk.stg.w, canon.Given(), canon.Taken(), e.base64)
+	e.spelling = spill.Spelling(sk.stg.w, canon.Given(), canon.Taken(), canon.Form())
 	close(e.decided)
 	return nil
 }
@@ -252,7 +254,7 @@ func (e *early) loseTo(sk *earlySink, spelt, given int64, hand, decode []byte) i
 
 func (e *early) handTo(w io.Writer, sk *earlySink, spelt, given int64, hand []byte, pend [][]byte) error {
 	if spelt > 0 {
-		sp := spill.Spelling(sk.stg.w, given, spelt, e.base64)
+		sp := spill.Spelling(sk.stg.w, given, spelt, sk.form)
 		if _, err := io.Copy(w, io.NewSectionReader(sp, 0, spelt)); err != nil {
 			return err
 		}
@@ -273,6 +275,7 @@ func (e *early) handTo(w io.Writer, sk *earlySink, spelt, given int64, hand []by
 // its preview, built beside (see aside).
 type earlySink struct {
 	text      bool
+	form      spill.Form // how the staged value is spelt so far (spill.Canon.Form)
 	thumbMax  int
 	stg       *staged
 	stgFailed bool // stg takes no more: a write failed

@@ -422,6 +422,7 @@ func TestAsideAllocs(t *testing.T) {
 // expands byte for byte, and the stored artifact holds the value.
 func TestEarlyKept(t *testing.T) {
 	text := strings.Repeat(`{\"row\":1,\"v\":\"a\\tb é\"}\n`, 12000)
+	goHTML := strings.Repeat(`{\"row\":1,\"v\":\"\u003cb\u003ea \u0026 b\u003c/b\u003e\"}\n`, 9000)
 	img := make([]byte, 300001)
 	for i := range img {
 		img[i] = byte(i*7 + i>>9)
@@ -440,6 +441,13 @@ func TestEarlyKept(t *testing.T) {
 		{"text with \\u0041 near its end", text + `\u0041bc`, false, false, 0},
 		{"text with a byte that is not UTF-8", text[:200000] + "\xff" + text[200000:], false, false, 0},
 		{"text, staging out of room", text, false, false, 200000},
+		// '<', '>' and '&' as Go's json.Marshal spells them: kept; spelt
+		// both ways in one string: handed back from the second way on,
+		// exactly as sent.
+		{"text with \\u003c \\u003e \\u0026", goHTML, false, true, 0},
+		{"text with \\u0026, then & as itself", goHTML + `a & b`, false, false, 0},
+		{"text with <, then \\u003c", strings.Replace(goHTML, `\u003c`, `<`, 1) + `\u003c`, false, false, 0},
+		{"text with \\u003c, staging out of room", goHTML, false, false, 200000},
 		{"base64", b64, true, true, 0},
 		{"base64 with \\/", b64[:slash] + `\` + b64[slash:], true, false, 0},
 		{"base64 without padding", strings.TrimRight(base64.StdEncoding.EncodeToString(img[:len(img)-2]), "="), true, false, 0},

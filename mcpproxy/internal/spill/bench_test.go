@@ -171,7 +171,7 @@ func BenchmarkSpellingRows(b *testing.B) {
 	b.SetBytes(int64(len(raw)))
 	buf := make([]byte, 64<<10)
 	for b.Loop() {
-		sp := Spelling(bytes.NewReader(val), int64(len(val)), int64(len(raw)), false)
+		sp := Spelling(bytes.NewReader(val), int64(len(val)), int64(len(raw)), Text)
 		for off := int64(0); ; {
 			n, err := sp.ReadAt(buf, off)
 			off += int64(n)

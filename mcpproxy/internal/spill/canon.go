@@ -1,6 +1,7 @@
 package spill
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/base64"
 	"encoding/binary"
@@ -20,8 +21,19 @@ import (
 //
 // Text is spelt with '"', '\\' and the control characters escaped, the
 // five that have one as \b \f \n \r \t, the rest as \u00XX in lowercase
-// hex; every other byte as it is. Its value must be valid UTF-8. Base64 is
-// spelt as base64.StdEncoding encodes.
+// hex; every other byte as it is (Text), or also '<', '>' and '&' as
+// \u003c, \u003e and \u0026 (TextHTML: what Go's encoding/json writes by
+// default, and so many Go servers). Its value must be valid UTF-8. Base64
+// is spelt as base64.StdEncoding encodes.
+
+// Form is one of the ways a value is spelt (see Spell).
+type Form uint8
+
+const (
+	Text     Form = iota // JSON text, '<', '>' and '&' as themselves
+	TextHTML             // JSON text, '<', '>' and '&' as \u003c, \u003e, \u0026
+	Base64               // standard padded base64
+)
 
 // Canon decodes a JSON string's escaped bytes (no quotes) chunk by chunk,
 // as long as they are spelt canonically: then Spelling gives them back
@@ -30,14 +42,36 @@ import (
 // concurrent use.
 type Canon struct {
 	b64   bool
+	html  int8 // a text's form: htmlUnknown until a '<', '>' or '&' tells
 	held  []byte // taken, not yet decoded: a unit cut by a chunk's end
 	taken int64  // escaped bytes taken, held ones included
 	given int64  // value bytes given
 	ended bool
 }
 
-// NewCanon returns a Canon for text or, with b64, for base64 data.
+// A text's form, as far as its bytes so far tell.
+const (
+	htmlUnknown int8 = iota // neither '<', '>' nor '&' yet: Text and TextHTML alike
+	htmlNo                  // one as itself: Text
+	htmlYes                 // one as \u00XX: TextHTML
+)
+
+// NewCanon returns a Canon for text or, with b64, for base64 data. A
+// text's form is the first '<', '>' or '&' decides (Text when there is
+// none): one string spelt both ways is not canonical.
 func NewCanon(b64 bool) *Canon { return &Canon{b64: b64, held: make([]byte, 0, 16)} }
+
+// Form is the form of the bytes taken so far: Spell and Spelling spell
+// their value back with it.
+func (c *Canon) Form() Form {
+	switch {
+	case c.b64:
+		return Base64
+	case c.html == htmlYes:
+		return TextHTML
+	}
+	return Text
+}
 
 // Taken is the number of escaped bytes accepted so far, Held included.
 func (c *Canon) Taken() int64 { return c.taken }
@@ -167,8 +201,19 @@ func grow(b []byte, n int) []byte {
 	return nb
 }
 
-// nextText decodes p after what is held.
+// nextText decodes p after what is held. While the form is not known to
+// be Text, p is first searched for '<', '>' and '&' as themselves (a
+// vectorized search per chunk, not a test per byte): a chunk holding one
+// takes no \u003c-style escape.
 func (c *Canon) nextText(dst, p []byte) ([]byte, bool) {
+	raw := false
+	if c.html != htmlNo {
+		raw = bytes.IndexByte(p, '<') >= 0 || bytes.IndexByte(p, '>') >= 0 || bytes.IndexByte(p, '&') >= 0
+		if raw && c.html == htmlYes {
+			return dst, false
+		}
+	}
+	t := textUnits{html: c.html != htmlNo && !raw}
 	if len(c.held) > 0 {
 		// The held unit's rest is in p's first few bytes (a unit is at
 		// most six).
@@ -177,30 +222,49 @@ func (c *Canon) nextText(dst, p []byte) ([]byte, bool) {
 		b := append(append(buf[:0], c.held...), p[:k]...)
 		var m int
 		var ok bool
-		if dst, m, ok = canonText(dst, b); !ok {
+		if dst, m, ok = t.decode(dst, b); !ok {
 			return dst, false
 		}
 		if m < len(c.held) { // p is too short to finish the unit
 			c.held = append(c.held, p...)
+			c.decided(raw, t.sawHTML)
 			return dst, true
 		}
 		p = p[m-len(c.held):]
 		c.held = c.held[:0]
 	}
-	dst, m, ok := canonText(dst, p)
+	dst, m, ok := t.decode(dst, p)
 	if !ok {
 		return dst, false
 	}
 	c.held = append(c.held, p[m:]...)
+	c.decided(raw, t.sawHTML)
 	return dst, true
 }
 
-// canonText appends the decoding of b's canonical units to dst, stopping
+// decided notes the form a chunk accepted whole tells.
+func (c *Canon) decided(raw, sawHTML bool) {
+	switch {
+	case raw:
+		c.html = htmlNo
+	case sawHTML:
+		c.html = htmlYes
+	}
+}
+
+// textUnits decodes canonical text units; with html, '<', '>' and '&'
+// spelt \u003c, \u003e, \u0026 are canonical too (sawHTML tells whether
+// there was one).
+type textUnits struct {
+	html, sawHTML bool
+}
+
+// decode appends the decoding of b's canonical units to dst, stopping
 // before one cut by b's end; m is how far it read. ok is false at a unit
 // that is not canonical. Plain bytes are copied eight at a time (each
 // word stored whole, kept up to its first byte that is not plain), as
 // textReader copies them.
-func canonText(dst, b []byte) (_ []byte, m int, ok bool) {
+func (t *textUnits) decode(dst, b []byte) (_ []byte, m int, ok bool) {
 	dst = grow(dst, len(b)+8) // the value is never longer than its spelling
 	out := dst[:cap(dst)]
 	w, i := len(dst), 0
@@ -218,6 +282,14 @@ func canonText(dst, b []byte) (_ []byte, m int, ok bool) {
 						out[w] = e
 						i, w = i+2, w+1
 						continue
+					}
+					// So is '<', '>' or '&' in TextHTML.
+					if t.html && i+5 < len(b) && b[i+1] == 'u' {
+						if v, ok := htmlEscape(b[i+2 : i+6]); ok {
+							out[w] = v
+							i, w, t.sawHTML = i+6, w+1, true
+							continue
+						}
 					}
 				}
 				break
@@ -246,13 +318,17 @@ func canonText(dst, b []byte) (_ []byte, m int, ok bool) {
 				// Cut: held, if its digits so far can begin one
 				// (what a Canon holds is never invalid JSON).
 				for k, d := range b[i+2:] {
-					if d != '0' && !(k == 2 && d == '1') {
+					if d != '0' && !(k == 2 && (d == '1' || t.html && (d == '2' || d == '3'))) {
 						return out[:w], i, false
 					}
 				}
 				return out[:w], i, true
 			}
 			v, ok := ctlEscape(b[i+2 : i+6])
+			if !ok && t.html {
+				v, ok = htmlEscape(b[i+2 : i+6])
+				t.sawHTML = t.sawHTML || ok
+			}
 			if !ok {
 				return out[:w], i, false
 			}
@@ -318,15 +394,37 @@ func ctlEscape(h []byte) (byte, bool) {
 	return v, true
 }
 
-// Spell appends the canonical spelling of value to dst: its escaped
-// bytes as text, or with b64 as standard base64.
-func Spell(dst, value []byte, b64 bool) []byte {
-	if b64 {
+// htmlEscape decodes the four hex digits of a \u escape if they are how
+// TextHTML spells '<', '>' or '&'.
+func htmlEscape(h []byte) (byte, bool) {
+	if h[0] != '0' || h[1] != '0' {
+		return 0, false
+	}
+	switch h[2] {
+	case '3':
+		switch h[3] {
+		case 'c':
+			return '<', true
+		case 'e':
+			return '>', true
+		}
+	case '2':
+		if h[3] == '6' {
+			return '&', true
+		}
+	}
+	return 0, false
+}
+
+// Spell appends the canonical spelling of value, in form, to dst.
+func Spell(dst, value []byte, form Form) []byte {
+	if form == Base64 {
 		return base64.StdEncoding.AppendEncode(dst, value)
 	}
+	plain := plainIn(form)
 	for i := 0; i < len(value); {
 		j := i
-		for j < len(value) && plainByte(value[j]) {
+		for j < len(value) && plain[value[j]] {
 			j++
 		}
 		dst = append(dst, value[i:j]...)
@@ -352,6 +450,7 @@ type spelled struct {
 	n     int64 // the value's length
 	size  int64 // the spelling's
 	b64   bool
+	plain *[256]bool // a text's bytes spelt as themselves
 
 	mu  sync.Mutex
 	cur [4]spot // where the last reads ended, for reading on from there
@@ -362,13 +461,13 @@ type spelled struct {
 // byte e.
 type spot struct{ e, v int64 }
 
-// Spelling returns a reader of the canonical spelling (size bytes) of a
-// value read from value (n bytes): a Canon's input given back from what
-// it decoded. It is safe for concurrent use; a text is read best in
-// order (each read goes on from where one of the last few ended, or
-// spells the text from its start).
-func Spelling(value io.ReaderAt, n, size int64, b64 bool) io.ReaderAt {
-	return &spelled{value: value, n: n, size: size, b64: b64}
+// Spelling returns a reader of the canonical spelling in form (size
+// bytes) of a value read from value (n bytes): a Canon's input given back
+// from what it decoded. It is safe for concurrent use; a text is read
+// best in order (each read goes on from where one of the last few ended,
+// or spells the text from its start).
+func Spelling(value io.ReaderAt, n, size int64, form Form) io.ReaderAt {
+	return &spelled{value: value, n: n, size: size, b64: form == Base64, plain: plainIn(form)}
 }
 
 func (s *spelled) ReadAt(p []byte, off int64) (int, error) {
@@ -453,8 +552,8 @@ func (s *spelled) readText(p []byte, off int64) error {
 			// escaped.
 			var sp []byte
 			run := 1
-			if c := buf[i]; plainByte(c) {
-				for run < len(buf)-i && plainByte(buf[i+run]) {
+			if c := buf[i]; s.plain[c] {
+				for run < len(buf)-i && s.plain[buf[i+run]] {
 					run++
 				}
 				sp = buf[i : i+run]
@@ -467,7 +566,7 @@ func (s *spelled) readText(p []byte, off int64) error {
 				if filled == len(p) && e+int64(len(sp)) > off+int64(len(p)) {
 					// Cut: a run's rest, or an escape's, is the next
 					// read's. Runs may end anywhere; an escape starts it.
-					if !plainByte(buf[i]) {
+					if !s.plain[buf[i]] {
 						break
 					}
 					n := off + int64(len(p)) - e
@@ -487,5 +586,22 @@ func (s *spelled) readText(p []byte, off int64) error {
 	return nil
 }
 
-// plainByte reports whether c is spelt as itself in text.
+// plainByte reports whether c is spelt as itself in Text.
 func plainByte(c byte) bool { return c >= 0x20 && c != '"' && c != '\\' }
+
+// plainText and plainHTML say which bytes are spelt as themselves in Text
+// and in TextHTML.
+var plainText, plainHTML = func() (t, h [256]bool) {
+	for c := range 256 {
+		t[c] = plainByte(byte(c))
+		h[c] = t[c] && c != '<' && c != '>' && c != '&'
+	}
+	return
+}()
+
+func plainIn(form Form) *[256]bool {
+	if form == TextHTML {
+		return &plainHTML
+	}
+	return &plainText
+}

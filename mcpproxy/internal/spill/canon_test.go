@@ -11,8 +11,9 @@ import (
 
 // feedCanon gives raw to a Canon in pieces cut where cuts say, checking
 // after every step that the value so far, spelt, and what is held are the
-// bytes taken. It returns the value and whether all of raw was accepted.
-func feedCanon(t *testing.T, raw, cuts []byte, b64 bool) ([]byte, bool) {
+// bytes taken. It returns the value, its form and whether all of raw was
+// accepted.
+func feedCanon(t *testing.T, raw, cuts []byte, b64 bool) ([]byte, Form, bool) {
 	t.Helper()
 	c := NewCanon(b64)
 	var val []byte
@@ -21,7 +22,7 @@ func feedCanon(t *testing.T, raw, cuts []byte, b64 bool) ([]byte, bool) {
 		if len(raw) > 4096 && c.Taken() < int64(len(raw)) {
 			return // kept linear: checked at the end
 		}
-		got := append(Spell(nil, val, b64), c.Held()...)
+		got := append(Spell(nil, val, c.Form()), c.Held()...)
 		if !bytes.Equal(got, raw[:c.Taken()]) || c.Given() != int64(len(val)) {
 			t.Fatalf("value so far spelt + held = %q, taken %q (given %d, value %d)", got, raw[:c.Taken()], c.Given(), len(val))
 		}
@@ -35,32 +36,32 @@ func feedCanon(t *testing.T, raw, cuts []byte, b64 bool) ([]byte, bool) {
 		var ok bool
 		if val, ok = c.Next(val, rest[:k]); !ok {
 			check()
-			return val, false
+			return val, c.Form(), false
 		}
 		check()
 		rest = rest[k:]
 	}
 	val, ok := c.End(val)
 	check()
-	return val, ok
+	return val, c.Form(), ok
 }
 
 // canonAgrees checks what a Canon accepted: the general decoders give the
 // same value, it spells back to raw, and Spelling reads raw back.
-func canonAgrees(t *testing.T, raw, val []byte, b64 bool) {
+func canonAgrees(t *testing.T, raw, val []byte, form Form) {
 	t.Helper()
 	var general io.Reader = newTextReader(bytes.NewReader(raw))
-	if b64 {
+	if form == Base64 {
 		general = DecodeBase64(bytes.NewReader(raw))
 	}
 	want, err := io.ReadAll(general)
 	if err != nil || !bytes.Equal(val, want) {
 		t.Fatalf("Canon decoded %q; the general way %q, %v", val, want, err)
 	}
-	if got := Spell(nil, val, b64); !bytes.Equal(got, raw) {
+	if got := Spell(nil, val, form); !bytes.Equal(got, raw) {
 		t.Fatalf("Spell(%q) = %q, want %q", val, got, raw)
 	}
-	sp := Spelling(bytes.NewReader(val), int64(len(val)), int64(len(raw)), b64)
+	sp := Spelling(bytes.NewReader(val), int64(len(val)), int64(len(raw)), form)
 	for _, step := range []int{1, 3, 7, 64, len(raw) + 1} {
 		var got []byte
 		buf := make([]byte, step)
@@ -113,6 +114,16 @@ func TestCanon(t *testing.T) {
 		{`\u000a`, false, false}, // has a short escape
 		{`\u00e9`, false, false},
 		{`\ud83d\ude00`, false, false},
+		// '<', '>' and '&' as Go's encoding/json spells them by default,
+		// or as themselves; not both ways in one string.
+		{`a \u003c b \u003e c \u0026 d \"q\"`, false, true},
+		{`a < b > c & d`, false, true},
+		{strings.Repeat(`x \u0026\u0026 y\n`, 300), false, true},
+		{`a < b \u003c`, false, false},
+		{`a \u003c b <`, false, false},
+		{`a & b \u003e`, false, false},
+		{`\u003C`, false, false}, // upper-case hex
+		{`\u0027`, false, false}, // not one of the three
 		{"bad \xff byte", false, false},
 		{"cut \xe4\xb8", false, false},
 		{"\xed\xa0\x80", false, false}, // a surrogate in UTF-8
@@ -129,13 +140,13 @@ func TestCanon(t *testing.T) {
 		{strings.Repeat("QUJD", 10) + "*" + strings.Repeat("QUJD", 10), true, false},
 	} {
 		for _, cuts := range [][]byte{nil, {0, 0, 0, 0, 0, 0, 0}, {2, 4, 6, 8, 10, 12, 1, 3, 5}, {6, 6, 6, 6, 6, 6, 6, 6, 6}} {
-			val, ok := feedCanon(t, []byte(c.raw), cuts, c.b64)
+			val, form, ok := feedCanon(t, []byte(c.raw), cuts, c.b64)
 			if ok != c.want {
 				t.Errorf("Canon(%q, b64 %v, cuts %v) accepted = %v, want %v", c.raw, c.b64, cuts, ok, c.want)
 				continue
 			}
 			if ok {
-				canonAgrees(t, []byte(c.raw), val, c.b64)
+				canonAgrees(t, []byte(c.raw), val, form)
 			}
 		}
 	}
@@ -150,20 +161,29 @@ func FuzzCanon(f *testing.F) {
 	f.Add([]byte(`\ud83d\ude00`), []byte{4}, false)
 	f.Add([]byte("\xe4\xb8\x96\xe7\x95\x8c"), []byte{0, 0, 0}, false)
 	f.Add([]byte(strings.Repeat("QUJD", 9)+"QQ=="), []byte{7, 9, 3}, true)
+	f.Add([]byte(`a \u003c\u003e \u0026\u00`), []byte{3, 5, 0, 1}, false)
+	f.Add([]byte(`<b>&amp;</b>`), []byte{2}, false)
 	f.Fuzz(func(t *testing.T, raw, cuts []byte, b64 bool) {
-		if val, ok := feedCanon(t, raw, cuts, b64); ok {
-			canonAgrees(t, raw, val, b64)
+		if val, form, ok := feedCanon(t, raw, cuts, b64); ok {
+			canonAgrees(t, raw, val, form)
 		}
-		// raw as a value: its spelling is accepted and gives it back.
+		// raw as a value: its spelling in each form is accepted and gives
+		// it back.
 		if !b64 && !utf8.Valid(raw) {
 			return
 		}
-		sp := Spell(nil, raw, b64)
-		val, ok := feedCanon(t, sp, cuts, b64)
-		if !ok || !bytes.Equal(val, raw) {
-			t.Fatalf("Canon refused or changed the spelling %q of %q: %q, %v", sp, raw, val, ok)
+		forms := []Form{Text, TextHTML}
+		if b64 {
+			forms = []Form{Base64}
 		}
-		canonAgrees(t, sp, val, b64)
+		for _, form := range forms {
+			sp := Spell(nil, raw, form)
+			val, _, ok := feedCanon(t, sp, cuts, b64)
+			if !ok || !bytes.Equal(val, raw) {
+				t.Fatalf("Canon refused or changed the spelling %q of %q: %q, %v", sp, raw, val, ok)
+			}
+			canonAgrees(t, sp, val, form)
+		}
 	})
 }
 
@@ -174,7 +194,7 @@ func TestSpellingBase64Ranges(t *testing.T) {
 		val[i] = byte(i * 7)
 	}
 	raw := []byte(base64.StdEncoding.EncodeToString(val))
-	sp := Spelling(bytes.NewReader(val), int64(len(val)), int64(len(raw)), true)
+	sp := Spelling(bytes.NewReader(val), int64(len(val)), int64(len(raw)), Base64)
 	for off := 0; off < len(raw); off += 37 {
 		for _, n := range []int{1, 5, 100} {
 			buf := make([]byte, n)
@@ -200,7 +220,8 @@ func TestCanonHeldValid(t *testing.T) {
 		{[]string{"QUJDREVGR0hJ", "\"x"}, true},
 		{[]string{"ab\\uZ"}, false},
 		{[]string{"ab\\u0", "Z"}, false},
-		{[]string{"ab\\u00", "2"}, false},
+		{[]string{"ab\\u00", "4"}, false},
+		{[]string{"a<b\\u00", "2"}, false}, // '<' as itself: no \u0026 to come
 	} {
 		k := NewCanon(c.b64)
 		for _, ch := range c.chunks {
@@ -210,7 +231,7 @@ func TestCanonHeldValid(t *testing.T) {
 					t.Fatalf("%q (base64 %v): holds %q", c.chunks, c.b64, k.Held())
 				}
 			}
-			if h := string(k.Held()); !c.b64 && strings.HasPrefix(h, `\u`) && strings.ContainsAny(h[2:], "Z2") {
+			if h := string(k.Held()); !c.b64 && strings.HasPrefix(h, `\u`) && (strings.ContainsAny(h[2:], "Z4") || strings.Contains(c.chunks[0], "<") && strings.HasPrefix(h, `\u002`)) {
 				t.Fatalf("%q: holds %q, no canonical escape's start", c.chunks, h)
 			}
 		}

@@ -33,6 +33,14 @@ func hasSpecial(v uint64) bool {
 	return ((v-ones*0x20)&^v|(q-ones)&^q|(b-ones)&^b)&highs != 0
 }
 
+// hexDigit marks the bytes a \u escape's digits may be.
+var hexDigit = func() (t [256]bool) {
+	for _, c := range "0123456789abcdefABCDEF" {
+		t[c] = true
+	}
+	return
+}()
+
 // longRun is how long a run of plain string content must be before
 // skipRun looks for its end, and the window skipRun looks through at a
 // time: base64 data, most of a long text's lines.
@@ -776,6 +784,13 @@ func (s *scanner) str() error {
 				// A one-letter escape whole in buf is part of the run.
 				if j+1 < len(buf) && buf[j] == '\\' && simpleEscape[buf[j+1]] != 0 {
 					j += 2
+					continue
+				}
+				// So is a \u escape (as Go's json.Marshal spells '<', '>'
+				// and '&').
+				if j+5 < len(buf) && buf[j] == '\\' && buf[j+1] == 'u' &&
+					hexDigit[buf[j+2]] && hexDigit[buf[j+3]] && hexDigit[buf[j+4]] && hexDigit[buf[j+5]] {
+					j += 6
 					continue
 				}
 				break
