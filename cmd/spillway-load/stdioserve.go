@@ -36,7 +36,7 @@ const maxBig = 4 << 30
 // bigArgs are the arguments of the upstream's big tool.
 type bigArgs struct {
 	Bytes int64  `json:"bytes"`
-	Kind  string `json:"kind"` // "text" (a JSON document as text, the default), "text-u" (the same, its quotes and line ends as \u escapes) or "image" (base64)
+	Kind  string `json:"kind"` // "text" (a JSON document as text, the default), "text-u" (the same, its quotes and line ends as \u escapes), "text-go" (notes holding '<', '>' and '&', spelt \u003c, \u003e, \u0026 as Go's json.Marshal spells them) or "image" (base64)
 	Seed  uint64 `json:"seed"`
 }
 
@@ -67,7 +67,10 @@ func writeBig(w io.Writer, a bigArgs) (int64, error) {
 		return n, nil
 	}
 	regions := [...]string{"emea", "amer", "apac"}
-	const letters = "abcdefghijklmnopqrstuvwxyz0123456789"
+	letters := "abcdefghijklmnopqrstuvwxyz0123456789"
+	if a.Kind == "text-go" {
+		letters += "<>&"
+	}
 	buf = append(buf, '[')
 	for i := int64(0); n+int64(len(buf)) < a.Bytes; i++ {
 		if i > 0 {
@@ -95,13 +98,18 @@ func writeBig(w io.Writer, a bigArgs) (int64, error) {
 }
 
 // jsonEscaper writes what it is given as the inside of a JSON string. It
-// escapes only what writeBig's text can hold: quotes and newlines.
+// escapes only what writeBig's text can hold: quotes, newlines, and '<',
+// '>' and '&'.
 type jsonEscaper struct {
 	w   io.Writer
 	buf []byte
-	// u spells both as \u escapes (\u0022, \u000a): valid JSON, but not
-	// how most encoders write them (kind "text-u", the same text).
+	// u spells quotes and newlines as \u escapes (\u0022, \u000a): valid
+	// JSON, but not how most encoders write them (kind "text-u", the
+	// same text).
 	u bool
+	// html spells '<', '>' and '&' as \u003c, \u003e and \u0026, as
+	// Go's json.Marshal does (kind "text-go").
+	html bool
 }
 
 func (e *jsonEscaper) Write(p []byte) (int, error) {
@@ -116,6 +124,12 @@ func (e *jsonEscaper) Write(p []byte) (int, error) {
 			e.buf = append(e.buf, q...)
 		case '\n':
 			e.buf = append(e.buf, nl...)
+		case '<', '>', '&':
+			if e.html {
+				e.buf = append(e.buf, '\\', 'u', '0', '0', "0123456789abcdef"[c>>4], "0123456789abcdef"[c&15])
+			} else {
+				e.buf = append(e.buf, c)
+			}
 		default:
 			e.buf = append(e.buf, c)
 		}
@@ -203,7 +217,7 @@ func upstreamAnswer(method, version, tool string, a bigArgs) func(io.Writer) err
 		switch {
 		case tool == "small":
 			return fixed(`"result":{"content":[{"type":"text","text":"ok"}]}`)
-		case tool == "big" && a.Bytes > 0 && a.Bytes <= maxBig && (a.Kind == "" || a.Kind == "text" || a.Kind == "text-u" || a.Kind == "image"):
+		case tool == "big" && a.Bytes > 0 && a.Bytes <= maxBig && (a.Kind == "" || a.Kind == "text" || a.Kind == "text-u" || a.Kind == "text-go" || a.Kind == "image"):
 			return func(w io.Writer) error {
 				if a.Kind == "image" {
 					io.WriteString(w, `"result":{"content":[{"type":"image","mimeType":"image/png","data":"`)
@@ -216,7 +230,7 @@ func upstreamAnswer(method, version, tool string, a bigArgs) func(io.Writer) err
 					}
 				} else {
 					io.WriteString(w, `"result":{"content":[{"type":"text","text":"`)
-					if _, err := writeBig(&jsonEscaper{w: w, u: a.Kind == "text-u"}, a); err != nil {
+					if _, err := writeBig(&jsonEscaper{w: w, u: a.Kind == "text-u", html: a.Kind == "text-go"}, a); err != nil {
 						return err
 					}
 				}
