@@ -42,7 +42,7 @@ const (
 // concurrent use.
 type Canon struct {
 	b64   bool
-	html  int8 // a text's form: htmlUnknown until a '<', '>' or '&' tells
+	html  int8   // a text's form: htmlUnknown until a '<', '>' or '&' tells
 	held  []byte // taken, not yet decoded: a unit cut by a chunk's end
 	taken int64  // escaped bytes taken, held ones included
 	given int64  // value bytes given
