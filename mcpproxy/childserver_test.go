@@ -44,8 +44,9 @@ func childCmd(mode string) (string, []string) {
 // arguments. Every cancellation it receives is reported on stderr. "null"
 // answers every request with "result": null. In every mode but null,
 // tools/call "whoami" answers with the child's uid, HOME and what it reads
-// of $HOME/key (JSON), and tools/call "crash" makes the child exit at
-// once, with status 3.
+// of $HOME/key (JSON), tools/call "crash" makes the child exit at
+// once, with status 3, and tools/call "stallmid" writes the first half of
+// its answer's line, then nothing more (the child lives on, reading).
 func TestChildServer(t *testing.T) {
 	mode := childMode()
 	if mode == "" {
@@ -161,6 +162,11 @@ func TestChildServer(t *testing.T) {
 			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"content": []any{}}})
 		case m.Method == "tools/call" && m.Params.Name == "crash":
 			os.Exit(3)
+		case m.Method == "tools/call" && m.Params.Name == "stallmid":
+			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": strings.Repeat("s", 4096)}}}})
+			mu.Lock() // held: nothing more leaves this child
+			out.Write(b[:len(b)/2])
+			out.Flush()
 		case m.Method == "tools/call" && m.Params.Name == "whoami":
 			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": whoami()}}}})
 		case m.Method == "tools/call":

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -206,6 +207,49 @@ func TestSharedChildIsInitialized(t *testing.T) {
 	sseMessages(ctx, resp, func(m map[string]json.RawMessage) { got += string(m["result"]) + string(m["error"]) })
 	if !strings.Contains(got, `\"x\":1`) {
 		t.Fatalf("stateless call to a session-era child: %s", got)
+	}
+}
+
+// TestUpstreamStallsMidMessage: a shared child that writes half of an
+// answer and then nothing is stopped after UpstreamStallTimeout. The
+// stalled call, and another client's call waiting behind the stalled
+// line, each get an error instead of waiting forever; the next call
+// runs on a fresh child. Before: both waited for as long as their
+// clients did, and every later call too.
+func TestUpstreamStallsMidMessage(t *testing.T) {
+	_, url := childProxy(t, "plain", mcpproxy.Options{UpstreamStallTimeout: 500 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler)})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // the clients' own patience
+	defer cancel()
+	call := func(id int, name string) string {
+		resp, err := statelessPost(ctx, url, id, "tools/call", map[string]any{"name": name, "arguments": map[string]any{"id": id}})
+		if err != nil {
+			return "post: " + err.Error()
+		}
+		defer resp.Body.Close()
+		got := ""
+		sseMessages(ctx, resp, func(m map[string]json.RawMessage) { got += string(m["result"]) + string(m["error"]) })
+		return got
+	}
+	if got := call(1, "echo"); !strings.Contains(got, `\"id\":1`) {
+		t.Fatalf("first call: %s", got)
+	}
+	start := time.Now()
+	stalled := make(chan string, 1)
+	go func() { stalled <- call(2, "stallmid") }()
+	time.Sleep(100 * time.Millisecond) // the half line is out: the next answer waits behind it
+	behind := call(3, "echo")
+	if got := <-stalled; !strings.Contains(got, "stalled mid-message") {
+		t.Errorf("the stalled call got %q, want an error saying the upstream stalled", got)
+	}
+	if !strings.Contains(behind, "stalled mid-message") && !strings.Contains(behind, `\"id\":3`) {
+		t.Errorf("the call behind the stalled line got %q", behind)
+	}
+	if d := time.Since(start); ctx.Err() != nil {
+		t.Fatalf("the calls waited %v, as long as their clients", d)
+	}
+	if got := call(4, "echo"); !strings.Contains(got, `\"id\":4`) {
+		t.Fatalf("the call after the stall: %s", got)
 	}
 }
 

@@ -125,6 +125,12 @@ type Options struct {
 	// the request is cancelled upstream. Default 30 s; negative: never
 	// (Close still ends every response).
 	WriteStallTimeout time.Duration
+	// UpstreamStallTimeout stops a stdio upstream that writes part of a
+	// message and then nothing more for this long: the requests waiting
+	// on it get an error instead of waiting forever (a shared child's
+	// other clients' too), and the next one starts a fresh process.
+	// Default 2 min; negative: never.
+	UpstreamStallTimeout time.Duration
 	// StreamKeepAlive is how often an open /mcp event stream gets an SSE
 	// comment (a relayed one: when idle), so that no load balancer's idle
 	// timeout cuts a long, silent call. Default 15 s;
@@ -269,6 +275,9 @@ func New(o Options) (*Proxy, error) {
 	if o.MaxMessage <= 0 {
 		o.MaxMessage = 1 << 30
 	}
+	if o.UpstreamStallTimeout == 0 {
+		o.UpstreamStallTimeout = 2 * time.Minute
+	}
 	if o.StdioMaxMessage == 0 {
 		o.StdioMaxMessage = 10 << 20
 	}
@@ -315,7 +324,7 @@ func New(o Options) (*Proxy, error) {
 		}
 		p.dial = func(ctx context.Context) (mux.Conn, error) {
 			return child.Start(child.Command{Path: up.Command, Args: up.Args, Dir: up.Dir, Env: up.Env, User: user},
-				child.Options{MaxMessage: o.MaxMessage, Spool: spool, Logger: up.logger(o.Logger)})
+				child.Options{MaxMessage: o.MaxMessage, Spool: spool, Logger: up.logger(o.Logger), StallTimeout: o.UpstreamStallTimeout})
 		}
 		if o.StrictEras {
 			p.term = faceFor(p.dial)

@@ -39,6 +39,7 @@ type proxyFlags struct {
 	spillDir       string
 	spillMax       int64
 	inlineMax      int64
+	upstreamStall  time.Duration
 
 	offload          bool
 	textThreshold    int64
@@ -71,6 +72,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.maxMessage, "max-message", 1<<30, "largest part of an upstream message held in memory (JSON body, SSE event or stdio line), in `bytes`: its strings over 64 KiB wait in --spill-dir and do not count; past it the request gets a JSON-RPC error")
 	fs.Int64Var(&f.stdioMaxMsg, "stdio-max-message", 10<<20, "largest message --stdio writes to its client, in `bytes` (the TypeScript SDK's stdio client closes its connection past 10 MiB); a larger response becomes a JSON-RPC error (-1: no cap)")
 	fs.StringVar(&f.spillDir, "spill-dir", "", "`dir` where the long strings of upstream messages wait while their message is relayed or offloaded, so that none is held in memory (files unlinked at once; default DATA/spill)")
+	fs.DurationVar(&f.upstreamStall, "upstream-stall-timeout", 2*time.Minute, "stop an --upstream-cmd child that writes part of a message and then nothing more for this long: the requests waiting on it get an error, the next starts a fresh one (0: never)")
 	fs.Int64Var(&f.inlineMax, "inline-max", 1<<30, "most `bytes` the upstream messages being read hold in memory together, their strings in --spill-dir aside (--max-message bounds one); past it a message is answered with a JSON-RPC error")
 	fs.Int64Var(&f.spillMax, "spill-max", 4<<30, "most `bytes` waiting in --spill-dir at once; past it an upstream message is answered with a JSON-RPC error (the decoded copies of texts and data being offloaded as they arrive take as much again at most)")
 	fs.IntVar(&f.maxSessions, "max-sessions", 64, "most session-era sessions with a stdio or legacy upstream (each holds a child or a stream)")
@@ -180,7 +182,8 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 		Logger:           log,
 	}
 	o.WriteStallTimeout = f.writeStall
-	o.StreamKeepAlive = cmp.Or(f.keepAlive, -1) // the flag's 0 is "never"
+	o.UpstreamStallTimeout = cmp.Or(f.upstreamStall, -1) // the flag's 0 is "never"
+	o.StreamKeepAlive = cmp.Or(f.keepAlive, -1)          // the flag's 0 is "never"
 	return mcpproxy.New(o)
 }
 

@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire"
 )
@@ -80,6 +81,12 @@ type Options struct {
 	// Logger receives the child's stderr (at Debug, rate-limited) and
 	// what the connection drops; nil discards.
 	Logger *slog.Logger
+	// StallTimeout stops a child that writes part of a message and then
+	// nothing more for this long (≤ 0: never): every request waiting on
+	// it, its other clients' too, gets an error instead of waiting
+	// forever behind a line that never ends. Between messages a child may
+	// be silent as long as it likes.
+	StallTimeout time.Duration
 }
 
 // Timings of Close. Their sum, with the reaping, stays under CloseBound.
@@ -112,6 +119,7 @@ type Conn struct {
 	reaped  chan struct{} // reaped, stderr drained
 	waitErr error         // from cmd.Wait, set before reaped is closed
 	home    string        // the child's private HOME, removed once reaped; "" if configured
+	stalled atomic.Int64  // the StallTimeout that stopped it (nanoseconds), 0 if none
 }
 
 // Start runs c and connects to its stdio. The process is started at once;
@@ -181,6 +189,9 @@ func Start(c Command, o Options) (*Conn, error) {
 	ch.stderr.setLogger(ch.log)
 	ch.log.Debug("upstream started")
 	go ch.safely("reaping the upstream", ch.reap)
+	if o.StallTimeout > 0 {
+		go ch.safely("watching the upstream for a stall", func() { ch.watchStall(o.StallTimeout) })
+	}
 	ch.conn = wire.NewConn(ch.stdout, stdin, wire.Options{
 		MaxMessage: o.MaxMessage,
 		Spool:      o.Spool,
@@ -266,9 +277,36 @@ func (c *Conn) reap() {
 	}
 }
 
+// watchStall kills the child once it has been stalled mid-message for d:
+// it wrote part of a line, and the read waiting for the rest has waited d.
+func (c *Conn) watchStall(d time.Duration) {
+	t := time.NewTicker(max(d/8, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-c.closing:
+			return
+		case <-c.reaped:
+			return
+		case <-t.C:
+		}
+		if c.stdout.mid.Load() && c.stdout.blockedFor() >= d {
+			c.log.Warn("upstream stalled mid-message: stopping it", "stalled", d)
+			c.stalled.Store(int64(d))
+			// Killed, not closed: its stdout ends as when a child dies,
+			// and the connection's error (ended) says why.
+			signalGroup(c.cmd.Process, killSignal)
+			return
+		}
+	}
+}
+
 // ended turns the end of stdout into the connection's error: the child's
 // exit status when it exited.
 func (c *Conn) ended(err error) error {
+	if d := time.Duration(c.stalled.Load()); d > 0 {
+		return fmt.Errorf("nothing more for %v: %w", d, mux.ErrStalled)
+	}
 	select {
 	case <-c.reaped:
 	case <-time.After(stdinGrace + waitDelay):
@@ -332,6 +370,7 @@ func within(ch <-chan struct{}, d time.Duration) bool {
 type trackedReader struct {
 	f      *os.File
 	readAt atomic.Int64 // when the read in progress started (UnixNano), 0 if none
+	mid    atomic.Bool  // the last byte read was not a message's end (a newline)
 	done   atomic.Bool  // a read returned an error: the reader is finished
 	grown  bool         // growPipe grew it; set before any close
 	closed sync.Once
@@ -351,6 +390,9 @@ func (r *trackedReader) close() {
 func (r *trackedReader) Read(p []byte) (int, error) {
 	r.readAt.Store(time.Now().UnixNano())
 	n, err := r.f.Read(p)
+	if n > 0 {
+		r.mid.Store(p[n-1] != '\n')
+	}
 	r.readAt.Store(0)
 	if err != nil {
 		r.done.Store(true)

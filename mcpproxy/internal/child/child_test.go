@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
 )
 
 // closeDeadline is CloseBound plus a margin for a loaded machine: Close
@@ -319,5 +320,46 @@ func TestEnvironment(t *testing.T) {
 func TestStartMissingProgram(t *testing.T) {
 	if _, err := Start(Command{Path: "/nonexistent/mcp-server"}, Options{}); err == nil {
 		t.Fatal("Start of a missing program succeeded")
+	}
+}
+
+// StallTimeout: a child that writes part of a message and then nothing
+// is killed once the read for the rest has waited that long, and the
+// connection's error says so; a child silent between messages (a whole
+// line written, then nothing) lives on.
+func TestStallTimeout(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("the hostile children are shell scripts")
+	}
+	start := func(script string) *Conn {
+		c, err := Start(Command{Path: "sh", Args: []string{"-c", script}},
+			Options{MaxMessage: 1 << 20, StallTimeout: 300 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	mid := start(`printf '{"jsonrpc":"2.0","id":1,"result":{"text":"half'; exec sleep 30`)
+	t0 := time.Now()
+	select {
+	case m, ok := <-mid.Recv():
+		if ok {
+			t.Fatalf("a message from the stalled child: %v", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a child stalled mid-message for 10 s is still read from (StallTimeout 300 ms)")
+	}
+	if err := mid.Err(); !errors.Is(err, mux.ErrStalled) {
+		t.Fatalf("Err = %v, want one wrapping mux.ErrStalled", err)
+	}
+	t.Logf("stalled child ended after %v", time.Since(t0).Round(time.Millisecond))
+
+	idle := start(`printf '{"jsonrpc":"2.0","method":"notifications/message","params":{}}\n'; exec sleep 30`)
+	recvWithin(t, idle, 5*time.Second)
+	select {
+	case m, ok := <-idle.Recv():
+		t.Fatalf("a child silent between messages was ended: %v, %v (Err %v)", m, ok, idle.Err())
+	case <-time.After(time.Second):
 	}
 }

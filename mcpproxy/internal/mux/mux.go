@@ -32,6 +32,10 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 )
 
+// ErrStalled is wrapped by a Conn's Err when its upstream was stopped for
+// stalling mid-message: its calls' clients are told so.
+var ErrStalled = errors.New("upstream MCP server stalled mid-message and was stopped")
+
 // Conn is one JSON-RPC connection to an upstream MCP server (see the
 // upstream clients for its full contract).
 type Conn interface {
@@ -317,8 +321,12 @@ func (m *Mux) loop() {
 		left := m.pending
 		m.pending, m.tokens = map[string]*Pending{}, map[string]*Pending{}
 		m.mu.Unlock()
+		why := "upstream MCP server exited"
 		if err := m.conn.Err(); err != nil {
 			m.log.Warn("upstream connection ended", "err", err)
+			if errors.Is(err, ErrStalled) {
+				why = ErrStalled.Error()
+			}
 		}
 		// Answered before Done is closed: whoever waits for Done finds
 		// the errors already delivered.
@@ -326,7 +334,7 @@ func (m *Mux) loop() {
 			p.scope.mu.Lock()
 			delete(p.scope.calls, jsonrpc.Key(p.clientID))
 			p.scope.mu.Unlock()
-			p.sink.Deliver(jsonrpc.ErrorResponse(p.clientID, jsonrpc.CodeUpstream, "upstream MCP server exited"), p.tag)
+			p.sink.Deliver(jsonrpc.ErrorResponse(p.clientID, jsonrpc.CodeUpstream, why), p.tag)
 		}
 		close(m.dead)
 	}()
