@@ -1,6 +1,7 @@
 package mcpproxy_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -247,8 +248,13 @@ func TestInlineMaxAcrossCalls(t *testing.T) {
 			io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(req.ID)+`,"result":{}}`)
 			return
 		}
-		w.Header().Set("Content-Type", "text/event-stream")
 		ev := bigObjectEvent(string(req.ID), size)
+		if req.Params.Name == "whole-json" { // the same answer as a JSON body
+			w.Header().Set("Content-Type", "application/json")
+			w.Write(bytes.TrimSuffix(bytes.TrimPrefix(ev, []byte("data: ")), []byte("\n\n")))
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
 		if req.Params.Name == "stall" {
 			w.Write(ev[:700<<10])
 			w.(http.Flusher).Flush()
@@ -289,6 +295,18 @@ func TestInlineMaxAcrossCalls(t *testing.T) {
 		} else if len(m["result"]) < size-1024 {
 			t.Fatalf("second answer: %.200s", m["result"])
 		}
+	}
+	// The same as a JSON body: a JSON-RPC error for the request, not
+	// text (before: "upstream response unreadable" as text/plain).
+	resp := relayPost(t, url, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"whole-json"}}`, nil)
+	var m struct {
+		ID    int
+		Error struct{ Message string }
+	}
+	err = json.NewDecoder(resp.Body).Decode(&m)
+	resp.Body.Close()
+	if err != nil || m.ID != 5 || !strings.Contains(m.Error.Message, "no room") {
+		t.Errorf("a JSON answer past --inline-max: %s, id %d, error %q (%v)", resp.Status, m.ID, m.Error.Message, err)
 	}
 	close(release)
 	if m := <-first; len(m["result"]) < size-1024 {

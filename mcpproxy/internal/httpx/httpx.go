@@ -160,17 +160,21 @@ func UpstreamError(w http.ResponseWriter, body []byte, msg string) {
 	WriteMessages(w, out, batch)
 }
 
+// ErrTooLarge is wrapped by ReadAllSized's error for a message over its
+// limit.
+var ErrTooLarge = errors.New("httpx: message over the limit")
+
 // ReadAllSized reads r whole, at most limit bytes, allocating once when the
 // size is known.
 func ReadAllSized(r io.Reader, size, limit int64) ([]byte, error) {
 	if size > limit {
-		return nil, fmt.Errorf("message of %d bytes exceeds the %d byte limit", size, limit)
+		return nil, fmt.Errorf("message of %d bytes exceeds the %d byte limit: %w", size, limit, ErrTooLarge)
 	}
 	size = max(size, 0)
 	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
 	n, err := buf.ReadFrom(io.LimitReader(r, limit+1))
 	if n > limit {
-		return nil, fmt.Errorf("message exceeds the %d byte limit", limit)
+		return nil, fmt.Errorf("message exceeds the %d byte limit: %w", limit, ErrTooLarge)
 	}
 	return buf.Bytes(), err
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 )
 
@@ -370,7 +371,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	case strings.HasPrefix(ct, "text/event-stream"):
 		rl.relaySSE(ctx, cancel, w, out, resp, rw)
 	case strings.HasPrefix(ct, "application/json") && (owns || sess != nil || len(rw.echo) > 0):
-		rl.relayJSON(w, out, resp, rw)
+		rl.relayJSON(w, out, resp, rw, body)
 	default:
 		w.WriteHeader(resp.StatusCode)
 		io.Copy(out, resp.Body)
@@ -603,12 +604,20 @@ func (rw *rewriter) rewrite(m *jsonrpc.Message) *jsonrpc.Message {
 }
 
 // relayJSON rewrites a JSON response body. Headers go to w, the body to
-// out.
-func (rl *Relay) relayJSON(w http.ResponseWriter, out io.Writer, resp *http.Response, rw *rewriter) {
+// out. A body that cannot be read answers each request of req (the
+// client's POST) with a JSON-RPC error saying why, as an event would be.
+func (rl *Relay) relayJSON(w http.ResponseWriter, out io.Writer, resp *http.Response, rw *rewriter, req []byte) {
 	body, err := httpx.ReadMessage(resp.Body, resp.ContentLength, rl.o.MaxMessage, rl.o.Spool)
 	if err != nil {
 		rl.log.Warn("reading the upstream response failed", "err", err)
-		http.Error(w, "upstream response unreadable", http.StatusBadGateway)
+		why := "upstream response unreadable"
+		switch {
+		case errors.Is(err, spill.ErrFull):
+			why = "no room to hold the upstream's answer now; try again later"
+		case errors.Is(err, spill.ErrTooLarge) || errors.Is(err, httpx.ErrTooLarge):
+			why = fmt.Sprintf("upstream message exceeds the %d byte limit", rl.o.MaxMessage)
+		}
+		httpx.UpstreamError(w, req, why)
 		return
 	}
 	msgs, batch, err := jsonrpc.Decode(body)
