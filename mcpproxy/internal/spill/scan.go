@@ -42,15 +42,15 @@ var hexDigit = func() (t [256]bool) {
 }()
 
 // longRun is how long a run of plain string content must be before
-// skipRun looks for its end, and the window skipRun looks through at a
-// time: base64 data, most of a long text's lines.
+// skipRun looks for its end a window at a time: base64 data, not the
+// short runs between the escapes of a JSON document spelt as a text.
 const longRun = 256
 
 // window is how much of a long run skipRun checks at a time.
 const window = 1024
 
 // skipRun returns the start of the first window of buf[j:] that holds a
-// special byte (or its last bytes, short of a window). A window is checked
+// special byte, or of the bytes left when fewer than a window are. A window is checked
 // with the library's vectorized search for '"' and '\\' and a word-wide
 // pass for control bytes, without a branch per word: about three times
 // the pace of the word-by-word loop on a run with no special at all.
