@@ -125,11 +125,12 @@ type Options struct {
 	// the request is cancelled upstream. Default 30 s; negative: never
 	// (Close still ends every response).
 	WriteStallTimeout time.Duration
-	// UpstreamStallTimeout stops a stdio upstream that writes part of a
+	// UpstreamStallTimeout stops an upstream that writes part of a
 	// message and then nothing more for this long: the requests waiting
-	// on it get an error instead of waiting forever (a shared child's
-	// other clients' too), and the next one starts a fresh process.
-	// Default 2 min; negative: never.
+	// on it get an error instead of waiting forever. A stdio child is
+	// killed (a shared child's other clients' calls fail too) and the
+	// next call starts a fresh one; a Streamable HTTP upstream's event
+	// stream stopped mid-event is closed. Default 2 min; negative: never.
 	UpstreamStallTimeout time.Duration
 	// StreamKeepAlive is how often an open /mcp event stream gets an SSE
 	// comment (a relayed one: when idle), so that no load balancer's idle
@@ -369,7 +370,7 @@ func New(o Options) (*Proxy, error) {
 			return bface
 		}
 		ro := relay.Options{URL: up.URL, Client: up.Client, Header: up.Header,
-			MaxMessage: o.MaxMessage, WriteTimeout: o.WriteStallTimeout, KeepAlive: o.StreamKeepAlive,
+			MaxMessage: o.MaxMessage, WriteTimeout: o.WriteStallTimeout, StallTimeout: o.UpstreamStallTimeout, KeepAlive: o.StreamKeepAlive,
 			Methods: p.methods, Spool: spool, Logger: o.Logger}
 		if up.Transport == "" {
 			var once sync.Once

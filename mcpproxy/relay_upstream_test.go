@@ -2,6 +2,7 @@ package mcpproxy_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -249,11 +250,6 @@ func TestInlineMaxAcrossCalls(t *testing.T) {
 			return
 		}
 		ev := bigObjectEvent(string(req.ID), size)
-		if req.Params.Name == "whole-json" { // the same answer as a JSON body
-			w.Header().Set("Content-Type", "application/json")
-			w.Write(bytes.TrimSuffix(bytes.TrimPrefix(ev, []byte("data: ")), []byte("\n\n")))
-			return
-		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		if req.Params.Name == "stall" {
 			w.Write(ev[:700<<10])
@@ -282,40 +278,138 @@ func TestInlineMaxAcrossCalls(t *testing.T) {
 	first := make(chan map[string]json.RawMessage, 1)
 	go func() { first <- call(1, "stall") }()
 	<-held
-	// The first answer's 700 KiB are flushed, not yet surely read: ask
-	// until the second is refused, or give up.
-	refused := false
-	for deadline := time.Now().Add(10 * time.Second); !refused && time.Now().Before(deadline); {
+	// The first answer's 700 KiB are flushed, most likely read by now,
+	// not surely: ask until one of the two is refused, or give up. Either
+	// way round, two answers that pass --inline-max together are never
+	// both held.
+	time.Sleep(100 * time.Millisecond)
+	var refused map[string]json.RawMessage // the refused answer
+	firstRefused := false
+	for deadline := time.Now().Add(10 * time.Second); refused == nil && time.Now().Before(deadline); {
+		select {
+		case m := <-first: // it ended before its upstream went on: refused, or a failure
+			refused, firstRefused = m, true
+			continue
+		default:
+		}
 		m := call(2, "whole")
 		if m["error"] != nil {
-			if !strings.Contains(string(m["error"]), "no room") {
-				t.Fatalf("second answer: error %s, want one saying there is no room", m["error"])
-			}
-			refused = true
+			refused = m
 		} else if len(m["result"]) < size-1024 {
 			t.Fatalf("second answer: %.200s", m["result"])
 		}
 	}
-	// The same as a JSON body: a JSON-RPC error for the request, not
-	// text (before: "upstream response unreadable" as text/plain).
-	resp := relayPost(t, url, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"whole-json"}}`, nil)
+	if refused == nil {
+		t.Fatal("answers that together pass --inline-max were both read while the first was still being read")
+	}
+	if !strings.Contains(string(refused["error"]), "no room") {
+		t.Fatalf("refused answer (the first: %v): error %s, want one saying there is no room", firstRefused, refused["error"])
+	}
+	close(release)
+	if !firstRefused {
+		if m := <-first; len(m["result"]) < size-1024 {
+			t.Fatalf("first answer, once its upstream went on: result %.200s, error %s", m["result"], m["error"])
+		}
+	}
+	if m := call(3, "whole"); len(m["result"]) < size-1024 {
+		t.Fatalf("third answer, alone: result %.200s, error %s", m["result"], m["error"])
+	}
+}
+
+// TestJSONAnswerTooLarge: a JSON body past --max-message answers its
+// request with a JSON-RPC error saying so (before: 502 with
+// "upstream response unreadable" as text/plain, which a client waiting for
+// a JSON-RPC answer cannot read).
+func TestJSONAnswerTooLarge(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		ev := bigObjectEvent(string(req.ID), 2<<20)
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(bytes.TrimSuffix(bytes.TrimPrefix(ev, []byte("data: ")), []byte("\n\n")))
+	}))
+	defer up.Close()
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL, Transport: "streamable"},
+		SpillDir: t.TempDir(), MaxMessage: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	resp := relayPost(t, serve(t, p), `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"big"}}`, nil)
+	defer resp.Body.Close()
 	var m struct {
 		ID    int
 		Error struct{ Message string }
 	}
-	err = json.NewDecoder(resp.Body).Decode(&m)
-	resp.Body.Close()
-	if err != nil || m.ID != 5 || !strings.Contains(m.Error.Message, "no room") {
-		t.Errorf("a JSON answer past --inline-max: %s, id %d, error %q (%v)", resp.Status, m.ID, m.Error.Message, err)
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || m.ID != 5 || !strings.Contains(m.Error.Message, "exceeds the 1048576 byte limit") {
+		t.Errorf("a JSON answer past --max-message: %s, id %d, error %q (%v)", resp.Status, m.ID, m.Error.Message, err)
 	}
-	close(release)
-	if m := <-first; len(m["result"]) < size-1024 {
-		t.Fatalf("first answer, once its upstream went on: result %.200s, error %s", m["result"], m["error"])
+}
+
+// TestHTTPUpstreamStallsMidEvent: a Streamable HTTP upstream that sends
+// half of an answer's event and then nothing has its stream closed after
+// UpstreamStallTimeout, and the call gets an error saying so instead of
+// waiting as long as its client does. One that is silent for longer
+// before its answer's event (a slow tool) is never cut.
+func TestHTTPUpstreamStallsMidEvent(t *testing.T) {
+	hold := make(chan struct{})
+	defer close(hold)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID     json.RawMessage       `json:"id"`
+			Method string                `json:"method"`
+			Params struct{ Name string } `json:"params"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		if req.Method != "tools/call" {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(req.ID)+`,"result":{}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		ev := `data: {"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"content":[{"type":"text","text":"done"}]}}` + "\n\n"
+		switch req.Params.Name {
+		case "half":
+			io.WriteString(w, ev[:len(ev)/2])
+			w.(http.Flusher).Flush()
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+			}
+		case "slow":
+			time.Sleep(1500 * time.Millisecond) // three timeouts before the event starts
+			io.WriteString(w, ev)
+		}
+	}))
+	defer up.Close()
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL, Transport: "streamable"},
+		UpstreamStallTimeout: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !refused {
-		t.Fatal("answers that together pass --inline-max were both read while the first was still being read")
+	defer p.Close()
+	url := serve(t, p)
+	call := func(id int, name string) (map[string]json.RawMessage, time.Duration) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // the client's own patience
+		defer cancel()
+		start := time.Now()
+		resp, err := statelessPost(ctx, url, id, "tools/call", map[string]any{"name": name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got map[string]json.RawMessage
+		sseMessages(ctx, resp, func(m map[string]json.RawMessage) { got = m })
+		return got, time.Since(start)
 	}
-	if m := call(3, "whole"); len(m["result"]) < size-1024 {
-		t.Fatalf("third answer, alone: result %.200s, error %s", m["result"], m["error"])
+	if m, d := call(1, "half"); !strings.Contains(string(m["error"]), "stalled mid-message") || d > 10*time.Second {
+		t.Errorf("a call whose upstream stalled mid-event: after %v, %s", d, m["error"])
+	}
+	if m, d := call(2, "slow"); !strings.Contains(string(m["result"]), "done") {
+		t.Errorf("a call whose upstream was silent before its answer: after %v, result %s, error %s", d, m["result"], m["error"])
 	}
 }

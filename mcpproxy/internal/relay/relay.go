@@ -76,6 +76,12 @@ type Options struct {
 	// never cut). Its request is then cancelled upstream. Default 30 s;
 	// negative: never (Close still ends every response).
 	WriteTimeout time.Duration
+	// StallTimeout ends an upstream's event stream that stops in the
+	// middle of an event for this long (while the relay waits to read
+	// it): its unanswered requests get an error instead of waiting as
+	// long as their clients do. Between events an upstream may be silent
+	// as long as it likes. ≤ 0: never.
+	StallTimeout time.Duration
 	// KeepAlive is how often an idle relayed event stream gets an SSE
 	// comment, so that load balancers' idle timeouts keep it. Default
 	// 15 s; negative: never.
@@ -753,7 +759,14 @@ func (st *stream) stop() {
 // relayEvents relays resp's events to st (see relaySSE).
 func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Response, rw *rewriter) {
 	open := rw.open
-	sr := sse.NewReader(resp.Body, rl.o.MaxMessage)
+	var body io.Reader = resp.Body
+	var guard *stallGuard
+	if rl.o.StallTimeout > 0 {
+		guard = newStallGuard(resp.Body, rl.o.StallTimeout)
+		defer guard.stop()
+		body = guard
+	}
+	sr := sse.NewReader(body, rl.o.MaxMessage)
 	defer sr.Release()
 	if rl.o.Spool != nil {
 		sr.Spool(rl.o.Spool)
@@ -787,9 +800,13 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 			if ctx.Err() != nil || len(open) == 0 || (errors.Is(err, io.EOF) && resumable) {
 				return
 			}
-			rl.log.Warn("upstream event stream ended before answering", "err", err, "unanswered", len(open))
+			why := "upstream MCP server ended the stream without answering"
+			if guard != nil && guard.stalled.Load() {
+				why = fmt.Sprintf("upstream MCP server stalled mid-message for %v; its stream was closed", rl.o.StallTimeout)
+			}
+			rl.log.Warn("upstream event stream ended before answering", "err", err, "unanswered", len(open), "why", why)
 			for _, o := range open {
-				if st.write(sse.Event{HasData: true, Data: jsonrpc.ErrorResponse(o.id, jsonrpc.CodeUpstream, "upstream MCP server ended the stream without answering").Raw}) != nil {
+				if st.write(sse.Event{HasData: true, Data: jsonrpc.ErrorResponse(o.id, jsonrpc.CodeUpstream, why).Raw}) != nil {
 					return
 				}
 			}
@@ -818,6 +835,83 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 		if err != nil {
 			return // the client went away or stalled; closing resp.Body tells the upstream
 		}
+	}
+}
+
+// stallGuard reads an upstream's event stream and closes it once a read
+// has waited its timeout in the middle of an event (after some of the
+// event's bytes, before the blank line that ends it). Only time spent
+// waiting for the upstream counts: not the time before the first event,
+// between events, or while the relay itself is not reading.
+type stallGuard struct {
+	r       io.ReadCloser
+	d       time.Duration
+	t       *time.Timer
+	mid     bool    // the bytes so far end inside an event
+	ends    [4]byte // the line-end bytes the stream so far ends with (the first four)
+	nEnds   int
+	stalled atomic.Bool
+}
+
+func newStallGuard(r io.ReadCloser, d time.Duration) *stallGuard {
+	return &stallGuard{r: r, d: d}
+}
+
+func (g *stallGuard) Read(p []byte) (int, error) {
+	if g.mid {
+		// Made at the first read mid-event: most answers come whole in
+		// one read, and never need one.
+		if g.t == nil {
+			g.t = time.AfterFunc(g.d, func() {
+				g.stalled.Store(true)
+				g.r.Close() // the read waiting fails; the relay answers what is open
+			})
+		} else {
+			g.t.Reset(g.d)
+		}
+	}
+	n, err := g.r.Read(p)
+	if g.mid {
+		g.t.Stop()
+	}
+	if n > 0 {
+		g.note(p[:n])
+	}
+	return n, err
+}
+
+// note follows where b leaves the stream: inside an event, or after the
+// blank line that ends one (two line ends in a row: CR, LF or CRLF). It
+// keeps the stream's trailing line-end bytes (four are two line ends
+// whatever they are).
+func (g *stallGuard) note(b []byte) {
+	k := len(b)
+	for k > 0 && (b[k-1] == '\n' || b[k-1] == '\r') {
+		k--
+	}
+	if k > 0 {
+		g.nEnds = 0 // other bytes came: only the line ends after them count
+	}
+	for _, c := range b[max(k, len(b)-len(g.ends)):] {
+		if g.nEnds == len(g.ends) {
+			break
+		}
+		g.ends[g.nEnds] = c
+		g.nEnds++
+	}
+	lines := 0
+	for i := 0; i < g.nEnds; i++ {
+		if g.ends[i] == '\r' && i+1 < g.nEnds && g.ends[i+1] == '\n' {
+			i++
+		}
+		lines++
+	}
+	g.mid = lines < 2
+}
+
+func (g *stallGuard) stop() {
+	if g.t != nil {
+		g.t.Stop()
 	}
 }
 

@@ -1,0 +1,73 @@
+package relay
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+// note tells inside an event from between events, whatever the line
+// ends (CR, LF, CRLF) and wherever the reads cut them.
+func TestStallGuardNote(t *testing.T) {
+	for _, c := range []struct {
+		chunks []string
+		mid    bool
+	}{
+		{nil, false},
+		{[]string{"data: {"}, true},
+		{[]string{"data: {}\n"}, true},
+		{[]string{"data: {}\n\n"}, false},
+		{[]string{"data: {}\r\n\r\n"}, false},
+		{[]string{"data: {}\r\r"}, false},
+		{[]string{"data: {}\r\n", "\r\n"}, false},
+		{[]string{"data: {}\r", "\n"}, true},
+		{[]string{"data: {}\r", "\n", "\n"}, false},
+		{[]string{": keep-alive\n\n"}, false},
+		{[]string{"data: x\n\ndata: y"}, true},
+		{[]string{"x", "\n\n\n\n\n\n"}, false},
+		{[]string{"data: x\n\n", "data: y\n"}, true},
+		{[]string{"data: x\n", "\n", "data"}, true},
+	} {
+		g := &stallGuard{}
+		for _, ch := range c.chunks {
+			g.note([]byte(ch))
+		}
+		if g.mid != c.mid {
+			t.Errorf("%q: mid %v, want %v", c.chunks, g.mid, c.mid)
+		}
+	}
+}
+
+// The guard closes the stream when a read waits its timeout mid-event,
+// not when the stream is silent between events.
+func TestStallGuardCloses(t *testing.T) {
+	pr, pw := io.Pipe()
+	g := newStallGuard(pr, 50*time.Millisecond)
+	defer g.stop()
+	go pw.Write([]byte("data: {}\n\n"))
+	buf := make([]byte, 64)
+	if n, err := g.Read(buf); err != nil || n == 0 {
+		t.Fatalf("first read: %d, %v", n, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.Read(buf) // between events: waits as long as it takes
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("a read between events ended: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	pw.Write([]byte(`data: {"hal`))
+	if err := <-done; err != nil {
+		t.Fatalf("the half event: %v", err)
+	}
+	if !strings.HasPrefix(string(buf), `data: {"hal`) {
+		t.Fatalf("read %q", buf)
+	}
+	if _, err := g.Read(buf); err == nil || !g.stalled.Load() {
+		t.Fatalf("a read waiting mid-event: err %v, stalled %v", err, g.stalled.Load())
+	}
+}
