@@ -368,10 +368,20 @@ func TestHTTPUpstreamStallsMidEvent(t *testing.T) {
 			io.WriteString(w, `{"jsonrpc":"2.0","id":`+string(req.ID)+`,"result":{}}`)
 			return
 		}
+		ev := `data: {"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"content":[{"type":"text","text":"done"}]}}` + "\n\n"
+		if req.Params.Name == "half-json" { // half a JSON body, no length
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, ev[len("data: "):len(ev)/2])
+			w.(http.Flusher).Flush()
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+			}
+			return
+		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
 		w.(http.Flusher).Flush()
-		ev := `data: {"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":{"content":[{"type":"text","text":"done"}]}}` + "\n\n"
 		switch req.Params.Name {
 		case "half":
 			io.WriteString(w, ev[:len(ev)/2])
@@ -411,5 +421,23 @@ func TestHTTPUpstreamStallsMidEvent(t *testing.T) {
 	}
 	if m, d := call(2, "slow"); !strings.Contains(string(m["result"]), "done") {
 		t.Errorf("a call whose upstream was silent before its answer: after %v, result %s, error %s", d, m["result"], m["error"])
+	}
+	// Half a JSON body: the same, as a JSON-RPC error in a JSON body.
+	start := time.Now()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"half-json"}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req) // the client's own patience
+	if err != nil {
+		t.Fatalf("a JSON answer stalled midway: after %v, %v", time.Since(start), err)
+	}
+	defer resp.Body.Close()
+	var m struct {
+		ID    int
+		Error struct{ Message string }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || m.ID != 3 || !strings.Contains(m.Error.Message, "stalled mid-message") {
+		t.Errorf("a JSON answer stalled midway: after %v, %s, id %d, error %q (%v)", time.Since(start), resp.Status, m.ID, m.Error.Message, err)
 	}
 }

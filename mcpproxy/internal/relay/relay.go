@@ -613,11 +613,21 @@ func (rw *rewriter) rewrite(m *jsonrpc.Message) *jsonrpc.Message {
 // out. A body that cannot be read answers each request of req (the
 // client's POST) with a JSON-RPC error saying why, as an event would be.
 func (rl *Relay) relayJSON(w http.ResponseWriter, out io.Writer, resp *http.Response, rw *rewriter, req []byte) {
-	body, err := httpx.ReadMessage(resp.Body, resp.ContentLength, rl.o.MaxMessage, rl.o.Spool)
+	var src io.Reader = resp.Body
+	var guard *stallGuard
+	if rl.o.StallTimeout > 0 {
+		guard = newStallGuard(resp.Body, rl.o.StallTimeout)
+		guard.whole = true
+		defer guard.stop()
+		src = guard
+	}
+	body, err := httpx.ReadMessage(src, resp.ContentLength, rl.o.MaxMessage, rl.o.Spool)
 	if err != nil {
 		rl.log.Warn("reading the upstream response failed", "err", err)
 		why := "upstream response unreadable"
 		switch {
+		case guard != nil && guard.stalled.Load():
+			why = fmt.Sprintf("upstream MCP server stalled mid-message for %v; its answer was closed", rl.o.StallTimeout)
 		case errors.Is(err, spill.ErrFull):
 			why = "no room to hold the upstream's answer now; try again later"
 		case errors.Is(err, spill.ErrTooLarge) || errors.Is(err, httpx.ErrTooLarge):
@@ -840,13 +850,15 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 
 // stallGuard reads an upstream's event stream and closes it once a read
 // has waited its timeout in the middle of an event (after some of the
-// event's bytes, before the blank line that ends it). Only time spent
-// waiting for the upstream counts: not the time before the first event,
-// between events, or while the relay itself is not reading.
+// event's bytes, before the blank line that ends it), or with whole, a
+// JSON body after its first byte. Only time spent waiting for the
+// upstream counts: not the time before the first event, between events,
+// or while the relay itself is not reading.
 type stallGuard struct {
 	r       io.ReadCloser
 	d       time.Duration
 	t       *time.Timer
+	whole   bool    // one message, not events: any byte starts it
 	mid     bool    // the bytes so far end inside an event
 	ends    [4]byte // the line-end bytes the stream so far ends with (the first four)
 	nEnds   int
@@ -885,6 +897,10 @@ func (g *stallGuard) Read(p []byte) (int, error) {
 // keeps the stream's trailing line-end bytes (four are two line ends
 // whatever they are).
 func (g *stallGuard) note(b []byte) {
+	if g.whole {
+		g.mid = true
+		return
+	}
 	k := len(b)
 	for k > 0 && (b[k-1] == '\n' || b[k-1] == '\r') {
 		k--
