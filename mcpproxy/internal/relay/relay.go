@@ -617,7 +617,7 @@ func (rl *Relay) relayJSON(w http.ResponseWriter, out io.Writer, resp *http.Resp
 	var guard *stallGuard
 	if rl.o.StallTimeout > 0 {
 		guard = newStallGuard(resp.Body, rl.o.StallTimeout)
-		guard.whole = true
+		guard.whole, guard.left = true, resp.ContentLength
 		defer guard.stop()
 		src = guard
 	}
@@ -859,6 +859,7 @@ type stallGuard struct {
 	d       time.Duration
 	t       *time.Timer
 	whole   bool    // one message, not events: any byte starts it
+	left    int64   // with whole, the bytes still to come when known (Content-Length), else -1
 	mid     bool    // the bytes so far end inside an event
 	ends    [4]byte // the line-end bytes the stream so far ends with (the first four)
 	nEnds   int
@@ -898,7 +899,10 @@ func (g *stallGuard) Read(p []byte) (int, error) {
 // whatever they are).
 func (g *stallGuard) note(b []byte) {
 	if g.whole {
-		g.mid = true
+		if g.left >= 0 {
+			g.left -= int64(len(b))
+		}
+		g.mid = g.left != 0 // all of a known length read: the read for EOF waits for nothing
 		return
 	}
 	k := len(b)

@@ -71,3 +71,19 @@ func TestStallGuardCloses(t *testing.T) {
 		t.Fatalf("a read waiting mid-event: err %v, stalled %v", err, g.stalled.Load())
 	}
 }
+
+// A JSON body is one message: inside it from its first byte to its last,
+// its last known from Content-Length when there is one.
+func TestStallGuardNoteWhole(t *testing.T) {
+	g := &stallGuard{whole: true, left: 10}
+	if g.note([]byte("{\"a\":")); !g.mid {
+		t.Error("5 of 10 bytes: not inside")
+	}
+	if g.note([]byte("1}\n\n\n")); g.mid {
+		t.Error("10 of 10 bytes: still inside")
+	}
+	g = &stallGuard{whole: true, left: -1}
+	if g.note([]byte("{}\n\n")); !g.mid {
+		t.Error("a body of unknown length: not inside after its bytes")
+	}
+}
