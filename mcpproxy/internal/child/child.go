@@ -46,6 +46,7 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/stall"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire"
 )
 
@@ -119,7 +120,6 @@ type Conn struct {
 	reaped  chan struct{} // reaped, stderr drained
 	waitErr error         // from cmd.Wait, set before reaped is closed
 	home    string        // the child's private HOME, removed once reaped; "" if configured
-	stalled atomic.Int64  // the StallTimeout that stopped it (nanoseconds), 0 if none
 }
 
 // Start runs c and connects to its stdio. The process is started at once;
@@ -188,10 +188,15 @@ func Start(c Command, o Options) (*Conn, error) {
 	ch.log = ch.log.With("pid", cmd.Process.Pid)
 	ch.stderr.setLogger(ch.log)
 	ch.log.Debug("upstream started")
-	go ch.safely("reaping the upstream", ch.reap)
 	if o.StallTimeout > 0 {
-		go ch.safely("watching the upstream for a stall", func() { ch.watchStall(o.StallTimeout) })
+		// Killed, not closed: its stdout ends as when a child dies, and
+		// the connection's error (ended) says why.
+		ch.stdout.stall = stall.New(o.StallTimeout, func() {
+			ch.log.Warn("upstream stalled mid-message: stopping it", "stalled", o.StallTimeout)
+			signalGroup(cmd.Process, killSignal)
+		})
 	}
+	go ch.safely("reaping the upstream", ch.reap)
 	ch.conn = wire.NewConn(ch.stdout, stdin, wire.Options{
 		MaxMessage: o.MaxMessage,
 		Spool:      o.Spool,
@@ -277,35 +282,11 @@ func (c *Conn) reap() {
 	}
 }
 
-// watchStall kills the child once it has been stalled mid-message for d:
-// it wrote part of a line, and the read waiting for the rest has waited d.
-func (c *Conn) watchStall(d time.Duration) {
-	t := time.NewTicker(max(d/8, 10*time.Millisecond))
-	defer t.Stop()
-	for {
-		select {
-		case <-c.closing:
-			return
-		case <-c.reaped:
-			return
-		case <-t.C:
-		}
-		if c.stdout.mid.Load() && c.stdout.blockedFor() >= d {
-			c.log.Warn("upstream stalled mid-message: stopping it", "stalled", d)
-			c.stalled.Store(int64(d))
-			// Killed, not closed: its stdout ends as when a child dies,
-			// and the connection's error (ended) says why.
-			signalGroup(c.cmd.Process, killSignal)
-			return
-		}
-	}
-}
-
 // ended turns the end of stdout into the connection's error: the child's
 // exit status when it exited.
 func (c *Conn) ended(err error) error {
-	if d := time.Duration(c.stalled.Load()); d > 0 {
-		return fmt.Errorf("nothing more for %v: %w", d, mux.ErrStalled)
+	if w := c.stdout.stall; w != nil && w.Fired() {
+		return fmt.Errorf("nothing more for %v: %w", w.Timeout(), mux.ErrStalled)
 	}
 	select {
 	case <-c.reaped:
@@ -370,7 +351,8 @@ func within(ch <-chan struct{}, d time.Duration) bool {
 type trackedReader struct {
 	f      *os.File
 	readAt atomic.Int64 // when the read in progress started (UnixNano), 0 if none
-	mid    atomic.Bool  // the last byte read was not a message's end (a newline)
+	mid    bool         // the last byte read was not a message's end (a newline)
+	stall  *stall.Watch // times a read that starts mid; nil: none (Options.StallTimeout)
 	done   atomic.Bool  // a read returned an error: the reader is finished
 	grown  bool         // growPipe grew it; set before any close
 	closed sync.Once
@@ -389,9 +371,16 @@ func (r *trackedReader) close() {
 
 func (r *trackedReader) Read(p []byte) (int, error) {
 	r.readAt.Store(time.Now().UnixNano())
+	timed := r.mid && r.stall != nil
+	if timed {
+		r.stall.Begin()
+	}
 	n, err := r.f.Read(p)
+	if timed {
+		r.stall.End()
+	}
 	if n > 0 {
-		r.mid.Store(p[n-1] != '\n')
+		r.mid = p[n-1] != '\n'
 	}
 	r.readAt.Store(0)
 	if err != nil {

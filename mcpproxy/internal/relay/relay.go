@@ -38,6 +38,7 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/stall"
 )
 
 // Options configure a Relay. URL and Methods are required.
@@ -626,8 +627,8 @@ func (rl *Relay) relayJSON(w http.ResponseWriter, out io.Writer, resp *http.Resp
 		rl.log.Warn("reading the upstream response failed", "err", err)
 		why := "upstream response unreadable"
 		switch {
-		case guard != nil && guard.stalled.Load():
-			why = fmt.Sprintf("upstream MCP server stalled mid-message for %v; its answer was closed", rl.o.StallTimeout)
+		case guard.stalledWhy("answer") != "":
+			why = guard.stalledWhy("answer")
 		case errors.Is(err, spill.ErrFull):
 			why = "no room to hold the upstream's answer now; try again later"
 		case errors.Is(err, spill.ErrTooLarge) || errors.Is(err, httpx.ErrTooLarge):
@@ -811,8 +812,8 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 				return
 			}
 			why := "upstream MCP server ended the stream without answering"
-			if guard != nil && guard.stalled.Load() {
-				why = fmt.Sprintf("upstream MCP server stalled mid-message for %v; its stream was closed", rl.o.StallTimeout)
+			if s := guard.stalledWhy("stream"); s != "" {
+				why = s
 			}
 			rl.log.Warn("upstream event stream ended before answering", "err", err, "unanswered", len(open), "why", why)
 			for _, o := range open {
@@ -848,49 +849,46 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 	}
 }
 
-// stallGuard reads an upstream's event stream and closes it once a read
-// has waited its timeout in the middle of an event (after some of the
-// event's bytes, before the blank line that ends it), or with whole, a
-// JSON body after its first byte. Only time spent waiting for the
-// upstream counts: not the time before the first event, between events,
-// or while the relay itself is not reading.
+// stallGuard reads an upstream's event stream, and closes it once a read
+// has waited the stall timeout in the middle of an event (after some of
+// the event's bytes, before the blank line that ends it), or with whole,
+// in a JSON body after its first byte (see package stall).
 type stallGuard struct {
-	r       io.ReadCloser
-	d       time.Duration
-	t       *time.Timer
-	whole   bool    // one message, not events: any byte starts it
-	left    int64   // with whole, the bytes still to come when known (Content-Length), else -1
-	mid     bool    // the bytes so far end inside an event
-	ends    [4]byte // the line-end bytes the stream so far ends with (the first four)
-	nEnds   int
-	stalled atomic.Bool
+	r     io.ReadCloser
+	w     *stall.Watch
+	whole bool    // one message, not events: any byte starts it
+	left  int64   // with whole, the bytes still to come when known (Content-Length), else -1
+	mid   bool    // the bytes so far end inside a message
+	ends  [4]byte // the line-end bytes the stream so far ends with (the first four)
+	nEnds int
 }
 
 func newStallGuard(r io.ReadCloser, d time.Duration) *stallGuard {
-	return &stallGuard{r: r, d: d}
+	// Closed, the read waiting fails: the relay answers what is open.
+	return &stallGuard{r: r, w: stall.New(d, func() { r.Close() })}
 }
 
 func (g *stallGuard) Read(p []byte) (int, error) {
 	if g.mid {
-		// Made at the first read mid-event: most answers come whole in
-		// one read, and never need one.
-		if g.t == nil {
-			g.t = time.AfterFunc(g.d, func() {
-				g.stalled.Store(true)
-				g.r.Close() // the read waiting fails; the relay answers what is open
-			})
-		} else {
-			g.t.Reset(g.d)
-		}
+		g.w.Begin()
 	}
 	n, err := g.r.Read(p)
 	if g.mid {
-		g.t.Stop()
+		g.w.End()
 	}
 	if n > 0 {
 		g.note(p[:n])
 	}
 	return n, err
+}
+
+// stalledWhy is what a request left unanswered by a stalled upstream is
+// told, "" when the guard did not stall (or there is none).
+func (g *stallGuard) stalledWhy(what string) string {
+	if g == nil || !g.w.Fired() {
+		return ""
+	}
+	return fmt.Sprintf("upstream MCP server stalled mid-message for %v; its %s was closed", g.w.Timeout(), what)
 }
 
 // note follows where b leaves the stream: inside an event, or after the
@@ -929,11 +927,7 @@ func (g *stallGuard) note(b []byte) {
 	g.mid = lines < 2
 }
 
-func (g *stallGuard) stop() {
-	if g.t != nil {
-		g.t.Stop()
-	}
-}
+func (g *stallGuard) stop() { g.w.End() }
 
 // tooLargeOf returns the *sse.TooLargeError err is or wraps, or nil. The
 // common ends of a stream (none, io.EOF) and a bare *TooLargeError are

@@ -67,8 +67,8 @@ func TestStallGuardCloses(t *testing.T) {
 	if !strings.HasPrefix(string(buf), `data: {"hal`) {
 		t.Fatalf("read %q", buf)
 	}
-	if _, err := g.Read(buf); err == nil || !g.stalled.Load() {
-		t.Fatalf("a read waiting mid-event: err %v, stalled %v", err, g.stalled.Load())
+	if _, err := g.Read(buf); err == nil || !g.w.Fired() {
+		t.Fatalf("a read waiting mid-event: err %v, stalled %v", err, g.w.Fired())
 	}
 }
 
