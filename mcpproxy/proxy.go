@@ -129,8 +129,10 @@ type Options struct {
 	// message and then nothing more for this long: the requests waiting
 	// on it get an error instead of waiting forever. A stdio child is
 	// killed (a shared child's other clients' calls fail too) and the
-	// next call starts a fresh one; a Streamable HTTP upstream's event
-	// stream stopped mid-event is closed. Default 2 min; negative: never.
+	// next call starts a fresh one; a Streamable HTTP upstream's answer
+	// stopped mid-event (or a JSON body stopped midway) is closed. Silence
+	// before an answer or between messages never counts. Default 2 min;
+	// negative: never.
 	UpstreamStallTimeout time.Duration
 	// StreamKeepAlive is how often an open /mcp event stream gets an SSE
 	// comment (a relayed one: when idle), so that no load balancer's idle
@@ -154,8 +156,8 @@ type Options struct {
 	// InlineMax bounds what the upstream messages being read hold in
 	// memory together, their strings in SpillDir aside (default 1 GiB):
 	// MaxMessage bounds one, this many at once, so that concurrent large
-	// answers fail one by one (a JSON-RPC error, or 502 for a JSON body)
-	// instead of adding up past the machine's memory.
+	// answers fail one by one (a JSON-RPC error for the request) instead
+	// of adding up past the machine's memory.
 	InlineMax int64
 	// StrictEras turns era bridging off, in both directions: every
 	// request is forwarded in its client's era, and a client in front of

@@ -317,18 +317,30 @@ func TestInlineMaxAcrossCalls(t *testing.T) {
 }
 
 // TestJSONAnswerTooLarge: a JSON body past --max-message answers its
-// request with a JSON-RPC error saying so (before: 502 with
+// request with a JSON-RPC error saying so, whole (before: 502 with
 // "upstream response unreadable" as text/plain, which a client waiting for
-// a JSON-RPC answer cannot read).
+// a JSON-RPC answer cannot read), with the body sent chunked or with its
+// length (the upstream's Content-Length is its own: the error's body is
+// read whole, to its end).
 func TestJSONAnswerTooLarge(t *testing.T) {
+	for _, sized := range []bool{false, true} {
+		t.Run(map[bool]string{false: "chunked", true: "Content-Length"}[sized], func(t *testing.T) { jsonAnswerTooLarge(t, sized) })
+	}
+}
+
+func jsonAnswerTooLarge(t *testing.T, sized bool) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			ID json.RawMessage `json:"id"`
 		}
 		json.NewDecoder(r.Body).Decode(&req)
 		ev := bigObjectEvent(string(req.ID), 2<<20)
+		body := bytes.TrimSuffix(bytes.TrimPrefix(ev, []byte("data: ")), []byte("\n\n"))
 		w.Header().Set("Content-Type", "application/json")
-		w.Write(bytes.TrimSuffix(bytes.TrimPrefix(ev, []byte("data: ")), []byte("\n\n")))
+		if sized {
+			w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		}
+		w.Write(body)
 	}))
 	defer up.Close()
 	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL, Transport: "streamable"},
@@ -339,11 +351,15 @@ func TestJSONAnswerTooLarge(t *testing.T) {
 	defer p.Close()
 	resp := relayPost(t, serve(t, p), `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"big"}}`, nil)
 	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the answer (Content-Length %d): %v after %d bytes", resp.ContentLength, err, len(b))
+	}
 	var m struct {
 		ID    int
 		Error struct{ Message string }
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || m.ID != 5 || !strings.Contains(m.Error.Message, "exceeds the 1048576 byte limit") {
+	if err := json.Unmarshal(b, &m); err != nil || m.ID != 5 || !strings.Contains(m.Error.Message, "exceeds the 1048576 byte limit") {
 		t.Errorf("a JSON answer past --max-message: %s, id %d, error %q (%v)", resp.Status, m.ID, m.Error.Message, err)
 	}
 }
