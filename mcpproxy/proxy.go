@@ -129,10 +129,11 @@ type Options struct {
 	// message and then nothing more for this long: the requests waiting
 	// on it get an error instead of waiting forever. A stdio child is
 	// killed (a shared child's other clients' calls fail too) and the
-	// next call starts a fresh one; a Streamable HTTP upstream's answer
-	// stopped mid-event (or a JSON body stopped midway) is closed. Silence
-	// before an answer or between messages never counts. Default 2 min;
-	// negative: never.
+	// next call starts a fresh one; an HTTP upstream's event stream
+	// stopped mid-event (Streamable HTTP or the legacy transport's, relayed
+	// or terminated), or a JSON body stopped midway, is closed (a legacy
+	// stream is then reconnected). Silence before an answer or between
+	// messages never counts. Default 2 min; negative: never.
 	UpstreamStallTimeout time.Duration
 	// StreamKeepAlive is how often an open /mcp event stream gets an SSE
 	// comment (a relayed one: when idle), so that no load balancer's idle
@@ -299,7 +300,10 @@ func New(o Options) (*Proxy, error) {
 		return nil, fmt.Errorf("mcpproxy: %w", err)
 	}
 	p := &Proxy{o: o, log: o.Logger, spool: spool}
-	spooled := func(co httpclient.Options) httpclient.Options { co.Spool = spool; return co }
+	spooled := func(co httpclient.Options) httpclient.Options {
+		co.Spool, co.StallTimeout = spool, o.UpstreamStallTimeout
+		return co
+	}
 	p.methods = owned.New(owned.Options{
 		Artifacts: o.Artifacts, Offloader: o.Offloader, OffloadResources: o.OffloadResources,
 		MaxInlineRead: o.MaxInlineRead, StreamMode: o.StreamMode, Fetch: o.Fetch, Logger: o.Logger,

@@ -419,19 +419,7 @@ func TestHTTPUpstreamStallsMidEvent(t *testing.T) {
 	}
 	defer p.Close()
 	url := serve(t, p)
-	call := func(id int, name string) (map[string]json.RawMessage, time.Duration) {
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second) // the client's own patience
-		defer cancel()
-		start := time.Now()
-		resp, err := statelessPost(ctx, url, id, "tools/call", map[string]any{"name": name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var got map[string]json.RawMessage
-		sseMessages(ctx, resp, func(m map[string]json.RawMessage) { got = m })
-		return got, time.Since(start)
-	}
+	call := patientCaller(t, url)
 	if m, d := call(1, "half"); !strings.Contains(string(m["error"]), "stalled mid-message") || d > 10*time.Second {
 		t.Errorf("a call whose upstream stalled mid-event: after %v, %s", d, m["error"])
 	}
@@ -455,5 +443,101 @@ func TestHTTPUpstreamStallsMidEvent(t *testing.T) {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || m.ID != 3 || !strings.Contains(m.Error.Message, "stalled mid-message") {
 		t.Errorf("a JSON answer stalled midway: after %v, %s, id %d, error %q (%v)", time.Since(start), resp.Status, m.ID, m.Error.Message, err)
+	}
+}
+
+// A legacy HTTP+SSE upstream (the proxy terminates the protocol for it)
+// that stops in the middle of an event on its stream: the call waiting
+// on it gets an error within the stall timeout, the stream is opened
+// again, and the next call is answered.
+func TestLegacyUpstreamStallsMidEvent(t *testing.T) {
+	var mu sync.Mutex
+	var stream chan string // the event stream now open
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodGet:
+			out := make(chan string, 8)
+			mu.Lock()
+			stream = out
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "event: endpoint\ndata: /messages\n\n")
+			w.(http.Flusher).Flush()
+			for {
+				select {
+				case e := <-out:
+					io.WriteString(w, e)
+					w.(http.Flusher).Flush()
+					if !strings.HasSuffix(e, "\n\n") {
+						<-r.Context().Done() // half an event, then nothing
+						return
+					}
+				case <-r.Context().Done():
+					return
+				}
+			}
+		case r.URL.Path != "/messages":
+			w.WriteHeader(http.StatusMethodNotAllowed) // no Streamable HTTP
+		default:
+			var req struct {
+				ID     json.RawMessage       `json:"id"`
+				Method string                `json:"method"`
+				Params struct{ Name string } `json:"params"`
+			}
+			json.NewDecoder(r.Body).Decode(&req)
+			w.WriteHeader(http.StatusAccepted)
+			if req.ID == nil {
+				return
+			}
+			result := `{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"old","version":"1"}}`
+			if req.Method == "tools/call" {
+				result = `{"content":[{"type":"text","text":"done"}]}`
+			}
+			ev := "event: message\ndata: " + `{"jsonrpc":"2.0","id":` + string(req.ID) + `,"result":` + result + "}\n\n"
+			if req.Params.Name == "half" {
+				ev = ev[:len(ev)/2]
+			}
+			mu.Lock()
+			out := stream
+			mu.Unlock()
+			out <- ev
+		}
+	}))
+	defer up.Close()
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL + "/sse", Transport: "sse"},
+		UpstreamStallTimeout: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	url := serve(t, p)
+	call := patientCaller(t, url)
+	if m, d := call(1, "half"); !strings.Contains(string(m["error"]), "stalled mid-message") || d > 10*time.Second {
+		t.Errorf("a call whose legacy upstream stalled mid-event: after %v, %s", d, m["error"])
+	}
+	var m map[string]json.RawMessage
+	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(100 * time.Millisecond) {
+		if m, _ = call(2, "ok"); strings.Contains(string(m["result"]), "done") {
+			return
+		}
+	}
+	t.Errorf("no call answered after the stall: %s", m["error"])
+}
+
+// patientCaller returns a stateless tools/call of the tool named, as a
+// client waiting at most 20 s: its last message and how long it took.
+func patientCaller(t *testing.T, url string) func(id int, name string) (map[string]json.RawMessage, time.Duration) {
+	return func(id int, name string) (map[string]json.RawMessage, time.Duration) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		start := time.Now()
+		resp, err := statelessPost(ctx, url, id, "tools/call", map[string]any{"name": name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var got map[string]json.RawMessage
+		sseMessages(ctx, resp, func(m map[string]json.RawMessage) { got = m })
+		return got, time.Since(start)
 	}
 }

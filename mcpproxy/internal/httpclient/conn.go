@@ -82,6 +82,12 @@ type Options struct {
 	// Spool, when set, takes every upstream message that may be large as
 	// it streams in (a spill.Spooler): its long strings go to disk.
 	Spool sse.Spooler
+	// StallTimeout closes a body the upstream stopped sending in the
+	// middle of a message (an event, a JSON answer) once a read has waited
+	// that long: its request is answered with an error saying so, a
+	// stream is resumed or reconnected as when it breaks (see package
+	// stall). 0 waits for ever.
+	StallTimeout time.Duration
 	// MaxRetries bounds the reconnections of a response stream that make
 	// no progress (no new event id); default 5.
 	MaxRetries int

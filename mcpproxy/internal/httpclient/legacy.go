@@ -16,6 +16,7 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/stall"
 )
 
 // The legacy HTTP+SSE transport (protocol 2024-11-05): the client holds a
@@ -103,31 +104,33 @@ func (l *legacyConn) postTo(ctx context.Context, post string, m *jsonrpc.Message
 
 // connectLocked opens the event stream and starts reading it.
 func (l *legacyConn) connectLocked(ctx context.Context) error {
-	post, rd, body, err := l.c.openLegacy(ctx)
+	post, rd, body, guard, err := l.c.openLegacy(ctx)
 	if err != nil {
 		return err
 	}
 	l.gen++
 	l.post = post
 	gen := l.gen
-	l.c.goSafe("reading the legacy event stream", func() { l.read(gen, rd, body) })
+	l.c.goSafe("reading the legacy event stream", func() { l.read(gen, rd, body, guard) })
 	return nil
 }
 
 // openLegacy opens a legacy event stream and waits (≤ 10 s) for its
-// endpoint event; the stream lives until the Conn closes or body is.
-func (c *Conn) openLegacy(ctx context.Context) (post string, rd *sse.Reader, body io.ReadCloser, err error) {
+// endpoint event; the stream lives until the Conn closes or body is. Its
+// events' data goes through Options.Spool, and guard closes it when it
+// stalls mid-event (Options.StallTimeout).
+func (c *Conn) openLegacy(ctx context.Context) (post string, rd *sse.Reader, body io.ReadCloser, guard *stall.Reader, err error) {
 	sctx, cancel := context.WithCancel(c.life)
 	timer := time.AfterFunc(endpointWait, cancel)
 	stop := context.AfterFunc(ctx, cancel)
 	defer timer.Stop()
 	defer stop()
-	fail := func(err error) (string, *sse.Reader, io.ReadCloser, error) {
+	fail := func(err error) (string, *sse.Reader, io.ReadCloser, *stall.Reader, error) {
 		cancel()
 		if ctx.Err() != nil {
-			return "", nil, nil, ctx.Err()
+			return "", nil, nil, nil, ctx.Err()
 		}
-		return "", nil, nil, fmt.Errorf("httpclient: connecting to the legacy upstream: %w", err)
+		return "", nil, nil, nil, fmt.Errorf("httpclient: connecting to the legacy upstream: %w", err)
 	}
 	req, err := http.NewRequestWithContext(sctx, http.MethodGet, c.o.URL, nil)
 	if err != nil {
@@ -146,7 +149,11 @@ func (c *Conn) openLegacy(ctx context.Context) (post string, rd *sse.Reader, bod
 		discard(resp)
 		return fail(fmt.Errorf("GET answered %s (%s)", resp.Status, ct))
 	}
-	rd = sse.NewReader(resp.Body, c.o.MaxMessage)
+	guard = stall.Events(resp.Body, c.o.StallTimeout)
+	rd = sse.NewReader(guard, c.o.MaxMessage)
+	if c.o.Spool != nil {
+		rd.Spool(c.o.Spool) // the answers of a legacy server come on this stream
+	}
 	var ev sse.Event
 	for ev.Name != "endpoint" {
 		if ev, err = rd.Next(); err != nil {
@@ -169,7 +176,7 @@ func (c *Conn) openLegacy(ctx context.Context) (post string, rd *sse.Reader, bod
 		resp.Body.Close()
 		return fail(errors.New("timed out"))
 	}
-	return ep.String(), rd, &bodyCloser{resp.Body, cancel}, nil
+	return ep.String(), rd, &bodyCloser{resp.Body, cancel}, guard, nil
 }
 
 // addQuery adds to the endpoint the configured URL's query parameters it
@@ -215,18 +222,19 @@ func DetectLegacy(ctx context.Context, o Options) bool {
 		return false
 	}
 	defer c.Close()
-	_, _, body, err := c.openLegacy(ctx)
+	_, _, body, guard, err := c.openLegacy(ctx)
 	if err != nil {
 		c.log.Debug("no legacy transport at the upstream", "err", err)
 		return false
 	}
+	guard.Stop()
 	body.Close()
 	return true
 }
 
 // read passes the stream's messages on until it ends, then fails the
 // requests it owed answers and reconnects in the background.
-func (l *legacyConn) read(gen int, rd *sse.Reader, body io.ReadCloser) {
+func (l *legacyConn) read(gen int, rd *sse.Reader, body io.ReadCloser, guard *stall.Reader) {
 	c := l.c
 	for {
 		ev, err := rd.Next()
@@ -242,6 +250,7 @@ func (l *legacyConn) read(gen int, rd *sse.Reader, body io.ReadCloser) {
 			l.deliver(m)
 		}
 	}
+	guard.Stop()
 	body.Close()
 	l.mu.Lock()
 	if l.gen == gen {
@@ -255,9 +264,13 @@ func (l *legacyConn) read(gen int, rd *sse.Reader, body io.ReadCloser) {
 	lost := l.pending
 	l.pending = map[string][]byte{}
 	l.pmu.Unlock()
-	c.log.Warn("the legacy upstream's event stream ended", "unanswered", len(lost))
+	why := "the upstream's event stream ended before answering"
+	if s := guard.Why("stream"); s != "" {
+		why = s
+	}
+	c.log.Warn("the legacy upstream's event stream ended", "unanswered", len(lost), "why", why)
 	for _, id := range lost {
-		c.push(jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, "the upstream's event stream ended before answering"))
+		c.push(jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, why))
 	}
 	l.reconnect()
 }

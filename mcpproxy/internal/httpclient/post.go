@@ -14,6 +14,7 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/stall"
 )
 
 // refusal is an initialize refused as a legacy-only server refuses it
@@ -196,10 +197,12 @@ func (c *Conn) read(ex *exchange, resp *http.Response) {
 // readJSON reads a JSON body: one message or a batch.
 func (c *Conn) readJSON(ex *exchange, resp *http.Response) {
 	defer resp.Body.Close()
+	guard := stall.Message(resp.Body, c.o.StallTimeout, resp.ContentLength)
+	defer guard.Stop()
 	var body []byte
 	var err error
 	if c.o.Spool != nil {
-		body, err = httpx.ReadMessage(resp.Body, resp.ContentLength, c.o.MaxMessage, c.o.Spool)
+		body, err = httpx.ReadMessage(guard, resp.ContentLength, c.o.MaxMessage, c.o.Spool)
 		switch {
 		case errors.Is(err, jsonrpc.ErrMalformed):
 			c.log.Warn("dropping a malformed upstream response", "err", err)
@@ -209,7 +212,12 @@ func (c *Conn) readJSON(ex *exchange, resp *http.Response) {
 			err = errTooLarge
 		}
 	} else {
-		body, err = readBounded(resp.Body, resp.ContentLength, c.o.MaxMessage)
+		body, err = readBounded(guard, resp.ContentLength, c.o.MaxMessage)
+	}
+	if why := guard.Why("answer"); err != nil && why != "" {
+		c.log.Warn("the upstream stalled in the middle of its answer", "err", err, "request", describe(ex.m))
+		c.answerError(ex, why)
+		return
 	}
 	if errors.Is(err, errTooLarge) {
 		c.log.Warn("dropping an upstream response over the size limit", "limit", c.o.MaxMessage, "request", describe(ex.m))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/stall"
 )
 
 // cursor is where a stream stands: the last event id seen (to resume
@@ -38,13 +39,17 @@ func (c *Conn) stream(ex *exchange, body io.ReadCloser) {
 	tries := 0
 	for {
 		before := cur.last
-		answered := c.events(body, &cur, ex)
+		answered, stalled := c.events(body, &cur, ex)
 		body.Close()
 		if answered || ex.ctx.Err() != nil {
 			return
 		}
 		if cur.last == "" {
-			c.answerError(ex, "upstream ended the stream without answering")
+			why := "upstream ended the stream without answering"
+			if stalled != "" {
+				why = stalled
+			}
+			c.answerError(ex, why)
 			return
 		}
 		if cur.last != before {
@@ -109,9 +114,13 @@ func (e *statusError) Is(t error) bool { return t == errNoStream }
 
 // events reads events from body and passes their messages on until the
 // exchange's answer (reported true), the end of the stream, or the
-// exchange's end. ex is nil for the session's GET stream.
-func (c *Conn) events(body io.Reader, cur *cursor, ex *exchange) bool {
-	rd := sse.NewReader(body, c.o.MaxMessage)
+// exchange's end; stalled says why the stream was closed when it stopped
+// mid-event (Options.StallTimeout), else "". ex is nil for the session's
+// GET stream.
+func (c *Conn) events(body io.ReadCloser, cur *cursor, ex *exchange) (answered bool, stalled string) {
+	guard := stall.Events(body, c.o.StallTimeout)
+	defer guard.Stop()
+	rd := sse.NewReader(guard, c.o.MaxMessage)
 	if c.o.Spool != nil {
 		rd.Spool(c.o.Spool)
 	}
@@ -132,9 +141,9 @@ func (c *Conn) events(body io.Reader, cur *cursor, ex *exchange) bool {
 			m = c.tooLargeEvent(big)
 		case err != nil:
 			if ex != nil && ex.ctx.Err() == nil && !errors.Is(err, io.EOF) {
-				c.log.Debug("an upstream event stream broke", "err", err)
+				c.log.Debug("an upstream event stream broke", "err", err, "stalled", guard.Why("stream"))
 			}
-			return false
+			return false, guard.Why("stream")
 		default:
 			m = c.message(&ev)
 		}
@@ -146,7 +155,7 @@ func (c *Conn) events(body io.Reader, cur *cursor, ex *exchange) bool {
 			continue
 		}
 		if c.deliver(ex, m) {
-			return true
+			return true, ""
 		}
 	}
 }

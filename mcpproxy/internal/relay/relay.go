@@ -614,21 +614,15 @@ func (rw *rewriter) rewrite(m *jsonrpc.Message) *jsonrpc.Message {
 // out. A body that cannot be read answers each request of req (the
 // client's POST) with a JSON-RPC error saying why, as an event would be.
 func (rl *Relay) relayJSON(w http.ResponseWriter, out io.Writer, resp *http.Response, rw *rewriter, req []byte) {
-	var src io.Reader = resp.Body
-	var guard *stallGuard
-	if rl.o.StallTimeout > 0 {
-		guard = newStallGuard(resp.Body, rl.o.StallTimeout)
-		guard.whole, guard.left = true, resp.ContentLength
-		defer guard.stop()
-		src = guard
-	}
-	body, err := httpx.ReadMessage(src, resp.ContentLength, rl.o.MaxMessage, rl.o.Spool)
+	guard := stall.Message(resp.Body, rl.o.StallTimeout, resp.ContentLength)
+	defer guard.Stop()
+	body, err := httpx.ReadMessage(guard, resp.ContentLength, rl.o.MaxMessage, rl.o.Spool)
 	if err != nil {
 		rl.log.Warn("reading the upstream response failed", "err", err)
 		why := "upstream response unreadable"
 		switch {
-		case guard.stalledWhy("answer") != "":
-			why = guard.stalledWhy("answer")
+		case guard.Why("answer") != "":
+			why = guard.Why("answer")
 		case errors.Is(err, spill.ErrFull):
 			why = "no room to hold the upstream's answer now; try again later"
 		case errors.Is(err, spill.ErrTooLarge) || errors.Is(err, httpx.ErrTooLarge):
@@ -770,14 +764,9 @@ func (st *stream) stop() {
 // relayEvents relays resp's events to st (see relaySSE).
 func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Response, rw *rewriter) {
 	open := rw.open
-	var body io.Reader = resp.Body
-	var guard *stallGuard
-	if rl.o.StallTimeout > 0 {
-		guard = newStallGuard(resp.Body, rl.o.StallTimeout)
-		defer guard.stop()
-		body = guard
-	}
-	sr := sse.NewReader(body, rl.o.MaxMessage)
+	guard := stall.Events(resp.Body, rl.o.StallTimeout)
+	defer guard.Stop()
+	sr := sse.NewReader(guard, rl.o.MaxMessage)
 	defer sr.Release()
 	if rl.o.Spool != nil {
 		sr.Spool(rl.o.Spool)
@@ -812,7 +801,7 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 				return
 			}
 			why := "upstream MCP server ended the stream without answering"
-			if s := guard.stalledWhy("stream"); s != "" {
+			if s := guard.Why("stream"); s != "" {
 				why = s
 			}
 			rl.log.Warn("upstream event stream ended before answering", "err", err, "unanswered", len(open), "why", why)
@@ -848,86 +837,6 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 		}
 	}
 }
-
-// stallGuard reads an upstream's event stream, and closes it once a read
-// has waited the stall timeout in the middle of an event (after some of
-// the event's bytes, before the blank line that ends it), or with whole,
-// in a JSON body after its first byte (see package stall).
-type stallGuard struct {
-	r     io.ReadCloser
-	w     *stall.Watch
-	whole bool    // one message, not events: any byte starts it
-	left  int64   // with whole, the bytes still to come when known (Content-Length), else -1
-	mid   bool    // the bytes so far end inside a message
-	ends  [4]byte // the line-end bytes the stream so far ends with (the first four)
-	nEnds int
-}
-
-func newStallGuard(r io.ReadCloser, d time.Duration) *stallGuard {
-	// Closed, the read waiting fails: the relay answers what is open.
-	return &stallGuard{r: r, w: stall.New(d, func() { r.Close() })}
-}
-
-func (g *stallGuard) Read(p []byte) (int, error) {
-	if g.mid {
-		g.w.Begin()
-	}
-	n, err := g.r.Read(p)
-	if g.mid {
-		g.w.End()
-	}
-	if n > 0 {
-		g.note(p[:n])
-	}
-	return n, err
-}
-
-// stalledWhy is what a request left unanswered by a stalled upstream is
-// told, "" when the guard did not stall (or there is none).
-func (g *stallGuard) stalledWhy(what string) string {
-	if g == nil || !g.w.Fired() {
-		return ""
-	}
-	return fmt.Sprintf("upstream MCP server stalled mid-message for %v; its %s was closed", g.w.Timeout(), what)
-}
-
-// note follows where b leaves the stream: inside an event, or after the
-// blank line that ends one (two line ends in a row: CR, LF or CRLF). It
-// keeps the stream's trailing line-end bytes (four are two line ends
-// whatever they are).
-func (g *stallGuard) note(b []byte) {
-	if g.whole {
-		if g.left >= 0 {
-			g.left -= int64(len(b))
-		}
-		g.mid = g.left != 0 // all of a known length read: the read for EOF waits for nothing
-		return
-	}
-	k := len(b)
-	for k > 0 && (b[k-1] == '\n' || b[k-1] == '\r') {
-		k--
-	}
-	if k > 0 {
-		g.nEnds = 0 // other bytes came: only the line ends after them count
-	}
-	for _, c := range b[max(k, len(b)-len(g.ends)):] {
-		if g.nEnds == len(g.ends) {
-			break
-		}
-		g.ends[g.nEnds] = c
-		g.nEnds++
-	}
-	lines := 0
-	for i := 0; i < g.nEnds; i++ {
-		if g.ends[i] == '\r' && i+1 < g.nEnds && g.ends[i+1] == '\n' {
-			i++
-		}
-		lines++
-	}
-	g.mid = lines < 2
-}
-
-func (g *stallGuard) stop() { g.w.End() }
 
 // tooLargeOf returns the *sse.TooLargeError err is or wraps, or nil. The
 // common ends of a stream (none, io.EOF) and a bare *TooLargeError are

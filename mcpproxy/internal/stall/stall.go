@@ -6,6 +6,8 @@
 package stall
 
 import (
+	"fmt"
+	"io"
 	"sync/atomic"
 	"time"
 )
@@ -51,3 +53,107 @@ func (w *Watch) Fired() bool { return w.fired.Load() }
 
 // Timeout is the Watch's d.
 func (w *Watch) Timeout() time.Duration { return w.d }
+
+// A Reader reads an upstream's HTTP body and closes it once a read has
+// waited the Watch's timeout in the middle of a message: inside an SSE
+// event (after some of its bytes, before the blank line that ends it), or
+// inside a JSON body (after its first byte). The read waiting then fails,
+// and its caller answers what is open; Why says what to tell them. Make
+// one with Events or Message. Like a Watch it is read by one goroutine;
+// Why is safe from any.
+type Reader struct {
+	r     io.ReadCloser
+	w     *Watch // nil: never closed
+	whole bool   // one message, not events: any byte starts it
+	left  int64  // with whole, the bytes still to come when known (Content-Length), else -1
+	mid   bool   // the bytes so far end inside a message
+	ends  [4]byte
+	nEnds int // the line-end bytes the stream so far ends with (the first four)
+}
+
+// Events guards r, an SSE stream, with timeout d (0: r is only read).
+func Events(r io.ReadCloser, d time.Duration) *Reader {
+	g := &Reader{r: r}
+	if d > 0 {
+		g.w = New(d, func() { r.Close() })
+	}
+	return g
+}
+
+// Message guards r, a body of one message whose size is known when
+// size >= 0, with timeout d (0: r is only read).
+func Message(r io.ReadCloser, d time.Duration, size int64) *Reader {
+	g := Events(r, d)
+	g.whole, g.left = true, size
+	return g
+}
+
+func (g *Reader) Read(p []byte) (int, error) {
+	if g.w == nil {
+		return g.r.Read(p)
+	}
+	if g.mid {
+		g.w.Begin()
+	}
+	n, err := g.r.Read(p)
+	if g.mid {
+		g.w.End()
+	}
+	if n > 0 {
+		g.note(p[:n])
+	}
+	return n, err
+}
+
+// Stop ends the guard's clock (the caller stopped reading). Nil-safe.
+func (g *Reader) Stop() {
+	if g != nil && g.w != nil {
+		g.w.End()
+	}
+}
+
+// Why is what a request left unanswered by a stalled upstream is told
+// (what: the body's kind, "stream" or "answer"), "" when g did not close
+// the body (or is nil).
+func (g *Reader) Why(what string) string {
+	if g == nil || g.w == nil || !g.w.Fired() {
+		return ""
+	}
+	return fmt.Sprintf("upstream MCP server stalled mid-message for %v; its %s was closed", g.w.Timeout(), what)
+}
+
+// note follows where b leaves the body: inside a message, or after it
+// (for events, after the blank line that ends one: two line ends in a row,
+// CR, LF or CRLF; the stream's trailing line-end bytes are kept, four
+// being two line ends whatever they are).
+func (g *Reader) note(b []byte) {
+	if g.whole {
+		if g.left >= 0 {
+			g.left -= int64(len(b))
+		}
+		g.mid = g.left != 0 // all of a known length read: the read for EOF waits for nothing
+		return
+	}
+	k := len(b)
+	for k > 0 && (b[k-1] == '\n' || b[k-1] == '\r') {
+		k--
+	}
+	if k > 0 {
+		g.nEnds = 0 // other bytes came: only the line ends after them count
+	}
+	for _, c := range b[max(k, len(b)-len(g.ends)):] {
+		if g.nEnds == len(g.ends) {
+			break
+		}
+		g.ends[g.nEnds] = c
+		g.nEnds++
+	}
+	lines := 0
+	for i := 0; i < g.nEnds; i++ {
+		if g.ends[i] == '\r' && i+1 < g.nEnds && g.ends[i+1] == '\n' {
+			i++
+		}
+		lines++
+	}
+	g.mid = lines < 2
+}

@@ -1,4 +1,4 @@
-package relay
+package stall
 
 import (
 	"io"
@@ -9,7 +9,7 @@ import (
 
 // note tells inside an event from between events, whatever the line
 // ends (CR, LF, CRLF) and wherever the reads cut them.
-func TestStallGuardNote(t *testing.T) {
+func TestReaderNote(t *testing.T) {
 	for _, c := range []struct {
 		chunks []string
 		mid    bool
@@ -29,7 +29,7 @@ func TestStallGuardNote(t *testing.T) {
 		{[]string{"data: x\n\n", "data: y\n"}, true},
 		{[]string{"data: x\n", "\n", "data"}, true},
 	} {
-		g := &stallGuard{}
+		g := &Reader{}
 		for _, ch := range c.chunks {
 			g.note([]byte(ch))
 		}
@@ -41,10 +41,10 @@ func TestStallGuardNote(t *testing.T) {
 
 // The guard closes the stream when a read waits its timeout mid-event,
 // not when the stream is silent between events.
-func TestStallGuardCloses(t *testing.T) {
+func TestReaderCloses(t *testing.T) {
 	pr, pw := io.Pipe()
-	g := newStallGuard(pr, 50*time.Millisecond)
-	defer g.stop()
+	g := Events(pr, 50*time.Millisecond)
+	defer g.Stop()
 	go pw.Write([]byte("data: {}\n\n"))
 	buf := make([]byte, 64)
 	if n, err := g.Read(buf); err != nil || n == 0 {
@@ -70,19 +70,53 @@ func TestStallGuardCloses(t *testing.T) {
 	if _, err := g.Read(buf); err == nil || !g.w.Fired() {
 		t.Fatalf("a read waiting mid-event: err %v, stalled %v", err, g.w.Fired())
 	}
+	if why := g.Why("stream"); !strings.Contains(why, "stalled mid-message for 50ms; its stream was closed") {
+		t.Fatalf("Why: %q", why)
+	}
+}
+
+// With no timeout the body is only read: a read mid-message waits.
+func TestReaderNoTimeout(t *testing.T) {
+	pr, pw := io.Pipe()
+	g := Events(pr, 0)
+	defer g.Stop()
+	go pw.Write([]byte(`data: {"hal`))
+	buf := make([]byte, 64)
+	if _, err := g.Read(buf); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.Read(buf)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("a read mid-event with no timeout ended: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	pw.Close()
+	if err := <-done; err != io.EOF || g.Why("stream") != "" {
+		t.Fatalf("after the end: %v, Why %q", err, g.Why("stream"))
+	}
+	var nilg *Reader
+	nilg.Stop()
+	if nilg.Why("answer") != "" {
+		t.Fatal("a nil Reader has a reason")
+	}
 }
 
 // A JSON body is one message: inside it from its first byte to its last,
 // its last known from Content-Length when there is one.
-func TestStallGuardNoteWhole(t *testing.T) {
-	g := &stallGuard{whole: true, left: 10}
+func TestReaderNoteMessage(t *testing.T) {
+	g := Message(nil, 0, 10)
 	if g.note([]byte("{\"a\":")); !g.mid {
 		t.Error("5 of 10 bytes: not inside")
 	}
 	if g.note([]byte("1}\n\n\n")); g.mid {
 		t.Error("10 of 10 bytes: still inside")
 	}
-	g = &stallGuard{whole: true, left: -1}
+	g = Message(nil, 0, -1)
 	if g.note([]byte("{}\n\n")); !g.mid {
 		t.Error("a body of unknown length: not inside after its bytes")
 	}
