@@ -272,28 +272,31 @@ func (t *textUnits) decode(dst, b []byte) (_ []byte, m int, ok bool) {
 		for i+8 <= len(b) {
 			v := binary.LittleEndian.Uint64(b[i:])
 			binary.LittleEndian.PutUint64(out[w:], v)
-			k := plainRun(v)
+			m := notPlain(v)
+			if m == 0 { // the next word's address does not wait for the test
+				i, w = i+8, w+8
+				continue
+			}
+			k := bits.TrailingZeros64(m) / 8
 			i, w = i+k, w+k
-			if k < 8 {
-				// A one-letter escape (\" above all, in a JSON document)
-				// is part of the run.
-				if b[i] == '\\' && i+1 < len(b) {
-					if e := canonEscape[b[i+1]]; e != 0 {
-						out[w] = e
-						i, w = i+2, w+1
+			// A one-letter escape (\" above all, in a JSON document)
+			// is part of the run.
+			if b[i] == '\\' && i+1 < len(b) {
+				if e := canonEscape[b[i+1]]; e != 0 {
+					out[w] = e
+					i, w = i+2, w+1
+					continue
+				}
+				// So is '<', '>' or '&' in TextHTML.
+				if t.html && i+5 < len(b) && b[i+1] == 'u' {
+					if v, ok := htmlEscape(b[i+2 : i+6]); ok {
+						out[w] = v
+						i, w, t.sawHTML = i+6, w+1, true
 						continue
 					}
-					// So is '<', '>' or '&' in TextHTML.
-					if t.html && i+5 < len(b) && b[i+1] == 'u' {
-						if v, ok := htmlEscape(b[i+2 : i+6]); ok {
-							out[w] = v
-							i, w, t.sawHTML = i+6, w+1, true
-							continue
-						}
-					}
 				}
-				break
 			}
+			break
 		}
 		if i == len(b) {
 			break
@@ -355,10 +358,14 @@ func (t *textUnits) decode(dst, b []byte) (_ []byte, m int, ok bool) {
 // end) come before the first that is not plain ASCII spelt as itself: one
 // under 0x20, '"', '\\' or over 0x7f; 8 if none is. (The zero-byte tests
 // may also flag a byte after the first, never one before it.)
-func plainRun(v uint64) int {
+func plainRun(v uint64) int { return bits.TrailingZeros64(notPlain(v)) / 8 }
+
+// notPlain flags the bytes of v plainRun stops at: the high bit of each,
+// from the first on; 0 if none is.
+func notPlain(v uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	q, b := v^(ones*'"'), v^(ones*'\\')
-	return bits.TrailingZeros64(((v-ones*0x20)&^v|(q-ones)&^q|(b-ones)&^b|v)&highs) / 8
+	return ((v-ones*0x20)&^v | (q-ones)&^q | (b-ones)&^b | v) & highs
 }
 
 // canonEscape maps the letter after a backslash to its byte, for the
