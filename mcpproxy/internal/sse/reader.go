@@ -163,6 +163,12 @@ const SpillAfter = 64 << 10
 // it for an upstream's stream only.
 func (rd *Reader) Spool(s Spooler) { rd.spool, rd.spillAfter = s, SpillAfter }
 
+// maxSpooledFields bounds the fields other than data an event keeps once
+// its data goes through the Spooler (the Reader's limit then bounds what
+// the Spooler keeps): past it they are dropped, as the data is not
+// theirs to make large.
+const maxSpooledFields = 64 << 10
+
 // spilling is one event's data on its way through a Spooler, fed from
 // the Reader's goroutine and read by one of its own.
 type spilling struct {
@@ -294,6 +300,7 @@ func (rd *Reader) Next() (Event, error) {
 		scratch   = rd.scratch[:0]
 		dataLines int
 		sp        *spilling
+		fields    int // bytes of the fields kept while the data spools
 	)
 	rd.raw = nil
 	rd.shrink() // nothing of buf is anyone's now (Raw was the last event's)
@@ -357,6 +364,7 @@ func (rd *Reader) Next() (Event, error) {
 			}
 		}
 		scratch = scratch[:0]
+		drop := false // a field of a spooled event past maxSpooledFields
 		// cut turns the event into a discarded one once it is over the
 		// limit: from then on only its id and the ends of its data are kept.
 		cut := func(pending int) bool {
@@ -385,6 +393,8 @@ func (rd *Reader) Next() (Event, error) {
 			case kind == fData:
 				big.keep(b)
 			case kind == fUnknown:
+			case sp != nil && fields+len(scratch)+len(b) > maxSpooledFields:
+				drop = true
 			case big == nil || len(scratch)+len(b) <= headLen:
 				scratch = append(scratch, b...)
 			default:
@@ -398,6 +408,12 @@ func (rd *Reader) Next() (Event, error) {
 			return Event{}, err
 		}
 		cut(0) // lines with no value count too
+		if drop {
+			continue
+		}
+		if sp != nil && kind != fData {
+			fields += len(scratch)
+		}
 		switch kind {
 		case fData:
 			dataLines++

@@ -56,14 +56,8 @@ func TestSpoolBigEvent(t *testing.T) {
 	s := spooler(t)
 	rd := sse.NewReader(io.MultiReader(strings.NewReader(head), &letters{n: size}, strings.NewReader(tail)), 1<<20)
 	rd.Spool(s)
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	ev, err := rd.Next()
-	runtime.ReadMemStats(&after)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := after.TotalAlloc - before.TotalAlloc; n > 16<<20 {
+	ev, n := nextAllocating(t, rd)
+	if n > 16<<20 {
 		t.Errorf("%d bytes allocated to read a %d-byte event", n, size)
 	}
 	if len(ev.Data) > 1000 || ev.ID != "7" {
@@ -110,4 +104,44 @@ func TestSpoolRefused(t *testing.T) {
 	if n := s.Alive(); n != 0 {
 		t.Errorf("%d bytes still spilled after a cut stream", n)
 	}
+}
+
+// An upstream that follows a spooled event's data with fields no event
+// needs (a comment of 8 MiB, then ids and names) cannot make the Reader
+// hold them: past 64 KiB they are dropped, the data arrives whole. Before,
+// every comment line of a spooled event was kept, however long.
+func TestSpoolFieldsBounded(t *testing.T) {
+	s := spooler(t)
+	head := "data: {\"text\":\""
+	tail := "\"}\n: " + strings.Repeat("c", 8<<20) + "\nid: 9\nevent: message\n: short\ndata: \n\n"
+	rd := sse.NewReader(io.MultiReader(strings.NewReader(head), &letters{n: 1 << 20}, strings.NewReader(tail)), 4<<20)
+	rd.Spool(s)
+	ev, n := nextAllocating(t, rd)
+	if n > 4<<20 {
+		t.Errorf("%d bytes allocated for a spooled event with an 8 MiB comment", n)
+	}
+	if ev.ID != "9" || ev.Name != "message" || len(ev.Comments) != 1 || ev.Comments[0] != "short" || rd.LastEventID() != "9" {
+		t.Errorf("fields: id %q, name %q, %d comments", ev.ID, ev.Name, len(ev.Comments))
+	}
+	var b bytes.Buffer
+	if err := spill.Expand(&b, ev.Data); err != nil {
+		t.Fatal(err)
+	}
+	if b.Len() != len(head)-len("data: ")+1<<20+len("\"}\n") {
+		t.Errorf("data of %d bytes", b.Len())
+	}
+}
+
+// nextAllocating reads rd's next event, failing on an error, and tells
+// how many bytes reading it allocated.
+func nextAllocating(t *testing.T, rd *sse.Reader) (sse.Event, uint64) {
+	t.Helper()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	ev, err := rd.Next()
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev, after.TotalAlloc - before.TotalAlloc
 }
