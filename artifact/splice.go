@@ -34,9 +34,10 @@ type ConnSection interface {
 // a client that stops reading is cut after the timeout, as by Write, but
 // one must take spliceChunk (not stallChunk) within each timeout, so at
 // the default WriteStallTimeout of 30 s a client reading under about
-// 8.5 KiB/s is cut. The calls are what it costs: of a 100 MiB fetch,
-// spliced in slices of stallChunk, of 256 KiB and of 1 MiB, Spillway's CPU
-// was 52, 45 and 40 ms (60 ms through a buffer); see BENCHMARKS.md.
+// 34 KiB/s is cut. The calls are what it costs: of a 100 MiB fetch from
+// MinIO, Spillway's CPU was 33.5-34.6 ms spliced in slices of 256 KiB,
+// 26.4-28.5 ms in slices of 1 MiB (a bare Go proxy copying through a
+// buffer: 30-32 ms; see BENCHMARKS.md).
 func (s *stallWriter) splice(head []byte, c *net.TCPConn, n int64) error {
 	if _, err := s.Write(head); err != nil {
 		return err
@@ -57,4 +58,4 @@ func (s *stallWriter) splice(head []byte, c *net.TCPConn, n int64) error {
 }
 
 // spliceChunk is the most one write deadline covers when splicing.
-const spliceChunk = 4 * stallChunk
+const spliceChunk = 16 * stallChunk
