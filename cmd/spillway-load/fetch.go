@@ -24,7 +24,7 @@ var (
 	fetchOnly    = flag.Bool("fetch-only", false, "run only the fetch comparisons")
 	fetchMiB     = flag.Int("fetch-mib", 100, "size of the big fetched artifact, MiB")
 	fetchN       = flag.Int("fetch-n", 5, "runs of big fetches (each run reported)")
-	fetchPer     = flag.Int("fetch-per-run", 3, "big fetches of each side in one run")
+	fetchPer     = flag.Int("fetch-per-run", 10, "big fetches of each side in one run (a 100 MiB fetch takes 30-60 ms here: fewer are noise)")
 	smallKiB     = flag.Int("fetch-small-kib", 4, "size of the small cached artifact, KiB")
 	smallConc    = flag.Int("fetch-c", 64, "concurrent clients of the small fetch")
 	smallRound   = flag.Duration("fetch-round", 2*time.Second, "length of one small-fetch round per side")

@@ -126,6 +126,7 @@ func (c *Conn) openLegacy(ctx context.Context) (post string, rd *sse.Reader, bod
 	defer timer.Stop()
 	defer stop()
 	fail := func(err error) (string, *sse.Reader, io.ReadCloser, *stall.Reader, error) {
+		guard.Stop() // once made: its clock must not outlive the stream
 		cancel()
 		if ctx.Err() != nil {
 			return "", nil, nil, nil, ctx.Err()
