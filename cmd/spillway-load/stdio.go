@@ -313,6 +313,8 @@ type bigResult struct {
 	walls      []time.Duration // of each run, merged
 	cpu        time.Duration   // the proxy process's CPU time over the calls (the median, merged)
 	cpus       []time.Duration
+	busy       float64 // the machine's CPUs' busy share over the calls, every process counted (the median, merged)
+	busies     []float64
 	received   int64 // bytes of all answers, as the client read them
 	idle, peak int64 // VmRSS before the calls, VmHWM after (or at the last sample)
 	killed     bool  // past -rss-cap-mib
@@ -367,7 +369,7 @@ func bigOutputs(ps []stdioProxy, from string, upstream []string, n int, size int
 	}
 	fmt.Printf("## %d× %d MiB tool output%s from %s (%s, %.1f MB decoded each), a fresh proxy for each of %d run(s)\n\n",
 		n, size>>20, map[bool]string{true: "s at once", false: ""}[n > 1], from, what, float64(total)/1e6, max(runs, 1))
-	fmt.Printf("| path | load average | wall time, median [range] | × the anchor | proxy CPU, median | received by the client | peak RSS above idle (idle) | answers |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Printf("| path | load average | wall time, median [range] | × the anchor | proxy CPU, median | machine busy | received by the client | peak RSS above idle (idle) | answers |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range out {
 		peak := fmt.Sprintf("%.0f MB (%.0f)", float64(r.peak-r.idle)/1e6, float64(r.idle)/1e6)
 		if r.killed {
@@ -381,9 +383,9 @@ func bigOutputs(ps []stdioProxy, from string, upstream []string, n int, size int
 		if strings.HasSuffix(out[0].name, "(anchor)") && len(out[0].errs) == 0 {
 			rel = fmt.Sprintf("%.2f", ratio(r.wall, out[0].wall))
 		}
-		fmt.Printf("| %s | %s | %v [%v–%v] | %s | %v | %s | %s | %s |\n", r.name, r.load, r.wall.Round(time.Millisecond),
+		fmt.Printf("| %s | %s | %v [%v–%v] | %s | %v | %.0f%% | %s | %s | %s |\n", r.name, r.load, r.wall.Round(time.Millisecond),
 			slices.Min(r.walls).Round(time.Millisecond), slices.Max(r.walls).Round(time.Millisecond), rel, r.cpu.Round(time.Millisecond),
-			bytesize(r.received), peak, ans)
+			100*r.busy, bytesize(r.received), peak, ans)
 	}
 	fmt.Println()
 	return out, nil
@@ -393,11 +395,12 @@ func bigOutputs(ps []stdioProxy, from string, upstream []string, n int, size int
 // largest peak above idle, the answers of all runs, the bytes of the first.
 func mergeRuns(rs []bigResult) bigResult {
 	m := rs[0]
-	m.walls, m.cpus = nil, nil
+	m.walls, m.cpus, m.busies = nil, nil, nil
 	loads := []string{}
 	for i, r := range rs {
 		m.walls = append(m.walls, r.wall)
 		m.cpus = append(m.cpus, r.cpu)
+		m.busies = append(m.busies, r.busy)
 		loads = append(loads, r.load)
 		if r.peak-r.idle > m.peak-m.idle {
 			m.peak, m.idle = r.peak, r.idle
@@ -411,6 +414,9 @@ func mergeRuns(rs []bigResult) bigResult {
 	}
 	m.wall = percentile(slices.Clone(m.walls), .5)
 	m.cpu = percentile(slices.Clone(m.cpus), .5)
+	b := slices.Clone(m.busies)
+	slices.Sort(b)
+	m.busy = b[len(b)/2]
 	m.load = strings.Join(loads, ", ")
 	return m
 }
@@ -452,6 +458,7 @@ func bigThrough(p stdioProxy, upstream []string, n int, a bigArgs, size int64, w
 	answers := make([]answer, n)
 	var wg sync.WaitGroup
 	cpu0 := cpuTime(pid)
+	m0 := machineCPU()
 	t0 := time.Now()
 	for i, s := range ss {
 		wg.Go(func() {
@@ -461,6 +468,7 @@ func bigThrough(p stdioProxy, upstream []string, n int, a bigArgs, size int64, w
 	wg.Wait()
 	r.wall = time.Since(t0)
 	r.cpu = cpuTime(pid) - cpu0
+	r.busy = machineCPU().busySince(m0)
 	r.peak, r.killed = w.stop(pid)
 	r.load = loadAvg()
 	for _, an := range answers {
@@ -659,4 +667,37 @@ func memAvailable() int64 {
 		return kb << 10
 	}
 	return 1 << 62
+}
+
+// cpuTimes are the machine's CPU times from /proc/stat, in ticks: busy
+// (user, nice, system, irq, softirq, steal) and all.
+type cpuTimes struct{ busy, all int64 }
+
+// machineCPU reads the machine's CPU times (zero if unknown).
+func machineCPU() cpuTimes {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	var t cpuTimes
+	for i := 1; i < len(f) && i <= 8; i++ {
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		t.all += v
+		if i != 4 && i != 5 {
+			t.busy += v
+		}
+	}
+	return t
+}
+
+// busySince is the share of the machine's CPU time busy since t0: near 1,
+// every core was working (the proxy, the upstream and the client share
+// them), and a proxy's extra work costs wall time one for one.
+func (t cpuTimes) busySince(t0 cpuTimes) float64 {
+	if t.all <= t0.all {
+		return 0
+	}
+	return float64(t.busy-t0.busy) / float64(t.all-t0.all)
 }
