@@ -126,8 +126,9 @@ type Options struct {
 	// (Close still ends every response).
 	WriteStallTimeout time.Duration
 	// UpstreamStallTimeout stops an upstream that writes part of a
-	// message and then nothing more for this long: the requests waiting
-	// on it get an error instead of waiting forever. A stdio child is
+	// message and then nothing more for this long, or trickles less than
+	// 1 KiB in that long (only time spent waiting for it counts): the
+	// requests waiting on it get an error instead of waiting forever. A stdio child is
 	// killed (a shared child's other clients' calls fail too) and the
 	// next call starts a fresh one; an HTTP upstream's event stream
 	// stopped mid-event (Streamable HTTP or the legacy transport's, relayed

@@ -83,7 +83,8 @@ type Options struct {
 	// what the connection drops; nil discards.
 	Logger *slog.Logger
 	// StallTimeout stops a child that writes part of a message and then
-	// nothing more for this long (≤ 0: never): every request waiting on
+	// nothing more for this long, or less than stall.MinProgress bytes
+	// (≤ 0: never): every request waiting on
 	// it, its other clients' too, gets an error instead of waiting
 	// forever behind a line that never ends. Between messages a child may
 	// be silent as long as it likes.
@@ -376,11 +377,11 @@ func (r *trackedReader) Read(p []byte) (int, error) {
 		r.stall.Begin()
 	}
 	n, err := r.f.Read(p)
-	if timed {
-		r.stall.End()
-	}
 	if n > 0 {
 		r.mid = p[n-1] != '\n'
+	}
+	if timed {
+		r.stall.End(n, r.mid)
 	}
 	r.readAt.Store(0)
 	if err != nil {

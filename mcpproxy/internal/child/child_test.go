@@ -355,6 +355,23 @@ func TestStallTimeout(t *testing.T) {
 	}
 	t.Logf("stalled child ended after %v", time.Since(t0).Round(time.Millisecond))
 
+	// A child that trickles a byte every 100 ms mid-line never makes one
+	// read wait 300 ms, but its reads' waits add up: it is stopped too.
+	trickle := start(`printf '{"jsonrpc":"2.0","id":1,"result":{"text":"'; while :; do printf x; sleep 0.1; done`)
+	t0 = time.Now()
+	select {
+	case m, ok := <-trickle.Recv():
+		if ok {
+			t.Fatalf("a message from the trickling child: %v", m)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a child trickling a byte every 100 ms mid-message for 10 s is still read from (StallTimeout 300 ms)")
+	}
+	if err := trickle.Err(); !errors.Is(err, mux.ErrStalled) {
+		t.Fatalf("Err = %v, want one wrapping mux.ErrStalled", err)
+	}
+	t.Logf("trickling child ended after %v", time.Since(t0).Round(time.Millisecond))
+
 	idle := start(`printf '{"jsonrpc":"2.0","method":"notifications/message","params":{}}\n'; exec sleep 30`)
 	recvWithin(t, idle, 5*time.Second)
 	select {

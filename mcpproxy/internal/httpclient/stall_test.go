@@ -14,8 +14,9 @@ import (
 // stallServer is an upstream that stops in the middle of its answer to
 // a tools/call naming "stall" and then sends nothing more (holding the
 // connection open), in one of three ways: on its legacy event stream
-// (mode "legacy"), in the event of a Streamable POST's answer ("sse"), or
-// in a JSON body ("json"). Everything else is answered at once.
+// (mode "legacy"), in the event of a Streamable POST's answer ("sse"; or
+// "trickle": a byte every 100 ms from there on), or in a JSON body
+// ("json"). Everything else is answered at once.
 func stallServer(t *testing.T, mode string) (string, *journal) {
 	j := &journal{}
 	var mu sync.Mutex
@@ -78,6 +79,12 @@ func stallServer(t *testing.T, mode string) (string, *journal) {
 			case stall && mode == "sse":
 				events(w, "data: "+full[:len(full)/2])
 				<-r.Context().Done()
+			case stall && mode == "trickle": // a byte every 100 ms, for ever
+				events(w, "data: "+full[:len(full)/2])
+				for r.Context().Err() == nil {
+					time.Sleep(100 * time.Millisecond)
+					events(w, "x")
+				}
 			case stall && mode == "json":
 				w.Header().Set("Content-Type", "application/json")
 				w.Header().Set("Content-Length", "200")
@@ -99,7 +106,7 @@ const stallCall = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name
 // stream is then reconnected (its handshake replayed) and the next call
 // is answered.
 func TestUpstreamStallsMidMessage(t *testing.T) {
-	for _, mode := range []string{"legacy", "sse", "json"} {
+	for _, mode := range []string{"legacy", "sse", "trickle", "json"} {
 		t.Run(mode, func(t *testing.T) {
 			url, j := stallServer(t, mode)
 			c := dial(t, Options{URL: url, StallTimeout: 300 * time.Millisecond})

@@ -79,9 +79,10 @@ type Options struct {
 	WriteTimeout time.Duration
 	// StallTimeout ends an upstream's event stream that stops in the
 	// middle of an event for this long (while the relay waits to read
-	// it): its unanswered requests get an error instead of waiting as
-	// long as their clients do. Between events an upstream may be silent
-	// as long as it likes. ≤ 0: never.
+	// it), or sends less than stall.MinProgress bytes in that long: its
+	// unanswered requests get an error instead of waiting as long as
+	// their clients do. Between events an upstream may be silent as long
+	// as it likes. ≤ 0: never.
 	StallTimeout time.Duration
 	// KeepAlive is how often an idle relayed event stream gets an SSE
 	// comment, so that load balancers' idle timeouts keep it. Default

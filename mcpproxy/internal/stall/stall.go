@@ -1,8 +1,10 @@
 // Package stall times the reads of a peer that stopped in the middle of a
 // message: the one rule behind --upstream-stall-timeout, for a stdio
 // child's lines and an HTTP upstream's events and bodies alike. Only time
-// spent in a read that started mid-message counts: not the silence
-// between messages, nor the time the reader spends elsewhere.
+// spent in reads that started mid-message counts: not the silence between
+// messages, nor the time the reader spends elsewhere. It adds up until the
+// peer has sent MinProgress bytes, so one that trickles a byte now and
+// then is stopped as one that sends nothing.
 package stall
 
 import (
@@ -12,31 +14,53 @@ import (
 	"time"
 )
 
-// A Watch runs its onStall once a read it is told of waits its timeout.
-// Make one with New. Begin and End are called by the one reading
-// goroutine (End also once it stops reading); Fired is safe from any.
+// MinProgress is how many bytes a peer must send, mid-message, for the
+// time its reads waited to start again from zero.
+const MinProgress = 1 << 10
+
+// A Watch runs its onStall once the reads it is told of, mid-message, have
+// waited its timeout without MinProgress bytes. Make one with New. Begin,
+// End and Stop are called by the one reading goroutine; Fired is safe from
+// any.
 type Watch struct {
 	d       time.Duration
 	onStall func()
 	t       *time.Timer // made at the first Begin: most messages come in one read
 	fired   atomic.Bool
+
+	begun  time.Time     // when the read under way began
+	waited time.Duration // in reads since the last progress
+	got    int           // bytes since the last progress
 }
 
 // New returns a Watch that calls onStall (on a goroutine of its own, once)
-// when a read waits d.
+// when reads wait d.
 func New(d time.Duration, onStall func()) *Watch { return &Watch{d: d, onStall: onStall} }
 
 // Begin starts the clock for a read that starts mid-message.
 func (w *Watch) Begin() {
+	w.begun = time.Now()
+	left := max(w.d-w.waited, 0)
 	if w.t == nil {
-		w.t = time.AfterFunc(w.d, w.fire)
+		w.t = time.AfterFunc(left, w.fire)
 		return
 	}
-	w.t.Reset(w.d)
+	w.t.Reset(left)
 }
 
-// End stops the clock once that read returned.
-func (w *Watch) End() {
+// End stops the clock once that read returned n bytes; mid says whether
+// the message goes on after them (if not, the next one starts from zero).
+func (w *Watch) End(n int, mid bool) {
+	w.Stop()
+	w.waited += time.Since(w.begun)
+	w.got += n
+	if !mid || w.got >= MinProgress {
+		w.waited, w.got = 0, 0
+	}
+}
+
+// Stop stops the clock (the reader stopped reading).
+func (w *Watch) Stop() {
 	if w.t != nil {
 		w.t.Stop()
 	}
@@ -54,10 +78,10 @@ func (w *Watch) Fired() bool { return w.fired.Load() }
 // Timeout is the Watch's d.
 func (w *Watch) Timeout() time.Duration { return w.d }
 
-// A Reader reads an upstream's HTTP body and closes it once a read has
-// waited the Watch's timeout in the middle of a message: inside an SSE
-// event (after some of its bytes, before the blank line that ends it), or
-// inside a JSON body (after its first byte). The read waiting then fails,
+// A Reader reads an upstream's HTTP body and closes it once its reads
+// have waited the Watch's timeout in the middle of a message (see Watch):
+// inside an SSE event (after some of its bytes, before the blank line that
+// ends it), or inside a JSON body (after its first byte). The read waiting then fails,
 // and its caller answers what is open; Why says what to tell them. Make
 // one with Events or Message. Like a Watch it is read by one goroutine;
 // Why is safe from any.
@@ -92,15 +116,16 @@ func (g *Reader) Read(p []byte) (int, error) {
 	if g.w == nil {
 		return g.r.Read(p)
 	}
-	if g.mid {
+	timed := g.mid
+	if timed {
 		g.w.Begin()
 	}
 	n, err := g.r.Read(p)
-	if g.mid {
-		g.w.End()
-	}
 	if n > 0 {
 		g.note(p[:n])
+	}
+	if timed {
+		g.w.End(n, g.mid)
 	}
 	return n, err
 }
@@ -108,7 +133,7 @@ func (g *Reader) Read(p []byte) (int, error) {
 // Stop ends the guard's clock (the caller stopped reading). Nil-safe.
 func (g *Reader) Stop() {
 	if g != nil && g.w != nil {
-		g.w.End()
+		g.w.Stop()
 	}
 }
 
