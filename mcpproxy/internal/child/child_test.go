@@ -340,37 +340,27 @@ func TestStallTimeout(t *testing.T) {
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	mid := start(`printf '{"jsonrpc":"2.0","id":1,"result":{"text":"half'; exec sleep 30`)
-	t0 := time.Now()
-	select {
-	case m, ok := <-mid.Recv():
-		if ok {
-			t.Fatalf("a message from the stalled child: %v", m)
+	stopped := func(what, script string) {
+		t.Helper()
+		c := start(script)
+		t0 := time.Now()
+		select {
+		case m, ok := <-c.Recv():
+			if ok {
+				t.Fatalf("a message from the %s child: %v", what, m)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("a %s child is still read from after 10 s (StallTimeout 300 ms)", what)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a child stalled mid-message for 10 s is still read from (StallTimeout 300 ms)")
+		if err := c.Err(); !errors.Is(err, mux.ErrStalled) {
+			t.Fatalf("%s: Err = %v, want one wrapping mux.ErrStalled", what, err)
+		}
+		t.Logf("%s child ended after %v", what, time.Since(t0).Round(time.Millisecond))
 	}
-	if err := mid.Err(); !errors.Is(err, mux.ErrStalled) {
-		t.Fatalf("Err = %v, want one wrapping mux.ErrStalled", err)
-	}
-	t.Logf("stalled child ended after %v", time.Since(t0).Round(time.Millisecond))
-
+	stopped("stalled", `printf '{"jsonrpc":"2.0","id":1,"result":{"text":"half'; exec sleep 30`)
 	// A child that trickles a byte every 100 ms mid-line never makes one
 	// read wait 300 ms, but its reads' waits add up: it is stopped too.
-	trickle := start(`printf '{"jsonrpc":"2.0","id":1,"result":{"text":"'; while :; do printf x; sleep 0.1; done`)
-	t0 = time.Now()
-	select {
-	case m, ok := <-trickle.Recv():
-		if ok {
-			t.Fatalf("a message from the trickling child: %v", m)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a child trickling a byte every 100 ms mid-message for 10 s is still read from (StallTimeout 300 ms)")
-	}
-	if err := trickle.Err(); !errors.Is(err, mux.ErrStalled) {
-		t.Fatalf("Err = %v, want one wrapping mux.ErrStalled", err)
-	}
-	t.Logf("trickling child ended after %v", time.Since(t0).Round(time.Millisecond))
+	stopped("trickling", `printf '{"jsonrpc":"2.0","id":1,"result":{"text":"'; while :; do printf x; sleep 0.1; done`)
 
 	idle := start(`printf '{"jsonrpc":"2.0","method":"notifications/message","params":{}}\n'; exec sleep 30`)
 	recvWithin(t, idle, 5*time.Second)
