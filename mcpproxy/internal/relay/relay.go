@@ -515,7 +515,12 @@ func (rl *Relay) relayLate(ctx context.Context, st *stream, resp *http.Response,
 	default:
 		defer resp.Body.Close()
 		why = fmt.Sprintf("upstream MCP server answered HTTP %d", resp.StatusCode)
-		body, err := httpx.ReadMessage(resp.Body, resp.ContentLength, rl.o.MaxMessage, rl.o.Spool)
+		guard := stall.Message(resp.Body, rl.o.StallTimeout, resp.ContentLength)
+		defer guard.Stop()
+		body, err := httpx.ReadMessage(guard, resp.ContentLength, rl.o.MaxMessage, rl.o.Spool)
+		if s := guard.Why("answer"); s != "" {
+			why = s
+		}
 		msgs, _, derr := jsonrpc.Decode(body)
 		if err != nil || derr != nil {
 			break

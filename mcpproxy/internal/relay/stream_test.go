@@ -184,3 +184,48 @@ func TestUntouchedEventsPassAsTheyCame(t *testing.T) {
 		t.Errorf("the client got\n%q\nwant\n%q", got, want)
 	}
 }
+
+// A stateless call whose client's stream was opened before its upstream
+// answered (see TestSilentStatelessCallOpensAtOnce) and whose JSON answer
+// then stops midway gets the stall error as an event once StallTimeout has
+// passed. Before, that late body was read without the guard: the call
+// waited as long as its client did.
+func TestLateJSONAnswerStalls(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		time.Sleep(100 * time.Millisecond) // past OpenAfter: the client's stream is open
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", "200")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":3,"result":{"content":[`)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done() // and nothing more
+	}))
+	t.Cleanup(up.Close)
+	rl := New(Options{URL: up.URL, Methods: owned.New(owned.Options{}), OpenAfter: 10 * time.Millisecond, StallTimeout: 300 * time.Millisecond})
+	c := &client{t: t, url: front(t, rl), tenant: "a"}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // the client's patience
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"slow","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("no answer for a late JSON body stopped midway: %v", err)
+		}
+		if strings.HasPrefix(line, "data: ") {
+			if !strings.Contains(line, `"id":3`) || !strings.Contains(line, "stalled mid-message") {
+				t.Fatalf("event %q, want the stall error", line)
+			}
+			return
+		}
+	}
+}
