@@ -171,3 +171,19 @@ func TestLegacyStreamIsSpooled(t *testing.T) {
 		})
 	}
 }
+
+// A legacy stream silent between events (most of its life) is never
+// closed by the guard: after three timeouts of silence a call is answered
+// on the same stream, with no reconnection.
+func TestLegacyStreamIdleIsKept(t *testing.T) {
+	url, j := stallServer(t, "legacy")
+	c := dial(t, Options{URL: url, StallTimeout: 300 * time.Millisecond})
+	handshake(t, c)
+	time.Sleep(time.Second)
+	if r := call(t, c, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ok"}}`); r.Error != nil {
+		t.Fatalf("after a silence: %s", r.Raw)
+	}
+	if got := strings.Count(strings.Join(j.list(), "|"), "GET"); got != 1 {
+		t.Errorf("%d GETs (%v), want the one stream", got, j.list())
+	}
+}
