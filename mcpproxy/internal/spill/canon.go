@@ -354,14 +354,11 @@ func (t *textUnits) decode(dst, b []byte) (_ []byte, m int, ok bool) {
 	return out[:w], i, true
 }
 
-// plainRun is how many of v's eight bytes (little-endian: from its low
-// end) come before the first that is not plain ASCII spelt as itself: one
-// under 0x20, '"', '\\' or over 0x7f; 8 if none is. (The zero-byte tests
-// may also flag a byte after the first, never one before it.)
-func plainRun(v uint64) int { return bits.TrailingZeros64(notPlain(v)) / 8 }
-
-// notPlain flags the bytes of v plainRun stops at: the high bit of each,
-// from the first on; 0 if none is.
+// notPlain flags the bytes of v (little-endian: from its low end) that
+// are not plain ASCII spelt as themselves: under 0x20, '"', '\\' or over
+// 0x7f; the high bit of each, 0 if none is. The lowest flag is the first
+// such byte (the zero-byte tests may also flag one after it, never one
+// before it).
 func notPlain(v uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	q, b := v^(ones*'"'), v^(ones*'\\')

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"runtime"
 	"strings"
@@ -423,6 +424,21 @@ func TestHasSpecial(t *testing.T) {
 		}
 		if got := hasSpecial(binary.LittleEndian.Uint64(b[:])); got != want {
 			t.Fatalf("hasSpecial(% x) = %v, want %v", b, got, want)
+		}
+	})
+}
+
+// notPlain's lowest flag is the first byte a byte-by-byte reading stops
+// at (a control byte, '"', '\\' or one over 0x7f), for every byte value
+// in every position, among the same neighbours; 0 when there is none.
+func TestNotPlain(t *testing.T) {
+	eachWord(func(b [8]byte) {
+		want := 0
+		for want < 8 && b[want] >= 0x20 && b[want] != '"' && b[want] != '\\' && b[want] < 0x80 {
+			want++
+		}
+		if got := bits.TrailingZeros64(notPlain(binary.LittleEndian.Uint64(b[:]))) / 8; got != want {
+			t.Fatalf("notPlain(% x) stops at %d, want %d", b, got, want)
 		}
 	})
 }
