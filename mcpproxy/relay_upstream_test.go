@@ -260,14 +260,9 @@ func TestInlineMaxAcrossCalls(t *testing.T) {
 		}
 		w.Write(ev)
 	}))
-	defer up.Close()
-	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL, Transport: "streamable"},
-		SpillDir: t.TempDir(), InlineMax: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	url := serve(t, p)
+	t.Cleanup(up.Close)
+	url := proxyURL(t, mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL, Transport: "streamable"},
+		SpillDir: t.TempDir(), InlineMax: 1 << 20})
 	call := func(id int, name string) map[string]json.RawMessage {
 		resp := relayPost(t, url, `{"jsonrpc":"2.0","id":`+strconv.Itoa(id)+`,"method":"tools/call","params":{"name":"`+name+`"}}`, nil)
 		defer resp.Body.Close()
@@ -342,14 +337,10 @@ func jsonAnswerTooLarge(t *testing.T, sized bool) {
 		}
 		w.Write(body)
 	}))
-	defer up.Close()
-	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL, Transport: "streamable"},
-		SpillDir: t.TempDir(), MaxMessage: 1 << 20, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	resp := relayPost(t, serve(t, p), `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"big"}}`, nil)
+	t.Cleanup(up.Close)
+	url := proxyURL(t, mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL, Transport: "streamable"},
+		SpillDir: t.TempDir(), MaxMessage: 1 << 20})
+	resp := relayPost(t, url, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"big"}}`, nil)
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
@@ -411,14 +402,9 @@ func TestHTTPUpstreamStallsMidEvent(t *testing.T) {
 			io.WriteString(w, ev)
 		}
 	}))
-	defer up.Close()
-	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL, Transport: "streamable"},
-		UpstreamStallTimeout: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	url := serve(t, p)
+	t.Cleanup(up.Close)
+	url := proxyURL(t, mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL, Transport: "streamable"},
+		UpstreamStallTimeout: 500 * time.Millisecond})
 	call := patientCaller(t, url)
 	if m, d := call(1, "half"); !strings.Contains(string(m["error"]), "stalled mid-message") || d > 10*time.Second {
 		t.Errorf("a call whose upstream stalled mid-event: after %v, %s", d, m["error"])
@@ -503,14 +489,9 @@ func TestLegacyUpstreamStallsMidEvent(t *testing.T) {
 			out <- ev
 		}
 	}))
-	defer up.Close()
-	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL + "/sse", Transport: "sse"},
-		UpstreamStallTimeout: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	url := serve(t, p)
+	t.Cleanup(up.Close)
+	url := proxyURL(t, mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL + "/sse", Transport: "sse"},
+		UpstreamStallTimeout: 500 * time.Millisecond})
 	call := patientCaller(t, url)
 	if m, d := call(1, "half"); !strings.Contains(string(m["error"]), "stalled mid-message") || d > 10*time.Second {
 		t.Errorf("a call whose legacy upstream stalled mid-event: after %v, %s", d, m["error"])
@@ -540,4 +521,17 @@ func patientCaller(t *testing.T, url string) func(id int, name string) (map[stri
 		sseMessages(ctx, resp, func(m map[string]json.RawMessage) { got = m })
 		return got, time.Since(start)
 	}
+}
+
+// proxyURL serves a proxy made with o (its logs discarded) until the test
+// ends and returns its /mcp URL.
+func proxyURL(t *testing.T, o mcpproxy.Options) string {
+	t.Helper()
+	o.Logger = slog.New(slog.DiscardHandler)
+	p, err := mcpproxy.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() }) // before the upstream's own cleanup: register that one first
+	return serve(t, p)
 }
