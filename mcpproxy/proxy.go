@@ -128,13 +128,13 @@ type Options struct {
 	// UpstreamStallTimeout stops an upstream that writes part of a
 	// message and then nothing more for this long, or trickles less than
 	// 1 KiB in that long (only time spent waiting for it counts): the
-	// requests waiting on it get an error instead of waiting forever. A stdio child is
-	// killed (a shared child's other clients' calls fail too) and the
-	// next call starts a fresh one; an HTTP upstream's event stream
-	// stopped mid-event (Streamable HTTP or the legacy transport's, relayed
-	// or terminated), or a JSON body stopped midway, is closed (a legacy
-	// stream is then reconnected). Silence before an answer or between
-	// messages never counts. Default 2 min; negative: never.
+	// requests waiting on it get an error instead of waiting forever. A
+	// stdio child is killed (a shared child's other clients' calls fail
+	// too) and the next call starts a fresh one; an HTTP upstream's event
+	// stream stopped mid-event (Streamable HTTP or the legacy transport's,
+	// relayed or terminated), or a JSON body stopped midway, is closed (a
+	// legacy stream is then reconnected). Silence before an answer or
+	// between messages never counts. Default 2 min; negative: never.
 	UpstreamStallTimeout time.Duration
 	// StreamKeepAlive is how often an open /mcp event stream gets an SSE
 	// comment (a relayed one: when idle), so that no load balancer's idle
@@ -301,7 +301,9 @@ func New(o Options) (*Proxy, error) {
 		return nil, fmt.Errorf("mcpproxy: %w", err)
 	}
 	p := &Proxy{o: o, log: o.Logger, spool: spool}
-	spooled := func(co httpclient.Options) httpclient.Options {
+	// clientOf gives an upstream client the Spooler and the stall rule
+	// every upstream read goes through.
+	clientOf := func(co httpclient.Options) httpclient.Options {
 		co.Spool, co.StallTimeout = spool, o.UpstreamStallTimeout
 		return co
 	}
@@ -344,10 +346,10 @@ func New(o Options) (*Proxy, error) {
 		p.term = faceFor(p.dial, p.autoBridge)
 	case *HTTPUpstream:
 		p.dial = func(ctx context.Context) (mux.Conn, error) {
-			return httpclient.New(spooled(up.clientOptions(o.MaxMessage, o.Logger, up.Transport, &p.tools)))
+			return httpclient.New(clientOf(up.clientOptions(o.MaxMessage, o.Logger, up.Transport, &p.tools)))
 		}
 		legacyDial := func(ctx context.Context) (mux.Conn, error) {
-			return httpclient.New(spooled(up.clientOptions(o.MaxMessage, o.Logger, httpclient.Legacy, &p.tools)))
+			return httpclient.New(clientOf(up.clientOptions(o.MaxMessage, o.Logger, httpclient.Legacy, &p.tools)))
 		}
 		if up.Transport == "sse" {
 			if !o.StrictEras {

@@ -84,10 +84,9 @@ type Options struct {
 	Logger *slog.Logger
 	// StallTimeout stops a child that writes part of a message and then
 	// nothing more for this long, or less than stall.MinProgress bytes
-	// (≤ 0: never): every request waiting on
-	// it, its other clients' too, gets an error instead of waiting
-	// forever behind a line that never ends. Between messages a child may
-	// be silent as long as it likes.
+	// (≤ 0: never): every request waiting on it, its other clients' too,
+	// gets an error instead of waiting forever behind a line that never
+	// ends. Between messages a child may be silent as long as it likes.
 	StallTimeout time.Duration
 }
 
