@@ -31,6 +31,7 @@
 package child
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -380,7 +381,10 @@ func (r *trackedReader) Read(p []byte) (int, error) {
 		r.mid = p[n-1] != '\n'
 	}
 	if timed {
-		r.stall.End(n, r.mid)
+		// A line that ended inside these bytes starts the next one's
+		// clock from zero (past MinProgress bytes it starts anyway).
+		ended := n < stall.MinProgress && bytes.IndexByte(p[:n], '\n') >= 0
+		r.stall.End(n, r.mid && !ended)
 	}
 	r.readAt.Store(0)
 	if err != nil {

@@ -369,4 +369,25 @@ func TestStallTimeout(t *testing.T) {
 		t.Fatalf("a child silent between messages was ended: %v, %v (Err %v)", m, ok, idle.Err())
 	case <-time.After(time.Second):
 	}
+
+	// A healthy child whose small messages each straddle two writes 120 ms
+	// apart (a message's end and the next one's start in one write) is not
+	// a trickle: each message's wait starts from zero, and it lives on.
+	chatty := start(`printf '{"jsonrpc":"2.0","method":"notifications/message",'; while :; do sleep 0.12; printf '"params":{}}\n{"jsonrpc":"2.0","method":"notifications/message",'; done`)
+	deadline := time.After(1500 * time.Millisecond)
+	for n := 0; ; {
+		select {
+		case _, ok := <-chatty.Recv():
+			if !ok {
+				t.Fatalf("a child sending a message every 120 ms was ended after %d (Err %v)", n, chatty.Err())
+			}
+			n++
+			continue
+		case <-deadline:
+			if n < 5 {
+				t.Fatalf("%d messages in 1.5 s from a child sending one every 120 ms", n)
+			}
+		}
+		break
+	}
 }

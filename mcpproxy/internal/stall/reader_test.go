@@ -121,3 +121,50 @@ func TestReaderNoteMessage(t *testing.T) {
 		t.Error("a body of unknown length: not inside after its bytes")
 	}
 }
+
+// Small events each cut in two across reads that wait (the first half
+// now, the rest with the next event's start 120 ms later) are each a
+// message of their own: the waits do not add up from one to the next, and
+// a 300 ms guard never closes the stream, however many come.
+func TestReaderEventsEndInsideReads(t *testing.T) {
+	pr, pw := io.Pipe()
+	g := Events(pr, 300*time.Millisecond)
+	defer g.Stop()
+	go func() {
+		pw.Write([]byte("data: a"))
+		for range 6 {
+			time.Sleep(120 * time.Millisecond)
+			pw.Write([]byte("\r\n\r\ndata: b"))
+		}
+		time.Sleep(120 * time.Millisecond)
+		pw.Write([]byte("\n\n"))
+		pw.Close()
+	}()
+	if _, err := io.Copy(io.Discard, g); err != nil || g.Why("stream") != "" {
+		t.Fatalf("seven small events read over 840 ms: %v, %q", err, g.Why("stream"))
+	}
+}
+
+// endsIn finds a blank line among the bytes read so far's trailing line
+// ends and the next read's, whatever the line ends and wherever the read
+// cuts them.
+func TestReaderEndsIn(t *testing.T) {
+	for _, c := range []struct {
+		before, b string
+		want      bool
+	}{
+		{"data: x", "\n\ndata: y", true},
+		{"data: x\r", "\n\r\ndata: y", true},
+		{"data: x\n", "\ndata", true},
+		{"data: x\r", "\rdata", true},
+		{"data: x\r", "\ndata", false}, // one CRLF
+		{"data: x", "\r\ndata: y\r\nid", false},
+		{"data: x\n", "id: 1\n", false},
+	} {
+		g := &Reader{}
+		g.note([]byte(c.before))
+		if got := g.endsIn([]byte(c.b)); got != c.want {
+			t.Errorf("%q then %q: %v, want %v", c.before, c.b, got, c.want)
+		}
+	}
+}

@@ -121,13 +121,47 @@ func (g *Reader) Read(p []byte) (int, error) {
 		g.w.Begin()
 	}
 	n, err := g.r.Read(p)
+	// A message that ended inside these bytes is done with: the next
+	// one's clock starts from zero even if it goes on after them. (Past
+	// MinProgress bytes it does anyway: only short reads are looked at.)
+	goesOn := timed && !(n < MinProgress && g.endsIn(p[:n]))
 	if n > 0 {
 		g.note(p[:n])
 	}
 	if timed {
-		g.w.End(n, g.mid)
+		g.w.End(n, g.mid && goesOn)
 	}
 	return n, err
+}
+
+// endsIn reports whether b, after the bytes so far, holds the end of an
+// event: two line ends in a row (CR, LF or CRLF each). A body of one
+// message ends when its length says (see note), not here.
+func (g *Reader) endsIn(b []byte) bool {
+	if g.whole {
+		return false
+	}
+	ends, last := 0, byte(0)
+	end := func(c byte) bool {
+		switch {
+		case c == '\n' && last == '\r': // a CRLF's LF: the same line end
+		case c == '\n' || c == '\r':
+			ends++
+		default:
+			ends = 0
+		}
+		last = c
+		return ends >= 2
+	}
+	for _, c := range g.ends[:g.nEnds] {
+		end(c)
+	}
+	for _, c := range b {
+		if end(c) {
+			return true
+		}
+	}
+	return false
 }
 
 // Stop ends the guard's clock (the caller stopped reading). Nil-safe.
