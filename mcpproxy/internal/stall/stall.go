@@ -87,22 +87,17 @@ func (w *Watch) Timeout() time.Duration { return w.d }
 // Why is safe from any.
 type Reader struct {
 	r     io.ReadCloser
-	w     *Watch // nil: never closed
-	whole bool   // one message, not events: any byte starts it
-	left  int64  // with whole, the bytes still to come when known (Content-Length), else -1
-	mid   bool   // the bytes so far end inside a message
+	d     time.Duration // ≤ 0: never closed
+	w     *Watch        // made at the first read that starts mid-message: most bodies come whole
+	whole bool          // one message, not events: any byte starts it
+	left  int64         // with whole, the bytes still to come when known (Content-Length), else -1
+	mid   bool          // the bytes so far end inside a message
 	ends  [4]byte
 	nEnds int // the line-end bytes the stream so far ends with (the first four)
 }
 
 // Events guards r, an SSE stream, with timeout d (0: r is only read).
-func Events(r io.ReadCloser, d time.Duration) *Reader {
-	g := &Reader{r: r}
-	if d > 0 {
-		g.w = New(d, func() { r.Close() })
-	}
-	return g
-}
+func Events(r io.ReadCloser, d time.Duration) *Reader { return &Reader{r: r, d: d} }
 
 // Message guards r, a body of one message whose size is known when
 // size >= 0, with timeout d (0: r is only read).
@@ -113,11 +108,14 @@ func Message(r io.ReadCloser, d time.Duration, size int64) *Reader {
 }
 
 func (g *Reader) Read(p []byte) (int, error) {
-	if g.w == nil {
+	if g.d <= 0 {
 		return g.r.Read(p)
 	}
 	timed := g.mid
 	if timed {
+		if g.w == nil {
+			g.w = New(g.d, func() { g.r.Close() })
+		}
 		g.w.Begin()
 	}
 	n, err := g.r.Read(p)
