@@ -1,7 +1,7 @@
 package offload
 
 import (
-	"bytes"
+	"cmp"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -49,7 +49,7 @@ func (f *Rewriter) Tap(member string) spill.Tap {
 		return nil
 	}
 	e := &early{ch: make(chan []byte, earlyChunks), done: make(chan struct{}), slot: f.early, base64: b64,
-		decided: make(chan struct{}), hb: make(chan io.Writer), hbErr: make(chan error)}
+		decided: make(chan struct{}), hb: make(chan handback), hbErr: make(chan error)}
 	go e.run(f.o.ThumbMax, f.stage)
 	return e
 }
@@ -61,22 +61,23 @@ func (f *Rewriter) Tap(member string) spill.Tap {
 // copies, instead of decoding the spilled string again.
 //
 // It is a spill.Keeper: while the string is spelt canonically (what
-// encoders send; see spill.Canon) its escaped bytes are kept as the staged
-// value alone, and the spill file never gets them: a string offloaded as
-// it arrives is written once, decoded. From the first chunk that is not
-// (or once the staging fails) it is lost: Handback writes the bytes so
-// far, spelt from the staged value, and the spill file takes the rest.
+// encoders send; see spill.Canon) the Spooler decodes it as it reads it
+// and the value is staged alone: the spill file never gets its bytes, and
+// a string offloaded as it arrives is written once, decoded. From the
+// first chunk that is not (or once the staging fails) it is lost:
+// Handback writes the value so far, spelt again, and the spill file takes
+// the rest, which the work here decodes the general way.
 type early struct {
-	ch     chan []byte // escaped bytes; closed at the end
+	ch     chan []byte // the value, then (once handed back) escaped bytes; closed at the end
 	done   chan struct{}
 	slot   chan struct{} // the Rewriter's count of early work
 	base64 bool          // the value is base64 data, staged decoded; no preview
 
-	lost     atomic.Bool   // it does not keep the string: Handback
-	decided  chan struct{} // closed once it kept the whole string, or lost it
-	spelling io.ReaderAt   // the string's bytes, once decided and kept
-	hb       chan io.Writer
-	hbErr    chan error
+	lost    atomic.Bool   // it does not keep the string: Handback
+	decided chan struct{} // closed once it kept the whole string, or lost it
+	value   io.ReaderAt   // the string's value, once decided and kept
+	hb      chan handback
+	hbErr   chan error
 
 	mu       sync.Mutex
 	complete bool // the whole string was read (End)
@@ -89,12 +90,19 @@ type early struct {
 
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
+// Write takes the string's escaped bytes, once handed back.
 func (e *early) Write(p []byte) (int, error) {
 	b := chunkPool.Get().(*[]byte)
 	*b = append((*b)[:0], p...)
 	e.ch <- *b
 	return len(p), nil
 }
+
+// Value takes the string's value as the Spooler decodes it (spill.Keeper).
+func (e *early) Value(p []byte) { e.Write(p) }
+
+// Base64 tells the Spooler which values it takes (spill.Keeper).
+func (e *early) Base64() bool { return e.base64 }
 
 func (e *early) End(complete bool) {
 	e.mu.Lock()
@@ -109,16 +117,23 @@ func (e *early) End(complete bool) {
 // Lost reports whether the string's bytes must be spilled (spill.Keeper).
 func (e *early) Lost() bool { return e.lost.Load() }
 
-// Kept returns the string's bytes spelt from its staged value, after End
-// (spill.Keeper).
+// Kept returns the string's staged value, after End (spill.Keeper).
 func (e *early) Kept() (io.ReaderAt, bool) {
 	<-e.decided
-	return e.spelling, e.spelling != nil
+	return e.value, e.value != nil
 }
 
-// Handback writes the bytes so far to w, once lost (spill.Keeper).
-func (e *early) Handback(w io.Writer) error {
-	e.hb <- w
+// handback is a Handback's request: the value so far goes to w, spelt in
+// form.
+type handback struct {
+	w    io.Writer
+	form spill.Form
+}
+
+// Handback writes the value so far to w, spelt in form, once lost
+// (spill.Keeper).
+func (e *early) Handback(w io.Writer, form spill.Form) error {
+	e.hb <- handback{w, form}
 	return <-e.hbErr
 }
 
@@ -158,71 +173,60 @@ func (e *early) run(thumbMax int, st *stager) {
 	e.mime, e.pb, e.stg = sk.mime, sk.pb, sk.stg
 }
 
-// keep decodes the string chunk by chunk while it is spelt canonically,
-// staging its value. It returns nil when it kept the string whole (or it
-// ended incomplete), else the escaped bytes from where the value stopped
-// being staged, for the general decoding, once they are handed back.
+// keep stages the value chunk by chunk as the Spooler gives it. It
+// returns nil when it kept the string whole (or it ended incomplete),
+// else the escaped bytes from where the value stopped, for the general
+// decoding, once they are handed back.
 func (e *early) keep(sk *earlySink) io.Reader {
-	canon := spill.NewCanon(e.base64)
-	sk.form = canon.Form()
-	dec := make([]byte, 0, stageChunk+16)
-	var spelt, given int64 // the staged value, spelt, and its length
-	for b := range e.ch {
-		if sk.stg == nil {
-			return e.loseTo(sk, 0, 0, b, b)
-		}
-		out, ok := canon.Next(dec[:0], b)
-		if !ok {
-			tail := append(append([]byte(nil), canon.Held()...), b...)
+	var given int64 // value bytes staged
+	for {
+		select {
+		case b, ok := <-e.ch:
+			if !ok {
+				e.mu.Lock()
+				complete := e.complete
+				e.mu.Unlock()
+				if complete && sk.stg == nil {
+					return e.loseTo(sk, 0, nil, nil)
+				}
+				if complete {
+					e.value = sk.stg.w
+				}
+				close(e.decided)
+				return nil
+			}
+			if sk.stg == nil {
+				return e.loseTo(sk, 0, nil, b)
+			}
+			if !sk.write(b) {
+				return e.loseTo(sk, given, b, nil)
+			}
+			given += int64(len(b))
 			chunkPool.Put(&b)
-			return e.loseTo(sk, spelt, given, tail, tail)
+		case hb := <-e.hb: // the Spooler's Canon refused the bytes
+			e.lost.Store(true)
+			close(e.decided)
+			return e.handedBack(hb, sk, given, nil, nil)
 		}
-		if !sk.write(out) {
-			held := append([]byte(nil), canon.Held()...)
-			chunkPool.Put(&b)
-			return e.loseTo(sk, spelt, given, append(spill.Spell(nil, out, canon.Form()), held...), held)
-		}
-		dec = out
-		spelt, given = canon.Taken()-int64(len(canon.Held())), canon.Given()
-		sk.form = canon.Form()
-		chunkPool.Put(&b)
 	}
-	e.mu.Lock()
-	complete := e.complete
-	e.mu.Unlock()
-	if !complete {
-		close(e.decided)
-		return nil
-	}
-	if sk.stg == nil {
-		return e.loseTo(sk, 0, 0, nil, nil)
-	}
-	out, ok := canon.End(dec[:0])
-	if !ok {
-		held := append([]byte(nil), canon.Held()...)
-		return e.loseTo(sk, spelt, given, held, held)
-	}
-	if !sk.write(out) {
-		return e.loseTo(sk, spelt, given, spill.Spell(nil, out, canon.Form()), nil)
-	}
-	e.spelling = spill.Spelling(sk.stg.w, canon.Given(), canon.Taken(), canon.Form())
-	close(e.decided)
-	return nil
 }
 
-// loseTo gives the string up: the spill file takes its bytes, handed back
-// as the staged value (given bytes, spelt as spelt bytes), then hand,
-// then every chunk that came since. It returns what the general decoding
-// goes on with: decode, then those chunks and the rest; nil if the string
-// ends incomplete first.
-func (e *early) loseTo(sk *earlySink, spelt, given int64, hand, decode []byte) io.Reader {
+// loseTo gives the string up: the staged value (given bytes), then seen
+// (a chunk of the value the sink took but the staging did not), then
+// next and every chunk of the value that came since (which the sink gets
+// now), spelt in the form the Handback says; then the general decoding
+// goes on with the escaped bytes that follow. It returns what that
+// decoding reads, nil if the string ends incomplete first.
+func (e *early) loseTo(sk *earlySink, given int64, seen, next []byte) io.Reader {
 	e.lost.Store(true)
 	close(e.decided)
 	var pend [][]byte
-	ch := e.ch
+	if next != nil {
+		pend = append(pend, next)
+	}
 	for {
 		select {
-		case b, ok := <-ch:
+		case b, ok := <-e.ch:
 			if ok {
 				pend = append(pend, b)
 				continue
@@ -233,37 +237,72 @@ func (e *early) loseTo(sk *earlySink, spelt, given int64, hand, decode []byte) i
 			if !complete {
 				return nil // no Handback comes
 			}
-			ch = nil // ended: the Handback comes after Kept
-		case w := <-e.hb:
-			// The Spooler waits in Handback: every chunk it wrote is in
-			// the channel, and must be handed back too. (The select may
-			// take this case before them.)
-			for ch != nil && len(ch) > 0 {
-				pend = append(pend, <-ch)
-			}
-			err := e.handTo(w, sk, spelt, given, hand, pend)
-			e.hbErr <- err
-			if !sk.staging() {
-				sk.stg.drop()
-				sk.stg = nil
-			}
-			return io.MultiReader(bytes.NewReader(decode), &chunkList{pend: pend}, &chunkReader{ch: e.ch})
+			// Ended: the Handback comes after Kept.
+			return e.handedBack(<-e.hb, sk, given, seen, pend)
+		case hb := <-e.hb:
+			return e.handedBack(hb, sk, given, seen, pend)
 		}
 	}
 }
 
-func (e *early) handTo(w io.Writer, sk *earlySink, spelt, given int64, hand []byte, pend [][]byte) error {
-	if spelt > 0 {
-		sp := spill.Spelling(sk.stg.w, given, spelt, sk.form)
-		if _, err := io.Copy(w, io.NewSectionReader(sp, 0, spelt)); err != nil {
-			return err
+// handedBack answers the Spooler's Handback, hb: the value so far (see
+// loseTo) goes to hb.w, and the sink gets the chunks pend. It returns a
+// reader of the escaped bytes that follow.
+func (e *early) handedBack(hb handback, sk *earlySink, given int64, seen []byte, pend [][]byte) io.Reader {
+	// The Spooler waits in Handback: every value chunk it gave is in the
+	// channel (the select may have taken the Handback before them).
+	for len(e.ch) > 0 {
+		b, ok := <-e.ch
+		if !ok {
+			break
+		}
+		pend = append(pend, b)
+	}
+	e.hbErr <- e.handTo(hb, sk, given, seen, pend)
+	if seen != nil {
+		chunkPool.Put(&seen)
+	}
+	for _, b := range pend {
+		sk.write(b) // the preview's, and the staging's if it still takes them
+		chunkPool.Put(&b)
+	}
+	if !sk.staging() {
+		sk.stg.drop()
+		sk.stg = nil
+	}
+	return &chunkReader{ch: e.ch}
+}
+
+// handTo writes the value so far to hb.w, spelt in hb.form: the staged
+// part, then seen, then the chunks pend.
+func (e *early) handTo(hb handback, sk *earlySink, given int64, seen []byte, pend [][]byte) error {
+	var sp []byte
+	spell := func(v []byte) error {
+		sp = spill.Spell(sp[:0], v, hb.form)
+		_, err := hb.w.Write(sp)
+		return err
+	}
+	if given > 0 {
+		// Whole base64 quanta at a time: the spelling of each read is
+		// the spelling of the whole.
+		buf := make([]byte, 48<<10)
+		for off := int64(0); off < given; {
+			want := int(min(int64(len(buf)), given-off))
+			n, err := sk.stg.w.ReadAt(buf[:want], off)
+			if n < want {
+				return cmp.Or(err, io.ErrUnexpectedEOF)
+			}
+			if err := spell(buf[:n]); err != nil {
+				return err
+			}
+			off += int64(n)
 		}
 	}
-	if _, err := w.Write(hand); err != nil {
+	if err := spell(seen); err != nil {
 		return err
 	}
 	for _, b := range pend {
-		if _, err := w.Write(b); err != nil {
+		if err := spell(b); err != nil {
 			return err
 		}
 	}
@@ -275,7 +314,6 @@ func (e *early) handTo(w io.Writer, sk *earlySink, spelt, given int64, hand []by
 // its preview, built beside (see aside).
 type earlySink struct {
 	text      bool
-	form      spill.Form // how the staged value is spelt so far (spill.Canon.Form)
 	thumbMax  int
 	stg       *staged
 	stgFailed bool // stg takes no more: a write failed

@@ -47,6 +47,11 @@ type Canon struct {
 	taken int64  // escaped bytes taken, held ones included
 	given int64  // value bytes given
 	ended bool
+	saved struct { // what Scan restores when it refuses a chunk
+		held [16]byte
+		n    int
+		html int8
+	}
 }
 
 // A text's form, as far as its bytes so far tell.
@@ -88,24 +93,55 @@ func (c *Canon) Held() []byte { return c.held }
 // before, is not spelt canonically: then nothing of p is taken (dst is
 // returned as it was, and the Canon is as before the call).
 func (c *Canon) Next(dst, p []byte) (_ []byte, ok bool) {
-	if c.ended {
-		return dst, false
-	}
-	n0, held := len(dst), len(c.held)
-	var saved [16]byte
-	copy(saved[:], c.held)
-	if c.b64 {
-		dst, ok = c.nextBase64(dst, p)
-	} else {
-		dst, ok = c.nextText(dst, p)
-	}
-	if !ok {
-		c.held = append(c.held[:0], saved[:held]...)
+	n0, given, taken := len(dst), c.given, c.taken
+	dst, _, end, ok := c.Scan(dst, p)
+	if ok && end { // a quote is never in a string's bytes
+		c.restore()
+		c.given, c.taken = given, taken
 		return dst[:n0], false
 	}
-	c.taken += int64(len(p))
+	return dst, ok
+}
+
+// Scan is Next for bytes that may run past the string's end, as a JSON
+// scanner reads them: it takes p up to the quote that ends the string,
+// when p holds it (end is true and p[n] is that quote), else all of p
+// (n is len(p)). ok is false when those bytes are not spelt canonically:
+// then nothing of p is taken. A string's bytes, once it ended, are
+// decoded whole only after End.
+func (c *Canon) Scan(dst, p []byte) (_ []byte, n int, end, ok bool) {
+	if c.ended {
+		return dst, 0, false, false
+	}
+	n0 := len(dst)
+	c.save()
+	if c.b64 {
+		n = len(p)
+		if q := bytes.IndexByte(p, '"'); q >= 0 {
+			n, end = q, true
+		}
+		dst, ok = c.nextBase64(dst, p[:n])
+	} else {
+		dst, n, end, ok = c.nextText(dst, p)
+	}
+	if !ok {
+		c.restore()
+		return dst[:n0], 0, false, false
+	}
+	c.taken += int64(n)
 	c.given += int64(len(dst) - n0)
-	return dst, true
+	return dst, n, end, true
+}
+
+// save and restore keep what a refused chunk must not change.
+func (c *Canon) save() {
+	c.saved.n = copy(c.saved.held[:], c.held)
+	c.saved.html = c.html
+}
+
+func (c *Canon) restore() {
+	c.held = append(c.held[:0], c.saved.held[:c.saved.n]...)
+	c.html = c.saved.html
 }
 
 // End appends the decoding of what is held, once no more bytes come. ok
@@ -201,19 +237,16 @@ func grow(b []byte, n int) []byte {
 	return nb
 }
 
-// nextText decodes p after what is held. While the form is not known to
-// be Text, p is first searched for '<', '>' and '&' as themselves (a
-// vectorized search per chunk, not a test per byte): a chunk holding one
-// takes no \u003c-style escape.
-func (c *Canon) nextText(dst, p []byte) ([]byte, bool) {
-	raw := false
-	if c.html != htmlNo {
-		raw = bytes.IndexByte(p, '<') >= 0 || bytes.IndexByte(p, '>') >= 0 || bytes.IndexByte(p, '&') >= 0
-		if raw && c.html == htmlYes {
-			return dst, false
-		}
-	}
-	t := textUnits{html: c.html != htmlNo && !raw}
+// nextText decodes p after what is held, up to the string's end (a
+// quote outside any escape) if p holds it: then end is true and p[n] is
+// the quote. ok is false at a unit that is not canonical; the caller
+// restores what was changed. A text's form is checked on the bytes taken
+// alone: '<', '>' and '&' as themselves (a vectorized search per chunk,
+// not a test per byte) and as \u003c-style escapes are not both in one
+// string.
+func (c *Canon) nextText(dst, p []byte) (_ []byte, n int, end, ok bool) {
+	t := textUnits{html: c.html != htmlNo}
+	rest := p
 	if len(c.held) > 0 {
 		// The held unit's rest is in p's first few bytes (a unit is at
 		// most six).
@@ -221,35 +254,50 @@ func (c *Canon) nextText(dst, p []byte) ([]byte, bool) {
 		var buf [16]byte
 		b := append(append(buf[:0], c.held...), p[:k]...)
 		var m int
-		var ok bool
-		if dst, m, ok = t.decode(dst, b); !ok {
-			return dst, false
-		}
-		if m < len(c.held) { // p is too short to finish the unit
+		dst, m, ok = t.decode(dst, b)
+		switch {
+		case !ok && (m < len(c.held) || b[m] != '"'):
+			return dst, 0, false, false
+		case !ok: // the string ends in p's first bytes
+			n = m - len(c.held)
+			c.held = c.held[:0]
+			return dst, n, true, c.decide(p[:n], &t)
+		case m < len(c.held): // p is too short to finish the unit
 			c.held = append(c.held, p...)
-			c.decided(raw, t.sawHTML)
-			return dst, true
+			return dst, len(p), false, c.decide(p, &t)
 		}
-		p = p[m-len(c.held):]
+		rest = p[m-len(c.held):]
 		c.held = c.held[:0]
 	}
-	dst, m, ok := t.decode(dst, p)
+	dst, m, ok := t.decode(dst, rest)
+	n = len(p) - len(rest) + m
 	if !ok {
-		return dst, false
+		if rest[m] != '"' {
+			return dst, 0, false, false
+		}
+		return dst, n, true, c.decide(p[:n], &t)
 	}
-	c.held = append(c.held, p[m:]...)
-	c.decided(raw, t.sawHTML)
-	return dst, true
+	c.held = append(c.held, rest[m:]...)
+	return dst, len(p), false, c.decide(p, &t)
 }
 
-// decided notes the form a chunk accepted whole tells.
-func (c *Canon) decided(raw, sawHTML bool) {
+// decide notes the form the bytes taken, b, tell (t decoded them); false
+// if they mix '<', '>' or '&' spelt as themselves with one escaped, or
+// with the form the bytes before told.
+func (c *Canon) decide(b []byte, t *textUnits) bool {
+	if c.html == htmlNo {
+		return true // t refused any \u003c-style escape
+	}
+	raw := bytes.IndexByte(b, '<') >= 0 || bytes.IndexByte(b, '>') >= 0 || bytes.IndexByte(b, '&') >= 0
 	switch {
+	case raw && (t.sawHTML || c.html == htmlYes):
+		return false
 	case raw:
 		c.html = htmlNo
-	case sawHTML:
+	case t.sawHTML:
 		c.html = htmlYes
 	}
+	return true
 }
 
 // textUnits decodes canonical text units; with html, '<', '>' and '&'

@@ -183,8 +183,44 @@ func FuzzCanon(f *testing.F) {
 				t.Fatalf("Canon refused or changed the spelling %q of %q: %q, %v", sp, raw, val, ok)
 			}
 			canonAgrees(t, sp, val, form)
+			// Read as a scanner reads it, with the rest of its message
+			// after it: Scan stops at the closing quote.
+			if val, n := scanCanon(t, append(sp, `"},"x":"\"<&"}`...), cuts, b64); n != len(sp) || !bytes.Equal(val, raw) {
+				t.Fatalf("Scan of %q took %d bytes and %q, want %d and %q", sp, n, val, len(sp), raw)
+			}
 		}
 	})
+}
+
+// scanCanon gives in to a Canon's Scan in pieces cut where cuts say, up
+// to the quote it reports, then ends it. It returns the value and the
+// bytes taken (-1 if refused or no end was found).
+func scanCanon(t *testing.T, in, cuts []byte, b64 bool) ([]byte, int) {
+	t.Helper()
+	c := NewCanon(b64)
+	var val []byte
+	at := 0
+	for i := 0; at < len(in); i++ {
+		k := len(in) - at
+		if i < len(cuts) {
+			k = min(int(cuts[i])+1, k)
+		}
+		var n int
+		var end, ok bool
+		if val, n, end, ok = c.Scan(val, in[at:at+k]); !ok {
+			return val, -1
+		}
+		if at += n; end {
+			if in[at] != '"' {
+				t.Fatalf("Scan ended at %q", in[at:])
+			}
+			if val, ok = c.End(val); !ok {
+				return val, -1
+			}
+			return val, at
+		}
+	}
+	return val, -1
 }
 
 // base64 spelling reads any range.

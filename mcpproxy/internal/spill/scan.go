@@ -172,8 +172,9 @@ type scanner struct {
 	key        []byte // the last member name read, as sent; empty if long
 	inMember   bool   // the value being read is an object member's
 	tap        Tap    // watching the string spilling now
-	keeper     Keeper // tap, while it keeps the string's bytes (none written here)
-	kept       int64  // the bytes it keeps
+	keeper     Keeper // tap, while it keeps the string's value (no bytes written here)
+	canon      *Canon // decoding the string for keeper
+	val        []byte // value decoded, not yet given to keeper
 }
 
 // maxTapKey bounds the member names remembered for Options.Tap.
@@ -255,19 +256,22 @@ func (s *scanner) reserve(n int64) error {
 	return nil
 }
 
-// write appends p to the spill file, or gives it to the Keeper keeping
-// the string.
+// write appends p to the spill file, or decodes it for the Keeper
+// keeping the string.
 func (s *scanner) write(p []byte) error {
 	if len(p) == 0 {
 		return nil
 	}
-	if s.keeper != nil {
-		if !s.keeper.Lost() {
-			s.kept += int64(len(p))
-			s.tap.Write(p)
+	if s.canon != nil {
+		val, ok := s.canon.Next(s.val, p)
+		if ok {
+			s.val = val
+			if len(s.val) >= valueChunk {
+				return s.give()
+			}
 			return nil
 		}
-		if err := s.handBack(); err != nil {
+		if err := s.lose(); err != nil {
 			return err
 		}
 	}
@@ -280,17 +284,98 @@ func (s *scanner) write(p []byte) error {
 	return nil
 }
 
-// handBack writes what the Keeper kept to the file: from here the string
-// spills.
-func (s *scanner) handBack() error {
-	k := s.keeper
-	s.keeper = nil
-	w := &spillWriter{s: s}
-	if err := k.Handback(w); err != nil {
+// valueChunk is how much decoded value the scanner gathers before giving
+// it to a Keeper.
+const valueChunk = 64 << 10
+
+// give hands the value decoded so far to the Keeper, unless it is lost.
+func (s *scanner) give() error {
+	if s.keeper.Lost() {
+		return s.lose()
+	}
+	if len(s.val) > 0 {
+		s.keeper.Value(s.val)
+		s.val = s.val[:0]
+	}
+	return nil
+}
+
+// keepRun decodes for the Keeper what is read of the string, up to its
+// end: true when buf[i] is its closing quote. Once the bytes are not
+// spelt canonically (or the Keeper is lost) the string spills from
+// there: s.canon is nil, and esc is where the scanning goes on in an
+// escape the Canon held part of (as str counts).
+func (s *scanner) keepRun() (end bool, esc int, err error) {
+	if err := s.flush(); err != nil { // an escape's rest, read a byte at a time
+		return false, 0, err
+	}
+	if s.canon == nil {
+		return false, 0, nil
+	}
+	val, n, end, ok := s.canon.Scan(s.val, s.buf[s.i:s.n])
+	if !ok {
+		return false, escapeIn(s.canon.Held()), s.lose()
+	}
+	s.val = val
+	s.i += n
+	s.mark = s.i
+	if end {
+		return true, 0, nil // addString ends the decoding
+	}
+	if len(s.val) >= valueChunk || s.i == s.n {
+		esc := escapeIn(s.canon.Held())
+		return false, esc, s.give() // which may lose it
+	}
+	return false, 0, nil
+}
+
+// escapeIn returns str's escape state after held, the start of a unit a
+// Canon holds: -1 after a backslash, the hex digits left in a \u escape,
+// else 0.
+func escapeIn(held []byte) int {
+	switch {
+	case len(held) == 0 || held[0] != '\\':
+		return 0
+	case len(held) == 1:
+		return -1
+	}
+	return 4 - (len(held) - 2)
+}
+
+// lose gives the string back to the spill file: the value the Keeper
+// has, spelt again, then what the Canon holds (a unit cut by a read's
+// end); the Tap gets those held bytes too, and the string spills from
+// here as any other.
+func (s *scanner) lose() error {
+	k, c := s.keeper, s.canon
+	s.keeper, s.canon = nil, nil
+	if len(s.val) > 0 {
+		k.Value(s.val)
+		s.val = s.val[:0]
+	}
+	if err := s.handBack(k, c.Form(), c.Taken()-int64(len(c.Held()))); err != nil {
 		return err
 	}
-	if w.n != s.kept {
-		return fmt.Errorf("spill: a tap handed back %d bytes of %d", w.n, s.kept)
+	held := c.Held()
+	if len(held) == 0 {
+		return nil
+	}
+	if err := s.spillBytes(held); err != nil {
+		return err
+	}
+	s.tap.Write(held)
+	return nil
+}
+
+// handBack has k write the value it kept, spelt in form (want bytes), to
+// the file.
+func (s *scanner) handBack(k Keeper, form Form, want int64) error {
+	w := &spillWriter{s: s}
+	if err := k.Handback(w, form); err != nil {
+		return err
+	}
+	if w.n != want {
+		return fmt.Errorf("spill: a tap handed back %d bytes of %d", w.n, want)
 	}
 	return nil
 }
@@ -338,8 +423,12 @@ func (s *scanner) startSpill() error {
 			name = string(s.key)
 		}
 		s.tap = s.sp.o.Tap(name)
-		s.keeper, _ = s.tap.(Keeper)
-		s.kept = 0
+		if s.keeper, _ = s.tap.(Keeper); s.keeper != nil {
+			s.canon = NewCanon(s.keeper.Base64())
+			if s.val == nil {
+				s.val = make([]byte, 0, valueChunk+readSize+8)
+			}
+		}
 	}
 	p := s.out[s.strStart+1:]
 	s.out = s.out[:s.strStart]
@@ -475,7 +564,7 @@ func firstElements(p []byte) (first []byte, count int64) {
 func (s *scanner) abort() {
 	if s.tap != nil {
 		s.tap.End(false)
-		s.tap, s.keeper = nil, nil
+		s.tap, s.keeper, s.canon = nil, nil, nil
 	}
 	if s.f == nil {
 		return
@@ -770,6 +859,21 @@ func (s *scanner) str() error {
 				return err
 			}
 		}
+		if esc == 0 && s.canon != nil {
+			end, held, err := s.keepRun()
+			if err != nil {
+				return err
+			}
+			if end {
+				return s.endString()
+			}
+			if s.canon == nil { // lost: the scanning goes on from here
+				esc = held
+			}
+			if s.canon != nil || s.i == s.n || esc != 0 {
+				continue
+			}
+		}
 		if esc == 0 {
 			j, buf := s.i, s.buf[:s.n]
 			for {
@@ -899,25 +1003,38 @@ func (s *scanner) noteKey(str []byte) {
 // addString puts a marker in out for the string spilled since strOff, or
 // kept by its Keeper.
 func (s *scanner) addString() error {
+	if s.canon != nil {
+		var err error
+		var ok bool
+		if s.val, ok = s.canon.End(s.val); !ok {
+			err = s.lose()
+		} else {
+			err = s.give()
+		}
+		if err != nil {
+			return err
+		}
+	}
 	tap := s.tap
 	s.tap = nil // ended here: abort must not end it again
 	if tap != nil {
 		tap.End(true)
 	}
 	x := &String{id: newID(), msg: s.msg, f: s.f, off: s.strOff, n: s.f.size - s.strOff, tap: tap}
-	if s.keeper != nil {
-		r, ok := s.keeper.Kept()
+	if k, c := s.keeper, s.canon; k != nil {
+		s.keeper, s.canon = nil, nil
+		value, ok := k.Kept()
 		if !ok {
-			if err := s.handBack(); err != nil {
+			if err := s.handBack(k, c.Form(), c.Taken()); err != nil {
 				tap.Release() // a complete string's Tap, of no String
 				return err
 			}
 			x.n = s.f.size - s.strOff
 		} else {
-			x.kept, x.off, x.n = r, 0, s.kept
+			x.kept, x.n = Spelling(value, c.Given(), c.Taken(), c.Form()), c.Taken()
+			x.off = 0
 		}
 	}
-	s.keeper = nil
 	s.f.refs.Add(1)
 	s.msg.strs = append(s.msg.strs, x)
 	s.out = append(append(append(s.out, markerPrefix...), x.id...), '"')

@@ -138,23 +138,31 @@ type Tap interface {
 	Release()
 }
 
-// A Keeper is a Tap that can keep the string's escaped bytes itself (as
-// its value decoded, from which they are spelt again: see Canon), so that
-// the Spooler does not write them to its spill file as well.
+// A Keeper is a Tap that keeps a string's value itself, decoded, so that
+// the Spooler neither writes the string's escaped bytes to its spill file
+// nor has them decoded twice: while they are spelt canonically (what
+// encoders send; see Canon) the Spooler decodes them as it reads them, a
+// Canon of base64 data if Base64 says so, else of text, and gives the
+// Keeper the value instead (Value, in order; never Write). Value must
+// not keep p.
 //
-// While Lost is false the Spooler hands it the bytes (Write) and writes
-// none. Once Lost is true (on the reading goroutine, before a Write, or
-// when Kept says so) the Spooler calls Handback, once: it writes every
-// byte written so far to w, in order, and returns w's error; from then
-// on the Spooler spills the string as any other, still writing it to the
-// Tap. After End(true), Kept returns the string's escaped bytes (as many
-// as were written), or ok false: then Handback follows. What Kept returns
-// must be readable until Release.
+// Once the bytes stop being spelt canonically, or Lost is true (asked on
+// the reading goroutine before each Value, and at the end), the Spooler
+// gives it what it decoded and had not given (a last Value) and calls
+// Handback once, with the form of the value so far: the Keeper writes
+// that value spelt in form (Spell) to w, in order, and returns w's
+// error. From then on the Spooler spills the
+// string as any other and Writes the Tap its escaped bytes from where the
+// value stopped (a unit a read cut first). After End(true), Kept returns
+// a reader of the whole value, readable until Release, or ok false: then
+// Handback follows.
 type Keeper interface {
 	Tap
+	Base64() bool
+	Value(p []byte)
 	Lost() bool
-	Handback(w io.Writer) error
-	Kept() (r io.ReaderAt, ok bool)
+	Handback(w io.Writer, form Form) error
+	Kept() (value io.ReaderAt, ok bool)
 }
 
 // Spooler reads messages, spilling their long strings. Make one with New

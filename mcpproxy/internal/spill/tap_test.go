@@ -30,31 +30,36 @@ func (r *recTap) Release() { r.mu.Lock(); r.rels++; r.mu.Unlock() }
 // seen is the string's bytes as the tap saw them.
 func (r *recTap) seen() []byte { r.mu.Lock(); defer r.mu.Unlock(); return bytes.Clone(r.got.Bytes()) }
 
-// keepTap is a Keeper in memory: it keeps the bytes it is written (its
-// "value" is the bytes as sent: Kept gives them back), until their second
-// write with lose.
+// keepTap is a Keeper in memory: it keeps the value it is given (text,
+// or base64 data with b64) until its second Value with lose. What it saw
+// (seen) is the value spelt when it hands it back, then what it is
+// written.
 type keepTap struct {
 	*recTap
-	lose   bool
-	writes int
-	handed bool
+	b64, lose bool
+	values    int
+	val       bytes.Buffer
+	handed    bool
 }
 
-func (k *keepTap) Write(p []byte) (int, error) { k.writes++; return k.recTap.Write(p) }
-func (k *keepTap) Lost() bool                  { return k.lose && k.writes >= 2 }
-func (k *keepTap) Handback(w io.Writer) error {
+func (k *keepTap) Base64() bool   { return k.b64 }
+func (k *keepTap) Value(p []byte) { k.values++; k.val.Write(p) }
+func (k *keepTap) Lost() bool     { return k.lose && k.values >= 2 }
+func (k *keepTap) Handback(w io.Writer, form Form) error {
 	if k.handed {
 		panic("Handback twice")
 	}
 	k.handed = true
-	_, err := w.Write(k.seen())
+	sp := Spell(nil, k.val.Bytes(), form)
+	k.recTap.Write(sp)
+	_, err := w.Write(sp)
 	return err
 }
 func (k *keepTap) Kept() (io.ReaderAt, bool) {
 	if k.Lost() {
 		return nil, false
 	}
-	return bytes.NewReader(k.seen()), true
+	return bytes.NewReader(k.val.Bytes()), true
 }
 
 type taps struct {
@@ -186,5 +191,49 @@ func TestKeptReleasedDuringExpand(t *testing.T) {
 	k.mu.Unlock()
 	if rels != 1 {
 		t.Fatalf("the Tap was released %d times after Expand, want 1", rels)
+	}
+}
+
+// pieces reads its strings one per Read.
+type pieces []string
+
+func (p *pieces) Read(b []byte) (int, error) {
+	if len(*p) == 0 {
+		return 0, io.EOF
+	}
+	n := copy(b, (*p)[0])
+	if (*p)[0] = (*p)[0][n:]; (*p)[0] == "" {
+		*p = (*p)[1:]
+	}
+	return n, nil
+}
+
+// A Keeper's string that stops being spelt canonically right after a read
+// that ended inside an escape spills from there with the escape's rest
+// read as an escape: `\` + `"` is a quote in the string, not its end. The
+// Canon decoded the backslash, not the scanner.
+func TestKeptLostInsideEscape(t *testing.T) {
+	for _, tc := range []struct{ cut, rest string }{
+		{`\`, `"b\u0041c`},   // a quote escaped across reads, then a \u escape Spell would not write
+		{`\u00`, `22\u0041`}, // a \u escape cut, then one Spell would not write
+		{`\u0`, `041`},       // the escape that is not canonical is the one cut
+	} {
+		var k *keepTap
+		s := newSpooler(t, Options{Threshold: 64, Tap: func(string) Tap { k = &keepTap{recTap: &recTap{}}; return k }})
+		head, body := `{"text":"`+strings.Repeat("a", 100), "bbbb"+tc.cut
+		in := head + body + tc.rest + `"}`
+		r := &pieces{head, body, tc.rest + `"}`}
+		out, err := s.Read(r, 0)
+		if err != nil {
+			t.Fatalf("%q: %v", in, err)
+		}
+		var b bytes.Buffer
+		if err := Expand(&b, out); err != nil || b.String() != in {
+			t.Fatalf("%q expanded to %q, %v", in, b.String(), err)
+		}
+		if !k.handed || string(k.seen()) != in[len(`{"text":"`):len(in)-2] {
+			t.Fatalf("%q: handed back %v, the tap saw %q", in, k.handed, k.seen())
+		}
+		s.Release(out)
 	}
 }
