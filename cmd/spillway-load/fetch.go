@@ -23,7 +23,7 @@ import (
 var (
 	fetchOnly    = flag.Bool("fetch-only", false, "run only the fetch comparisons")
 	fetchMiB     = flag.Int("fetch-mib", 100, "size of the big fetched artifact, MiB")
-	fetchN       = flag.Int("fetch-n", 5, "runs of big fetches (each run reported)")
+	fetchN       = flag.Int("fetch-n", 5, "runs of big fetches (each run reported; 0: none)")
 	fetchPer     = flag.Int("fetch-per-run", 10, "big fetches of each side in one run (a 100 MiB fetch takes 30-60 ms here: fewer are noise)")
 	smallKiB     = flag.Int("fetch-small-kib", 4, "size of the small cached artifact, KiB")
 	smallConc    = flag.Int("fetch-c", 64, "concurrent clients of the small fetch")
@@ -251,6 +251,9 @@ type bigSide struct {
 // the mercy of one scheduling hiccup on a shared machine than a single
 // 50 ms fetch.
 func bigRuns(size int, sides ...bigSide) error {
+	if *fetchN <= 0 {
+		return nil // -fetch-n 0: the small fetches only
+	}
 	per := max(*fetchPer, 1)
 	mbps := func(d time.Duration) float64 { return float64(per*size) / 1e6 / d.Seconds() }
 	for _, sd := range sides { // warm-up: page cache, connections
