@@ -538,3 +538,88 @@ func TestEarlyKeptMessageFails(t *testing.T) {
 		sp.Close()
 	}
 }
+
+// chunked reads at most n bytes at a time.
+type chunked struct {
+	r io.Reader
+	n int
+}
+
+func (c *chunked) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p), c.n)]) }
+
+// FuzzEarlyKept: a string kept as it arrives, however it is spelt, cut
+// and staged (kept whole, handed back when it stops being canonical or
+// the staging is out of room), expands to the message byte for byte and
+// stores its value as the general decoding gives it (nothing when that
+// says the data is not base64); nothing
+// stays staged or spilled once it is released.
+func FuzzEarlyKept(f *testing.F) {
+	row := `{\"row\":1,\"v\":\"a\\tb é \u003c\"}\n`
+	b64 := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("any carnal pleasure.", 20)))
+	for _, seed := range []struct {
+		value string
+		image bool
+	}{
+		{strings.Repeat(row, 20), false},
+		{strings.Repeat(row, 10) + `\/` + strings.Repeat(row, 10), false},
+		{strings.Repeat(row, 10) + `\u0041` + "\xff", false},
+		{strings.Repeat("<&>", 40) + `\u003c`, false},
+		{b64, true},
+		{b64[:200] + `\/` + b64[200:], true},
+		{strings.TrimRight(b64, "="), true},
+		{b64[:201] + "=" + b64[202:], true},
+	} {
+		f.Add(seed.value, seed.image, uint8(7), uint8(0))
+		f.Add(seed.value, seed.image, uint8(200), uint8(3))
+	}
+	f.Fuzz(func(t *testing.T, value string, image bool, size, stage uint8) {
+		item := `{"type":"text","text":"` + value + `"}`
+		if image {
+			item = `{"type":"image","mimeType":"image/x-raw","data":"` + value + `"}`
+		}
+		msg := `{"jsonrpc":"2.0","id":1,"result":{"content":[` + item + `]}}`
+		if !json.Valid([]byte(msg)) {
+			return
+		}
+		// The value as the store decodes a string that was not kept.
+		dec := spill.DecodeText(strings.NewReader(value))
+		if image {
+			dec = spill.DecodeBase64(strings.NewReader(value))
+		}
+		want, err := io.ReadAll(dec)
+		decodes := err == nil
+		rw := New(testService(t, nil), threshold{0}, Options{Spills: Registry{}, StageDir: t.TempDir(), StageMax: int64(stage) * 64, TextThreshold: 8, BinaryThreshold: 8})
+		sp, err := spill.New(spill.Options{Dir: t.TempDir(), Threshold: 64, Tap: rw.Tap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sp.Close()
+		raw, err := sp.Read(&chunked{strings.NewReader(msg), int(size) + 1}, 0)
+		if err != nil {
+			t.Fatalf("%q: %v", msg, err)
+		}
+		var out bytes.Buffer
+		if err := spill.Expand(&out, raw); err != nil || out.String() != msg {
+			t.Fatalf("%q expanded (%v) to %q", msg, err, out.Bytes())
+		}
+		_, stored, err := rw.Rewrite(context.Background(), Call{Method: "tools/call", Tool: "t"}, jsonrpc.Path(raw, "result"))
+		switch {
+		case err != nil:
+			t.Fatalf("%q: %v", msg, err)
+		case decodes && (len(stored) > 1 || len(stored) == 1 && stored[0].SHA256 != sum(want)):
+			t.Fatalf("%q: stored %v, want the value's %d bytes", msg, stored, len(want))
+		case decodes && len(stored) == 0 && len(want) >= 64: // over the thresholds
+			t.Fatalf("%q: nothing stored", msg)
+		case !decodes && len(stored) != 0:
+			t.Fatalf("%q: stored %v from data that is not base64", msg, stored)
+		}
+		spill.Release(raw)
+		deadline := time.Now().Add(10 * time.Second)
+		for rw.stage.used.Load() != 0 || sp.Alive() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%q: %d bytes staged, %d spilled after the release", msg, rw.stage.used.Load(), sp.Alive())
+			}
+			time.Sleep(time.Millisecond)
+		}
+	})
+}

@@ -6,7 +6,8 @@ import (
 	"unicode/utf8"
 )
 
-// stringReader streams the decoded bytes of a JSON string literal. It
+// stringReader streams the decoded bytes of a JSON string literal, as
+// encoding/json decodes it (bytes that are not UTF-8 as U+FFFD). It
 // lets the offloader store a 50 MB text item without first copying it
 // into a decoded Go string. lit must be a valid literal, quotes included
 // (the message passed json.Valid).
@@ -33,14 +34,23 @@ func (r *stringReader) Read(p []byte) (int, error) {
 		if r.i >= len(r.lit) {
 			break
 		}
-		// Copy the run up to the next escape in one go.
+		// Copy the run up to the next escape or non-ASCII byte in one go.
 		j := r.i
-		for j < len(r.lit) && r.lit[j] != '\\' && j-r.i < len(p)-n {
+		for j < len(r.lit) && r.lit[j] != '\\' && r.lit[j] < utf8.RuneSelf && j-r.i < len(p)-n {
 			j++
 		}
 		if j > r.i {
 			n += copy(p[n:], r.lit[r.i:j])
 			r.i = j
+			continue
+		}
+		if r.lit[r.i] >= utf8.RuneSelf {
+			// A byte that is not UTF-8 is U+FFFD, as encoding/json and
+			// the spilled strings' decoder read it: a string stores the
+			// same bytes whether it was spilled or not.
+			ru, size := utf8.DecodeRune(r.lit[r.i:])
+			r.pp, r.np = 0, utf8.EncodeRune(r.pending[:], ru)
+			r.i += size
 			continue
 		}
 		r.unescape()
