@@ -74,8 +74,11 @@ func TestStdioComparisons(t *testing.T) {
 
 // TestSSEComparisons runs the HTTP-upstream modes small: the bare reverse
 // proxy and Spillway (offloading, and not) carry two 1 MiB outputs at
-// once from the SSE upstream, as JSON text and as a base64 image, with the
-// answers TestStdioComparisons wants.
+// once from the SSE upstream, as JSON text (spelt as encoders spell it, as
+// Go's json.Marshal does, and with \u escapes no encoder writes: the
+// offloader keeps the first two as they arrive and hands the third back
+// to the spill file) and as a base64 image, with the answers
+// TestStdioComparisons wants.
 func TestSSEComparisons(t *testing.T) {
 	buildBins(t)
 	up, err := startSSEUpstream()
@@ -83,7 +86,7 @@ func TestSSEComparisons(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps := sseProxies(up)
-	for _, kind := range []string{"text", "image"} {
+	for _, kind := range []string{"text", "text-go", "text-u", "image"} {
 		*bigKind = kind
 		rs, err := bigOutputs(ps, "an HTTP upstream over SSE", nil, 2, 1<<20, 1)
 		if err != nil {
