@@ -16,6 +16,10 @@ const readSize = 128 << 10
 
 var readBufs = sync.Pool{New: func() any { b := make([]byte, readSize); return &b }}
 
+// valueBufs hold what a Read decodes for a Keeper between two hand-overs:
+// up to valueChunk, plus one read buffer's decoding.
+var valueBufs = sync.Pool{New: func() any { b := make([]byte, 0, valueChunk+readSize+8); return &b }}
+
 // special marks the bytes that end a run of plain string content.
 var special = func() (t [256]bool) {
 	for c := 0; c < 0x20; c++ {
@@ -98,6 +102,12 @@ func (s *Spooler) Read(r io.Reader, maxInline int64) ([]byte, error) {
 	buf := readBufs.Get().(*[]byte)
 	defer readBufs.Put(buf)
 	sc := &scanner{sp: s, r: r, buf: *buf, max: maxInline}
+	defer func() {
+		if sc.valBuf != nil {
+			*sc.valBuf = sc.val[:0]
+			valueBufs.Put(sc.valBuf)
+		}
+	}()
 	if maxInline <= 0 {
 		sc.max = 1<<63 - 1
 	}
@@ -175,6 +185,7 @@ type scanner struct {
 	keeper     Keeper // tap, while it keeps the string's value (no bytes written here)
 	canon      *Canon // decoding the string for keeper
 	val        []byte // value decoded, not yet given to keeper
+	valBuf     *[]byte // val's, from valueBufs
 }
 
 // maxTapKey bounds the member names remembered for Options.Tap.
@@ -425,8 +436,9 @@ func (s *scanner) startSpill() error {
 		s.tap = s.sp.o.Tap(name)
 		if s.keeper, _ = s.tap.(Keeper); s.keeper != nil {
 			s.canon = NewCanon(s.keeper.Base64())
-			if s.val == nil {
-				s.val = make([]byte, 0, valueChunk+readSize+8)
+			if s.valBuf == nil {
+				s.valBuf = valueBufs.Get().(*[]byte)
+				s.val = (*s.valBuf)[:0]
 			}
 		}
 	}
