@@ -456,3 +456,22 @@ func TestNoPolicyDenies(t *testing.T) {
 		t.Fatalf("no policy = %d, want 403", resp.StatusCode)
 	}
 }
+
+// fetchRoute matches exactly the paths mux's FetchPath pattern matches,
+// the id it would take being the last segment (what ServeHTTP takes).
+func TestFetchRouteIsFetchPath(t *testing.T) {
+	pattern := mux.NewRouter().SkipClean(true)
+	pattern.Handle(FetchPath, http.NotFoundHandler())
+	for _, target := range []string{"/a/abc", "/a/", "/a", "/a/abc/", "/a/x/y", "/a//x", "/a/x%2Fy", "/a/%41", "/ab/c", "/b/a/x",
+		"/a/abc?t=1", "//a/x", "/a/x%00", "/a/" + strings.Repeat("z", 300)} {
+		r := httptest.NewRequest(http.MethodGet, "http://h"+target, nil)
+		var m mux.RouteMatch
+		want := pattern.Match(r, &m)
+		if got := fetchRoute(r, nil); got != want {
+			t.Errorf("%s: fetchRoute %v, the pattern %v", target, got, want)
+		}
+		if id := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]; want && m.Vars["id"] != id {
+			t.Errorf("%s: the pattern takes id %q, the last segment is %q", target, m.Vars["id"], id)
+		}
+	}
+}
