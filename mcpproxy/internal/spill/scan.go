@@ -177,14 +177,14 @@ type scanner struct {
 	arrFirst []byte
 	arrCount int64
 
-	readingKey bool   // the string being read is a member name
-	valueStr   bool   // the string being read is a value
-	key        []byte // the last member name read, as sent; empty if long
-	inMember   bool   // the value being read is an object member's
-	tap        Tap    // watching the string spilling now
-	keeper     Keeper // tap, while it keeps the string's value (no bytes written here)
-	canon      *Canon // decoding the string for keeper
-	val        []byte // value decoded, not yet given to keeper
+	readingKey bool    // the string being read is a member name
+	valueStr   bool    // the string being read is a value
+	key        []byte  // the last member name read, as sent; empty if long
+	inMember   bool    // the value being read is an object member's
+	tap        Tap     // watching the string spilling now
+	keeper     Keeper  // tap, while it keeps the string's value (no bytes written here)
+	canon      *Canon  // decoding the string for keeper
+	val        []byte  // value decoded, not yet given to keeper
 	valBuf     *[]byte // val's, from valueBufs
 }
 
@@ -410,6 +410,10 @@ func (s *scanner) spillBytes(p []byte) error {
 	if s.sp.alive.Add(int64(len(p))) > s.sp.o.MaxBytes {
 		s.sp.alive.Add(-int64(len(p)))
 		return fmt.Errorf("spill: more than %d bytes spilled: %w", s.sp.o.MaxBytes, ErrFull)
+	}
+	if !s.sp.charge(s.sp.key, int64(len(p))) {
+		s.sp.alive.Add(-int64(len(p)))
+		return fmt.Errorf("spill: more than %d bytes spilled for one party: %w", s.sp.o.ShareMax, ErrFull)
 	}
 	s.f.size += int64(len(p))
 	if _, err := s.f.f.Write(p); err != nil {

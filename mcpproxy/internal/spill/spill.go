@@ -100,6 +100,10 @@ type Options struct {
 	// MaxBytes bounds the bytes alive in this Spooler's spill files at
 	// once (≤ 0: DefaultMaxBytes).
 	MaxBytes int64
+	// ShareMax bounds the bytes alive in spill files for one party's
+	// messages, those read through its views (For), within MaxBytes
+	// (≤ 0 or ≥ MaxBytes: no bound of its own).
+	ShareMax int64
 	// MaxInline bounds what the Reads in progress hold in memory
 	// together, each its message's inline part (≤ 0: DefaultMaxInline;
 	// at least 384 KiB, room for one Read):
@@ -166,9 +170,16 @@ type Keeper interface {
 }
 
 // Spooler reads messages, spilling their long strings. Make one with New
-// (the zero value is not usable). It is safe for concurrent use; Close
-// frees everything it spilled.
+// (the zero value is not usable); For gives views of it that count what
+// one party's messages hold. It is safe for concurrent use; Close frees
+// everything it and its views spilled.
 type Spooler struct {
+	*spoolState
+	key string // the party this view counts Reads for (For); "" for New's
+}
+
+// spoolState is what a Spooler and its views share.
+type spoolState struct {
 	o      Options
 	alive  atomic.Int64 // bytes in open spill files
 	inline atomic.Int64 // bytes reserved by the Reads in progress (Options.MaxInline)
@@ -176,6 +187,36 @@ type Spooler struct {
 	mu     sync.Mutex
 	msgs   map[*message]struct{}
 	closed bool
+
+	sharesMu sync.Mutex
+	shares   map[string]int64 // bytes in open spill files, by party (Options.ShareMax)
+}
+
+// For returns a view of s whose Reads count what they spill for key (a
+// tenant), within Options.ShareMax: one party whose messages are slow to
+// go (a client that reads a big one slowly) fills its share, never the
+// space every party's messages need. Views of one key share one count;
+// Close on a view closes s.
+func (s *Spooler) For(key string) *Spooler { return &Spooler{spoolState: s.spoolState, key: key} }
+
+// charge counts n more bytes (fewer, when n < 0) spilled for key; false,
+// nothing counted, when that passes Options.ShareMax.
+func (s *spoolState) charge(key string, n int64) bool {
+	if s.o.ShareMax >= s.o.MaxBytes {
+		return true // no share smaller than the whole
+	}
+	s.sharesMu.Lock()
+	defer s.sharesMu.Unlock()
+	v := s.shares[key] + n
+	if n > 0 && v > s.o.ShareMax {
+		return false
+	}
+	if v == 0 {
+		delete(s.shares, key) // the map holds only the parties holding bytes
+	} else {
+		s.shares[key] = v
+	}
+	return true
 }
 
 // New checks that o.Dir takes files and returns a Spooler.
@@ -201,12 +242,15 @@ func New(o Options) (*Spooler, error) {
 		o.MaxInline = DefaultMaxInline
 	}
 	o.MaxInline = max(o.MaxInline, readSize+inlineStep) // room for one Read
+	if o.ShareMax <= 0 {
+		o.ShareMax = o.MaxBytes
+	}
 	f, err := createUnlinked(o.Dir)
 	if err != nil {
 		return nil, err
 	}
 	f.Close()
-	return &Spooler{o: o, msgs: map[*message]struct{}{}}, nil
+	return &Spooler{spoolState: &spoolState{o: o, msgs: map[*message]struct{}{}, shares: map[string]int64{}}}, nil
 }
 
 // Threshold is the length past which a string spills (escaped bytes).
@@ -219,6 +263,14 @@ func MayHoldMarker(p []byte) bool { return bytes.Contains(p, []byte(markerPrefix
 
 // Alive is the number of bytes in this Spooler's open spill files.
 func (s *Spooler) Alive() int64 { return s.alive.Load() }
+
+// AliveFor is the number of those bytes spilled for key (see For), when
+// Options.ShareMax bounds them; else 0.
+func (s *Spooler) AliveFor(key string) int64 {
+	s.sharesMu.Lock()
+	defer s.sharesMu.Unlock()
+	return s.shares[key]
+}
 
 // Close frees every string this Spooler spilled; later Reads fail with
 // ErrClosed, and the markers it made stop resolving. It returns nil.
@@ -248,7 +300,7 @@ func release(raw []byte, s *Spooler) {
 		registry.mu.Lock()
 		x := registry.m[string(raw[sp[0]+len(markerPrefix):sp[1]-1])]
 		registry.mu.Unlock()
-		if x != nil && (s == nil || x.msg.sp == s) {
+		if x != nil && (s == nil || x.msg.sp.spoolState == s.spoolState) {
 			x.drop()
 		}
 	}
@@ -280,6 +332,7 @@ func (f *file) unref() {
 	if f.refs.Add(-1) == 0 {
 		f.f.Close()
 		f.sp.alive.Add(-f.size)
+		f.sp.charge(f.sp.key, -f.size)
 	}
 }
 

@@ -640,3 +640,46 @@ func TestMaxInlineAcrossReads(t *testing.T) {
 		t.Errorf("%d bytes still reserved after every Read returned", n)
 	}
 }
+
+// One party's messages spill at most ShareMax bytes at once: past it its
+// Read fails with ErrFull, another party's does not, and a release gives
+// the party its room back.
+func TestShare(t *testing.T) {
+	sp := newSpooler(t, Options{Threshold: 64, MaxBytes: 10000, ShareMax: 4000})
+	a, b := sp.For("a"), sp.For("b")
+	msg := `{"text":"` + strings.Repeat("x", 3000) + `"}`
+	first, err := a.Read(strings.NewReader(msg), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := sp.AliveFor("a"); n != 3000 {
+		t.Fatalf("a holds %d bytes, want 3000", n)
+	}
+	if _, err := sp.For("a").Read(strings.NewReader(msg), 0); !errors.Is(err, ErrFull) {
+		t.Fatalf("a's second message past its share: %v, want ErrFull", err)
+	}
+	if n := sp.AliveFor("a"); n != 3000 || sp.Alive() != 3000 {
+		t.Fatalf("after the refused message: a holds %d, the Spooler %d; want 3000, 3000", n, sp.Alive())
+	}
+	other, err := b.Read(strings.NewReader(msg), 0)
+	if err != nil {
+		t.Fatalf("b's message while a's share is full: %v", err)
+	}
+	sp.Release(first)
+	if n := sp.AliveFor("a"); n != 0 {
+		t.Fatalf("a holds %d bytes after its release", n)
+	}
+	again, err := a.Read(strings.NewReader(msg), 0)
+	if err != nil {
+		t.Fatalf("a's message after its release: %v", err)
+	}
+	var out bytes.Buffer
+	if err := Expand(&out, again); err != nil || out.String() != msg {
+		t.Fatalf("expanded %d bytes, %v", out.Len(), err)
+	}
+	sp.Release(again)
+	sp.Release(other)
+	if len(sp.shares) != 0 || sp.Alive() != 0 {
+		t.Fatalf("%d parties, %d bytes left after every release", len(sp.shares), sp.Alive())
+	}
+}
