@@ -61,6 +61,11 @@ func sseMessages(ctx context.Context, resp *http.Response, each func(map[string]
 
 // statelessPost starts a 2026-07-28 request and returns the response.
 func statelessPost(ctx context.Context, url string, id any, method string, params map[string]any) (*http.Response, error) {
+	return http.DefaultClient.Do(statelessRequest(ctx, url, id, method, params))
+}
+
+// statelessRequest is statelessPost's request.
+func statelessRequest(ctx context.Context, url string, id any, method string, params map[string]any) *http.Request {
 	meta := map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": map[string]any{}}
 	if m, ok := params["_meta"].(map[string]any); ok {
 		for k, v := range m {
@@ -81,7 +86,7 @@ func statelessPost(ctx context.Context, url string, id any, method string, param
 	if n, ok := params["name"].(string); ok {
 		req.Header.Set("Mcp-Name", n)
 	}
-	return http.DefaultClient.Do(req)
+	return req
 }
 
 // TestSharedChildKeepsClientsApart: two stateless clients use the same id

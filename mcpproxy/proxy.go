@@ -24,6 +24,7 @@ package mcpproxy
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -155,6 +156,14 @@ type Options struct {
 	// what stays in memory of a message.
 	SpillDir string
 	SpillMax int64
+	// SpillMaxTenant bounds the bytes one tenant's upstream messages hold
+	// in SpillDir at once, within SpillMax: a tenant whose messages are
+	// slow to go (a client reading a big one slowly) fills its share,
+	// never the space every tenant's messages need; past it its message
+	// is answered with a JSON-RPC error. Default half of SpillMax when
+	// Tenants names two tenants or more, else none; negative: no bound
+	// but SpillMax.
+	SpillMaxTenant int64
 	// InlineMax bounds what the upstream messages being read hold in
 	// memory together, their strings in SpillDir aside (default 1 GiB):
 	// MaxMessage bounds one, this many at once, so that concurrent large
@@ -292,7 +301,10 @@ func New(o Options) (*Proxy, error) {
 	if o.Guard == nil {
 		o.Guard = &identity.Guard{}
 	}
-	so := spill.Options{Dir: o.SpillDir, MaxBytes: o.SpillMax, MaxInline: o.InlineMax}
+	so := spill.Options{Dir: o.SpillDir, MaxBytes: o.SpillMax, MaxInline: o.InlineMax, ShareMax: o.SpillMaxTenant}
+	if so.ShareMax == 0 && o.Tenants.Count() > 1 {
+		so.ShareMax = cmp.Or(o.SpillMax, spill.DefaultMaxBytes) / 2
+	}
 	if o.Offloader != nil {
 		so.Tap = o.Offloader.Tap // a big text's preview is built as it arrives
 	}
@@ -301,10 +313,11 @@ func New(o Options) (*Proxy, error) {
 		return nil, fmt.Errorf("mcpproxy: %w", err)
 	}
 	p := &Proxy{o: o, log: o.Logger, spool: spool}
-	// clientOf gives an upstream client the Spooler and the stall rule
-	// every upstream read goes through.
-	clientOf := func(co httpclient.Options) httpclient.Options {
-		co.Spool, co.StallTimeout = spool, o.UpstreamStallTimeout
+	// clientOf gives an upstream client the Spooler (its tenant's view:
+	// a connection serves one tenant) and the stall rule every upstream
+	// read goes through.
+	clientOf := func(ctx context.Context, co httpclient.Options) httpclient.Options {
+		co.Spool, co.StallTimeout = spool.For(terminate.TenantOf(ctx)), o.UpstreamStallTimeout
 		return co
 	}
 	p.methods = owned.New(owned.Options{
@@ -334,7 +347,7 @@ func New(o Options) (*Proxy, error) {
 		}
 		p.dial = func(ctx context.Context) (mux.Conn, error) {
 			return child.Start(child.Command{Path: up.Command, Args: up.Args, Dir: up.Dir, Env: up.Env, User: user},
-				child.Options{MaxMessage: o.MaxMessage, Spool: spool, Logger: up.logger(o.Logger), StallTimeout: o.UpstreamStallTimeout})
+				child.Options{MaxMessage: o.MaxMessage, Spool: spool.For(terminate.TenantOf(ctx)), Logger: up.logger(o.Logger), StallTimeout: o.UpstreamStallTimeout})
 		}
 		if o.StrictEras {
 			p.term = faceFor(p.dial)
@@ -346,10 +359,10 @@ func New(o Options) (*Proxy, error) {
 		p.term = faceFor(p.dial, p.autoBridge)
 	case *HTTPUpstream:
 		p.dial = func(ctx context.Context) (mux.Conn, error) {
-			return httpclient.New(clientOf(up.clientOptions(o.MaxMessage, o.Logger, up.Transport, &p.tools)))
+			return httpclient.New(clientOf(ctx, up.clientOptions(o.MaxMessage, o.Logger, up.Transport, &p.tools)))
 		}
 		legacyDial := func(ctx context.Context) (mux.Conn, error) {
-			return httpclient.New(clientOf(up.clientOptions(o.MaxMessage, o.Logger, httpclient.Legacy, &p.tools)))
+			return httpclient.New(clientOf(ctx, up.clientOptions(o.MaxMessage, o.Logger, httpclient.Legacy, &p.tools)))
 		}
 		if up.Transport == "sse" {
 			if !o.StrictEras {

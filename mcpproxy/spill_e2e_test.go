@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/mcpproxy"
 )
 
@@ -391,5 +392,108 @@ func TestSpillChildDiesMidLine(t *testing.T) {
 	}
 	if n := spillFiles(t, dir); n != 0 {
 		t.Fatalf("%d spill files still open after the child died", n)
+	}
+}
+
+// A tenant whose client reads a big answer slowly holds that answer's
+// strings in the spill space until it is written: one tenant may hold at
+// most its share (SpillMaxTenant, half of SpillMax by default) there, so
+// that another tenant's answer still finds room. Here tenant A leaves one
+// 32 MiB answer unread (pinned: more than loopback's buffers take) and
+// asks for a second, which is refused past its share (1.25 × the answer);
+// tenant B's answer then fits in what is left (2.5 × the answer). Without
+// the share, A's second answer is spilled too (and B's refused). From an
+// HTTP upstream (the relay reads for the request's tenant) and from a
+// stdio child (a tenant's own, read for that tenant), stateless and in
+// sessions (each call in a session of its own: one session's answers
+// come in order, and the first is left unread).
+func TestSpillShareTenants(t *testing.T) {
+	const n = 32 << 20
+	tenants, err := identity.ParseTenants("tok-aaaaaaaaaaaaaaaa=A,tok-bbbbbbbbbbbbbbbb=B")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, up := range map[string]mcpproxy.Upstream{
+		"http":  &mcpproxy.HTTPUpstream{URL: bigHTTPUpstream(t, n, true), Transport: "streamable"},
+		"child": &mcpproxy.CommandUpstream{Command: os.Args[0], Args: []string{"-test.run=^TestSpillChild$", "--", "spillbig", strconv.Itoa(n)}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, err := mcpproxy.New(mcpproxy.Options{Upstream: up, Tenants: tenants, SpillDir: t.TempDir(), SpillMax: n * 5 / 2, StrictEras: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			url := serve(t, p)
+			t.Run("stateless", func(t *testing.T) { shareTenants(t, url, n, false) })
+			if name == "child" { // the HTTP upstream keeps no sessions
+				t.Run("sessions", func(t *testing.T) { shareTenants(t, url, n, true) })
+			}
+		})
+	}
+}
+
+func shareTenants(t *testing.T, url string, n int, sessions bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a deadlock guard
+	defer cancel()
+	post := func(token, sid, body string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		req.Header.Set("Authorization", "Bearer "+token)
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	call := func(token string, id int) *http.Response {
+		t.Helper()
+		if !sessions {
+			req := statelessRequest(ctx, url, id, "tools/call", map[string]any{"name": "export", "arguments": map[string]any{}})
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp
+		}
+		init := post(token, "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"share","version":"1"}}}`)
+		io.Copy(io.Discard, init.Body)
+		init.Body.Close()
+		sid := init.Header.Get("Mcp-Session-Id")
+		if init.StatusCode != http.StatusOK || sid == "" {
+			t.Fatalf("initialize: %s, session %q", init.Status, sid)
+		}
+		done := post(token, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		done.Body.Close()
+		return post(token, sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"export","arguments":{}}}`, id))
+	}
+	// A's first answer: read until it is being written (so read whole
+	// from the upstream, and spilled), then left unread.
+	pinned := call("tok-aaaaaaaaaaaaaaaa", 1)
+	defer pinned.Body.Close()
+	if _, err := io.ReadFull(pinned.Body, make([]byte, 64)); err != nil {
+		t.Fatal(err)
+	}
+	// A's second: refused past A's share, with a JSON-RPC error.
+	second := call("tok-aaaaaaaaaaaaaaaa", 2)
+	body, err := io.ReadAll(io.LimitReader(second.Body, 1<<20))
+	second.Body.Close()
+	if err != nil || !bytes.Contains(body, []byte(`"error"`)) || bytes.Contains(body, []byte(`"result"`)) {
+		t.Fatalf("A's second answer past its share: %d bytes %.300q, %v; want a JSON-RPC error", len(body), body, err)
+	}
+	// B's: answered whole while A's first is still pinned.
+	want := sha256.New()
+	writeBig(want, "3", n)
+	b := call("tok-bbbbbbbbbbbbbbbb", 3)
+	got, size, err := hashBody(b.Header.Get("Content-Type"), b.Body)
+	b.Body.Close()
+	if err != nil || !bytes.Equal(got, want.Sum(nil)) {
+		t.Fatalf("B's answer while A holds its share: %d bytes, %v (sha256 %x, want %x)", size, err, got, want.Sum(nil))
 	}
 }

@@ -150,6 +150,19 @@ func ReadTenantsFile(path string) (*Tenants, error) {
 // Required reports whether callers must present a token.
 func (t *Tenants) Required() bool { return t != nil && len(t.tokens) > 0 }
 
+// Count is the number of distinct tenants t names (0 for a nil or empty
+// Tenants: everyone is tenant "").
+func (t *Tenants) Count() int {
+	if t == nil {
+		return 0
+	}
+	names := map[string]bool{}
+	for _, e := range t.tokens {
+		names[e.tenant] = true
+	}
+	return len(names)
+}
+
 // Authenticate returns the tenant of r's bearer token: "" and no error when
 // no token is required; ErrUnauthenticated when one is required and r
 // carries no single "Authorization: Bearer" header with a known token.

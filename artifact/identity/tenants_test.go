@@ -230,3 +230,15 @@ func FuzzParseTenantsFile(f *testing.F) {
 		}
 	})
 }
+
+// Count counts tenants, not tokens.
+func TestTenantsCount(t *testing.T) {
+	var none *Tenants
+	two, err := ParseTenants("tok-aaaaaaaaaaaaaaaa=A,tok-bbbbbbbbbbbbbbbb=B,tok-cccccccccccccccc=A")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if none.Count() != 0 || two.Count() != 2 {
+		t.Fatalf("Count: nil %d, two tenants of three tokens %d", none.Count(), two.Count())
+	}
+}

@@ -38,6 +38,7 @@ type proxyFlags struct {
 	maxSessions    int
 	spillDir       string
 	spillMax       int64
+	spillMaxTenant int64
 	inlineMax      int64
 	upstreamStall  time.Duration
 
@@ -75,6 +76,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.upstreamStall, "upstream-stall-timeout", 2*time.Minute, "stop an upstream that writes part of a message and then nothing more for this long (or less than 1 KiB): the requests waiting on it get an error; an --upstream-cmd child is killed and the next request starts a fresh one, an HTTP upstream's event stream is closed (0: never)")
 	fs.Int64Var(&f.inlineMax, "inline-max", 1<<30, "most `bytes` the upstream messages being read hold in memory together, their strings in --spill-dir aside (--max-message bounds one); past it a message is answered with a JSON-RPC error")
 	fs.Int64Var(&f.spillMax, "spill-max", 4<<30, "most `bytes` waiting in --spill-dir at once; past it an upstream message is answered with a JSON-RPC error (the decoded copies of texts and data being offloaded as they arrive take as much again at most)")
+	fs.Int64Var(&f.spillMaxTenant, "spill-max-tenant", 0, "most `bytes` one tenant's upstream messages keep waiting in --spill-dir at once, so that one tenant's slow readers cannot fill it for all (0: half of --spill-max when --auth-tokens names two tenants or more, else no bound but --spill-max; -1: no bound but --spill-max)")
 	fs.IntVar(&f.maxSessions, "max-sessions", 64, "most session-era sessions with a stdio or legacy upstream (each holds a child or a stream)")
 	fs.BoolVar(&f.offload, "offload", true, "offload large tool outputs to artifacts (the policy has the last word)")
 	fs.Int64Var(&f.resultBudget, "result-budget", 6<<10, "most `bytes` of a tools/call result the agent receives inline, content and structuredContent together, previews and links included; past it the largest parts are offloaded")
@@ -170,6 +172,7 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 		StdioMaxMessage:  f.stdioMaxMsg,
 		SpillDir:         f.spillDir,
 		SpillMax:         f.spillMax,
+		SpillMaxTenant:   f.spillMaxTenant,
 		InlineMax:        f.inlineMax,
 		MaxSessions:      f.maxSessions,
 		StreamMode:       f.streamMode,

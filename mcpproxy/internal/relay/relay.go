@@ -54,9 +54,11 @@ type Options struct {
 	// upstream, with Spool what stays of it in memory; default 1 GiB.
 	MaxMessage int64
 	// Spool, when set, takes every upstream message that may be large as
-	// it streams in (a spill.Spooler): its long strings go to disk, and
-	// the writers to the client put them back.
-	Spool sse.Spooler
+	// it streams in: its long strings go to disk, and the writers to the
+	// client put them back. A request's messages are read through its
+	// tenant's view (spill.Spooler.For): what one tenant's messages hold
+	// on disk is bounded by its share.
+	Spool *spill.Spooler
 	// MaxCalls caps the calls a session remembers for responses that
 	// arrive on another stream; default 1024.
 	MaxCalls int
@@ -334,7 +336,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 	resp, opened, err := rl.roundTrip(ctx, cancel, w, out, req, early)
 	if opened != nil {
 		defer opened.stop()
-		rw := &rewriter{rl: rl, ctx: ctx, open: open, sess: sess, echo: respellable(pending)}
+		rw := &rewriter{rl: rl, ctx: ctx, open: open, sess: sess, echo: respellable(pending), spool: rl.spoolFor(rq.Tenant)}
 		rl.relayLate(ctx, opened, resp, err, rw, pending)
 		rl.cutIfStalled(out, sid, r, pending)
 		return false
@@ -373,7 +375,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 		return false
 	}
 	copyHeaders(w.Header(), resp.Header, responseHeader)
-	rw := &rewriter{rl: rl, ctx: ctx, open: open, sess: sess, echo: respellable(pending)}
+	rw := &rewriter{rl: rl, ctx: ctx, open: open, sess: sess, echo: respellable(pending), spool: rl.spoolFor(rq.Tenant)}
 	ct := resp.Header.Get("Content-Type")
 	switch {
 	case strings.HasPrefix(ct, "text/event-stream"):
@@ -517,7 +519,7 @@ func (rl *Relay) relayLate(ctx context.Context, st *stream, resp *http.Response,
 		why = fmt.Sprintf("upstream MCP server answered HTTP %d", resp.StatusCode)
 		guard := stall.Message(resp.Body, rl.o.StallTimeout, resp.ContentLength)
 		defer guard.Stop()
-		body, err := httpx.ReadMessage(guard, resp.ContentLength, rl.o.MaxMessage, rl.o.Spool)
+		body, err := httpx.ReadMessage(guard, resp.ContentLength, rl.o.MaxMessage, rw.spool)
 		if s := guard.Why("answer"); s != "" {
 			why = s
 		}
@@ -568,6 +570,16 @@ type rewriter struct {
 	open map[string]owed // the exchange's requests not yet answered, by jsonrpc.Key
 	sess *session
 	echo map[string][]byte // jsonrpc.Key → the client's bytes, for ids an upstream may respell
+	// spool reads the exchange's upstream messages, for its tenant (nil: none).
+	spool sse.Spooler
+}
+
+// spoolFor returns the Spooler of tenant's messages, nil without one.
+func (rl *Relay) spoolFor(tenant string) sse.Spooler {
+	if rl.o.Spool == nil {
+		return nil // not a nil *spill.Spooler in the interface
+	}
+	return rl.o.Spool.For(tenant)
 }
 
 // owed is a request of the exchange not yet answered: its id as the
@@ -622,7 +634,7 @@ func (rw *rewriter) rewrite(m *jsonrpc.Message) *jsonrpc.Message {
 func (rl *Relay) relayJSON(w http.ResponseWriter, out io.Writer, resp *http.Response, rw *rewriter, req []byte) {
 	guard := stall.Message(resp.Body, rl.o.StallTimeout, resp.ContentLength)
 	defer guard.Stop()
-	body, err := httpx.ReadMessage(guard, resp.ContentLength, rl.o.MaxMessage, rl.o.Spool)
+	body, err := httpx.ReadMessage(guard, resp.ContentLength, rl.o.MaxMessage, rw.spool)
 	if err != nil {
 		rl.log.Warn("reading the upstream response failed", "err", err)
 		why := "upstream response unreadable"
@@ -774,8 +786,8 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 	defer guard.Stop()
 	sr := sse.NewReader(guard, rl.o.MaxMessage)
 	defer sr.Release()
-	if rl.o.Spool != nil {
-		sr.Spool(rl.o.Spool)
+	if rw.spool != nil {
+		sr.Spool(rw.spool)
 	}
 	resumable := false
 	for {

@@ -45,7 +45,7 @@ func (f *Face) startSession(s *session.Session) error {
 	if f.o.SessionDial != nil {
 		dial = f.o.SessionDial
 	}
-	c, err := dial(context.Background())
+	c, err := dial(WithTenant(context.Background(), s.Tenant))
 	if err != nil {
 		return err
 	}

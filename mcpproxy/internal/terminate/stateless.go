@@ -58,11 +58,12 @@ func (q *queue) take() ([]item, bool) {
 // requests: a tenant's own, prepared best-effort (see Pipeline), or a
 // bridged one, initialized with the capabilities its key declares.
 func (f *Face) statelessSupervisor(key string) *Supervisor {
-	s := &Supervisor{Dial: f.o.Dial, Log: f.log,
+	tenant, caps := keyTenant(key), keyCaps(key)
+	s := &Supervisor{Log: f.log,
+		Dial: func(ctx context.Context) (mux.Conn, error) { return f.o.Dial(WithTenant(ctx, tenant)) },
 		Init: func(ctx context.Context, m *mux.Mux) error {
 			return Pipeline(m, StatelessInit, Initialized)
 		}}
-	tenant, caps := keyTenant(key), keyCaps(key)
 	if caps != nil {
 		s.Init = func(ctx context.Context, m *mux.Mux) error {
 			r, err := HandshakeResult(m, bridgeInit(caps), Initialized)

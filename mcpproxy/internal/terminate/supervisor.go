@@ -15,8 +15,23 @@ import (
 )
 
 // Dial opens a new connection to the upstream (a child process, or a
-// legacy HTTP+SSE stream).
+// legacy HTTP+SSE stream). Its ctx carries the tenant whose requests
+// alone the connection serves (TenantOf), when there is one.
 type Dial func(ctx context.Context) (mux.Conn, error)
+
+type tenantKey struct{}
+
+// WithTenant returns ctx carrying tenant, for a Dial.
+func WithTenant(ctx context.Context, tenant string) context.Context {
+	return context.WithValue(ctx, tenantKey{}, tenant)
+}
+
+// TenantOf returns the tenant a Dial's ctx carries: "" for a connection
+// of no one tenant (an era probe) and for the tenant "".
+func TenantOf(ctx context.Context) string {
+	t, _ := ctx.Value(tenantKey{}).(string)
+	return t
+}
 
 // Supervisor keeps one upstream connection running, restarting it with
 // exponential backoff when it dies, and runs Init on each new one before
