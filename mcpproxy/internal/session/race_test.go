@@ -88,3 +88,29 @@ func TestNoDeliveryLost(t *testing.T) {
 		}
 	}
 }
+
+// A session closed (its tenant's least recently used, evicted at the cap)
+// while requests open streams on it: Close finishes every stream it
+// holds, a stream opened after it is finished at once, and (under -race)
+// Close does not read the stream map while a request writes it, as it did
+// when it ranged over the map itself after unlocking.
+func TestCloseWhileStreamsOpen(t *testing.T) {
+	for range 200 {
+		s := newSession("", Limits{Budget: 1 << 20, Window: time.Minute})
+		var wg sync.WaitGroup
+		opened := make([]*Stream, 4)
+		for i := range opened {
+			wg.Go(func() { opened[i] = s.NewStream() })
+		}
+		s.Close()
+		wg.Wait()
+		for _, st := range append(opened, s.GET()) {
+			st.mu.Lock()
+			done := st.done
+			st.mu.Unlock()
+			if !done {
+				t.Fatal("a stream of a closed session is not finished")
+			}
+		}
+	}
+}

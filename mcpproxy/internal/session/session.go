@@ -51,13 +51,20 @@ func newSession(tenant string, lim Limits) *Session {
 	return s
 }
 
-// NewStream opens a stream (for a POST).
+// NewStream opens a stream (for a POST); on a closed session, one that
+// is finished already.
 func (s *Session) NewStream() *Stream {
 	st := &Stream{id: newStreamID(), sess: s, wake: make(chan struct{}), touched: time.Now()}
 	s.mu.Lock()
-	s.streams[st.id] = st
-	s.lastUsed = time.Now()
+	closed := s.closed
+	if !closed {
+		s.streams[st.id] = st
+		s.lastUsed = time.Now()
+	}
 	s.mu.Unlock()
+	if closed {
+		st.Finish()
+	}
 	return st
 }
 
@@ -159,7 +166,12 @@ func (s *Session) Close() {
 	}
 	s.closed = true
 	fs := s.onClose
-	streams := s.streams
+	// A copy: a request still opening a stream on the session may be
+	// adding to the map (it then finds the session closed, or is in it).
+	streams := make([]*Stream, 0, len(s.streams))
+	for _, st := range s.streams {
+		streams = append(streams, st)
+	}
 	s.mu.Unlock()
 	for _, st := range streams {
 		st.Finish()
