@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -404,7 +405,8 @@ func TestSpillChildDiesMidLine(t *testing.T) {
 // tenant B's answer then fits in what is left (2.5 × the answer). Without
 // the share, A's second answer is spilled too (and B's refused). From an
 // HTTP upstream (the relay reads for the request's tenant) and from a
-// stdio child (a tenant's own, read for that tenant), stateless and in
+// stdio child and a legacy HTTP+SSE server (a tenant's own connection,
+// read for that tenant), stateless and in
 // sessions (each call in a session of its own: one session's answers
 // come in order, and the first is left unread).
 func TestSpillShareTenants(t *testing.T) {
@@ -416,6 +418,8 @@ func TestSpillShareTenants(t *testing.T) {
 	for name, up := range map[string]mcpproxy.Upstream{
 		"http":  &mcpproxy.HTTPUpstream{URL: bigHTTPUpstream(t, n, true), Transport: "streamable"},
 		"child": &mcpproxy.CommandUpstream{Command: os.Args[0], Args: []string{"-test.run=^TestSpillChild$", "--", "spillbig", strconv.Itoa(n)}},
+		// Spillway's own client of it, one connection per tenant or session.
+		"legacy": &mcpproxy.HTTPUpstream{URL: bigLegacyUpstream(t, n) + "/sse", Transport: "sse"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			p, err := mcpproxy.New(mcpproxy.Options{Upstream: up, Tenants: tenants, SpillDir: t.TempDir(), SpillMax: n * 5 / 2, StrictEras: true})
@@ -425,7 +429,7 @@ func TestSpillShareTenants(t *testing.T) {
 			defer p.Close()
 			url := serve(t, p)
 			t.Run("stateless", func(t *testing.T) { shareTenants(t, url, n, false) })
-			if name == "child" { // the HTTP upstream keeps no sessions
+			if name != "http" { // the Streamable HTTP upstream keeps no sessions
 				t.Run("sessions", func(t *testing.T) { shareTenants(t, url, n, true) })
 			}
 		})
@@ -496,4 +500,61 @@ func shareTenants(t *testing.T, url string, n int, sessions bool) {
 	if err != nil || !bytes.Equal(got, want.Sum(nil)) {
 		t.Fatalf("B's answer while A holds its share: %d bytes, %v (sha256 %x, want %x)", size, err, got, want.Sum(nil))
 	}
+}
+
+// bigLegacyUpstream is a legacy HTTP+SSE MCP server: each GET opens a
+// stream whose endpoint takes that connection's requests; a tools/call
+// is answered on it with one text item of n bytes, its id last (as
+// writeBig writes it).
+func bigLegacyUpstream(t *testing.T, n int) string {
+	var mu sync.Mutex
+	streams := map[string]chan func(io.Writer){}
+	next := 0
+	return serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			out := make(chan func(io.Writer), 16)
+			mu.Lock()
+			next++
+			c := strconv.Itoa(next)
+			streams[c] = out
+			mu.Unlock()
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "event: endpoint\ndata: /messages?c=%s\n\n", c)
+			w.(http.Flusher).Flush()
+			for {
+				select {
+				case write := <-out:
+					write(w)
+					w.(http.Flusher).Flush()
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}
+		if r.URL.Path != "/messages" {
+			w.WriteHeader(http.StatusMethodNotAllowed) // no Streamable HTTP
+			return
+		}
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+		}
+		json.NewDecoder(r.Body).Decode(&req)
+		w.WriteHeader(http.StatusAccepted)
+		mu.Lock()
+		out := streams[r.URL.Query().Get("c")]
+		mu.Unlock()
+		if req.ID == nil || out == nil {
+			return
+		}
+		out <- func(w io.Writer) {
+			io.WriteString(w, "event: message\ndata: ")
+			if req.Method == "tools/call" {
+				writeBig(w, string(req.ID), n)
+			} else {
+				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"old","version":"1"}}}`, req.ID)
+			}
+			io.WriteString(w, "\n\n")
+		}
+	}))
 }
