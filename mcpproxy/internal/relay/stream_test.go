@@ -124,12 +124,7 @@ func TestSilentStatelessCallOpensAtOnce(t *testing.T) {
 	c := &client{t: t, url: front(t, rl), tenant: "a"}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a deadlock guard
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.url, strings.NewReader(
-		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"slow","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	resp, err := http.DefaultClient.Do(req) // returns with the headers: the upstream has not answered
+	resp, err := slowCall(ctx, c.url) // returns with the headers: the upstream has not answered
 	if err != nil {
 		t.Fatalf("no response headers before the result: %v", err)
 	}
@@ -138,17 +133,33 @@ func TestSilentStatelessCallOpensAtOnce(t *testing.T) {
 		t.Fatalf("opened with %s %s", resp.Status, resp.Header.Get("Content-Type"))
 	}
 	release <- struct{}{}
-	br := bufio.NewReader(resp.Body)
+	if line := firstData(t, resp.Body); !strings.Contains(line, `"id":3,"result"`) {
+		t.Fatalf("event %q, want the result", line)
+	}
+}
+
+// slowCall posts the stateless tools/call "slow", id 3.
+func slowCall(ctx context.Context, url string) (*http.Response, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"slow","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	return http.DefaultClient.Do(req)
+}
+
+// firstData returns the first data line of an event stream; the test fails
+// if the stream ends first.
+func firstData(t *testing.T, r io.Reader) string {
+	t.Helper()
+	br := bufio.NewReader(r)
 	for {
 		line, err := br.ReadString('\n')
 		if err != nil {
-			t.Fatalf("the stream ended without the result: %v", err)
+			t.Fatalf("the stream ended without an event: %v", err)
 		}
 		if strings.HasPrefix(line, "data: ") {
-			if !strings.Contains(line, `"id":3,"result"`) {
-				t.Fatalf("event %q, want the result", line)
-			}
-			return
+			return line
 		}
 	}
 }
@@ -205,27 +216,12 @@ func TestLateJSONAnswerStalls(t *testing.T) {
 	c := &client{t: t, url: front(t, rl), tenant: "a"}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // the client's patience
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.url, strings.NewReader(
-		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"slow","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := slowCall(ctx, c.url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	br := bufio.NewReader(resp.Body)
-	for {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			t.Fatalf("no answer for a late JSON body stopped midway: %v", err)
-		}
-		if strings.HasPrefix(line, "data: ") {
-			if !strings.Contains(line, `"id":3`) || !strings.Contains(line, "stalled mid-message") {
-				t.Fatalf("event %q, want the stall error", line)
-			}
-			return
-		}
+	if line := firstData(t, resp.Body); !strings.Contains(line, `"id":3`) || !strings.Contains(line, "stalled mid-message") {
+		t.Fatalf("event %q, want the stall error", line)
 	}
 }
