@@ -400,23 +400,6 @@ func (k *earlySink) finish() {
 	}
 }
 
-// chunkList reads chunks held in a list, giving each back to chunkPool.
-type chunkList struct{ pend [][]byte }
-
-func (l *chunkList) Read(p []byte) (int, error) {
-	for len(l.pend) > 0 && len(l.pend[0]) == 0 {
-		b := l.pend[0][:0]
-		chunkPool.Put(&b)
-		l.pend = l.pend[1:]
-	}
-	if len(l.pend) == 0 {
-		return 0, io.EOF
-	}
-	n := copy(p, l.pend[0])
-	l.pend[0] = l.pend[0][n:]
-	return n, nil
-}
-
 func drain(ch chan []byte) {
 	for range ch {
 	}
