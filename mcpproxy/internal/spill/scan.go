@@ -320,12 +320,18 @@ func (s *scanner) keepRun() (end bool, esc int, err error) {
 	if err := s.flush(); err != nil { // an escape's rest, read a byte at a time
 		return false, 0, err
 	}
-	if s.canon == nil {
+	c := s.canon
+	if c == nil {
 		return false, 0, nil
 	}
-	val, n, end, ok := s.canon.Scan(s.val, s.buf[s.i:s.n])
+	defer func() {
+		if s.canon == nil { // lost here: go on in the unit c held
+			esc = escapeIn(c.Held())
+		}
+	}()
+	val, n, end, ok := c.Scan(s.val, s.buf[s.i:s.n])
 	if !ok {
-		return false, escapeIn(s.canon.Held()), s.lose()
+		return false, 0, s.lose()
 	}
 	s.val = val
 	s.i += n
@@ -334,8 +340,7 @@ func (s *scanner) keepRun() (end bool, esc int, err error) {
 		return true, 0, nil // addString ends the decoding
 	}
 	if len(s.val) >= valueChunk || s.i == s.n {
-		esc := escapeIn(s.canon.Held())
-		return false, esc, s.give() // which may lose it
+		return false, 0, s.give() // which may lose it
 	}
 	return false, 0, nil
 }
@@ -883,9 +888,7 @@ func (s *scanner) str() error {
 			if end {
 				return s.endString()
 			}
-			if s.canon == nil { // lost: the scanning goes on from here
-				esc = held
-			}
+			esc = held // 0 unless lost inside an escape
 			if s.canon != nil || s.i == s.n || esc != 0 {
 				continue
 			}
