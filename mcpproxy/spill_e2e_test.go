@@ -51,13 +51,17 @@ var bigBlock = func() []byte {
 
 // writeBig writes the result line the TypeScript SDK would write for one
 // text item of about n bytes: "id" last. It never holds the line.
-func writeBig(w io.Writer, id string, n int) error {
+func writeBig(w io.Writer, id string, n int) error { return writeBigWith(w, id, n, "") }
+
+// writeBigWith is writeBig with more members after the result's content
+// (members: "" or `,"name":value...`).
+func writeBigWith(w io.Writer, id string, n int, members string) error {
 	bw := bufio.NewWriterSize(w, 256<<10)
 	bw.WriteString(`{"result":{"content":[{"type":"text","text":"`)
 	for k := 0; k < n; k += len(bigBlock) {
 		bw.Write(bigBlock)
 	}
-	bw.WriteString(`"}]},"jsonrpc":"2.0","id":` + id + `}`)
+	bw.WriteString(`"}]` + members + `},"jsonrpc":"2.0","id":` + id + `}`)
 	return bw.Flush()
 }
 
@@ -285,8 +289,11 @@ func relayStdio(t *testing.T, o mcpproxy.Options, wantSum []byte) {
 // tools/call with one text item of n bytes, its id last: in one SSE event
 // (with an event id) when sse, else as a JSON body. It streams the
 // answer, never holding it.
-func bigHTTPUpstream(t *testing.T, n int, sse bool) string {
-	return serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+func bigHTTPUpstream(t *testing.T, n int, sse bool) string { return serve(t, bigHTTP(n, sse)) }
+
+// bigHTTP is bigHTTPUpstream's handler.
+func bigHTTP(n int, sse bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var m struct {
 			ID     json.RawMessage `json:"id"`
 			Method string          `json:"method"`
@@ -309,7 +316,42 @@ func bigHTTPUpstream(t *testing.T, n int, sse bool) string {
 			w.Header().Set("Content-Type", "application/json")
 			writeBig(w, string(m.ID), n)
 		}
-	}))
+	})
+}
+
+// keepsSessions makes h a server of the session era that keeps sessions,
+// as the SDKs' servers do: an initialize gets a new one (Mcp-Session-Id),
+// answered here; any other request without one is refused (400), with
+// one it did not give, or no longer keeps, too (404).
+func keepsSessions(h http.Handler) http.Handler {
+	var mu sync.Mutex
+	known := map[string]bool{}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		sid := r.Header.Get("Mcp-Session-Id")
+		mu.Lock()
+		ok := known[sid]
+		if sid == "" && bytes.Contains(body, []byte(`"method":"initialize"`)) {
+			sid = "s-" + strconv.Itoa(len(known)+1)
+			known[sid], ok = true, true
+			w.Header().Set("Mcp-Session-Id", sid)
+		}
+		mu.Unlock()
+		switch {
+		case sid == "":
+			http.Error(w, "Mcp-Session-Id required", http.StatusBadRequest)
+		case !ok:
+			http.Error(w, "unknown session", http.StatusNotFound)
+		case bytes.Contains(body, []byte(`"method":"initialize"`)):
+			var m struct{ ID json.RawMessage }
+			json.Unmarshal(body, &m)
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"big","version":"1"}}}`, m.ID)
+		default:
+			h.ServeHTTP(w, r)
+		}
+	})
 }
 
 // TestSpillRelayHTTP: the same for an HTTP upstream, whose 200 MB answer
@@ -404,7 +446,9 @@ func TestSpillChildDiesMidLine(t *testing.T) {
 // asks for a second, which is refused past its share (1.25 × the answer);
 // tenant B's answer then fits in what is left (2.5 × the answer). Without
 // the share, A's second answer is spilled too (and B's refused). From an
-// HTTP upstream (the relay reads for the request's tenant) and from a
+// HTTP upstream (the relay reads for the request's tenant), from one
+// that keeps sessions (a stateless call is bridged: Spillway's own
+// client keeps the session, on a connection of the tenant's) and from a
 // stdio child and a legacy HTTP+SSE server (a tenant's own connection,
 // read for that tenant), stateless and in
 // sessions (each call in a session of its own: one session's answers
@@ -416,27 +460,35 @@ func TestSpillShareTenants(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, up := range map[string]mcpproxy.Upstream{
-		"http":  &mcpproxy.HTTPUpstream{URL: bigHTTPUpstream(t, n, true), Transport: "streamable"},
-		"child": &mcpproxy.CommandUpstream{Command: os.Args[0], Args: []string{"-test.run=^TestSpillChild$", "--", "spillbig", strconv.Itoa(n)}},
+		"http": &mcpproxy.HTTPUpstream{URL: bigHTTPUpstream(t, n, true), Transport: "streamable"},
+		// A stateless call is bridged: Spillway's own client of it keeps
+		// the sessions, one connection per tenant.
+		"http-sessions": &mcpproxy.HTTPUpstream{URL: serve(t, keepsSessions(bigHTTP(n, true))), Transport: "streamable"},
+		"child":         &mcpproxy.CommandUpstream{Command: os.Args[0], Args: []string{"-test.run=^TestSpillChild$", "--", "spillbig", strconv.Itoa(n)}},
 		// Spillway's own client of it, one connection per tenant or session.
 		"legacy": &mcpproxy.HTTPUpstream{URL: bigLegacyUpstream(t, n) + "/sse", Transport: "sse"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			p, err := mcpproxy.New(mcpproxy.Options{Upstream: up, Tenants: tenants, SpillDir: t.TempDir(), SpillMax: n * 5 / 2, StrictEras: true})
+			p, err := mcpproxy.New(mcpproxy.Options{Upstream: up, Tenants: tenants, SpillDir: t.TempDir(), SpillMax: n * 5 / 2,
+				StrictEras: name != "http-sessions"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer p.Close()
 			url := serve(t, p)
-			t.Run("stateless", func(t *testing.T) { shareTenants(t, url, n, false) })
+			bridged := "" // what a stateless call's answer gets when the proxy keeps its session
+			if name == "http-sessions" {
+				bridged = `,"resultType":"complete"`
+			}
+			t.Run("stateless", func(t *testing.T) { shareTenants(t, url, n, false, bridged) })
 			if name != "http" { // the Streamable HTTP upstream keeps no sessions
-				t.Run("sessions", func(t *testing.T) { shareTenants(t, url, n, true) })
+				t.Run("sessions", func(t *testing.T) { shareTenants(t, url, n, true, "") })
 			}
 		})
 	}
 }
 
-func shareTenants(t *testing.T, url string, n int, sessions bool) {
+func shareTenants(t *testing.T, url string, n int, sessions bool, bridged string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a deadlock guard
 	defer cancel()
 	post := func(token, sid, body string) *http.Response {
@@ -493,7 +545,7 @@ func shareTenants(t *testing.T, url string, n int, sessions bool) {
 	}
 	// B's: answered whole while A's first is still pinned.
 	want := sha256.New()
-	writeBig(want, "3", n)
+	writeBigWith(want, "3", n, bridged)
 	b := call("tok-bbbbbbbbbbbbbbbb", 3)
 	got, size, err := hashBody(b.Header.Get("Content-Type"), b.Body)
 	b.Body.Close()
