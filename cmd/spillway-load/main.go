@@ -286,13 +286,21 @@ type setupError struct{ err error }
 // token without --auth-tokens, and the one inbound token with them.
 const mcpToken = "load-token-0123456789abcdef"
 
-func startSpillway(extra ...string) string {
+func startSpillway(extra ...string) string { return startSpillwayEnv(nil, extra...) }
+
+// startSpillwayEnv is startSpillway with env added to this program's
+// environment.
+func startSpillwayEnv(env []string, extra ...string) string {
 	dir := tempDir("spillway-load-")
 	if err := os.WriteFile(filepath.Join(dir, "mcp.token"), []byte(mcpToken+"\n"), 0o600); err != nil {
 		panic(err)
 	}
 	args := append([]string{"serve", "--data", dir, "--log-level", "error"}, extra...)
-	return start(*spillwayBin, append(args, "--listen", addr())...)
+	cmd := exec.Command(*spillwayBin, append(args, "--listen", addr())...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	return launch(cmd)
 }
 
 // listens maps the listen address of each server started to its command.

