@@ -5,6 +5,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/preview"
@@ -283,14 +284,18 @@ func (e *early) handTo(hb handback, sk *earlySink, given int64, seen []byte, pen
 		return err
 	}
 	if given > 0 {
-		// Whole base64 quanta at a time: the spelling of each read is
-		// the spelling of the whole.
+		// Whole base64 quanta, or whole characters, at a time: the
+		// spelling of each read is the spelling of the whole (TextLS
+		// escapes U+2028 and U+2029, three bytes each).
 		buf := make([]byte, 48<<10)
 		for off := int64(0); off < given; {
 			want := int(min(int64(len(buf)), given-off))
 			n, err := sk.stg.w.ReadAt(buf[:want], off)
 			if n < want {
 				return cmp.Or(err, io.ErrUnexpectedEOF)
+			}
+			if !e.base64 {
+				n = wholeChars(buf[:n])
 			}
 			if err := spell(buf[:n]); err != nil {
 				return err
@@ -307,6 +312,20 @@ func (e *early) handTo(hb handback, sk *earlySink, given int64, seen []byte, pen
 		}
 	}
 	return nil
+}
+
+// wholeChars returns the length of b's whole UTF-8 characters: all of it
+// but a last one cut by its end (b is valid UTF-8 cut anywhere, at least
+// one character long).
+func wholeChars(b []byte) int {
+	i := len(b) - 1
+	for i > 0 && i > len(b)-4 && !utf8.RuneStart(b[i]) {
+		i--
+	}
+	if utf8.FullRune(b[i:]) {
+		return len(b)
+	}
+	return i
 }
 
 // earlySink takes a string's value as it is decoded: into its staged

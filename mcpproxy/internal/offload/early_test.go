@@ -423,6 +423,7 @@ func TestAsideAllocs(t *testing.T) {
 func TestEarlyKept(t *testing.T) {
 	text := strings.Repeat(`{\"row\":1,\"v\":\"a\\tb é\"}\n`, 12000)
 	goHTML := strings.Repeat(`{\"row\":1,\"v\":\"\u003cb\u003ea \u0026 b\u003c/b\u003e\"}\n`, 9000)
+	goLS := strings.Repeat(`{\"row\":1,\"v\":\"a\u2028b \u0026 c\u2029\"}\n`, 9000)
 	img := make([]byte, 300001)
 	for i := range img {
 		img[i] = byte(i*7 + i>>9)
@@ -448,6 +449,11 @@ func TestEarlyKept(t *testing.T) {
 		{"text with \\u0026, then & as itself", goHTML + `a & b`, false, false, 0},
 		{"text with <, then \\u003c", strings.Replace(goHTML, `\u003c`, `<`, 1) + `\u003c`, false, false, 0},
 		{"text with \\u003c, staging out of room", goHTML, false, false, 200000},
+		// U+2028 and U+2029 likewise (Go's json.Marshal always escapes
+		// them).
+		{"text with \\u2028 \\u2029", goLS, false, true, 0},
+		{"text with \\u2028, then U+2029 as itself", goLS + "a \u2029 b", false, false, 0},
+		{"text with U+2028 and U+2029 as themselves", strings.NewReplacer(`\u2028`, "\u2028", `\u2029`, "\u2029").Replace(goLS), false, true, 0},
 		{"base64", b64, true, true, 0},
 		{"base64 with \\/", b64[:slash] + `\` + b64[slash:], true, false, 0},
 		{"base64 without padding", strings.TrimRight(base64.StdEncoding.EncodeToString(img[:len(img)-2]), "="), true, false, 0},
@@ -564,6 +570,7 @@ func FuzzEarlyKept(f *testing.F) {
 		{strings.Repeat(row, 10) + `\/` + strings.Repeat(row, 10), false},
 		{strings.Repeat(row, 10) + `\u0041` + "\xff", false},
 		{strings.Repeat("<&>", 40) + `\u003c`, false},
+		{strings.Repeat(`a\u2028b \u2029`, 40) + "\u2029", false},
 		{b64, true},
 		{b64[:200] + `\/` + b64[200:], true},
 		{strings.TrimRight(b64, "="), true},
@@ -622,4 +629,25 @@ func FuzzEarlyKept(f *testing.F) {
 			time.Sleep(time.Millisecond)
 		}
 	})
+}
+
+// A value handed back is spelt from its staged copy in reads of 48 KiB;
+// in TextLS a U+2028 that one read cuts is still spelt \u2028, not as
+// itself (the spill file got 3 bytes fewer than it was owed).
+func TestHandBackWholeCharacters(t *testing.T) {
+	st := &stager{svc: testService(t, nil), dir: t.TempDir(), max: 1 << 30}
+	for _, at := range []int{48<<10 - 1, 48<<10 - 2, 48<<10 - 3, 48 << 10} {
+		value := []byte(strings.Repeat("a", at) + "\u2028b\u2029" + strings.Repeat("c", 50<<10))
+		stg := st.create()
+		if !stg.add(value) {
+			t.Fatal("staging failed")
+		}
+		var got bytes.Buffer
+		e := &early{}
+		err := e.handTo(handback{&got, spill.TextLS}, &earlySink{text: true, stg: stg}, int64(len(value)), nil, nil)
+		stg.drop()
+		if want := spill.Spell(nil, value, spill.TextLS); err != nil || !bytes.Equal(got.Bytes(), want) {
+			t.Fatalf("U+2028 at %d: handed back %d bytes, %v; want %d (first difference at %d)", at, got.Len(), err, len(want), firstDiff(got.Bytes(), want))
+		}
+	}
 }

@@ -23,16 +23,20 @@ import (
 // five that have one as \b \f \n \r \t, the rest as \u00XX in lowercase
 // hex; every other byte as it is (Text), or also '<', '>' and '&' as
 // \u003c, \u003e and \u0026 (TextHTML: what Go's encoding/json writes by
-// default, and so many Go servers). Its value must be valid UTF-8. Base64
-// is spelt as base64.StdEncoding encodes.
+// default, and so many Go servers); either with U+2028 and U+2029 as
+// themselves or as \u2028 and \u2029 (TextLS, which Go's encoder always
+// writes). Its value must be valid UTF-8. Base64 is spelt as
+// base64.StdEncoding encodes.
 
-// Form is one of the ways a value is spelt (see Spell).
+// Form is one of the ways a value is spelt (see Spell): Base64, or Text
+// with the flags TextHTML and TextLS, alone or together.
 type Form uint8
 
 const (
-	Text     Form = iota // JSON text, '<', '>' and '&' as themselves
-	TextHTML             // JSON text, '<', '>' and '&' as \u003c, \u003e, \u0026
-	Base64               // standard padded base64
+	Text     Form = 0 // JSON text, '<', '>', '&', U+2028 and U+2029 as themselves
+	TextHTML Form = 1 // flag: '<', '>' and '&' as \u003c, \u003e, \u0026
+	Base64   Form = 2 // standard padded base64
+	TextLS   Form = 4 // flag: U+2028 and U+2029 as \u2028, \u2029
 )
 
 // Canon decodes a JSON string's escaped bytes (no quotes) chunk by chunk,
@@ -42,7 +46,8 @@ const (
 // concurrent use.
 type Canon struct {
 	b64   bool
-	html  int8   // a text's form: htmlUnknown until a '<', '>' or '&' tells
+	html  int8   // a text's form: unknown until a '<', '>' or '&' tells
+	ls    int8   // and until a U+2028 or U+2029 tells
 	held  []byte // taken, not yet decoded: a unit cut by a chunk's end
 	taken int64  // escaped bytes taken, held ones included
 	given int64  // value bytes given
@@ -51,31 +56,38 @@ type Canon struct {
 		held [16]byte
 		n    int
 		html int8
+		ls   int8
 	}
 }
 
-// A text's form, as far as its bytes so far tell.
+// A text's form, as far as its bytes so far tell, for each kind of
+// character a form may escape or not ('<', '>' and '&'; U+2028 and U+2029).
 const (
-	htmlUnknown int8 = iota // neither '<', '>' nor '&' yet: Text and TextHTML alike
-	htmlNo                  // one as itself: Text
-	htmlYes                 // one as \u00XX: TextHTML
+	unknown int8 = iota // none yet: either form alike
+	asIs                // one as itself
+	escaped             // one as a \u escape
 )
 
 // NewCanon returns a Canon for text or, with b64, for base64 data. A
-// text's form is the first '<', '>' or '&' decides (Text when there is
-// none): one string spelt both ways is not canonical.
+// text's form is what the first '<', '>' or '&', and the first U+2028 or
+// U+2029, decide (as themselves when there is none): one string spelt
+// both ways is not canonical.
 func NewCanon(b64 bool) *Canon { return &Canon{b64: b64, held: make([]byte, 0, 16)} }
 
 // Form is the form of the bytes taken so far: Spell and Spelling spell
 // their value back with it.
 func (c *Canon) Form() Form {
-	switch {
-	case c.b64:
+	if c.b64 {
 		return Base64
-	case c.html == htmlYes:
-		return TextHTML
 	}
-	return Text
+	f := Text
+	if c.html == escaped {
+		f |= TextHTML
+	}
+	if c.ls == escaped {
+		f |= TextLS
+	}
+	return f
 }
 
 // Taken is the number of escaped bytes accepted so far, Held included.
@@ -136,12 +148,12 @@ func (c *Canon) Scan(dst, p []byte) (_ []byte, n int, end, ok bool) {
 // save and restore keep what a refused chunk must not change.
 func (c *Canon) save() {
 	c.saved.n = copy(c.saved.held[:], c.held)
-	c.saved.html = c.html
+	c.saved.html, c.saved.ls = c.html, c.ls
 }
 
 func (c *Canon) restore() {
 	c.held = append(c.held[:0], c.saved.held[:c.saved.n]...)
-	c.html = c.saved.html
+	c.html, c.ls = c.saved.html, c.saved.ls
 }
 
 // End appends the decoding of what is held, once no more bytes come. ok
@@ -245,7 +257,7 @@ func grow(b []byte, n int) []byte {
 // not a test per byte) and as \u003c-style escapes are not both in one
 // string.
 func (c *Canon) nextText(dst, p []byte) (_ []byte, n int, end, ok bool) {
-	t := textUnits{html: c.html != htmlNo}
+	t := textUnits{html: c.html != asIs, ls: c.ls != asIs}
 	rest := p
 	if len(c.held) > 0 {
 		// The held unit's rest is in p's first few bytes (a unit is at
@@ -283,28 +295,38 @@ func (c *Canon) nextText(dst, p []byte) (_ []byte, n int, end, ok bool) {
 
 // decide notes the form the bytes taken, b, tell (t decoded them); false
 // if they mix '<', '>' or '&' spelt as themselves with one escaped, or
-// with the form the bytes before told.
+// U+2028 or U+2029 so, or with the form the bytes before told.
 func (c *Canon) decide(b []byte, t *textUnits) bool {
-	if c.html == htmlNo {
-		return true // t refused any \u003c-style escape
+	if c.html != asIs { // else t refused any \u003c-style escape
+		raw := bytes.IndexByte(b, '<') >= 0 || bytes.IndexByte(b, '>') >= 0 || bytes.IndexByte(b, '&') >= 0
+		if !decideOne(&c.html, raw, t.sawHTML) {
+			return false
+		}
 	}
-	raw := bytes.IndexByte(b, '<') >= 0 || bytes.IndexByte(b, '>') >= 0 || bytes.IndexByte(b, '&') >= 0
+	return decideOne(&c.ls, t.rawLS, t.sawLS)
+}
+
+// decideOne notes in state what a chunk holds of one kind of character:
+// one as itself (raw), one escaped (esc). false if that mixes the two.
+func decideOne(state *int8, raw, esc bool) bool {
 	switch {
-	case raw && (t.sawHTML || c.html == htmlYes):
+	case raw && (esc || *state == escaped), esc && *state == asIs:
 		return false
 	case raw:
-		c.html = htmlNo
-	case t.sawHTML:
-		c.html = htmlYes
+		*state = asIs
+	case esc:
+		*state = escaped
 	}
 	return true
 }
 
 // textUnits decodes canonical text units; with html, '<', '>' and '&'
 // spelt \u003c, \u003e, \u0026 are canonical too (sawHTML tells whether
-// there was one).
+// there was one), with ls U+2028 and U+2029 spelt \u2028 and \u2029
+// (sawLS; rawLS tells whether there was one as itself).
 type textUnits struct {
-	html, sawHTML bool
+	html, sawHTML    bool
+	ls, sawLS, rawLS bool
 }
 
 // decode appends the decoding of b's canonical units to dst, stopping
@@ -368,17 +390,16 @@ func (t *textUnits) decode(dst, b []byte) (_ []byte, m int, ok bool) {
 			if len(b)-i < 6 {
 				// Cut: held, if its digits so far can begin one
 				// (what a Canon holds is never invalid JSON).
-				for k, d := range b[i+2:] {
-					if d != '0' && !(k == 2 && (d == '1' || t.html && (d == '2' || d == '3'))) {
-						return out[:w], i, false
-					}
-				}
-				return out[:w], i, true
+				return out[:w], i, t.canBegin(b[i+2:])
 			}
 			v, ok := ctlEscape(b[i+2 : i+6])
 			if !ok && t.html {
 				v, ok = htmlEscape(b[i+2 : i+6])
 				t.sawHTML = t.sawHTML || ok
+			}
+			if !ok && t.ls && isLSEscape(b[i+2:i+6]) {
+				w += copy(out[w:], lsRune[:2]) // the last byte below
+				v, ok, t.sawLS = lsRune[2]+b[i+5]-'8', true, true
 			}
 			if !ok {
 				return out[:w], i, false
@@ -393,6 +414,7 @@ func (t *textUnits) decode(dst, b []byte) (_ []byte, m int, ok bool) {
 			if r == utf8.RuneError && size == 1 {
 				return out[:w], i, false
 			}
+			t.rawLS = t.rawLS || r == '\u2028' || r == '\u2029'
 			w += copy(out[w:], b[i:i+size])
 			i += size
 		default: // a control character or '"': never in a string's bytes
@@ -446,6 +468,29 @@ func ctlEscape(h []byte) (byte, bool) {
 	return v, true
 }
 
+// lsRune is U+2028 in UTF-8; U+2029 differs in its last byte (0xa9).
+var lsRune = [3]byte{0xe2, 0x80, 0xa8}
+
+// isLSEscape reports whether the four hex digits of a \u escape are how
+// TextLS spells U+2028 or U+2029.
+func isLSEscape(h []byte) bool {
+	return h[0] == '2' && h[1] == '0' && h[2] == '2' && (h[3] == '8' || h[3] == '9')
+}
+
+// isLS reports whether b starts with U+2028 or U+2029 in UTF-8.
+func isLS(b []byte) bool {
+	return len(b) >= 3 && b[0] == 0xe2 && b[1] == 0x80 && (b[2] == 0xa8 || b[2] == 0xa9)
+}
+
+// canBegin reports whether d, the hex digits of a \u escape cut by a
+// chunk's end, can begin an escape t takes: a control character's
+// (00 then 0 or 1), '<', '>' or '&' with html (003c, 003e, 0026), U+2028
+// or U+2029 with ls.
+func (t *textUnits) canBegin(d []byte) bool {
+	prefix := func(of string) bool { return len(d) <= len(of) && string(d) == of[:len(d)] }
+	return prefix("000") || prefix("001") || t.html && (prefix("003") || prefix("002")) || t.ls && prefix("202")
+}
+
 // htmlEscape decodes the four hex digits of a \u escape if they are how
 // TextHTML spells '<', '>' or '&'.
 func htmlEscape(h []byte) (byte, bool) {
@@ -468,7 +513,9 @@ func htmlEscape(h []byte) (byte, bool) {
 	return 0, false
 }
 
-// Spell appends the canonical spelling of value, in form, to dst.
+// Spell appends the canonical spelling of value, in form, to dst. A
+// value spelt in pieces must be cut between characters when form has
+// TextLS: a U+2028 cut in two is spelt as itself.
 func Spell(dst, value []byte, form Form) []byte {
 	if form == Base64 {
 		return base64.StdEncoding.AppendEncode(dst, value)
@@ -483,10 +530,27 @@ func Spell(dst, value []byte, form Form) []byte {
 		if j == len(value) {
 			break
 		}
-		dst = appendEscape(dst, value[j])
-		i = j + 1
+		var n int
+		dst, n = appendUnit(dst, value[j:])
+		i = j + n
 	}
 	return dst
+}
+
+// appendUnit appends the spelling of the unit at the start of v, whose
+// first byte is not plain in its form, and returns the value bytes it
+// took: a byte escaped, U+2028 or U+2029 escaped (TextLS, whose first
+// byte 0xe2 is not plain), or 0xe2 starting any other character, as
+// itself.
+func appendUnit(dst, v []byte) ([]byte, int) {
+	switch c := v[0]; {
+	case c != lsRune[0]:
+		return appendEscape(dst, c), 1
+	case isLS(v):
+		return append(dst, '\\', 'u', '2', '0', '2', '8'+v[2]-lsRune[2]), 3
+	default:
+		return append(dst, c), 1
+	}
 }
 
 func appendEscape(dst []byte, c byte) []byte {
@@ -590,8 +654,9 @@ func (s *spelled) readText(p []byte, off int64) error {
 	filled := 0
 	for filled < len(p) {
 		// Each value byte is spelt with one escaped byte or more: no
-		// more are needed than escaped bytes are left to spell.
-		k := min(int64(len(*bp)), s.n-v, off+int64(len(p))-e)
+		// more are needed than escaped bytes are left to spell (and the
+		// three of a character TextLS may escape).
+		k := min(int64(len(*bp)), s.n-v, max(off+int64(len(p))-e, 3))
 		if k <= 0 {
 			return io.ErrUnexpectedEOF // the value is shorter than its spelling says
 		}
@@ -601,7 +666,7 @@ func (s *spelled) readText(p []byte, off int64) error {
 		}
 		for i := 0; i < len(buf) && filled < len(p); {
 			// A unit: a run of bytes spelt as they are, or one byte
-			// escaped.
+			// escaped, or U+2028 or U+2029 escaped.
 			var sp []byte
 			run := 1
 			if c := buf[i]; s.plain[c] {
@@ -610,7 +675,10 @@ func (s *spelled) readText(p []byte, off int64) error {
 				}
 				sp = buf[i : i+run]
 			} else {
-				sp = appendEscape(esc[:0], c)
+				if c == lsRune[0] && len(buf)-i < 3 && v+3 <= s.n {
+					break // a character cut by buf's end: read from it
+				}
+				sp, run = appendUnit(esc[:0], buf[i:])
 			}
 			at := off + int64(filled)
 			if skip := at - e; skip < int64(len(sp)) {
@@ -641,19 +709,18 @@ func (s *spelled) readText(p []byte, off int64) error {
 // plainByte reports whether c is spelt as itself in Text.
 func plainByte(c byte) bool { return c >= 0x20 && c != '"' && c != '\\' }
 
-// plainText and plainHTML say which bytes are spelt as themselves in Text
-// and in TextHTML.
-var plainText, plainHTML = func() (t, h [256]bool) {
-	for c := range 256 {
-		t[c] = plainByte(byte(c))
-		h[c] = t[c] && c != '<' && c != '>' && c != '&'
+// plainForm says which bytes are spelt as themselves in each text form,
+// by its flags; with TextLS, 0xe2 is not (it starts U+2028 and U+2029, and
+// appendUnit tells).
+var plainForm = func() (f [TextHTML | TextLS + 1][256]bool) {
+	for form := range f {
+		for c := range 256 {
+			f[form][c] = plainByte(byte(c)) &&
+				!(Form(form)&TextHTML != 0 && (c == '<' || c == '>' || c == '&')) &&
+				!(Form(form)&TextLS != 0 && c == int(lsRune[0]))
+		}
 	}
 	return
 }()
 
-func plainIn(form Form) *[256]bool {
-	if form == TextHTML {
-		return &plainHTML
-	}
-	return &plainText
-}
+func plainIn(form Form) *[256]bool { return &plainForm[form&(TextHTML|TextLS)] }

@@ -124,6 +124,17 @@ func TestCanon(t *testing.T) {
 		{`a & b \u003e`, false, false},
 		{`\u003C`, false, false}, // upper-case hex
 		{`\u0027`, false, false}, // not one of the three
+		// U+2028 and U+2029 as Go's encoding/json always spells them, or
+		// as themselves; not both ways in one string. Either way with
+		// '<', '>' and '&' either way.
+		{`a \u2028 b \u2029 c \u003c`, false, true},
+		{"a \u2028 b \u2029 c < \xe2\x80\xa7 \xe2\x82\xac", false, true},
+		{strings.Repeat(`x \u2029\u2028 \u0026 y\n`, 300), false, true},
+		{"a \\u2028 b \xe2\x80\xa9", false, false},
+		{"a \xe2\x80\xa8 b \\u2029", false, false},
+		{`\u2027`, false, false},
+		{`\u202a`, false, false},
+		{`\u202A`, false, false},
 		{"bad \xff byte", false, false},
 		{"cut \xe4\xb8", false, false},
 		{"\xed\xa0\x80", false, false}, // a surrogate in UTF-8
@@ -163,6 +174,8 @@ func FuzzCanon(f *testing.F) {
 	f.Add([]byte(strings.Repeat("QUJD", 9)+"QQ=="), []byte{7, 9, 3}, true)
 	f.Add([]byte(`a \u003c\u003e \u0026\u00`), []byte{3, 5, 0, 1}, false)
 	f.Add([]byte(`<b>&amp;</b>`), []byte{2}, false)
+	f.Add([]byte(`a \u2028\u2029 \u003c\u20`), []byte{2, 6, 0, 1}, false)
+	f.Add([]byte("\xe2\x80\xa8 \xe2\x80\xa9 \xe2\x82\xac"), []byte{0, 1, 2}, false)
 	f.Fuzz(func(t *testing.T, raw, cuts []byte, b64 bool) {
 		if val, form, ok := feedCanon(t, raw, cuts, b64); ok {
 			canonAgrees(t, raw, val, form)
@@ -172,7 +185,7 @@ func FuzzCanon(f *testing.F) {
 		if !b64 && !utf8.Valid(raw) {
 			return
 		}
-		forms := []Form{Text, TextHTML}
+		forms := []Form{Text, TextHTML, TextLS, TextHTML | TextLS}
 		if b64 {
 			forms = []Form{Base64}
 		}
