@@ -34,7 +34,7 @@ var (
 	stdioConc   = flag.String("stdio-c", "1,8", "concurrent sessions of the stdio small-call comparison (list)")
 	bigMiB      = flag.Int("big-mib", 100, "size of the one big tool output from a stdio upstream, MiB (1024: 1 GiB); 0 skips")
 	bigRunsN    = flag.Int("big-runs", 3, "runs of the one big output (a fresh proxy each, rotating order); the concurrent outputs run once")
-	bigKind     = flag.String("big-kind", "text", "what the big outputs are: text (a JSON document in a text item), text-u (the same text, its quotes and line ends spelt as \\u escapes), text-go (notes holding '<', '>' and '&', spelt \\u003c, \\u003e, \\u0026 as Go's json.Marshal does) or image (base64 image item)")
+	bigKind     = flag.String("big-kind", "text", "what the big outputs are: text (a JSON document in a text item), text-u (the same text, its quotes and line ends spelt as \\u escapes), text-go (notes holding '<', '>', '&' and U+2028, spelt \\u003c, \\u003e, \\u0026, \\u2028 as Go's json.Marshal does) or image (base64 image item)")
 	concN       = flag.Int("conc", 8, "concurrent big outputs (one session each); 0 skips")
 	concMiB     = flag.Int("conc-mib", 200, "size of each concurrent big output, MiB")
 	bigTimeout  = flag.Duration("big-timeout", 3*time.Minute, "longest wait for the big outputs through any one proxy")
@@ -365,7 +365,7 @@ func bigOutputs(ps []stdioProxy, from string, upstream []string, n int, size int
 	case "text-u":
 		what = `a JSON document in a text item, its quotes and line ends spelt \u0022 and \u000a`
 	case "text-go":
-		what = `a JSON document in a text item, its notes holding '<', '>' and '&' spelt \u003c, \u003e and \u0026`
+		what = `a JSON document in a text item, its notes holding '<', '>', '&' and U+2028 spelt \u003c, \u003e, \u0026 and \u2028`
 	}
 	fmt.Printf("## %d× %d MiB tool output%s from %s (%s, %.1f MB decoded each), a fresh proxy for each of %d run(s)\n\n",
 		n, size>>20, map[bool]string{true: "s at once", false: ""}[n > 1], from, what, float64(total)/1e6, max(runs, 1))

@@ -36,7 +36,7 @@ const maxBig = 4 << 30
 // bigArgs are the arguments of the upstream's big tool.
 type bigArgs struct {
 	Bytes int64  `json:"bytes"`
-	Kind  string `json:"kind"` // "text" (a JSON document as text, the default), "text-u" (the same, its quotes and line ends as \u escapes), "text-go" (notes holding '<', '>' and '&', spelt \u003c, \u003e, \u0026 as Go's json.Marshal spells them) or "image" (base64)
+	Kind  string `json:"kind"` // "text" (a JSON document as text, the default), "text-u" (the same, its quotes and line ends as \u escapes), "text-go" (notes holding '<', '>', '&' and U+2028, spelt \u003c, \u003e, \u0026, \u2028 as Go's json.Marshal spells them) or "image" (base64)
 	Seed  uint64 `json:"seed"`
 }
 
@@ -86,6 +86,9 @@ func writeBig(w io.Writer, a bigArgs) (int64, error) {
 		for range 48 {
 			buf = append(buf, letters[rng.IntN(len(letters))])
 		}
+		if a.Kind == "text-go" && i%64 == 0 {
+			buf = append(buf, "\u2028"...) // which Go's json.Marshal spells \u2028
+		}
 		buf = append(buf, `"}`...)
 		if len(buf) > cap(buf)-256 {
 			if err := flush(); err != nil {
@@ -98,8 +101,9 @@ func writeBig(w io.Writer, a bigArgs) (int64, error) {
 }
 
 // jsonEscaper writes what it is given as the inside of a JSON string. It
-// escapes only what writeBig's text can hold: quotes, newlines, and '<',
-// '>' and '&'.
+// escapes only what writeBig's text can hold: quotes, newlines, '<', '>'
+// and '&', and U+2028. Each Write is whole characters (writeBig writes
+// whole rows).
 type jsonEscaper struct {
 	w   io.Writer
 	buf []byte
@@ -107,8 +111,8 @@ type jsonEscaper struct {
 	// JSON, but not how most encoders write them (kind "text-u", the
 	// same text).
 	u bool
-	// html spells '<', '>' and '&' as \u003c, \u003e and \u0026, as
-	// Go's json.Marshal does (kind "text-go").
+	// html spells '<', '>' and '&' as \u003c, \u003e and \u0026, and
+	// U+2028 as \u2028, as Go's json.Marshal does (kind "text-go").
 	html bool
 }
 
@@ -118,8 +122,15 @@ func (e *jsonEscaper) Write(p []byte) (int, error) {
 	if e.u {
 		q, nl = `\u0022`, `\u000a`
 	}
-	for _, c := range p {
-		switch c {
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; c {
+		case 0xe2:
+			if e.html && i+2 < len(p) && p[i+1] == 0x80 && p[i+2] == 0xa8 {
+				e.buf = append(e.buf, `\u2028`...)
+				i += 2
+			} else {
+				e.buf = append(e.buf, c)
+			}
 		case '"':
 			e.buf = append(e.buf, q...)
 		case '\n':
