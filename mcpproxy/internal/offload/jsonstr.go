@@ -34,10 +34,22 @@ func (r *stringReader) Read(p []byte) (int, error) {
 		if r.i >= len(r.lit) {
 			break
 		}
-		// Copy the run up to the next escape or non-ASCII byte in one go.
-		j := r.i
-		for j < len(r.lit) && r.lit[j] != '\\' && r.lit[j] < utf8.RuneSelf && j-r.i < len(p)-n {
-			j++
+		// Copy the run up to the next escape, or byte that is not
+		// UTF-8, in one go: characters whole, so that the next read
+		// starts at one.
+		j, lim := r.i, min(len(r.lit), r.i+len(p)-n)
+		for {
+			for j < lim && r.lit[j] != '\\' && r.lit[j] < utf8.RuneSelf {
+				j++
+			}
+			if j == lim || r.lit[j] == '\\' {
+				break
+			}
+			ru, size := utf8.DecodeRune(r.lit[j:])
+			if ru == utf8.RuneError && size == 1 || j+size > lim {
+				break
+			}
+			j += size
 		}
 		if j > r.i {
 			n += copy(p[n:], r.lit[r.i:j])
@@ -47,7 +59,8 @@ func (r *stringReader) Read(p []byte) (int, error) {
 		if r.lit[r.i] >= utf8.RuneSelf {
 			// A byte that is not UTF-8 is U+FFFD, as encoding/json and
 			// the spilled strings' decoder read it: a string stores the
-			// same bytes whether it was spilled or not.
+			// same bytes whether it was spilled or not. (Or a character
+			// p has no room left for.)
 			ru, size := utf8.DecodeRune(r.lit[r.i:])
 			r.pp, r.np = 0, utf8.EncodeRune(r.pending[:], ru)
 			r.i += size

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"strings"
 	"testing"
 )
 
@@ -42,4 +43,28 @@ func FuzzStringReader(f *testing.F) {
 			t.Fatalf("3-byte reads decoded %q, want %q", small.String(), want)
 		}
 	})
+}
+
+// BenchmarkStringReaderText: a 1 MB literal of JSON rows, ASCII and
+// mostly not (Cyrillic, Chinese, an emoji), read in 32 KiB reads, as an
+// inline text's size and bytes are.
+func BenchmarkStringReaderText(b *testing.B) {
+	for name, row := range map[string]string{
+		"ascii":     `{\"id\":12345,\"note\":\"abcdefghijklmnopqrstuvwxyz0123456789\"},\n`,
+		"non-ascii": `{\"id\":12345,\"note\":\"Привет, 世界 😀 abc\"},\n`,
+	} {
+		b.Run(name, func(b *testing.B) {
+			lit := []byte(`"` + strings.Repeat(row, 1<<20/len(row)) + `"`)
+			buf := make([]byte, 32<<10)
+			b.SetBytes(int64(len(lit)))
+			for b.Loop() {
+				r := newStringReader(lit)
+				for {
+					if _, err := r.Read(buf); err != nil {
+						break
+					}
+				}
+			}
+		})
+	}
 }
