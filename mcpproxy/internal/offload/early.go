@@ -294,8 +294,10 @@ func (e *early) handTo(hb handback, sk *earlySink, given int64, seen []byte, pen
 			if n < want {
 				return cmp.Or(err, io.ErrUnexpectedEOF)
 			}
-			if m := wholeChars(buf[:n]); !e.base64 && m > 0 {
-				n = m // never 0: the value is UTF-8, and a read is 48 KiB or its end
+			if !e.base64 {
+				if m := wholeChars(buf[:n]); m > 0 {
+					n = m // never 0: the value is UTF-8, and a read is 48 KiB or its end
+				}
 			}
 			if err := spell(buf[:n]); err != nil {
 				return err
