@@ -491,43 +491,22 @@ func TestSpillShareTenants(t *testing.T) {
 func shareTenants(t *testing.T, url string, n int, sessions bool, bridged string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a deadlock guard
 	defer cancel()
-	post := func(token, sid, body string) *http.Response {
+	call := func(token string, id int) *http.Response {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		req.Header.Set("Authorization", "Bearer "+token)
-		if sid != "" {
-			req.Header.Set("Mcp-Session-Id", sid)
+		var resp *http.Response
+		var err error
+		if sessions {
+			sid := initSession(t, ctx, url, token)
+			resp, err = sessionPost(ctx, url, sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"export","arguments":{}}}`, id), token)
+		} else {
+			req := statelessRequest(ctx, url, id, "tools/call", map[string]any{"name": "export", "arguments": map[string]any{}})
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err = http.DefaultClient.Do(req)
 		}
-		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return resp
-	}
-	call := func(token string, id int) *http.Response {
-		t.Helper()
-		if !sessions {
-			req := statelessRequest(ctx, url, id, "tools/call", map[string]any{"name": "export", "arguments": map[string]any{}})
-			req.Header.Set("Authorization", "Bearer "+token)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return resp
-		}
-		init := post(token, "", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"share","version":"1"}}}`)
-		io.Copy(io.Discard, init.Body)
-		init.Body.Close()
-		sid := init.Header.Get("Mcp-Session-Id")
-		if init.StatusCode != http.StatusOK || sid == "" {
-			t.Fatalf("initialize: %s, session %q", init.Status, sid)
-		}
-		done := post(token, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-		done.Body.Close()
-		return post(token, sid, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"export","arguments":{}}}`, id))
 	}
 	// A's first answer: read until it is being written (so read whole
 	// from the upstream, and spilled), then left unread.

@@ -16,11 +16,15 @@ import (
 	"github.com/spillway-dev/spillway/policy"
 )
 
-// sessionPost posts a session-era message and returns the response.
-func sessionPost(ctx context.Context, url, sid, body string) (*http.Response, error) {
+// sessionPost posts a session-era message and returns the response; with
+// a token, as its bearer.
+func sessionPost(ctx context.Context, url, sid, body string, token ...string) (*http.Response, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	for _, tok := range token {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
 	if sid != "" {
 		req.Header.Set("Mcp-Session-Id", sid)
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
@@ -30,10 +34,11 @@ func sessionPost(ctx context.Context, url, sid, body string) (*http.Response, er
 
 const initBody = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 
-// initSession opens a session-era session and returns its id.
-func initSession(t *testing.T, ctx context.Context, url string) string {
+// initSession opens a session-era session and returns its id; with a
+// token, as its bearer.
+func initSession(t *testing.T, ctx context.Context, url string, token ...string) string {
 	t.Helper()
-	resp, err := sessionPost(ctx, url, "", initBody)
+	resp, err := sessionPost(ctx, url, "", initBody, token...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +48,7 @@ func initSession(t *testing.T, ctx context.Context, url string) string {
 	if sid == "" {
 		t.Fatalf("initialize: no session (%s)", resp.Status)
 	}
-	if r, err := sessionPost(ctx, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`); err == nil {
+	if r, err := sessionPost(ctx, url, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, token...); err == nil {
 		r.Body.Close()
 	}
 	return sid
