@@ -313,11 +313,13 @@ func New(o Options) (*Proxy, error) {
 		return nil, fmt.Errorf("mcpproxy: %w", err)
 	}
 	p := &Proxy{o: o, log: o.Logger, spool: spool}
-	// clientOf gives an upstream client the Spooler (its tenant's view:
-	// a connection serves one tenant) and the stall rule every upstream
-	// read goes through.
+	// spoolOf is the Spooler of a connection dialled with ctx: its
+	// tenant's view (a connection serves one tenant).
+	spoolOf := func(ctx context.Context) *spill.Spooler { return spool.For(terminate.TenantOf(ctx)) }
+	// clientOf gives an upstream client its Spooler and the stall rule
+	// every upstream read goes through.
 	clientOf := func(ctx context.Context, co httpclient.Options) httpclient.Options {
-		co.Spool, co.StallTimeout = spool.For(terminate.TenantOf(ctx)), o.UpstreamStallTimeout
+		co.Spool, co.StallTimeout = spoolOf(ctx), o.UpstreamStallTimeout
 		return co
 	}
 	p.methods = owned.New(owned.Options{
@@ -347,7 +349,7 @@ func New(o Options) (*Proxy, error) {
 		}
 		p.dial = func(ctx context.Context) (mux.Conn, error) {
 			return child.Start(child.Command{Path: up.Command, Args: up.Args, Dir: up.Dir, Env: up.Env, User: user},
-				child.Options{MaxMessage: o.MaxMessage, Spool: spool.For(terminate.TenantOf(ctx)), Logger: up.logger(o.Logger), StallTimeout: o.UpstreamStallTimeout})
+				child.Options{MaxMessage: o.MaxMessage, Spool: spoolOf(ctx), Logger: up.logger(o.Logger), StallTimeout: o.UpstreamStallTimeout})
 		}
 		if o.StrictEras {
 			p.term = faceFor(p.dial)
