@@ -522,10 +522,10 @@ func shareTenants(t *testing.T, url string, n int, sessions bool, bridged string
 	if err != nil || !bytes.Contains(body, []byte(`"error"`)) || bytes.Contains(body, []byte(`"result"`)) {
 		t.Fatalf("A's second answer past its share: %d bytes %.300q, %v; want a JSON-RPC error", len(body), body, err)
 	}
-	// B's: answered whole while A's first is still pinned.
+	// B's, with the id of A's pinned one: answered whole while A's is pinned.
 	want := sha256.New()
-	writeBigWith(want, "3", n, bridged)
-	b := call("tok-bbbbbbbbbbbbbbbb", 3)
+	writeBigWith(want, "1", n, bridged)
+	b := call("tok-bbbbbbbbbbbbbbbb", 1)
 	got, size, err := hashBody(b.Header.Get("Content-Type"), b.Body)
 	b.Body.Close()
 	if err != nil || !bytes.Equal(got, want.Sum(nil)) {
