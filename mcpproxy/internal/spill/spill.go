@@ -264,14 +264,6 @@ func MayHoldMarker(p []byte) bool { return bytes.Contains(p, []byte(markerPrefix
 // Alive is the number of bytes in this Spooler's open spill files.
 func (s *Spooler) Alive() int64 { return s.alive.Load() }
 
-// AliveFor is the number of those bytes spilled for key (see For), when
-// Options.ShareMax bounds them; else 0.
-func (s *Spooler) AliveFor(key string) int64 {
-	s.sharesMu.Lock()
-	defer s.sharesMu.Unlock()
-	return s.shares[key]
-}
-
 // Close frees every string this Spooler spilled; later Reads fail with
 // ErrClosed, and the markers it made stop resolving. It returns nil.
 func (s *Spooler) Close() error {

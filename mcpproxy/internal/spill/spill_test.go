@@ -652,13 +652,13 @@ func TestShare(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := sp.AliveFor("a"); n != 3000 {
+	if n := aliveFor(sp, "a"); n != 3000 {
 		t.Fatalf("a holds %d bytes, want 3000", n)
 	}
 	if _, err := sp.For("a").Read(strings.NewReader(msg), 0); !errors.Is(err, ErrFull) {
 		t.Fatalf("a's second message past its share: %v, want ErrFull", err)
 	}
-	if n := sp.AliveFor("a"); n != 3000 || sp.Alive() != 3000 {
+	if n := aliveFor(sp, "a"); n != 3000 || sp.Alive() != 3000 {
 		t.Fatalf("after the refused message: a holds %d, the Spooler %d; want 3000, 3000", n, sp.Alive())
 	}
 	other, err := b.Read(strings.NewReader(msg), 0)
@@ -666,7 +666,7 @@ func TestShare(t *testing.T) {
 		t.Fatalf("b's message while a's share is full: %v", err)
 	}
 	sp.Release(first)
-	if n := sp.AliveFor("a"); n != 0 {
+	if n := aliveFor(sp, "a"); n != 0 {
 		t.Fatalf("a holds %d bytes after its release", n)
 	}
 	again, err := a.Read(strings.NewReader(msg), 0)
@@ -682,4 +682,12 @@ func TestShare(t *testing.T) {
 	if len(sp.shares) != 0 || sp.Alive() != 0 {
 		t.Fatalf("%d parties, %d bytes left after every release", len(sp.shares), sp.Alive())
 	}
+}
+
+// aliveFor is the number of bytes sp holds in spill files for key (see
+// For), when Options.ShareMax bounds them; else 0.
+func aliveFor(sp *Spooler, key string) int64 {
+	sp.sharesMu.Lock()
+	defer sp.sharesMu.Unlock()
+	return sp.shares[key]
 }
