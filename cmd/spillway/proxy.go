@@ -107,6 +107,15 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 	if len(f.upstreamEnv) > 0 && f.upstreamCmd == "" {
 		return nil, errors.New("--upstream-env needs --upstream-cmd")
 	}
+	for _, e := range f.upstreamEnv {
+		// Spillway's own secrets never reach a child, even by name.
+		name, _, _ := strings.Cut(e, "=")
+		for flag := range argvSecrets {
+			if name == envName(flag) {
+				return nil, fmt.Errorf("--upstream-env %s: the child must not hold Spillway's secrets", name)
+			}
+		}
+	}
 	if f.upstreamUser != "" && f.upstreamCmd == "" {
 		return nil, errors.New("--upstream-user needs --upstream-cmd")
 	}

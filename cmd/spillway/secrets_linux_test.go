@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -138,4 +140,153 @@ func TestUpstreamUser(t *testing.T) {
 	if key, _ := os.ReadFile(filepath.Join(out, "key")); strings.Contains(string(key), "signing keys") {
 		t.Error("the child read Spillway's signing key")
 	}
+}
+
+// Issue 38, item 8: a secret given on the command line is in
+// /proc/PID/cmdline, which every local user reads, so an --upstream-cmd
+// child read every tenant's token and the signing keys there whatever
+// --upstream-user it ran as. The real binary refuses both flags on the
+// command line when it runs a child, saying which forms to use; those
+// forms (environment, files) work, and the child finds neither secret in
+// Spillway's command line nor in its own environment.
+func TestArgvSecretsRefusedWithUpstreamCmd(t *testing.T) {
+	bin := spillwayBin(t)
+	const tok = "inbound-secret-0123456789"
+	const keys = "k1:c2lnbmluZy1rZXktc2VjcmV0LTAxMjM0NTY3ODlhYmNkZWY="
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, tt := range []struct {
+		args, env []string
+		want      []string
+	}{
+		{[]string{"--auth-tokens", tok + "=team"}, nil, []string{"--auth-tokens is refused on the command line", "--auth-tokens-file, SPILLWAY_AUTH_TOKENS or the --config file"}},
+		{[]string{"--signing-keys=" + keys}, nil, []string{"--signing-keys is refused on the command line", "--key-file, SPILLWAY_SIGNING_KEYS or the --config file"}},
+		{[]string{"--upstream-env", "SPILLWAY_AUTH_TOKENS"}, []string{"SPILLWAY_AUTH_TOKENS=" + tok + "=team"}, []string{"--upstream-env SPILLWAY_AUTH_TOKENS: the child must not hold Spillway's secrets"}},
+	} {
+		// A server that does not refuse serves on: stopped after 20 s.
+		refuse, stop := context.WithTimeout(ctx, 20*time.Second)
+		cmd := exec.CommandContext(refuse, bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--upstream-cmd", "cat"}, tt.args...)...)
+		cmd.Env = append(slices.Clone(env), tt.env...)
+		out, err := cmd.CombinedOutput()
+		stop()
+		if code := cmd.ProcessState.ExitCode(); code <= 0 {
+			t.Errorf("serve %v: exit %d (%v), want a refusal: %s", tt.args, code, err, out)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("serve %v said %q, want it to say %q", tt.args, out, w)
+			}
+		}
+	}
+
+	// The environment form: Spillway takes both secrets, its child sees
+	// neither.
+	out, data := t.TempDir(), t.TempDir()
+	child := `sh -c 'tr "\0" " " < /proc/$PPID/cmdline > ` + out + `/cmdline; env > ` + out + `/env.tmp; mv ` + out + `/env.tmp ` + out + `/env; exec cat > /dev/null'`
+	addr := rsFreeAddr(t)
+	startBin(t, ctx, append(slices.Clone(env), "SPILLWAY_AUTH_TOKENS="+tok+"=team", "SPILLWAY_SIGNING_KEYS="+keys),
+		"serve", "--listen", addr, "--data", data, "--log-level", "warn", "--upstream-cmd", child)
+	base := "http://" + addr
+	authenticates(t, base, tok)
+	// The child starts with the first session; it never answers, nor need it.
+	go func() {
+		resp := mcpPostCtx(ctx, base, tok)
+		if resp != nil {
+			resp.Body.Close()
+		}
+	}()
+	var childEnv []byte
+	for deadline := time.Now().Add(30 * time.Second); childEnv == nil; time.Sleep(50 * time.Millisecond) {
+		childEnv, _ = os.ReadFile(filepath.Join(out, "env"))
+		if time.Now().After(deadline) {
+			t.Fatal("the child did not start")
+		}
+	}
+	cmdline, _ := os.ReadFile(filepath.Join(out, "cmdline"))
+	if !strings.Contains(string(cmdline), "serve") {
+		t.Fatalf("the child read no command line of Spillway: %q", cmdline)
+	}
+	for _, secret := range []string{tok, keys[3:], "SPILLWAY_"} {
+		if strings.Contains(string(cmdline), secret) || strings.Contains(string(childEnv), secret) {
+			t.Errorf("the child read %q: cmdline %q, environment:\n%s", secret, cmdline, childEnv)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(data, "signing.keys")); err == nil {
+		t.Error("SPILLWAY_SIGNING_KEYS was not used: a key file was made")
+	}
+
+	// The file forms.
+	tokFile, keyFile := filepath.Join(t.TempDir(), "tokens"), filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(tokFile, []byte(tok+"=team\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, []byte(keys+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr = rsFreeAddr(t)
+	startBin(t, ctx, env, "serve", "--listen", addr, "--data", t.TempDir(), "--log-level", "warn",
+		"--upstream-cmd", "cat", "--auth-tokens-file", tokFile, "--key-file", keyFile)
+	authenticates(t, "http://"+addr, tok)
+}
+
+// startBin starts the spillway binary with args and env, and stops it with
+// SIGTERM when the test ends, logging its stderr if the test failed.
+func startBin(t *testing.T, ctx context.Context, env []string, args ...string) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, spillwayBin(t), args...)
+	cmd.Env = env
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("spillway %v stderr:\n%s", args, stderr.String())
+		}
+	})
+}
+
+// authenticates waits for the server at base and asserts that /mcp
+// admits tok and refuses another token.
+func authenticates(t *testing.T, base, tok string) {
+	t.Helper()
+	status := func(bearer string) int {
+		req, _ := http.NewRequest(http.MethodGet, base+"/mcp", nil)
+		req.Header.Set("Authorization", "Bearer "+bearer)
+		resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for deadline := time.Now().Add(30 * time.Second); status(tok) == 0; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("serve did not answer")
+		}
+	}
+	// Without a session a GET is refused with 400: after authentication.
+	if got := status(tok); got != http.StatusBadRequest {
+		t.Errorf("GET /mcp with the configured token = %d, want 400 (authenticated, no session)", got)
+	}
+	if got := status("another-token-0123456789"); got != http.StatusUnauthorized {
+		t.Errorf("GET /mcp with another token = %d, want 401", got)
+	}
+}
+
+// mcpPostCtx posts an initialize to /mcp with tok; nil if it failed.
+func mcpPostCtx(ctx context.Context, base, tok string) *http.Response {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil
+	}
+	return resp
 }

@@ -51,7 +51,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "allow a non-loopback --listen or --api-listen without inbound auth tokens")
 	fs.BoolVar(&c.redirect, "redirect", false, "answer fetches with a 302 to a storage URL presigned for 60s (S3 stores)")
 	fs.DurationVar(&c.sweepEvery, "sweep-every", time.Minute, "how often expired artifacts are deleted")
-	fs.StringVar(&c.authTokens, "auth-tokens", "", "inbound bearer `tokens` for /mcp and /v1/artifacts, as token=tenant,... (the tenant follows the last =)")
+	fs.StringVar(&c.authTokens, "auth-tokens", "", "inbound bearer `tokens` for /mcp and /v1/artifacts, as token=tenant,... (the tenant follows the last =); refused on the command line with --upstream-cmd, whose child could read it in /proc: give it in --auth-tokens-file, as SPILLWAY_AUTH_TOKENS or in the --config file")
 	fs.StringVar(&c.authTokensFile, "auth-tokens-file", "", "`file` of inbound bearer tokens, one token=tenant per line, # comments; mode 600 (instead of --auth-tokens)")
 	fs.StringVar(&c.mcpTokenFile, "mcp-token-file", "", "without inbound auth tokens, the bearer token /mcp requires is kept in this `file` (mode 0600), created on first start (default DATA/mcp.token)")
 	fs.Int64Var(&c.maxUpload, "max-upload", 1<<30, "largest upload to /v1/artifacts, in `bytes`")
@@ -76,6 +76,10 @@ func serveMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "spillway serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if err := refuseArgvSecrets(fs, &c); err != nil {
+		fmt.Fprintln(stderr, "spillway serve:", err)
 		return 2
 	}
 	log, err := c.logger(stderr)
@@ -109,6 +113,32 @@ func serveMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return 1
 	}
 	return 0
+}
+
+// argvSecrets are the flags whose values are secrets, with the forms
+// that keep them off the command line.
+var argvSecrets = map[string]string{
+	"auth-tokens":  "--auth-tokens-file, SPILLWAY_AUTH_TOKENS or the --config file",
+	"signing-keys": "--key-file, SPILLWAY_SIGNING_KEYS or the --config file",
+}
+
+// refuseArgvSecrets refuses a secret flag given on the command line (fs,
+// once parsed) when an --upstream-cmd child runs: /proc/PID/cmdline is
+// readable by every local user, so the child would read every tenant's
+// token or the signing keys there whatever --upstream-user it runs as.
+// The child inherits none of the SPILLWAY_* variables (see
+// mcpproxy.CommandUpstream), and files are Spillway's own.
+func refuseArgvSecrets(fs *flag.FlagSet, c *serveConfig) error {
+	if c.upstreamCmd == "" {
+		return nil
+	}
+	var errs []error
+	fs.Visit(func(f *flag.Flag) { // the flags given on the command line only
+		if instead, ok := argvSecrets[f.Name]; ok {
+			errs = append(errs, fmt.Errorf("--%s is refused on the command line with --upstream-cmd: every local process, the child included, reads it in /proc/PID/cmdline; give it in %s", f.Name, instead))
+		}
+	})
+	return errors.Join(errs...)
 }
 
 // server is a running `spillway serve`: tests build one with newServer and

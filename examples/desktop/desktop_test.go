@@ -532,9 +532,11 @@ func TestHTTPSnippet(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	// In the environment: with --upstream-cmd, --auth-tokens is refused on
+	// the command line, which the child could read.
 	cmd := exec.CommandContext(ctx, spillway, "serve", "--listen", listen, "--upstream-cmd", bt,
-		"--data", t.TempDir(), "--auth-tokens", token+"=desk")
-	cmd.Env = environ(nil)
+		"--data", t.TempDir())
+	cmd.Env = environ(map[string]string{"SPILLWAY_AUTH_TOKENS": token + "=desk"})
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
