@@ -320,3 +320,30 @@ func TestServeReadyzHidesDetail(t *testing.T) {
 		}
 	}
 }
+
+// Issue 38, item 10: /metrics on --listen, which sandboxes holding links
+// reach, told anyone every tenant's counters. It follows /readyz's rule
+// for details now: a caller with an inbound token, or --api-listen.
+func TestServeMetricsNeedToken(t *testing.T) {
+	const owner = "owner-token-0123456789"
+	s := startServer(t, t.TempDir(), "--auth-tokens", owner+"=team", "--api-listen", "127.0.0.1:0")
+	listen, api := "http://"+s.Addr()+"/metrics", "http://"+s.APIAddr()+"/metrics"
+	for _, tt := range []struct {
+		url, auth string
+		status    int
+	}{
+		{listen, "", 401},
+		{listen, "Bearer another-token-0123456789", 401},
+		{listen, "Bearer " + owner, 200},
+		{api, "", 200},
+	} {
+		resp, b := apiCall(t, "GET", tt.url, nil, "Authorization", tt.auth)
+		counters := strings.Contains(string(b), "spillway_fetch_requests_total")
+		if resp.StatusCode != tt.status || counters != (tt.status == 200) {
+			t.Errorf("GET %s with %q = %d (counters: %v), want %d", tt.url, tt.auth, resp.StatusCode, counters, tt.status)
+		}
+		if tt.status == 401 && resp.Header.Get("WWW-Authenticate") == "" {
+			t.Errorf("GET %s with %q: 401 without WWW-Authenticate", tt.url, tt.auth)
+		}
+	}
+}

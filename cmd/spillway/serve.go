@@ -297,7 +297,9 @@ func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 }
 
 // registerProbes mounts /healthz, /readyz and /metrics behind the guard;
-// /readyz tells its details only to callers detail admits.
+// /readyz tells its details, and /metrics its counters (every tenant's
+// together), only to callers detail admits: a sandbox holding a link
+// reaches --listen too.
 func (s *server) registerProbes(r *mux.Router, g *identity.Guard, detail func(*http.Request) bool) {
 	r.Handle("/healthz", api.Guarded(g, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -306,7 +308,13 @@ func (s *server) registerProbes(r *mux.Router, g *identity.Guard, detail func(*h
 	r.Handle("/readyz", api.Guarded(g, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.readyz(w, r, detail(r))
 	}))).Methods(http.MethodGet, http.MethodHead)
-	r.Handle("/metrics", api.Guarded(g, http.HandlerFunc(s.metrics))).Methods(http.MethodGet)
+	r.Handle("/metrics", api.Guarded(g, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !detail(r) {
+			s.refuseMetrics(w)
+			return
+		}
+		s.metrics(w, r)
+	}))).Methods(http.MethodGet)
 }
 
 // authenticated reports whether r carries a valid inbound token.
@@ -430,6 +438,19 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request, detail bool) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(body)
+}
+
+// refuseMetrics answers a caller /metrics is not for: 401 asking for a
+// token where inbound tokens are configured, else 403 (no token would do;
+// --api-listen serves them).
+func (s *server) refuseMetrics(w http.ResponseWriter) {
+	if s.tenants.Required() {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="spillway"`)
+		artifact.WriteError(w, artifact.NewHTTPError(http.StatusUnauthorized, "unauthenticated", "a valid bearer token is required"))
+		return
+	}
+	artifact.WriteError(w, artifact.NewHTTPError(http.StatusForbidden, "forbidden",
+		"metrics are served on --api-listen, or here with an inbound token"))
 }
 
 func (s *server) metrics(w http.ResponseWriter, r *http.Request) {
