@@ -339,10 +339,10 @@ func protectedHeader(k string) bool {
 
 // typeAndDisposition returns a's Content-Type (the stored mime type,
 // re-serialised; anything unparsable becomes application/octet-stream so
-// a browser never guesses) and its
-// Content-Disposition: attachment for a type a browser could execute
-// (activeType), inline otherwise, with a's name (or id) as the filename.
-// The type is parsed once for both.
+// a browser never guesses) and its Content-Disposition: inline only for
+// a type a browser renders without running anything of it (inlineTypes),
+// attachment otherwise, with a's name (or id) as the filename. The type
+// is parsed once for both.
 func typeAndDisposition(a Artifact) (ct, disp string) {
 	name := a.Name
 	if name == "" {
@@ -356,11 +356,7 @@ func typeAndDisposition(a Artifact) (ct, disp string) {
 	if !ok || !isMimeToken(major) || !isMimeToken(minor) || !isLower(a.MimeType) || !isMimeToken(name) {
 		return formatTypeAndDisposition(a.MimeType, name)
 	}
-	kind := "inline"
-	if activeType(a.MimeType) {
-		kind = "attachment"
-	}
-	return a.MimeType, kind + "; filename=" + name
+	return a.MimeType, disposition(a.MimeType) + "; filename=" + name
 }
 
 // formatTypeAndDisposition is typeAndDisposition for any type and name,
@@ -372,10 +368,7 @@ func formatTypeAndDisposition(mimeType, name string) (ct, disp string) {
 			ct, mt = s, t
 		}
 	}
-	kind := "inline"
-	if activeType(mt) {
-		kind = "attachment"
-	}
+	kind := disposition(mt)
 	if disp = mime.FormatMediaType(kind, map[string]string{"filename": name}); disp == "" {
 		disp = kind
 	}
@@ -406,17 +399,45 @@ func isLower(s string) bool {
 	return true
 }
 
-// activeType reports whether a browser could execute content of media
-// type mt (lower case, no parameters).
-func activeType(mt string) bool {
-	switch {
-	case mt == "text/html", mt == "application/xhtml+xml", mt == "image/svg+xml",
-		mt == "text/xml", mt == "application/xml", strings.HasSuffix(mt, "+xml"),
-		strings.Contains(mt, "javascript"), strings.Contains(mt, "ecmascript"),
-		mt == "application/pdf", mt == "text/xsl", mt == "application/x-shockwave-flash":
-		return true
+// inlineTypes are the media types served inline: what a browser shows
+// with its own viewer, running nothing the bytes say, loading nothing they
+// name and following no link in them. Everything else is an attachment
+// (downloaded, never rendered in the link's origin): HTML, SVG and XML run
+// script; PDF viewers run script and follow links; text/pdf and
+// application/x-pdf are PDFs by other names; multipart/x-mixed-replace
+// replaces the page with each part, of any type; and a type nobody
+// reviewed may be rendered by whatever a browser maps it to.
+var inlineTypes = map[string]bool{
+	// Text a browser shows as text (nosniff: never sniffed as HTML).
+	"text/plain":    true,
+	"text/csv":      true, // shown as text; no browser renders it as a table or formula
+	"text/markdown": true, // shown as source; no browser renders Markdown
+	// JSON: shown as text, or in Firefox's own viewer, which runs none of it.
+	"application/json": true,
+	// Raster images: decoded to pixels, no script, links or fetches
+	// (image/svg+xml is a document with script, so not here).
+	"image/png":  true,
+	"image/jpeg": true,
+	"image/gif":  true,
+	"image/webp": true,
+	"image/avif": true,
+	// Audio and video: played by the built-in media player, which runs
+	// none of the file.
+	"audio/mpeg": true,
+	"audio/wav":  true,
+	"audio/ogg":  true,
+	"audio/webm": true,
+	"video/mp4":  true,
+	"video/webm": true,
+}
+
+// disposition is "inline" for a type of inlineTypes (mt lower case, no
+// parameters), "attachment" for any other.
+func disposition(mt string) string {
+	if inlineTypes[mt] {
+		return "inline"
 	}
-	return false
+	return "attachment"
 }
 
 // etagMatch reports whether a list of entity tags (If-Match,

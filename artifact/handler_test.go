@@ -430,16 +430,48 @@ func TestFetchBindings(t *testing.T) {
 	}
 }
 
-func TestActiveContentIsAttachment(t *testing.T) {
+// Issue 38, item 10: inline was decided by a list of active types, so
+// text/pdf, application/x-pdf and multipart/x-mixed-replace (and any type
+// the list did not name) were served inline. Only the reviewed types of
+// inlineTypes are now.
+func TestInlineOnlyForAllowedTypes(t *testing.T) {
 	f := newFixture(t)
-	for _, mt := range []string{"text/html", "image/svg+xml", "application/xml", "text/javascript", "TEXT/HTML; charset=utf-8"} {
-		_, l := f.publish(t, []byte("<script>alert(1)</script>"), mt, "x.html", LinkOptions{})
+	for _, tt := range []struct{ mime, disp string }{
+		{"text/plain", "inline"},
+		{"text/plain; charset=utf-8", "inline"},
+		{"TEXT/PLAIN", "inline"},
+		{"text/csv", "inline"},
+		{"application/json", "inline"},
+		{"image/png", "inline"},
+		{"image/jpeg", "inline"},
+		{"image/webp", "inline"},
+		{"audio/wav", "inline"},
+		{"video/mp4", "inline"},
+		// Served inline before.
+		{"text/pdf", "attachment"},
+		{"application/x-pdf", "attachment"},
+		{"multipart/x-mixed-replace", "attachment"},
+		{"multipart/x-mixed-replace; boundary=x", "attachment"},
+		{"image/tiff", "attachment"},
+		{"application/octet-stream", "attachment"},
+		{"application/wasm", "attachment"},
+		{"text/vtt", "attachment"},
+		{"not a mime type", "attachment"},
+		// Attachments before too.
+		{"text/html", "attachment"},
+		{"TEXT/HTML; charset=utf-8", "attachment"},
+		{"image/svg+xml", "attachment"},
+		{"application/xml", "attachment"},
+		{"text/javascript", "attachment"},
+		{"application/pdf", "attachment"},
+	} {
+		_, l := f.publish(t, []byte("<script>alert(1)</script>"), tt.mime, "x", LinkOptions{})
 		resp, _ := get(t, "GET", l.URL, nil)
-		if cd := resp.Header.Get("Content-Disposition"); !strings.HasPrefix(cd, "attachment") {
-			t.Errorf("%s: Content-Disposition = %q", mt, cd)
+		if cd := resp.Header.Get("Content-Disposition"); cd != tt.disp+"; filename=x" {
+			t.Errorf("%s: Content-Disposition = %q, want %s", tt.mime, cd, tt.disp)
 		}
 		if resp.Header.Get("Content-Security-Policy") == "" || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
-			t.Errorf("%s: missing safety headers", mt)
+			t.Errorf("%s: missing safety headers", tt.mime)
 		}
 	}
 	_, l := f.publish(t, []byte("x"), "not a mime type", "", LinkOptions{})
