@@ -42,6 +42,7 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/child"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/era"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/httpclient"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
@@ -54,6 +55,11 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/terminate"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire"
 )
+
+// CodeUnauthorized is the JSON-RPC error code of the body of a 401 from
+// /mcp: in the range JSON-RPC leaves to servers, the one MCP servers
+// commonly use for a missing or unknown credential.
+const CodeUnauthorized = -32001
 
 // Stream modes of resources/stream.
 const (
@@ -556,8 +562,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	tenant, err := p.o.Tenants.Authenticate(r)
 	if err != nil {
+		// A JSON-RPC error (id null: no request was read) that an MCP
+		// client can show, beside the challenge that tells it to
+		// authenticate.
 		w.Header().Set("WWW-Authenticate", `Bearer realm="spillway"`)
-		http.Error(w, "missing or unknown bearer token", http.StatusUnauthorized)
+		httpx.WriteError(w, http.StatusUnauthorized, nil, CodeUnauthorized, "Unauthorized: missing or unknown bearer token")
 		return
 	}
 	rq := owned.Request{Tenant: tenant, Header: r.Header, Source: remoteAddr(r)}

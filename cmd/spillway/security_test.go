@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -346,4 +347,51 @@ func TestServeMetricsNeedToken(t *testing.T) {
 			t.Errorf("GET %s with %q: 401 without WWW-Authenticate", tt.url, tt.auth)
 		}
 	}
+}
+
+// Issue 38, item 10: /mcp refused a missing or unknown token with a plain
+// text body, which an MCP client cannot read as a JSON-RPC error; and an
+// unknown route said "no such artifact" (code not_found), as if the path
+// named one. Now the 401 carries a JSON-RPC error (id null) beside
+// WWW-Authenticate, and an unknown route is a 404 of its own (no_route).
+func TestServeMCPUnauthorizedAndUnknownRoute(t *testing.T) {
+	const owner = "owner-token-0123456789"
+	for _, args := range [][]string{
+		{"--upstream-cmd", "cat"}, // the local token guards /mcp
+		{"--upstream-cmd", "cat", "--auth-tokens", owner + "=team"},
+	} {
+		base := startServe(t, t.TempDir(), args...)
+		for _, auth := range []string{"", "Bearer another-token-0123456789"} {
+			resp, b := apiCall(t, "POST", base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":7,"method":"ping"}`),
+				"Content-Type", "application/json", "Accept", "application/json, text/event-stream", "Authorization", auth)
+			var e struct {
+				JSONRPC string `json:"jsonrpc"`
+				Error   struct {
+					Code    int    `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			err := json.Unmarshal(b, &e)
+			if resp.StatusCode != 401 || !strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") ||
+				resp.Header.Get("Content-Type") != "application/json" || err != nil ||
+				e.JSONRPC != "2.0" || !bytes.Contains(b, []byte(`"id":null`)) || e.Error.Code != -32001 || e.Error.Message == "" {
+				t.Errorf("%v: POST /mcp with %q = %d, WWW-Authenticate %q, %s (%v); want 401 with a JSON-RPC error, id null",
+					args, auth, resp.StatusCode, resp.Header.Get("WWW-Authenticate"), b, err)
+			}
+		}
+		for _, p := range []string{"/nope", "/a", "/a/x/y", "/v2/artifacts"} {
+			resp, b := apiCall(t, "GET", base+p, nil)
+			if resp.StatusCode != 404 || errCode(b) != "no_route" || strings.Contains(string(b), "artifact") ||
+				resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+				t.Errorf("%v: GET %s = %d %s, want a 404 no_route that names no artifact", args, p, resp.StatusCode, b)
+			}
+		}
+	}
+}
+
+// errCode is the code of an error body of the service, "" if none.
+func errCode(b []byte) string {
+	var e struct{ Code string }
+	json.Unmarshal(b, &e)
+	return e.Code
 }

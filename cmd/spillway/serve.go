@@ -261,17 +261,21 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout, st
 	return s, nil
 }
 
-// newRouter returns a router that answers unknown routes with the service's
-// JSON 404 and safety headers. Paths are taken as sent: mux's cleaning
-// would answer /a//ID?t=TOKEN with a 301 repeating the token in Location,
-// without the safety headers; an unclean path matches no route instead.
+// newRouter returns a router that answers unknown routes with a 404 in the
+// service's JSON error form and safety headers, code no_route: not an
+// artifact's not_found, which would tell a client the path named one.
+// Paths are taken as sent: mux's cleaning would answer /a//ID?t=TOKEN with
+// a 301 repeating the token in Location, without the safety headers; an
+// unclean path matches no route instead.
 func newRouter() *mux.Router {
 	r := mux.NewRouter().SkipClean(true)
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		artifact.WriteError(w, fmt.Errorf("no route %s: %w", r.URL.Path, artifact.ErrNotFound))
+		artifact.WriteError(w, errNoRoute)
 	})
 	return r
 }
+
+var errNoRoute = artifact.NewHTTPError(http.StatusNotFound, "no_route", "nothing is served at this path")
 
 // mcpFirst serves /mcp, the path every MCP message takes, without the
 // router, which would try the pattern of every other route first.
