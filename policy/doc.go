@@ -12,4 +12,9 @@
 // allow_net. The pure CIDR built-ins (net.cidr_contains and its kin) stay;
 // net.cidr_expand, whose result is as large as its prefix, does not. A
 // policy that calls a removed built-in is refused by name.
+//
+// Every evaluation is bounded too: numbers.range and numbers.range_step
+// make at most MaxRange numbers (more is an evaluation error), and each
+// decision has a deadline of its own (Options.DecisionTimeout), past
+// which it is stopped and denies with ErrDeadline.
 package policy

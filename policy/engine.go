@@ -54,6 +54,11 @@ type Options struct {
 	// DecisionLogFlush bounds how long Close waits for the writer to
 	// take the queued lines (default 5 s).
 	DecisionLogFlush time.Duration
+	// DecisionTimeout bounds each evaluation (a decision, its dry-run
+	// comparison, its decision log mask): past it the evaluation is
+	// stopped and the decision denies with ErrDeadline, as on any
+	// evaluation error. Default DefaultDecisionTimeout.
+	DecisionTimeout time.Duration
 	// PollInterval is how often Watch looks for changes; default 1s.
 	PollInterval time.Duration
 	Logger       *slog.Logger
@@ -89,6 +94,7 @@ type Engine struct {
 	loadedAt  time.Time
 
 	evalCancelled atomic.Int64
+	evalTimeouts  atomic.Int64
 }
 
 type compiled struct {
@@ -106,6 +112,9 @@ func New(ctx context.Context, o Options) (*Engine, error) {
 	}
 	if o.PollInterval <= 0 {
 		o.PollInterval = time.Second
+	}
+	if o.DecisionTimeout <= 0 {
+		o.DecisionTimeout = DefaultDecisionTimeout
 	}
 	if err := checkBundleKey(o); err != nil {
 		return nil, err
@@ -262,7 +271,10 @@ func eval[T any](ctx context.Context, e *Engine, point string, pq func(*compiled
 	var zero T
 	c := e.cur.Load()
 	start := time.Now()
-	raw, err := evalOne(ctx, pq(c), in)
+	dctx, cancel := e.withDeadline(ctx)
+	raw, err := evalOne(dctx, pq(c), in)
+	late := errors.Is(context.Cause(dctx), ErrDeadline)
+	cancel()
 	took := time.Since(start)
 	var d T
 	if err == nil {
@@ -281,6 +293,11 @@ func eval[T any](ctx context.Context, e *Engine, point string, pq func(*compiled
 			e.evalCancelled.Add(1)
 			e.log.Debug("policy decision cancelled by its caller; denying", "point", point, "revision", c.revision)
 			return zero, fmt.Errorf("%w: %s: %w", ErrEval, point, cerr)
+		}
+		if late {
+			e.evalTimeouts.Add(1)
+			e.log.Warn("policy decision passed its deadline; denying", "point", point, "revision", c.revision, "deadline", e.o.DecisionTimeout)
+			return zero, fmt.Errorf("%w: %s: %w (%v)", ErrEval, point, ErrDeadline, e.o.DecisionTimeout)
 		}
 		e.evalErrs.Add(1)
 		e.log.Warn("policy decision failed; denying", "point", point, "revision", c.revision, "err", err)
@@ -307,7 +324,9 @@ func (e *Engine) record(ctx context.Context, c *compiled, point string, pq func(
 		entry["result"] = r
 	}
 	if dry := e.dry.Load(); dry != nil {
-		got, derr := evalOne(ctx, pq(dry), in)
+		dctx, cancel := e.withDeadline(ctx)
+		got, derr := evalOne(dctx, pq(dry), in)
+		cancel()
 		if derr != nil || !jsonEqual(got, result) {
 			cand := map[string]any{"revision": dry.revision}
 			if derr != nil {
@@ -324,7 +343,9 @@ func (e *Engine) record(ctx context.Context, c *compiled, point string, pq func(
 	if e.dlog == nil {
 		return
 	}
-	mask(ctx, c, entry)
+	mctx, cancel := e.withDeadline(ctx)
+	mask(mctx, c, entry)
+	cancel()
 	line, merr := json.Marshal(entry)
 	if merr != nil {
 		e.dlog.dropped.Add(1)
@@ -362,6 +383,9 @@ type Status struct {
 	// EvalCancelled counts decisions cancelled by their caller (a client
 	// that left): they denied, but are not evaluation errors.
 	EvalCancelled int64 `json:"eval_cancelled"`
+	// EvalTimeouts counts decisions that passed Options.DecisionTimeout
+	// (and denied); they are not counted in EvalErrors.
+	EvalTimeouts int64 `json:"eval_timeouts"`
 	// LastError is why the newest policy was refused; "" when the newest
 	// one is active.
 	LastError string `json:"last_error,omitempty"`
@@ -381,7 +405,7 @@ func (e *Engine) Status() Status {
 	defer e.mu.Unlock()
 	c := e.cur.Load()
 	s := Status{Revision: c.revision, Digest: c.digest[:16], LoadedAt: e.loadedAt, Reloads: e.reloads,
-		Refusals: e.refusals, EvalErrors: e.evalErrs.Load(), EvalCancelled: e.evalCancelled.Load()}
+		Refusals: e.refusals, EvalErrors: e.evalErrs.Load(), EvalCancelled: e.evalCancelled.Load(), EvalTimeouts: e.evalTimeouts.Load()}
 	if e.lastErr != nil {
 		s.LastError = e.lastErr.Error()
 	}
@@ -541,6 +565,7 @@ func (e *Engine) WriteMetrics(w io.Writer) {
 	fmt.Fprintf(w, "# HELP spillway_policy_reload_refusals_total Policies refused on reload (compile error or failing tests).\n# TYPE spillway_policy_reload_refusals_total counter\nspillway_policy_reload_refusals_total %d\n", s.Refusals)
 	fmt.Fprintf(w, "# HELP spillway_policy_eval_errors_total Decisions that failed to evaluate (and denied).\n# TYPE spillway_policy_eval_errors_total counter\nspillway_policy_eval_errors_total %d\n", s.EvalErrors)
 	fmt.Fprintf(w, "# HELP spillway_policy_eval_cancelled_total Decisions cancelled by their caller, e.g. a client that disconnected (and denied).\n# TYPE spillway_policy_eval_cancelled_total counter\nspillway_policy_eval_cancelled_total %d\n", s.EvalCancelled)
+	fmt.Fprintf(w, "# HELP spillway_policy_eval_timeouts_total Decisions that passed their deadline (and denied).\n# TYPE spillway_policy_eval_timeouts_total counter\nspillway_policy_eval_timeouts_total %d\n", s.EvalTimeouts)
 	refused := 0
 	if s.LastError != "" {
 		refused = 1

@@ -334,8 +334,9 @@ func BenchmarkFetchDecision(b *testing.B) {
 // on loopback, and leaves while the policy is evaluating.
 func TestCancelledDecision(t *testing.T) {
 	dir := t.TempDir()
-	// Minutes of small evaluation steps (OPA checks for cancellation
-	// between steps), holding no more than two short arrays.
+	// A minute of small evaluation steps (OPA checks for cancellation
+	// between steps), holding no more than two short arrays (MaxRange
+	// numbers each); no decision deadline in the way.
 	writePolicy(t, dir, `package spillway
 slow if {
 	some i in numbers.range(1, input.now)
@@ -346,7 +347,7 @@ fetch := {"allow": true} if not slow
 offload := {"offload": false}
 mint := {"allow": true}
 `)
-	e, err := New(ctx, Options{Dir: dir, Logger: quiet})
+	e, err := New(ctx, Options{Dir: dir, Logger: quiet, DecisionTimeout: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +358,7 @@ mint := {"allow": true}
 	started, done := make(chan struct{}), make(chan result, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		in := fetchIn("GET", "")
-		in.Now = 100000
+		in.Now = MaxRange
 		close(started)
 		d, err := e.Fetch(r.Context(), in)
 		done <- result{d, err}

@@ -22,23 +22,24 @@ import (
 
 // storeFlags are shared by every command that opens the store.
 type storeFlags struct {
-	config      string
-	data        string
-	store       string
-	keyFile     string
-	signingKeys string
-	storeSecret string
-	publicURL   string
-	policyDir   string
-	bundleKey   string
-	bundleKeyID string
-	bundleAlg   string
-	dryRun      string
-	decisionLog string
-	defaultTTL  time.Duration
-	maxTTL      time.Duration
-	logLevel    string
-	logFormat   string
+	config        string
+	data          string
+	store         string
+	keyFile       string
+	signingKeys   string
+	storeSecret   string
+	publicURL     string
+	policyDir     string
+	bundleKey     string
+	bundleKeyID   string
+	bundleAlg     string
+	dryRun        string
+	decisionLog   string
+	policyTimeout time.Duration
+	defaultTTL    time.Duration
+	maxTTL        time.Duration
+	logLevel      string
+	logFormat     string
 }
 
 func (f *storeFlags) register(fs *flag.FlagSet) {
@@ -55,6 +56,7 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.bundleAlg, "policy-bundle-alg", "RS256", "signature `algorithm` of the bundle (RS256, ES256, HS256, ...)")
 	fs.StringVar(&f.dryRun, "policy-dry-run", "", "candidate policy `dir` evaluated beside the enforced one; disagreements are logged, not enforced")
 	fs.StringVar(&f.decisionLog, "decision-log", "", "write policy decisions as JSON lines to `file` (- for stdout)")
+	fs.DurationVar(&f.policyTimeout, "policy-timeout", policy.DefaultDecisionTimeout, "longest one policy decision (offload, mint, fetch) may take; past it the decision is stopped and denies")
 	fs.DurationVar(&f.defaultTTL, "default-ttl", 15*time.Minute, "lifetime of links and artifacts when none is asked for")
 	fs.DurationVar(&f.maxTTL, "max-ttl", time.Hour, "longest lifetime any link or artifact gets")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn, error")
@@ -135,7 +137,10 @@ func (f *storeFlags) open(ctx context.Context, log *slog.Logger, stdout io.Write
 	}
 	// The key goes to the engine whatever --policy is: it refuses a key it
 	// cannot enforce instead of ignoring it.
-	po := policy.Options{Logger: log, Candidate: f.dryRun,
+	if f.policyTimeout <= 0 {
+		return nil, errors.New("--policy-timeout: want a positive duration")
+	}
+	po := policy.Options{Logger: log, Candidate: f.dryRun, DecisionTimeout: f.policyTimeout,
 		BundleKey: f.bundleKey, BundleKeyID: f.bundleKeyID, BundleAlg: f.bundleAlg}
 	if isBundle(f.policyDir) {
 		po.Bundle = f.policyDir

@@ -395,3 +395,38 @@ func errCode(b []byte) string {
 	json.Unmarshal(b, &e)
 	return e.Code
 }
+
+// Issue 38, item 10: no policy decision had a deadline of its own, so a
+// policy that spins held every fetch for ever. With --policy-timeout the
+// fetch is denied (403) once its decision passes the deadline; the
+// client's 10 s timeout is the test's "never answered".
+func TestServeSpinningPolicyDenies(t *testing.T) {
+	dir := t.TempDir()
+	const spin = `package spillway
+mint := {"allow": true}
+offload := {"offload": false}
+fetch := {"allow": true} if not spin
+spin if {
+	some i in numbers.range(1, 10000)
+	some j in numbers.range(1, 10000)
+	i == j + 20000
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "p.rego"), []byte(spin), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, t.TempDir(), "--policy", dir, "--policy-timeout", "200ms")
+	_, l := narrowLink(t, s, "")
+	req, _ := http.NewRequest(http.MethodHead, l.URL, nil)
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("a fetch under a spinning policy was never answered: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a fetch under a spinning policy = %d, want 403", resp.StatusCode)
+	}
+	if st := s.deps.engine.Status(); st.EvalTimeouts != 1 {
+		t.Errorf("%d decisions counted past their deadline, want 1", st.EvalTimeouts)
+	}
+}
