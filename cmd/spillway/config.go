@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/spillway-dev/spillway/artifact/token"
 )
 
 // parseLayered parses args into fs, then fills every flag not given on the
@@ -39,6 +41,14 @@ func parseLayered(fs *flag.FlagSet, args []string, getenv func(string) string) e
 		for k := range file {
 			if fs.Lookup(k) == nil {
 				return fmt.Errorf("config %s: unknown setting %q", cf.Value.String(), k)
+			}
+			if _, secret := secretFlags[k]; secret {
+				// The secret is as private as the file: refuse one that
+				// others (an --upstream-user child) may read, as
+				// --auth-tokens-file and --key-file are refused.
+				if _, err := token.ReadSecretFile(cf.Value.String()); err != nil {
+					return fmt.Errorf("config sets %s: %w", k, err)
+				}
 			}
 		}
 	}

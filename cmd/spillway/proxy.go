@@ -110,7 +110,7 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 	for _, e := range f.upstreamEnv {
 		// Spillway's own secrets never reach a child, even by name.
 		name, _, _ := strings.Cut(e, "=")
-		for flag := range argvSecrets {
+		for flag := range secretFlags {
 			if name == envName(flag) {
 				return nil, fmt.Errorf("--upstream-env %s: the child must not hold Spillway's secrets", name)
 			}

@@ -115,9 +115,10 @@ func serveMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	return 0
 }
 
-// argvSecrets are the flags whose values are secrets, with the forms
-// that keep them off the command line.
-var argvSecrets = map[string]string{
+// secretFlags are the flags whose values are secrets, with the forms
+// that keep them off the command line. A config file that sets one must
+// be as private as a secret file (see parseLayered).
+var secretFlags = map[string]string{
 	"auth-tokens":  "--auth-tokens-file, SPILLWAY_AUTH_TOKENS or the --config file",
 	"signing-keys": "--key-file, SPILLWAY_SIGNING_KEYS or the --config file",
 }
@@ -134,7 +135,7 @@ func refuseArgvSecrets(fs *flag.FlagSet, c *serveConfig) error {
 	}
 	var errs []error
 	fs.Visit(func(f *flag.Flag) { // the flags given on the command line only
-		if instead, ok := argvSecrets[f.Name]; ok {
+		if instead, ok := secretFlags[f.Name]; ok {
 			errs = append(errs, fmt.Errorf("--%s is refused on the command line with --upstream-cmd: every local process, the child included, reads it in /proc/PID/cmdline; give it in %s", f.Name, instead))
 		}
 	})

@@ -226,6 +226,13 @@ func TestConfigLayers(t *testing.T) {
 	if c.listen != "127.0.0.1:1" || c.publicURL != "https://from-env" || c.authTokens != "abcdefghijklmnop=acme" {
 		t.Fatalf("layered config = listen %q public %q tokens %q", c.listen, c.publicURL, c.authTokens)
 	}
+	// A config file holding a secret is refused when others may read it.
+	os.Chmod(cfg, 0o644)
+	fs = newFlagSet("serve")
+	c.register(fs)
+	if err := parseLayered(fs, []string{"--config", cfg}, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), "config sets auth-tokens") {
+		t.Fatalf("a config file with tokens, mode 0644: err = %v", err)
+	}
 	os.WriteFile(cfg, []byte("no-such-flag: 1\n"), 0o600)
 	fs = newFlagSet("serve")
 	c.register(fs)
