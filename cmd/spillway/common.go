@@ -47,7 +47,7 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.data, "data", defaultDataDir(), "data `dir`: local artifacts and the generated signing key")
 	fs.StringVar(&f.store, "store", "", "artifact store: a `DIR` or s3://BUCKET[/PREFIX]?endpoint=HOST:PORT&secure=false (default DATA/artifacts)")
 	fs.StringVar(&f.keyFile, "key-file", "", "signing key `file` (id:base64secret lines, first signs, mode 0600): created if missing, reloaded every second (default DATA/signing.keys)")
-	fs.StringVar(&f.signingKeys, "signing-keys", "", "signing `keys` id:base64secret,...: first signs, all verify (overrides --key-file, which is reloaded and keeps them off argv); refused on the command line with --upstream-cmd, whose child could read it in /proc: give it as SPILLWAY_SIGNING_KEYS or in the --config file")
+	fs.StringVar(&f.signingKeys, "signing-keys", "", "signing `keys` id:base64secret,...: first signs, all verify (overrides --key-file, which is reloaded and keeps them off argv); refused on the command line with --upstream-cmd, whose child could read it in /proc: give it as SPILLWAY_SIGNING_KEYS or in a --config file of mode 0600")
 	fs.StringVar(&f.storeSecret, "store-secret-file", "", "`file` holding the S3 secret access key (mode 0600), instead of AWS_SECRET_ACCESS_KEY")
 	fs.StringVar(&f.publicURL, "public-url", "", "base `URL` of links handed out (default http://LISTEN)")
 	fs.StringVar(&f.policyDir, "policy", "", "Rego policy `dir` or bundle .tar.gz (default: the built-in policy)")

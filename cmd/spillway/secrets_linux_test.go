@@ -160,8 +160,8 @@ func TestArgvSecretsRefusedWithUpstreamCmd(t *testing.T) {
 		args, env []string
 		want      []string
 	}{
-		{[]string{"--auth-tokens", tok + "=team"}, nil, []string{"--auth-tokens is refused on the command line", "--auth-tokens-file, SPILLWAY_AUTH_TOKENS or the --config file"}},
-		{[]string{"--signing-keys=" + keys}, nil, []string{"--signing-keys is refused on the command line", "--key-file, SPILLWAY_SIGNING_KEYS or the --config file"}},
+		{[]string{"--auth-tokens", tok + "=team"}, nil, []string{"--auth-tokens is refused on the command line", "--auth-tokens-file, SPILLWAY_AUTH_TOKENS or a --config file of mode 0600"}},
+		{[]string{"--signing-keys=" + keys}, nil, []string{"--signing-keys is refused on the command line", "--key-file, SPILLWAY_SIGNING_KEYS or a --config file of mode 0600"}},
 		{[]string{"--upstream-env", "SPILLWAY_AUTH_TOKENS"}, []string{"SPILLWAY_AUTH_TOKENS=" + tok + "=team"}, []string{"--upstream-env SPILLWAY_AUTH_TOKENS: the child must not hold Spillway's secrets"}},
 	} {
 		// A server that does not refuse serves on: stopped after 20 s.

@@ -51,7 +51,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "allow a non-loopback --listen or --api-listen without inbound auth tokens")
 	fs.BoolVar(&c.redirect, "redirect", false, "answer fetches with a 302 to a storage URL presigned for 60s (S3 stores)")
 	fs.DurationVar(&c.sweepEvery, "sweep-every", time.Minute, "how often expired artifacts are deleted")
-	fs.StringVar(&c.authTokens, "auth-tokens", "", "inbound bearer `tokens` for /mcp and /v1/artifacts, as token=tenant,... (the tenant follows the last =); refused on the command line with --upstream-cmd, whose child could read it in /proc: give it in --auth-tokens-file, as SPILLWAY_AUTH_TOKENS or in the --config file")
+	fs.StringVar(&c.authTokens, "auth-tokens", "", "inbound bearer `tokens` for /mcp and /v1/artifacts, as token=tenant,... (the tenant follows the last =); refused on the command line with --upstream-cmd, whose child could read it in /proc: give it in --auth-tokens-file, as SPILLWAY_AUTH_TOKENS or in a --config file of mode 0600")
 	fs.StringVar(&c.authTokensFile, "auth-tokens-file", "", "`file` of inbound bearer tokens, one token=tenant per line, # comments; mode 600 (instead of --auth-tokens)")
 	fs.StringVar(&c.mcpTokenFile, "mcp-token-file", "", "without inbound auth tokens, the bearer token /mcp requires is kept in this `file` (mode 0600), created on first start (default DATA/mcp.token)")
 	fs.Int64Var(&c.maxUpload, "max-upload", 1<<30, "largest upload to /v1/artifacts, in `bytes`")
@@ -119,8 +119,8 @@ func serveMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 // that keep them off the command line. A config file that sets one must
 // be as private as a secret file (see parseLayered).
 var secretFlags = map[string]string{
-	"auth-tokens":  "--auth-tokens-file, SPILLWAY_AUTH_TOKENS or the --config file",
-	"signing-keys": "--key-file, SPILLWAY_SIGNING_KEYS or the --config file",
+	"auth-tokens":  "--auth-tokens-file, SPILLWAY_AUTH_TOKENS or a --config file of mode 0600",
+	"signing-keys": "--key-file, SPILLWAY_SIGNING_KEYS or a --config file of mode 0600",
 }
 
 // refuseArgvSecrets refuses a secret flag given on the command line (fs,
