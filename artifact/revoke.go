@@ -67,11 +67,78 @@ type Revocation struct {
 // serves, read per artifact. The zero value is empty. mu guards lists and
 // every revokedList in it.
 type revocations struct {
-	revokeMu sync.Mutex                        // one Revoke at a time: count, then record
-	full     *simplelru.LRU[string, time.Time] // tenant at its bound → until when to believe it; guarded by revokeMu
+	// turnsMu guards turns: tenant → its Revoke turn, present while a
+	// Revoke of that tenant runs or waits. A tenant's Revokes run one at a
+	// time (count, then record: its bounds hold here exactly); no lock is
+	// held across store I/O that another tenant's Revoke waits on.
+	turnsMu sync.Mutex
+	turns   map[string]*turn
 
 	mu    sync.Mutex
 	lists *simplelru.LRU[string, *revokedList] // artifact id → its revocations
+	full  *simplelru.LRU[string, time.Time]    // tenant at its bound → until when to believe it
+}
+
+// turn serialises one tenant's Revokes: a slot in a channel, so that
+// waiting for it ends with the caller's context.
+type turn struct {
+	slot  chan struct{}
+	users int // holders and waiters; guarded by turnsMu
+}
+
+// take waits for tenant's turn, or ctx's end. Call the returned function
+// once done.
+func (r *revocations) take(ctx context.Context, tenant string) (done func(), err error) {
+	r.turnsMu.Lock()
+	if r.turns == nil {
+		r.turns = map[string]*turn{}
+	}
+	t := r.turns[tenant]
+	if t == nil {
+		t = &turn{slot: make(chan struct{}, 1)}
+		r.turns[tenant] = t
+	}
+	t.users++
+	r.turnsMu.Unlock()
+	release := func() {
+		r.turnsMu.Lock()
+		if t.users--; t.users == 0 {
+			delete(r.turns, tenant) // the map holds only tenants revoking now
+		}
+		r.turnsMu.Unlock()
+	}
+	select {
+	case t.slot <- struct{}{}:
+		return func() { <-t.slot; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, ctx.Err()
+	}
+}
+
+// recorded reports whether tokenID is known here to be revoked for
+// artifact id at now: read from the store, or recorded through this
+// replica (only durable records are held).
+func (r *revocations) recorded(m *Metrics, id, tokenID string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.list(m, id)
+	until, ok := l.tokens[tokenID]
+	return ok && now.Before(until)
+}
+
+// hold notes tokenID as revoked for artifact id until expires.
+func (r *revocations) hold(m *Metrics, id, tokenID string, expires time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	l := r.list(m, id)
+	until, had := l.tokens[tokenID]
+	if !had {
+		m.revocationsHeld(1)
+	}
+	if expires.After(until) {
+		l.tokens[tokenID] = expires
+	}
 }
 
 // revokedList is one artifact's revocations as last read from the store,
@@ -103,13 +170,16 @@ func (r *revocations) list(m *Metrics, id string) *revokedList {
 // sharing the store: at once on this one, within RevocationMaxAge on the
 // others. The revocation concerns that artifact's links only, and lasts
 // until the artifact expires: no link outlives its artifact. Revoking an
-// id twice, or an id that no link of the artifact has, is not an error.
-// It returns ErrInvalid for a malformed token id, ErrRevocationLimit when
-// the artifact or the tenant has as many revocations as allowed, and the
-// store's error when the revocation could not be recorded durably (then
-// it is not in force anywhere, this replica included). Revokes on one
-// replica run one at a time, so that the bounds hold here exactly; two
-// replicas revoking at the same instant may each pass a bound by one.
+// id twice, or an id that no link of the artifact has, is not an error;
+// revoking one already recorded writes nothing. It returns ErrInvalid for
+// a malformed token id, ErrRevocationLimit when the artifact or the
+// tenant has as many revocations as allowed, ctx's error when it ends
+// while another Revoke of the tenant runs, and the store's error when the
+// revocation could not be recorded durably (then it is not in force
+// anywhere, this replica included). A tenant's Revokes on one replica run
+// one at a time, so that its bounds hold here exactly (two replicas
+// revoking at the same instant may each pass a bound by one); those of
+// different tenants never wait for each other.
 func (s *Service) Revoke(ctx context.Context, tenant, id, tokenID string) error {
 	if !token.ValidID(tokenID) {
 		return fmt.Errorf("revoke: token id: %w", ErrInvalid)
@@ -127,32 +197,41 @@ func (s *Service) Revoke(ctx context.Context, tenant, id, tokenID string) error 
 	if t := expires.Truncate(time.Second); !t.Equal(expires) {
 		expires = t.Add(time.Second)
 	}
-	s.revoked.revokeMu.Lock()
-	defer s.revoked.revokeMu.Unlock()
-	if err := s.revocationRoom(ctx, a, tokenID, now); err != nil {
+	r := &s.revoked
+	if r.recorded(s.Metrics, a.ID, tokenID, now) {
+		// Recorded already (the link it names was minted before that
+		// record, so the record outlives it): nothing to write.
+		return nil
+	}
+	done, err := r.take(ctx, a.Tenant)
+	if err != nil {
+		return fmt.Errorf("revoke: %w", err)
+	}
+	defer done()
+	recorded, err := s.revocationRoom(ctx, a, tokenID, now)
+	if err != nil {
 		return err
+	}
+	if !recorded.IsZero() {
+		r.hold(s.Metrics, a.ID, tokenID, recorded) // read from the store: nothing to write
+		return nil
 	}
 	rev := Revocation{Tenant: a.Tenant, Artifact: a.ID, TokenID: tokenID, Expires: expires}
 	if err := s.Store.Revoke(ctx, rev); err != nil {
 		return fmt.Errorf("revoke: %w", err)
 	}
-	r := &s.revoked
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	l := r.list(s.Metrics, a.ID)
-	if _, had := l.tokens[tokenID]; !had {
-		s.Metrics.revocationsHeld(1)
-	}
-	l.tokens[tokenID] = expires
+	r.hold(s.Metrics, a.ID, tokenID, expires)
 	return nil
 }
 
 // errEnough stops a count that has reached its bound.
 var errEnough = errors.New("enough")
 
-// revocationRoom returns nil when tokenID may be recorded for a: it is
-// recorded already, or neither a nor its tenant is at its bound.
-func (s *Service) revocationRoom(ctx context.Context, a Artifact, tokenID string, now time.Time) error {
+// revocationRoom returns nil when tokenID may be recorded for a: with
+// recorded, the latest expiry of its live records, when the store holds
+// it already (nothing is to be written), or else when neither a nor its
+// tenant is at its bound. The caller holds a's tenant's turn.
+func (s *Service) revocationRoom(ctx context.Context, a Artifact, tokenID string, now time.Time) (recorded time.Time, _ error) {
 	perArtifact := cmpOr(s.MaxRevocationsPerArtifact, DefaultMaxRevocationsPerArtifact)
 	perTenant := cmpOr(s.MaxRevocationsPerTenant, DefaultMaxRevocationsPerTenant)
 	// count counts distinct revocations, up to limit (0: all of them).
@@ -161,6 +240,9 @@ func (s *Service) revocationRoom(ctx context.Context, a Artifact, tokenID string
 		err = s.Store.Revocations(ctx, a.Tenant, artifactID, now, func(r Revocation) error {
 			if r.Artifact == a.ID && r.TokenID == tokenID {
 				again = true
+				if r.Expires.After(recorded) {
+					recorded = r.Expires
+				}
 			}
 			seen[r.Artifact+"/"+r.TokenID] = true
 			if limit > 0 && len(seen) >= limit {
@@ -174,35 +256,47 @@ func (s *Service) revocationRoom(ctx context.Context, a Artifact, tokenID string
 		return len(seen), again, err
 	}
 	// A tenant found at its bound a moment ago costs the store nothing.
-	r := &s.revoked
-	if r.full == nil {
-		r.full, _ = simplelru.NewLRU[string, time.Time](revocationLists, nil)
-	}
-	if until, ok := r.full.Get(a.Tenant); ok && time.Now().Before(until) {
+	if s.revoked.fullUntil(a.Tenant, time.Time{}) {
 		s.Metrics.revocationRefused()
-		return fmt.Errorf("revoke: the tenant has %d revoked links, the most allowed: %w", perTenant, ErrRevocationLimit)
+		return time.Time{}, fmt.Errorf("revoke: the tenant has %d revoked links, the most allowed: %w", perTenant, ErrRevocationLimit)
 	}
 	// All of the artifact's: they are few, and a token revoked again must
 	// be found even at the bound.
 	n, again, err := count(a.ID, 0)
 	switch {
 	case err != nil:
-		return fmt.Errorf("revoke: count: %w", err)
+		return time.Time{}, fmt.Errorf("revoke: count: %w", err)
 	case again:
-		return nil // recorded already: the later expiry wins, no new record counts
+		return recorded, nil // recorded already: no new record counts
 	case n >= perArtifact:
 		s.Metrics.revocationRefused()
-		return fmt.Errorf("revoke: artifact %s has %d revoked links, the most allowed: %w", a.ID, n, ErrRevocationLimit)
+		return time.Time{}, fmt.Errorf("revoke: artifact %s has %d revoked links, the most allowed: %w", a.ID, n, ErrRevocationLimit)
 	}
 	if n, _, err = count("", perTenant); err != nil {
-		return fmt.Errorf("revoke: count: %w", err)
+		return time.Time{}, fmt.Errorf("revoke: count: %w", err)
 	}
 	if n >= perTenant {
-		r.full.Add(a.Tenant, time.Now().Add(revocationFullFor))
+		s.revoked.fullUntil(a.Tenant, time.Now().Add(revocationFullFor))
 		s.Metrics.revocationRefused()
-		return fmt.Errorf("revoke: the tenant has %d revoked links, the most allowed: %w", n, ErrRevocationLimit)
+		return time.Time{}, fmt.Errorf("revoke: the tenant has %d revoked links, the most allowed: %w", n, ErrRevocationLimit)
 	}
-	return nil
+	return time.Time{}, nil
+}
+
+// fullUntil reports whether tenant was found at its bound a moment ago;
+// with a non-zero until, it records that it is, until then.
+func (r *revocations) fullUntil(tenant string, until time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.full == nil {
+		r.full, _ = simplelru.NewLRU[string, time.Time](revocationLists, nil)
+	}
+	if !until.IsZero() {
+		r.full.Add(tenant, until)
+		return true
+	}
+	t, ok := r.full.Get(tenant)
+	return ok && time.Now().Before(t)
 }
 
 func cmpOr(v, def int) int {

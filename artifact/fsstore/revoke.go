@@ -31,7 +31,9 @@ func (s *Store) revocationDir(tenant, id string) string {
 
 // Revoke records a revocation (see artifact.Store): an empty file created
 // and made durable with its directories. A crash leaves either no file or
-// a complete record, because the name is the record.
+// a complete record, because the name is the record. A record already
+// there is not written again; its directory is synced all the same, in
+// case the Revoke that created it failed before it was durable.
 func (s *Store) Revoke(ctx context.Context, r artifact.Revocation) error {
 	if !token.ValidID(r.TokenID) || !artifact.ValidID(r.Artifact) {
 		return fmt.Errorf("revoke: token or artifact id: %w", artifact.ErrInvalid)
@@ -49,9 +51,12 @@ func (s *Store) Revoke(ctx context.Context, r artifact.Revocation) error {
 			}
 			made = true
 		}
-		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE, 0o600)
+		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if errors.Is(err, fs.ErrNotExist) && attempt < 3 {
 			continue // the sweeper removed the empty directory meanwhile
+		}
+		if errors.Is(err, fs.ErrExist) {
+			break // recorded already
 		}
 		if err != nil {
 			return unavailable("revoke", r.TokenID, err)
