@@ -29,7 +29,10 @@ func (s *Store) revocationPrefix(tenant, id string) string {
 	return s.prefix + revokedPrefix + artifact.RevocationPath(tenant, id) + "/"
 }
 
-// Revoke records a revocation (see artifact.Store) as an empty object.
+// Revoke records a revocation (see artifact.Store) as an empty object,
+// written only where none is: a record already there (the same token id
+// and expiry, revoked again here or by another replica) is left as it is,
+// with no new write or object version.
 func (s *Store) Revoke(ctx context.Context, r artifact.Revocation) error {
 	if !token.ValidID(r.TokenID) || !artifact.ValidID(r.Artifact) {
 		return fmt.Errorf("revoke: token or artifact id: %w", artifact.ErrInvalid)
@@ -40,10 +43,13 @@ func (s *Store) Revoke(ctx context.Context, r artifact.Revocation) error {
 	ctx, cancel := s.bounded(ctx)
 	defer cancel()
 	key := s.revocationPrefix(r.Tenant, r.Artifact) + artifact.RevocationKey(r.TokenID, r.Expires)
-	if _, err := s.core.PutObject(ctx, s.bucket, key, bytes.NewReader(nil), 0, "", emptySHA256, minio.PutObjectOptions{}); err != nil {
-		return convert(ctx, "revoke", r.TokenID, err)
+	opts := minio.PutObjectOptions{}
+	opts.SetMatchETagExcept("*")
+	_, err := s.core.PutObject(ctx, s.bucket, key, bytes.NewReader(nil), 0, "", emptySHA256, opts)
+	if minio.ToErrorResponse(err).Code == "PreconditionFailed" {
+		return nil // recorded already, durably: the record is its name
 	}
-	return nil
+	return convert(ctx, "revoke", r.TokenID, err)
 }
 
 // Revocations lists tenant's revocation records (see artifact.Store), those
