@@ -34,7 +34,10 @@ import (
 // nothing large (Stat, Open until its body starts, Delete, Ping, Revoke,
 // PresignGet, each page of a listing) carry a deadline of Timeout as a
 // whole, retries and back-off included. Uploads carry none: a large part on
-// a slow link must be able to take as long as it keeps moving.
+// a slow link must be able to take as long as it keeps moving. What a
+// request body sends is reported to its context's progress function
+// (artifact.WithProgress), so that a caller bounding a Put by its progress
+// sees a part move while it is sent, long after it was read.
 const (
 	// DefaultTimeout is Options.Timeout when it is 0.
 	DefaultTimeout = 5 * time.Second
@@ -137,7 +140,7 @@ func (t *watchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	st, _ := req.Context().Value(opKey{}).(*opState)
 	ctx, cancel := context.WithCancel(req.Context())
-	res, err := t.base.RoundTrip(req.WithContext(ctx))
+	res, err := t.base.RoundTrip(reportBody(req.WithContext(ctx)))
 	if err != nil {
 		cancel()
 		if st != nil && timedOut(err) {
@@ -147,6 +150,34 @@ func (t *watchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	res.Body = &watchedBody{rc: res.Body, idle: t.idle, cancel: cancel, st: st}
 	return res, nil
+}
+
+// reportBody makes req's body report what is sent of it to its context's
+// progress function (artifact.WithProgress), if any: a part is read from
+// the caller's source whole before it is sent, and its upload is progress
+// that the caller's reads do not show. req is a copy of the caller's
+// (WithContext), so it may be changed.
+func reportBody(req *http.Request) *http.Request {
+	if req.Body == nil || req.Body == http.NoBody || req.ContentLength <= 0 {
+		return req // nothing to report: leave net/http's length probing alone
+	}
+	wrap := func(b io.ReadCloser) io.ReadCloser {
+		return struct {
+			io.Reader
+			io.Closer
+		}{artifact.ProgressReader(req.Context(), b), b}
+	}
+	req.Body = wrap(req.Body)
+	if get := req.GetBody; get != nil { // a body sent again reports again
+		req.GetBody = func() (io.ReadCloser, error) {
+			b, err := get()
+			if err != nil || b == nil || b == http.NoBody {
+				return b, err
+			}
+			return wrap(b), nil
+		}
+	}
+	return req
 }
 
 // watchedBody aborts its request when a Read has waited idle for data.

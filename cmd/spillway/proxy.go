@@ -48,6 +48,7 @@ type proxyFlags struct {
 	offloadTTL       time.Duration
 	offloadResources bool
 	failClosed       bool
+	storeStall       time.Duration
 	noOffloadTools   string
 	streamMode       string
 	maxInlineRead    int64
@@ -87,7 +88,8 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.binaryThreshold, "binary-threshold", 4<<10, "image, audio and blob items above this many decoded `bytes` are offload candidates")
 	fs.DurationVar(&f.offloadTTL, "offload-ttl", 15*time.Minute, "lifetime of the links in offloaded results (the policy and --max-ttl may shorten it)")
 	fs.BoolVar(&f.offloadResources, "offload-resources", false, "also offload large resources/read results of the upstream")
-	fs.BoolVar(&f.failClosed, "offload-fail-closed", false, "when the store fails, answer with a tool error instead of the content inline")
+	fs.BoolVar(&f.failClosed, "offload-fail-closed", false, "when the store fails, answer with a tool error instead of the content inline (a result over --result-budget gets the error whatever this says)")
+	fs.DurationVar(&f.storeStall, "store-stall-timeout", 30*time.Second, "fail storing an offloaded result once less than 64 KiB reach the store within this long (there is no bound on the total time: a large result on a slow store is stored while it moves); a result over --result-budget whose storing fails gets a tool error, never its content inline")
 	fs.StringVar(&f.streamMode, "stream-mode", "direct", "how resources/stream delivers artifacts: direct (bytes in the response), redirect (302 to presigned storage; S3) or download (a downloadUrl)")
 	fs.Int64Var(&f.maxInlineRead, "max-inline-read", 32<<20, "largest artifact resources/read returns (base64 in JSON), in `bytes`")
 	fs.BoolVar(&f.artifactTools, "artifact-tools", true, "list and answer the tools spillway_artifact_read, _grep and _jq, for agents without a sandbox to read, search and query an artifact")
@@ -147,6 +149,9 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 	default:
 		return nil, nil
 	}
+	if f.storeStall <= 0 {
+		return nil, errors.New("--store-stall-timeout: want a positive duration")
+	}
 	var off *mcpproxy.Offloader
 	if f.offload {
 		tools := map[string]bool{}
@@ -162,6 +167,7 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 			BinaryThreshold: f.binaryThreshold,
 			TTL:             f.offloadTTL,
 			FailClosed:      f.failClosed,
+			StoreStall:      f.storeStall,
 			Tools:           tools,
 			Server:          upstreamName(f),
 			StageDir:        f.spillDir,

@@ -60,16 +60,21 @@ type Options struct {
 	TTL time.Duration
 	// FailClosed withholds a result whose large item could not be stored
 	// (a tool error for tools/call, ErrWithheld for resources/read)
-	// instead of returning the content inline.
+	// instead of returning the content inline. A result (a resources/read
+	// item) over Budget is withheld so whatever FailClosed says: its size
+	// must never put it inline, where a slow store would otherwise send
+	// the largest outputs.
 	FailClosed bool
 	// Tools switches offloading off (false) for the named tools.
 	Tools map[string]bool
 	// Server names the upstream in policy inputs.
 	Server string
-	// StoreTimeout bounds the offloading of one result (decisions and
-	// stores). The client's own cancellation does not stop it: see
-	// Rewrite. Default 10 minutes.
-	StoreTimeout time.Duration
+	// StoreStall bounds the offloading of one result (decisions and
+	// stores) by its progress, not its total time: it fails, as if the
+	// store had failed, once fewer than StallBytes move to the store
+	// within StoreStall. The client's own cancellation does not stop it:
+	// see Rewrite. Default 30 seconds.
+	StoreStall time.Duration
 	// Spills resolves the strings the transport spilled to disk while a
 	// result streamed in; nil when it spills none.
 	Spills Spills
@@ -134,8 +139,8 @@ func New(svc *artifact.Service, dec Decider, o Options) *Rewriter {
 	if o.TTL <= 0 {
 		o.TTL = 15 * time.Minute
 	}
-	if o.StoreTimeout <= 0 {
-		o.StoreTimeout = 10 * time.Minute
+	if o.StoreStall <= 0 {
+		o.StoreStall = 30 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -173,7 +178,8 @@ func (e *errStore) Error() string { return "storing the item failed: " + e.err.E
 // not: a client that leaves while its result is stored would otherwise
 // get the result inline on its next delivery (another stream of its
 // session, a replay after Last-Event-ID) and leave a store cut half way.
-// Options.StoreTimeout bounds the work instead.
+// Options.StoreStall bounds the work instead, by its progress: a large
+// result on a slow store is stored however long it takes while it moves.
 func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, []artifact.Artifact, error) {
 	if c.Method == "tools/call" && f.o.Tools != nil {
 		if on, ok := f.o.Tools[c.Tool]; ok && !on {
@@ -186,9 +192,9 @@ func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, 
 	if f.lit.rawLen(result) <= min(f.o.Budget, f.o.TextThreshold, f.o.BinaryThreshold) {
 		return result, nil, nil // nothing in it can be over a threshold or the budget
 	}
-	// Only a result that may be stored gets the store's timer.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.o.StoreTimeout)
-	defer cancel()
+	// Only a result that may be stored gets the store's watch.
+	ctx, stop := watchStall(ctx, f.o.StoreStall)
+	defer stop()
 	if c.Method != "resources/read" {
 		return f.rewriteResult(ctx, c, result)
 	}
@@ -202,7 +208,7 @@ func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, 
 	for _, it := range jsonrpc.Elements(result, arr) {
 		repl, a, err := f.item(ctx, c, result[it[0]:it[1]])
 		if err != nil {
-			if f.o.FailClosed {
+			if f.o.FailClosed || f.lit.rawLen(result[it[0]:it[1]]) > f.o.Budget {
 				f.log.Error("offload failed; withholding the result", "method", c.Method, "uri", c.URI, "err", err)
 				return nil, stored, ErrWithheld
 			}
@@ -223,8 +229,13 @@ func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, 
 	return append(out, result[last:]...), stored, nil
 }
 
-// toolError is the tools/call result FailClosed answers with.
-var toolError = []byte(`{"content":[{"type":"text","text":"The result was too large to return inline and could not be stored for download; try again later."}],"isError":true}`)
+// withheld is the tools/call result that replaces one of size bytes
+// (as the client would have received it) that could not be stored.
+func withheld(size int64) []byte {
+	text := "The tool's result (" + humanSize(size) + ") is too large to return inline and could not be stored for download; try again later."
+	b, _ := json.Marshal(text)
+	return []byte(`{"content":[{"type":"text","text":` + string(b) + `}],"isError":true}`)
+}
 
 // item offloads one resources/read item, or returns nil to keep it.
 func (f *Rewriter) item(ctx context.Context, c Call, it []byte) ([]byte, artifact.Artifact, error) {

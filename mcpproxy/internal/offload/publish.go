@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -125,6 +126,11 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 	if c, ok := src.(io.Closer); ok {
 		defer c.Close() // a store that stops early must not leave the source's writer waiting
 	}
+	st, staged := artifact.StagingOf(src)
+	staged = staged && takesStaging(f.svc) // the store takes it as it is, reading none of it
+	if !staged {
+		src = artifact.ProgressReader(ctx, src) // what the store reads is progress (see StoreStall)
+	}
 	var pb *preview.Builder
 	var beside *aside
 	if !thumb {
@@ -135,10 +141,10 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 	} else {
 		pb = preview.New(preview.Options{MimeType: mime, Name: fileName, Budget: w.previewBudget,
 			Thumbnail: thumb, ThumbMax: f.o.ThumbMax, Size: u.size})
-		if st, ok := artifact.StagingOf(src); ok && takesStaging(f.svc) {
-			// Staged as it arrived, in the store, which takes it as it
-			// is (reading none of it): the preview reads it first, as
-			// far as it needs (an image's header, not its gigabyte).
+		if staged {
+			// Staged as it arrived, in the store: the preview reads it
+			// first, as far as it needs (an image's header, not its
+			// gigabyte).
 			pb.Feed(st, st.Size())
 		} else {
 			beside = newAside(pb) // the preview is built beside the store's write and hash
@@ -156,6 +162,9 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 		beside.Close()
 	}
 	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, ErrStalled) {
+			err = fmt.Errorf("%w (%w)", cause, err) // the store only saw its context end
+		}
 		return nil, &errStore{err}
 	}
 	pv := pb.Preview()

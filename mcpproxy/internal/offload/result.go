@@ -301,12 +301,13 @@ func (f *Rewriter) rewriteResult(ctx context.Context, c Call, result []byte) ([]
 	return mem.encode(), rw.stored, nil
 }
 
-// withhold ends a rewrite whose store failed: FailClosed answers with a
-// tool error, otherwise the result passes as it came.
+// withhold ends a rewrite whose store failed: a result over the budget,
+// or any with FailClosed, becomes a tool error; otherwise the result
+// passes as it came.
 func (f *Rewriter) withhold(c Call, result []byte, stored []artifact.Artifact, err error) ([]byte, []artifact.Artifact, error) {
-	if f.o.FailClosed {
-		f.log.Error("offload failed; withholding the result", "method", c.Method, "tool", c.Tool, "err", err)
-		return toolError, stored, nil
+	if size := f.lit.rawLen(result); f.o.FailClosed || size > f.o.Budget {
+		f.log.Error("offload failed; withholding the result", "method", c.Method, "tool", c.Tool, "bytes", size, "err", err)
+		return withheld(size), stored, nil
 	}
 	f.log.Warn("offload failed; the result passes inline", "method", c.Method, "tool", c.Tool, "err", err)
 	return result, stored, nil

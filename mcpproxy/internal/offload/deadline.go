@@ -1,0 +1,66 @@
+package offload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/spillway-dev/spillway/artifact"
+)
+
+// StallBytes is what storing must move within each Options.StoreStall:
+// fewer, and the rewrite fails as stalled. It makes the rule a floor on
+// the rate (64 KiB per 30 s by default, about 2 KiB/s) as well as a bound
+// on silence, so that a store that trickles a byte now and then is cut as
+// surely as one that sends nothing.
+const StallBytes = 64 << 10
+
+// ErrStalled is the cause of a rewrite's context ending because storing
+// made no progress: fewer than StallBytes moved within Options.StoreStall.
+var ErrStalled = errors.New("offload: the store made no progress")
+
+// stallWatch ends a rewrite's context when storing stalls. Progress is
+// counted in bytes read from a unit's source on its way to the store and
+// bytes a store reports sending (artifact.ReportProgress); a source's end
+// is progress too. Time alone never fails it: a large result on a slow
+// store that keeps moving takes as long as it takes.
+type stallWatch struct {
+	stall  time.Duration
+	start  time.Time
+	moved  atomic.Int64 // bytes moved so far
+	mark   atomic.Int64 // moved at the last progress
+	last   atomic.Int64 // time of the last progress, ns since start
+	timer  *time.Timer
+	cancel context.CancelCauseFunc
+}
+
+// watchStall returns ctx, detached from its cancellation (see Rewrite),
+// ending with cause ErrStalled once storing stalls for stall. Call stop
+// when the rewrite is over.
+func watchStall(ctx context.Context, stall time.Duration) (_ context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	w := &stallWatch{stall: stall, start: time.Now(), cancel: cancel}
+	w.timer = time.AfterFunc(stall, w.check)
+	return artifact.WithProgress(ctx, w.add), func() { w.timer.Stop(); cancel(nil) }
+}
+
+// add counts n bytes moved; n == 0 is a source's end.
+func (w *stallWatch) add(n int64) {
+	m := w.moved.Add(n)
+	if n == 0 || m-w.mark.Load() >= StallBytes {
+		w.mark.Store(m)
+		w.last.Store(int64(time.Since(w.start)))
+	}
+}
+
+// check runs when a stall interval may have passed without progress.
+func (w *stallWatch) check() {
+	idle := time.Since(w.start) - time.Duration(w.last.Load())
+	if idle < w.stall {
+		w.timer.Reset(w.stall - idle)
+		return
+	}
+	w.cancel(fmt.Errorf("%w: less than %d KiB moved in %v, after %d bytes", ErrStalled, StallBytes>>10, w.stall, w.moved.Load()))
+}
