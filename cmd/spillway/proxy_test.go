@@ -154,6 +154,17 @@ func TestUpstreamEnvFlag(t *testing.T) {
 	}
 }
 
+// --store-stall-timeout must bound storing: 0 or less is refused, not
+// read as "never".
+func TestStoreStallFlag(t *testing.T) {
+	for _, d := range []time.Duration{0, -time.Second} {
+		f := proxyFlags{upstreamURL: "http://127.0.0.1:1/mcp", upstreamTrans: "auto", streamMode: "direct", storeStall: d}
+		if _, err := f.build(nil, nil, nil, nil, nil); err == nil || !strings.Contains(err.Error(), "--store-stall-timeout") {
+			t.Errorf("--store-stall-timeout %v: build = %v", d, err)
+		}
+	}
+}
+
 // --artifact-tools: on by default, the artifact tools follow the
 // upstream's in tools/list; --artifact-tools=false leaves the list as the
 // upstream sent it.
