@@ -472,7 +472,7 @@ func describe(c Column, rows int64) string {
 	if c.HasNum {
 		fmt.Fprintf(&sb, ", %s..%s", num(c.Min), num(c.Max))
 		if c.Min != c.Max {
-			fmt.Fprintf(&sb, " mean %s", num(round(c.Mean)))
+			fmt.Fprintf(&sb, " mean %s", meanText(c.Mean, c.Min, c.Max))
 		}
 	}
 	if c.MinText != "" {
@@ -505,13 +505,23 @@ func describe(c Column, rows int64) string {
 	return sb.String()
 }
 
-// round keeps 4 significant digits of a mean.
-func round(v float64) float64 {
-	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-		return v
+// meanText writes a mean of values in lo..hi with 4 significant digits,
+// or as many more as its range needs: a mean printed to 4 digits can fall
+// outside its own range (timestamps 1795345480..1795905793 have a mean
+// that rounds to 1796000000), and says nothing about where in a narrow
+// range it lies. So the printed mean lies within lo..hi and is within a
+// thousandth of the range's width of the true one.
+func meanText(mean, lo, hi float64) string {
+	if math.IsNaN(mean) || math.IsInf(mean, 0) {
+		return num(mean)
 	}
-	f, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 4, 64), 64)
-	return f
+	for digits := 4; digits < 17; digits++ {
+		m, _ := strconv.ParseFloat(strconv.FormatFloat(mean, 'g', digits, 64), 64)
+		if m >= lo && m <= hi && math.Abs(m-mean) <= (hi-lo)/1000 {
+			return num(m)
+		}
+	}
+	return num(mean)
 }
 
 // num writes a number as a model reads it best: integers in full.
