@@ -2,8 +2,11 @@ package preview
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -21,6 +24,7 @@ type binAn struct {
 	tail   []byte // the last bytes, at most 2*tailSize held
 	pages  int64  // PDF page objects seen
 	carry  []byte // the end of the last write, for matches across writes
+	nested bool   // a compressed file's content: a gzip in it is not opened
 }
 
 func (b *binAn) write(p []byte) {
@@ -129,7 +133,11 @@ func (b *binAn) finish(pv *Preview) []section {
 	if len(detail) > 0 {
 		s += ", " + strings.Join(detail, ", ")
 	}
-	return []section{{prioHead, s + "."}}
+	secs := []section{{prioHead, s + ".\n"}}
+	if b.format == "gzip" && !b.nested {
+		secs = append(secs, gzipContent(b.head, gzipName(b.head))...)
+	}
+	return secs
 }
 
 // wavInfo is what a WAV header says.
@@ -298,4 +306,67 @@ func gzipName(b []byte) string {
 		return ""
 	}
 	return strings.ToValidUTF8(string(p[:end]), "?")
+}
+
+// gzipHeadMax bounds what a gzip's preview decompresses: the first 256
+// KiB of its content, inflated from at most its first sniffSize (64 KiB)
+// compressed bytes. A decompression bomb (1000:1 and more) costs that
+// much memory and the time to inflate it, and no more.
+const gzipHeadMax = 256 << 10
+
+// gunzipHead inflates the first member of the gzip stream at the start of
+// b, up to gzipHeadMax bytes; whole reports that this is all of its
+// content, its checksum verified.
+func gunzipHead(b []byte) (content []byte, whole bool) {
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return nil, false
+	}
+	zr.Multistream(false)
+	content, err = io.ReadAll(io.LimitReader(zr, gzipHeadMax+1))
+	if len(content) > gzipHeadMax {
+		return content[:gzipHeadMax], false
+	}
+	return content, err == nil || errors.Is(err, io.EOF)
+}
+
+// gzipContent previews what a gzip holds, from its head: the sections of
+// its decompressed content's own preview (a CSV's columns and rows, a
+// log's lines), under a line that says how much of it they cover.
+func gzipContent(head []byte, name string) []section {
+	content, whole := gunzipHead(head)
+	if len(content) == 0 {
+		return nil
+	}
+	cover := "whole"
+	if !whole {
+		// A record or line cut by the end is no part of the preview.
+		if i := bytes.LastIndexByte(content, '\n'); i > 0 {
+			content = content[:i+1]
+		}
+		cover = "its first " + humanSize(int64(len(content))) + " only"
+	}
+	inner := New(Options{Name: name, nested: true})
+	inner.Write(content)
+	ipv, secs := inner.sections()
+	out := []section{{prioFacts, fmt.Sprintf("Its content, decompressed (%s), is %s:\n", cover, kindName(ipv.Kind))}}
+	for _, s := range secs {
+		// The content's own figures rank under the gzip's line, and
+		// keep their order among themselves.
+		out = append(out, section{min(s.prio, prioFacts-1), s.text})
+	}
+	return out
+}
+
+// kindName names a Kind in a sentence.
+func kindName(kind string) string {
+	switch kind {
+	case KindJSON, KindNDJSON, KindCSV, KindTSV, KindHTML:
+		return strings.ToUpper(kind)
+	case KindMarkdown:
+		return "Markdown"
+	case KindEmpty:
+		return "empty"
+	}
+	return kind + " data"
 }

@@ -110,6 +110,11 @@ func (a *csvAn) endRecord() {
 	if blank {
 		return
 	}
+	a.record(rec)
+}
+
+// record takes one record: the header first, then the rows.
+func (a *csvAn) record(rec []string) {
 	if a.header == nil {
 		a.header = make([]string, len(rec))
 		seen := map[string]bool{}

@@ -36,6 +36,11 @@ var corpus = []struct{ file, mime, kind string }{
 	{"bundle.zip", "application/zip", KindBinary},
 	{"export.csv.gz", "application/gzip", KindBinary},
 	{"random.bin", "application/octet-stream", KindBinary},
+	// Real outputs whose previews said little: a table after a banner
+	// line, pretty JSON after one, an Excel server's sheet as HTML.
+	{"query_banner.txt", "text/plain", KindCSV},
+	{"search_pretty.txt", "text/plain", KindJSON},
+	{"sheet.html", "text/html", KindHTML},
 }
 
 func readFixture(t testing.TB, name string) []byte {

@@ -3,6 +3,7 @@ package preview
 import (
 	"fmt"
 	"html"
+	"slices"
 	"strings"
 )
 
@@ -34,10 +35,165 @@ func (a *htmlAn) finish(pv *Preview) []section {
 	if len(heads) > 0 {
 		secs = append(secs, section{prioDetail, "Outline:\n" + strings.Join(heads, "\n") + "\n"})
 	}
-	if text != "" {
-		secs = append(secs, section{prioSample, "Text: " + text + "\n"})
+	rows, tables := firstTable(string(a.buf))
+	if len(rows) < 2 {
+		if text != "" {
+			secs = append(secs, section{prioSample, "Text: " + text + "\n"})
+		}
+		return secs
 	}
-	return secs
+	// A page that holds a table (an Excel server's sheet, a report) is
+	// previewed as the table: its header, columns and rows say more than
+	// its text run together.
+	t := newCSV(',')
+	for _, r := range rows {
+		t.record(r)
+	}
+	if t.t.rows > 0 {
+		t.t.last = t.sample(t.lastRec)
+	}
+	where := ""
+	if f.Size > htmlSample {
+		where = fmt.Sprintf(" (in its first %s)", humanSize(htmlSample))
+	}
+	head := fmt.Sprintf("Table 1 of %d%s: %d rows × %d columns, header: %s.\n", tables, where, t.t.rows, len(t.header), clip(strings.Join(t.header, ", "), 300))
+	tsecs := tableSections(head, t.t, f, nil)
+	tsecs[0].prio = prioFacts
+	return append(secs, tsecs...)
+}
+
+// Bounds of the table reader.
+const (
+	maxTableRows = 100_000 // rows of the first table read; later ones are not counted
+	maxCell      = 1024    // bytes of a cell's text kept
+)
+
+// firstTable reads the first table of a page, tag by tag as scanHTML
+// does: its rows of cell texts (entities decoded, white space collapsed;
+// a table nested in a cell is part of that cell's text), and how many
+// tables the page has at its top level. Rows end at </tr> or at the next
+// <tr>, cells at </td>, </th> or the next cell, as browsers read them.
+func firstTable(s string) (rows [][]string, tables int) {
+	var (
+		depth     int // <table> nesting
+		done      bool
+		row       []string
+		inRow     bool
+		cell      strings.Builder
+		inCell    bool
+		skip      string
+		endCell   func()
+		endRow    func()
+		cellTrunc bool
+	)
+	endCell = func() {
+		if inCell {
+			if len(row) < maxFields {
+				row = append(row, clip(strings.Join(strings.Fields(html.UnescapeString(cell.String())), " "), maxScalar))
+			}
+			cell.Reset()
+			inCell, cellTrunc = false, false
+		}
+	}
+	endRow = func() {
+		endCell()
+		if inRow && len(row) > 0 && len(rows) < maxTableRows {
+			rows = append(rows, row)
+		}
+		row, inRow = nil, false
+	}
+	for len(s) > 0 {
+		text, name, closing, rest, ok := nextTag(s)
+		if inCell && skip == "" && !cellTrunc {
+			if cell.Len()+len(text) > maxCell {
+				cellTrunc = true
+			}
+			cell.WriteString(truncUTF8(text, maxCell-cell.Len()))
+			cell.WriteByte(' ')
+		}
+		if !ok {
+			break
+		}
+		s = rest
+		if skipped(&skip, name, closing, "script", "style") {
+			continue
+		}
+		switch {
+		case name == "table" && !closing:
+			if depth == 0 {
+				tables++
+			}
+			depth++
+		case name == "table" && closing && depth > 0:
+			depth--
+			if depth == 0 && !done {
+				endRow()
+				done = true
+			}
+		case done || depth != 1:
+			// Outside the first table, or inside a table nested in it.
+		case name == "tr":
+			endRow()
+			inRow = !closing
+		case name == "td" || name == "th":
+			endCell()
+			if !closing {
+				inRow, inCell = true, true
+			}
+		}
+	}
+	if !done {
+		endRow()
+	}
+	return rows, tables
+}
+
+// nextTag splits s at its next tag: the text before it, the tag's name
+// (lower case) and whether it closes, and what follows it. A comment is
+// passed over, as a tag without a name. ok is false when no whole tag
+// follows: text is then what s has before the cut one.
+func nextTag(s string) (text, name string, closing bool, rest string, ok bool) {
+	lt := strings.IndexByte(s, '<')
+	if lt < 0 {
+		return s, "", false, "", false
+	}
+	text, s = s[:lt], s[lt:]
+	if strings.HasPrefix(s, "<!--") {
+		end := strings.Index(s, "-->")
+		if end < 0 {
+			return text, "", false, "", false
+		}
+		return text, "", false, s[end+3:], true
+	}
+	gt := strings.IndexByte(s, '>')
+	if gt < 0 {
+		return text, "", false, "", false
+	}
+	name = strings.ToLower(s[1:gt])
+	name, closing = strings.CutPrefix(name, "/")
+	if i := strings.IndexAny(name, " \t\r\n/"); i >= 0 {
+		name = name[:i]
+	}
+	return text, name, closing, s[gt+1:], true
+}
+
+// skipped reports whether a tag is one of an element whose content is
+// not read (skip, which names it until its end tag: a script, a style),
+// or starts or ends one of names.
+func skipped(skip *string, name string, closing bool, names ...string) bool {
+	if *skip != "" {
+		if closing && name == *skip {
+			*skip = ""
+		}
+		return true
+	}
+	if !slices.Contains(names, name) {
+		return false
+	}
+	if !closing {
+		*skip = name
+	}
+	return true
 }
 
 // scanHTML is a small tag scanner: it is not a parser, and does not need
@@ -52,12 +208,7 @@ func scanHTML(s string) (title string, heads []string, text string) {
 		return t
 	}
 	for len(s) > 0 {
-		lt := strings.IndexByte(s, '<')
-		if lt < 0 {
-			lt = len(s)
-		}
-		chunk := s[:lt]
-		s = s[lt:]
+		chunk, name, closing, rest, ok := nextTag(s)
 		if skip == "" {
 			if inTitle || heading > 0 {
 				cur.WriteString(chunk)
@@ -67,37 +218,14 @@ func scanHTML(s string) (title string, heads []string, text string) {
 				body.WriteByte(' ')
 			}
 		}
-		if len(s) == 0 {
+		if !ok {
 			break
 		}
-		if strings.HasPrefix(s, "<!--") {
-			end := strings.Index(s, "-->")
-			if end < 0 {
-				break
-			}
-			s = s[end+3:]
+		s = rest
+		if skipped(&skip, name, closing, "script", "style", "noscript", "svg", "nav", "footer") {
 			continue
 		}
-		gt := strings.IndexByte(s, '>')
-		if gt < 0 {
-			break
-		}
-		tag := strings.ToLower(s[1:gt])
-		s = s[gt+1:]
-		closing := strings.HasPrefix(tag, "/")
-		name := strings.TrimPrefix(tag, "/")
-		if i := strings.IndexAny(name, " \t\r\n/"); i >= 0 {
-			name = name[:i]
-		}
 		switch {
-		case skip != "":
-			if closing && name == skip {
-				skip = ""
-			}
-		case name == "script" || name == "style" || name == "noscript" || name == "svg" || name == "nav" || name == "footer":
-			if !closing {
-				skip = name
-			}
 		case name == "title":
 			if closing && inTitle && title == "" {
 				title = clip(flush(), 150)

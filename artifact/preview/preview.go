@@ -74,6 +74,11 @@ type Options struct {
 	// if not: an image too large to draw is then not kept while it
 	// streams past.
 	Size int64
+
+	// nested is set for the preview of a compressed file's content: its
+	// own content is not decompressed in turn (a gzip quine would never
+	// end).
+	nested bool
 }
 
 // Preview is what a Builder found.
@@ -195,6 +200,8 @@ type Builder struct {
 // (TestMemoryWorstCase), 0.3 MiB for ordinary rows. The one exception is
 // an image to thumbnail, which is kept whole up to 32 MiB and decoded if
 // its pixels take at most 64 MiB (16 Mpx of RGBA, 21 Mpx of a JPEG).
+// A gzip's content is inflated from its head at the end, at most 256
+// KiB of it, and previewed in turn (not a gzip inside it).
 func New(o Options) *Builder {
 	if o.Budget == 0 {
 		o.Budget = DefaultBudget
@@ -290,16 +297,22 @@ func (b *Builder) Preview() Preview {
 	if b.done {
 		return b.pv
 	}
+	pv, secs := b.sections()
+	pv.Text = fit(secs, b.o.Budget)
+	b.pv = pv
+	return pv
+}
+
+// sections ends the Builder as Preview does, returning the preview
+// without its Text and the sections it is cut from.
+func (b *Builder) sections() (Preview, []section) {
 	if b.an == nil {
 		b.start(true)
 	}
 	b.done = true
 	pv := Preview{Kind: b.kind}
 	pv.Facts.Size = b.size
-	secs := b.an.finish(&pv)
-	pv.Text = fit(secs, b.o.Budget)
-	b.pv = pv
-	return pv
+	return pv, b.an.finish(&pv)
 }
 
 // section is a part of the text; when the whole does not fit the budget,

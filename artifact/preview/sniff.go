@@ -68,7 +68,7 @@ func sniff(head []byte, complete bool, o Options) (string, analyzer) {
 			case KindAudio:
 				return KindAudio, &binAn{format: m.format, head: head}
 			}
-			return KindBinary, &binAn{format: m.format, head: head}
+			return KindBinary, &binAn{format: m.format, head: head, nested: o.nested}
 		}
 	}
 	if !isText(head, complete) {
@@ -109,6 +109,9 @@ func sniff(head []byte, complete bool, o Options) (string, analyzer) {
 			kind = KindTSV
 		}
 		return kind, newCSV(declared)
+	}
+	if kind, an := sniffBehindBanner(text, complete); an != nil {
+		return kind, an
 	}
 	if mime == "text/markdown" || ext == ".md" || ext == ".markdown" || looksMarkdown(text) {
 		return KindMarkdown, &lineAn{md: true}
