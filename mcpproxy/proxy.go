@@ -331,8 +331,8 @@ func New(o Options) (*Proxy, error) {
 	p.methods = owned.New(owned.Options{
 		Artifacts: o.Artifacts, Offloader: o.Offloader, OffloadResources: o.OffloadResources,
 		MaxInlineRead: o.MaxInlineRead, StreamMode: o.StreamMode, Fetch: o.Fetch, Logger: o.Logger,
-		NoArtifactTools: o.NoArtifactTools,
-		LearnTools:      func(result []byte) { p.tools.Learn(result) },
+		NoArtifactTools: o.NoArtifactTools, Spool: spool,
+		LearnTools: func(result []byte) { p.tools.Learn(result) },
 	})
 	faceFor := func(dial terminate.Dial, sessionDial ...terminate.Dial) *terminate.Face {
 		var sd terminate.Dial

@@ -10,7 +10,10 @@
 // and bounds the answer further (offloading it in turn). Every input is
 // the caller's, so every bound an attacker could grow is here: window
 // sizes, pattern and program lengths, matches and outputs, the bytes jq
-// decodes, jq's time and how many jq programs run at once.
+// decodes, jq's time and how many jq programs run at once. An answer is
+// cut at Limits.MaxAnswer, except a jq answer the caller stores
+// (RunLong): that one is kept whole in a file, up to
+// Limits.MaxJQAnswer.
 package arttools
 
 import (
@@ -243,6 +246,13 @@ type Limits struct {
 	// objects pass it, whoever holds them (a proxy that needs more for
 	// other work refuses jq: it fails closed). Default 1 GiB.
 	MaxJQHeap uint64
+	// MaxJQAnswer bounds the outputs of a jq answer taken whole
+	// (RunLong): past it the run stops at the last whole output, and its
+	// header says so. Default 64 MiB.
+	MaxJQAnswer int64
+	// TempDir holds a long jq answer's outputs while it runs, in a file
+	// unlinked at once ("": os.TempDir()).
+	TempDir string
 }
 
 // Runner runs the tools. Create it with New; it is safe for concurrent
@@ -275,6 +285,9 @@ func New(lim Limits) *Runner {
 	if lim.MaxJQHeap == 0 {
 		lim.MaxJQHeap = 1 << 30
 	}
+	if lim.MaxJQAnswer <= 0 {
+		lim.MaxJQAnswer = 64 << 20
+	}
 	return &Runner{lim: lim, jq: make(chan struct{}, lim.JQConcurrent), running: map[string]bool{}}
 }
 
@@ -283,7 +296,8 @@ func New(lim Limits) *Runner {
 // others come from src.Open or reading it (artifact errors) or ctx.
 func (r *Runner) Run(ctx context.Context, c Call, src Source) (string, error) {
 	if c.Tool == JQ {
-		return r.jqRun(ctx, c, src)
+		text, _, err := r.jqRun(ctx, c, src, false)
+		return text, err
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, r.lim.Timeout, errTimeout)
 	defer cancel()
@@ -303,6 +317,20 @@ func (r *Runner) Run(ctx context.Context, c Call, src Source) (string, error) {
 		return "", invalid("%s ran past its %s limit: ask for a window nearer the start, or search a smaller artifact", c.Tool, r.lim.Timeout)
 	}
 	return out, err
+}
+
+// RunLong is Run for a caller that stores a long answer instead of
+// cutting it (the proxy offloads it): a jq answer past Limits.MaxAnswer
+// comes back as a Long (text is then ""), which the caller must Close.
+// Its outputs are bounded by the jq run's own limits (JQTimeout,
+// MaxJQHeap, maxOutputs) and by Limits.MaxJQAnswer bytes, where the run
+// stops and its header says so. Other answers are Run's.
+func (r *Runner) RunLong(ctx context.Context, c Call, src Source) (text string, long *Long, err error) {
+	if c.Tool == JQ {
+		return r.jqRun(ctx, c, src, true)
+	}
+	text, err = r.Run(ctx, c, src)
+	return text, nil, err
 }
 
 // errTimeout is the cause of a read's or grep's context when its time is

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"runtime/metrics"
 	"strings"
 	"time"
@@ -24,17 +25,20 @@ import (
 // ("x"; . + .)` doubles a string to 1 TiB in 40 instructions, too few for
 // a timeout). The environment is not given to the program ($ENV and env
 // are empty), nor any module or input beyond the artifact.
-func (r *Runner) jqRun(ctx context.Context, c Call, src Source) (string, error) {
+//
+// With long set, an answer past Limits.MaxAnswer is not cut: its outputs
+// go on to a Long (a file), up to Limits.MaxJQAnswer bytes.
+func (r *Runner) jqRun(ctx context.Context, c Call, src Source, long bool) (string, *Long, error) {
 	q, err := gojq.Parse(c.Program)
 	if err != nil {
-		return "", invalid("jq program: %s", err)
+		return "", nil, invalid("jq program: %s", err)
 	}
 	code, err := gojq.Compile(q)
 	if err != nil {
-		return "", invalid("jq program: %s", err)
+		return "", nil, invalid("jq program: %s", err)
 	}
 	if src.Size > r.lim.MaxJQInput {
-		return "", invalid("the artifact is %d bytes; jq reads at most %d: use %s or %s on it", src.Size, r.lim.MaxJQInput, Grep, Read)
+		return "", nil, invalid("the artifact is %d bytes; jq reads at most %d: use %s or %s on it", src.Size, r.lim.MaxJQInput, Grep, Read)
 	}
 	// One run per tenant at a time, so that one tenant cannot hold every
 	// slot (the map holds at most the runs at once and those waiting).
@@ -43,7 +47,7 @@ func (r *Runner) jqRun(ctx context.Context, c Call, src Source) (string, error) 
 	r.running[src.Tenant] = true
 	r.mu.Unlock()
 	if busy {
-		return "", invalid("another jq program of yours is running; run one at a time")
+		return "", nil, invalid("another jq program of yours is running; run one at a time")
 	}
 	defer func() {
 		r.mu.Lock()
@@ -54,7 +58,7 @@ func (r *Runner) jqRun(ctx context.Context, c Call, src Source) (string, error) 
 	case r.jq <- struct{}{}:
 		defer func() { <-r.jq }()
 	case <-ctx.Done():
-		return "", ctx.Err()
+		return "", nil, ctx.Err()
 	}
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -63,9 +67,10 @@ func (r *Runner) jqRun(ctx context.Context, c Call, src Source) (string, error) 
 	defer r.watchHeap(stop)()
 	inputs, err := r.decode(ctx, c.Format, src)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	a := answer{max: r.lim.MaxAnswer}
+	a := &jqAnswer{answer: answer{max: r.lim.MaxAnswer}, long: long, limit: r.lim.MaxJQAnswer, dir: r.lim.TempDir}
+	defer a.drop()
 	outputs, more := 0, false
 run:
 	for _, in := range inputs {
@@ -81,13 +86,13 @@ run:
 				case errors.As(err, &halt) && halt.Value() == nil:
 					break run
 				case context.Cause(ctx) == errJQTimeout:
-					return "", invalid("jq program ran past its %s limit (%d outputs so far)", r.lim.JQTimeout, outputs)
+					return "", nil, invalid("jq program ran past its %s limit (%d outputs so far)", r.lim.JQTimeout, outputs)
 				case context.Cause(ctx) == errJQMemory:
-					return "", invalid("jq program stopped: the proxy's memory passed %d MiB while it ran (%d outputs so far)", r.lim.MaxJQHeap>>20, outputs)
+					return "", nil, invalid("jq program stopped: the proxy's memory passed %d MiB while it ran (%d outputs so far)", r.lim.MaxJQHeap>>20, outputs)
 				case ctx.Err() != nil:
-					return "", ctx.Err()
+					return "", nil, ctx.Err()
 				}
-				return "", invalid("jq: %s (after %d outputs)", err, outputs)
+				return "", nil, invalid("jq: %s (after %d outputs)", err, outputs)
 			}
 			if outputs == c.MaxOutputs {
 				more = true
@@ -95,19 +100,33 @@ run:
 			}
 			b, err := gojq.Marshal(v)
 			if err != nil {
-				return "", invalid("jq output: %s", err)
+				return "", nil, invalid("jq output: %s", err)
 			}
-			outputs++
-			if !a.add(string(b) + "\n") {
+			full, err := a.add(append(b, '\n'))
+			if err != nil {
+				return "", nil, err
+			}
+			if !a.full { // an output past MaxJQAnswer is not in the answer
+				outputs++
+			}
+			if full {
 				break run
 			}
 		}
 	}
 	head := fmt.Sprintf("%s: jq %s over %d input value(s): %d output(s)", src.URI, truncate(c.Program, 200), len(inputs), outputs)
-	if more {
+	switch {
+	case more:
 		head += fmt.Sprintf(" (stopped at maxOutputs=%d; more follow)", c.MaxOutputs)
+	case a.full:
+		head += fmt.Sprintf(" (stopped at %d bytes of output, the most an answer holds; more follow)", r.lim.MaxJQAnswer)
 	}
-	return head + "\n" + a.String(), nil
+	if a.file != nil {
+		l := &Long{Head: head, f: a.file, n: a.n}
+		a.file = nil
+		return "", l, nil
+	}
+	return head + "\n" + a.String(), nil, nil
 }
 
 // Causes of a jq run's end: its time is up, the heap is over its cap.
@@ -218,3 +237,90 @@ func values(b []byte, limit int) ([]any, error) {
 	}
 	return vs, nil
 }
+
+// jqAnswer collects a jq run's outputs: in memory up to its cap; past it,
+// when long, in an unlinked temporary file, whole outputs up to limit
+// bytes (past it, full is set and the run stops); else cut, as answer.
+type jqAnswer struct {
+	answer
+	long  bool
+	limit int64
+	dir   string
+	file  *os.File
+	n     int64 // bytes in file
+	full  bool
+}
+
+// add takes one output line; full reports that the answer takes no more.
+// An error is the temporary file's.
+func (a *jqAnswer) add(line []byte) (full bool, err error) {
+	switch {
+	case a.file == nil && (!a.long || a.b.Len()+len(line) <= a.max):
+		return !a.answer.add(string(line)), nil
+	case a.file == nil:
+		if a.file, err = tempFile(a.dir); err != nil {
+			return true, err
+		}
+		var n int
+		n, err = io.WriteString(a.file, a.b.String())
+		a.n = int64(n)
+		a.b.Reset()
+		if err != nil {
+			return true, fmt.Errorf("jq answer: %w", err)
+		}
+	}
+	if a.n+int64(len(line)) > a.limit {
+		a.full = true
+		return true, nil
+	}
+	n, err := a.file.Write(line)
+	a.n += int64(n)
+	if err != nil {
+		return true, fmt.Errorf("jq answer: %w", err)
+	}
+	return false, nil
+}
+
+// drop removes the file of an answer not handed on.
+func (a *jqAnswer) drop() {
+	if a.file != nil {
+		a.file.Close()
+	}
+}
+
+// tempFile creates a file in dir ("": os.TempDir()) and unlinks it at
+// once: it is gone with its last descriptor, whatever happens to the
+// process.
+func tempFile(dir string) (*os.File, error) {
+	f, err := os.CreateTemp(dir, "spillway-jq-*")
+	if err != nil {
+		return nil, fmt.Errorf("jq answer: %w", err)
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("jq answer: %w", err)
+	}
+	return f, nil
+}
+
+// Long is a jq answer past Limits.MaxAnswer, for a caller that stores it
+// whole rather than cutting it (RunLong): its header line, and its
+// outputs (one line of compact JSON each, as in a short answer's body)
+// in an unlinked temporary file. Close frees the file; a Long is not safe
+// for concurrent use.
+type Long struct {
+	// Head is the answer's header line, without its newline: what ran,
+	// over what, how many outputs, and where it stopped.
+	Head string
+	f    *os.File
+	n    int64
+}
+
+// Size is the outputs' length in bytes.
+func (l *Long) Size() int64 { return l.n }
+
+// Body reads the outputs from their start.
+func (l *Long) Body() io.Reader { return io.NewSectionReader(l.f, 0, l.n) }
+
+// Close frees the outputs' file.
+func (l *Long) Close() error { return l.f.Close() }

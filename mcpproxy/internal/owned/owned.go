@@ -103,7 +103,11 @@ type Options struct {
 	// ToolLimits bound the artifact tools; zero values take arttools'
 	// defaults, except MaxAnswer without an Offloader (64 KiB).
 	ToolLimits arttools.Limits
-	Logger     *slog.Logger
+	// Spool holds a long jq answer on its way to the Offloader (its
+	// tenant's share): with both set, such an answer is stored whole
+	// (within arttools.Limits.MaxJQAnswer) instead of cut at MaxAnswer.
+	Spool  *spill.Spooler
+	Logger *slog.Logger
 }
 
 // Methods answers and rewrites the messages the proxy owns. Create it

@@ -2,12 +2,16 @@ package owned
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/arttools"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 )
 
 // The artifact tools (package arttools) let an agent without a sandbox
@@ -40,8 +44,15 @@ func (o *Methods) toolItems() [][]byte {
 // large answer is offloaded like an upstream result.
 func (o *Methods) callTool(ctx context.Context, rq Request, m *jsonrpc.Message) *jsonrpc.Message {
 	name := jsonrpc.StringMember(m.Params, "name")
-	text, err := o.runTool(ctx, rq, name, jsonrpc.RawMember(m.Params, "arguments"))
+	text, long, err := o.runTool(ctx, rq, name, jsonrpc.RawMember(m.Params, "arguments"))
 	fields := map[string]any{"content": []any{map[string]any{"type": "text", "text": text}}}
+	if long != nil {
+		defer long.Close()
+		var item []byte
+		if item, err = o.spillAnswer(rq, long); err == nil {
+			fields["content"] = []any{map[string]any{"type": "text", "text": long.Head}, json.RawMessage(item)}
+		}
+	}
 	if err != nil {
 		fields["content"] = []any{map[string]any{"type": "text", "text": err.Error()}}
 		fields["isError"] = true
@@ -56,29 +67,78 @@ func (o *Methods) callTool(ctx context.Context, rq Request, m *jsonrpc.Message) 
 // runTool runs a tool for the caller, through the access rule every read
 // of an artifact takes: another tenant's artifact, or one the policy
 // denies, is answered as resources/read answers it.
-func (o *Methods) runTool(ctx context.Context, rq Request, name string, args []byte) (string, error) {
+//
+// An answer bound for the store (an offloader and a spooler are set) is
+// not cut: a long jq answer comes back whole, as a Long.
+func (o *Methods) runTool(ctx context.Context, rq Request, name string, args []byte) (string, *arttools.Long, error) {
 	c, err := arttools.Parse(name, args)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	a, _, err := o.authorize(ctx, rq, c.ID, artifact.ViaRead)
 	if err != nil {
 		_, msg := o.accessMessage(c.ID, err)
-		return "", errors.New(msg)
+		return "", nil, errors.New(msg)
 	}
 	src := arttools.Source{URI: artifact.URI(a.ID), Tenant: a.Tenant, Size: a.Size,
 		Open: func(ctx context.Context, off, n int64) (io.ReadCloser, error) {
 			return o.o.Artifacts.Store.Open(ctx, a.ID, off, n)
 		}}
-	text, err := o.tools.Run(ctx, c, src)
+	var text string
+	var long *arttools.Long
+	if o.o.Offloader != nil && o.o.Spool != nil {
+		text, long, err = o.tools.RunLong(ctx, c, src)
+	} else {
+		text, err = o.tools.Run(ctx, c, src)
+	}
 	switch {
 	case err == nil:
-		return text, nil
+		return text, long, nil
 	case errors.Is(err, arttools.ErrInvalid):
-		return "", err
+		return "", nil, err
 	case ctx.Err() != nil:
-		return "", errors.New("the call was cancelled")
+		return "", nil, errors.New("the call was cancelled")
 	}
 	_, msg := o.accessMessage(c.ID, err)
-	return "", errors.New(msg)
+	return "", nil, errors.New(msg)
+}
+
+// spillAnswer is a long answer's outputs as a text content item whose
+// text the spooler holds on disk, as it holds an upstream's large text:
+// the offloader then stores it whole (the marker in the item resolves
+// to the file's bytes), previewed as it is read.
+func (o *Methods) spillAnswer(rq Request, l *arttools.Long) ([]byte, error) {
+	item := io.MultiReader(strings.NewReader(`{"type":"text","text":"`), &spelt{src: l.Body()}, strings.NewReader(`"}`))
+	b, err := o.o.Spool.For(rq.Tenant).Read(item, 64<<10)
+	switch {
+	case errors.Is(err, spill.ErrFull):
+		return nil, fmt.Errorf("the answer (%d bytes) finds no room in the proxy's spill space now: try again later, or narrow the program", l.Size())
+	case err != nil:
+		o.log.Error("spilling a jq answer failed", "err", err)
+		return nil, errors.New("the answer could not be kept for storing: try again, or narrow the program")
+	}
+	return b, nil
+}
+
+// spelt reads src's bytes (UTF-8) spelt as the inside of a JSON string.
+type spelt struct {
+	src io.Reader
+	buf []byte
+	out []byte
+}
+
+func (s *spelt) Read(p []byte) (int, error) {
+	if s.buf == nil {
+		s.buf = make([]byte, 32<<10)
+	}
+	for len(s.out) == 0 {
+		n, err := s.src.Read(s.buf)
+		s.out = spill.Spell(s.out[:0], s.buf[:n], spill.Text)
+		if len(s.out) == 0 && err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, s.out)
+	s.out = s.out[n:]
+	return n, nil
 }
