@@ -110,11 +110,11 @@ func sniff(head []byte, complete bool, o Options) (string, analyzer) {
 		}
 		return kind, newCSV(declared)
 	}
-	if kind, an := sniffBehindBanner(text, complete); an != nil {
-		return kind, an
-	}
 	if mime == "text/markdown" || ext == ".md" || ext == ".markdown" || looksMarkdown(text) {
 		return KindMarkdown, &lineAn{md: true}
+	}
+	if kind, an := sniffBehindBanner(text, complete); an != nil {
+		return kind, an
 	}
 	return KindText, &lineAn{}
 }
