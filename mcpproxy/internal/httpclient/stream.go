@@ -102,12 +102,24 @@ func (c *Conn) get(ctx context.Context, last string) (io.ReadCloser, error) {
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
 		discard(resp)
-		return nil, &statusError{resp.Status}
+		return nil, &statusError{resp.Status, resp.StatusCode}
 	}
 	return resp.Body, nil
 }
 
-type statusError struct{ status string }
+// statusError is a GET answered with something other than an event
+// stream.
+type statusError struct {
+	status string
+	code   int
+}
+
+// none reports whether the server says it has no GET stream at all: 405,
+// or a success that is not an event stream. Anything else (a 502 from a
+// load balancer, a 409 for a stream another connection holds) may pass.
+func (e *statusError) none() bool {
+	return e.code == http.StatusMethodNotAllowed || (e.code >= 200 && e.code < 300)
+}
 
 func (e *statusError) Error() string   { return "the upstream answered " + e.status }
 func (e *statusError) Is(t error) bool { return t == errNoStream }
@@ -200,17 +212,21 @@ func (c *Conn) tooLargeEvent(big *sse.TooLargeError) *jsonrpc.Message {
 
 // listen holds the session's GET stream open for the server's own
 // messages until the session ends, reconnecting (with Last-Event-ID when
-// the server gave ids) after its retry hint or a backoff. A server that
-// answers the GET with anything but an event stream (405) has none.
+// the server gave ids) after its retry hint or a backoff that grows to 10
+// s (MaxRetryDelay at most): a GET refused for a while (502, 409) or a
+// stream cut is opened again, for as long as the session lasts. A server
+// that answers 405, or a success that is no event stream, has none.
 func (c *Conn) listen(s *session) {
 	var cur cursor
 	for fails := 0; s.ctx.Err() == nil; {
 		body, err := c.get(s.ctx, cur.last)
+		var st *statusError
 		switch {
-		case errors.Is(err, errNoStream):
+		case errors.As(err, &st) && st.none():
 			c.log.Debug("the upstream offers no GET stream", "err", err)
 			return
 		case err != nil:
+			c.log.Debug("opening the upstream's GET stream failed; trying again", "err", err, "attempt", fails+1)
 			fails++
 		default:
 			before := cur.last
