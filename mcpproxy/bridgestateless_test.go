@@ -478,9 +478,9 @@ func TestStatelessBridgeDiscoverPerTenant(t *testing.T) {
 }
 
 // TestStatelessBridgeTenantBound: a tenant whose bridged sessions are all
-// busy (here its one, held by a call waiting for its input) is answered
-// with a JSON-RPC error (a notification too), and another tenant is
-// served.
+// busy (here its one, held by a call waiting for its input) is answered,
+// after BridgeWait, with a JSON-RPC error (a notification too), and
+// another tenant is served.
 func TestStatelessBridgeTenantBound(t *testing.T) {
 	node, index := everythingTS(t)
 	tenants, err := identity.NewTenants(map[string]string{"tokena-tokena-tokena": "a", "tokenb-tokenb-tokenb": "b"})
@@ -488,7 +488,7 @@ func TestStatelessBridgeTenantBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.CommandUpstream{Command: node, Args: []string{index, "stdio"}},
-		Tenants: tenants, StatelessUpstreams: 2})
+		Tenants: tenants, StatelessUpstreams: 2, BridgeWait: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +500,7 @@ func TestStatelessBridgeTenantBound(t *testing.T) {
 	}
 	// The same tenant, other capabilities: its one connection is parked.
 	msgs, err := statelessCall(t, url, "tokena-tokena-tokena", 2, "tools/list", map[string]any{})
-	if err != nil || len(msgs) != 1 || !strings.Contains(string(msgs[0]["error"]), "in use") {
+	if err != nil || len(msgs) != 1 || !strings.Contains(string(msgs[0]["error"]), "in use (waited 100ms for one)") {
 		t.Errorf("a request of a tenant at its bound: %v %v", msgs, err)
 	}
 	// A notification alone, the same.

@@ -105,6 +105,24 @@ type Options struct {
 	// StatelessIdle closes such a connection unused this long; default
 	// 5 minutes.
 	StatelessIdle time.Duration
+	// BridgeSessions bounds the upstream sessions one tenant's 2026-07-28
+	// calls hold at once, per set of declared capabilities, when their
+	// client declared sampling, elicitation or roots and the upstream (a
+	// stdio child, a legacy HTTP+SSE server) speaks only the session era
+	// and cannot say which call a server request belongs to: each such
+	// call has a session of its own while it runs. (A Streamable HTTP
+	// upstream sends a call's server requests on the call's own stream:
+	// there such calls share one session.) Default 4. A tenant's
+	// stateless upstream connections together are bounded by half of
+	// StatelessUpstreams, or by BridgeSessions and one more when it is set
+	// at least that high.
+	BridgeSessions int
+	// BridgeWait is how long such a call waits for one of those sessions
+	// while all are busy (a call is over, or its client stops waiting,
+	// sooner); past it the call gets a JSON-RPC error (-32603, "every
+	// upstream connection of this client is in use"). Default 1 minute;
+	// negative: refused at once.
+	BridgeWait time.Duration
 	// StreamMode is how resources/stream delivers an artifact:
 	// StreamDirect (default), StreamRedirect or StreamDownload.
 	StreamMode string
@@ -334,15 +352,18 @@ func New(o Options) (*Proxy, error) {
 		NoArtifactTools: o.NoArtifactTools, Spool: spool,
 		LearnTools: func(result []byte) { p.tools.Learn(result) },
 	})
+	faceOptions := func(dial, sessionDial terminate.Dial) terminate.Options {
+		return terminate.Options{Dial: dial, SessionDial: sessionDial, Methods: p.methods, MaxBody: o.MaxBody, Eras: p.statelessEras,
+			MaxSessions: o.MaxSessions, PollAfter: o.StreamPollAfter, WriteStall: o.WriteStallTimeout, KeepAlive: o.StreamKeepAlive, Logger: o.Logger,
+			StatelessConns: o.StatelessUpstreams, StatelessIdle: o.StatelessIdle, BridgeSessions: o.BridgeSessions, BridgeWait: o.BridgeWait,
+			Limits: session.Limits{Window: o.StreamWindow}, CheckStateless: p.checkStateless}
+	}
 	faceFor := func(dial terminate.Dial, sessionDial ...terminate.Dial) *terminate.Face {
 		var sd terminate.Dial
 		if len(sessionDial) > 0 {
 			sd = sessionDial[0]
 		}
-		return terminate.New(terminate.Options{Dial: dial, SessionDial: sd, Methods: p.methods, MaxBody: o.MaxBody, Eras: p.statelessEras,
-			MaxSessions: o.MaxSessions, PollAfter: o.StreamPollAfter, WriteStall: o.WriteStallTimeout, KeepAlive: o.StreamKeepAlive, Logger: o.Logger,
-			StatelessConns: o.StatelessUpstreams, StatelessIdle: o.StatelessIdle,
-			Limits: session.Limits{Window: o.StreamWindow}, CheckStateless: p.checkStateless})
+		return terminate.New(faceOptions(dial, sd))
 	}
 	switch up := o.Upstream.(type) {
 	case *CommandUpstream:
@@ -387,7 +408,7 @@ func New(o Options) (*Proxy, error) {
 		var bface *terminate.Face
 		p.bridged = func() *terminate.Face {
 			bonce.Do(func() {
-				bface = faceFor(p.dial, func(ctx context.Context) (mux.Conn, error) {
+				fo := faceOptions(p.dial, func(ctx context.Context) (mux.Conn, error) {
 					c, err := p.dial(ctx)
 					if err != nil {
 						return nil, err
@@ -395,6 +416,11 @@ func New(o Options) (*Proxy, error) {
 					// A mismatch: the upstream changed; learn its eras again.
 					return sessionbridge.New(c, sessionbridge.Options{Logger: o.Logger, Mismatch: p.eras.Forget}), nil
 				})
+				// Streamable HTTP: a call's server requests come on its
+				// own response stream, so calls that can be asked share
+				// a session.
+				fo.RelatedStreams = true
+				bface = terminate.New(fo)
 				p.bridgedOpen.Store(true)
 			})
 			return bface

@@ -36,6 +36,8 @@ type proxyFlags struct {
 	thumbnails     bool
 	thumbMax       int
 	maxSessions    int
+	bridgeSessions int
+	bridgeWait     time.Duration
 	spillDir       string
 	spillMax       int64
 	spillMaxTenant int64
@@ -79,6 +81,8 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.spillMax, "spill-max", 4<<30, "most `bytes` waiting in --spill-dir at once; past it an upstream message is answered with a JSON-RPC error (the decoded copies of texts and data being offloaded as they arrive take as much again at most)")
 	fs.Int64Var(&f.spillMaxTenant, "spill-max-tenant", 0, "most `bytes` one tenant's upstream messages keep waiting in --spill-dir at once, so that one tenant's slow readers cannot fill it for all (0: half of --spill-max when --auth-tokens names two tenants or more, else no bound but --spill-max; -1: no bound but --spill-max)")
 	fs.IntVar(&f.maxSessions, "max-sessions", 64, "most session-era sessions with a stdio or legacy upstream (each holds a child or a stream)")
+	fs.IntVar(&f.bridgeSessions, "bridge-sessions", 4, "most upstream sessions one tenant's 2026-07-28 calls that declare sampling, elicitation or roots hold at once (per set of declared capabilities) in front of a session-era stdio or legacy upstream, one call each; past it a call waits up to --bridge-wait (a Streamable HTTP upstream needs none: such calls share a session)")
+	fs.DurationVar(&f.bridgeWait, "bridge-wait", time.Minute, "how long such a call waits for one of its --bridge-sessions to be free before it gets a JSON-RPC error (0: refused at once)")
 	fs.BoolVar(&f.offload, "offload", true, "offload large tool outputs to artifacts (the policy has the last word)")
 	fs.Int64Var(&f.resultBudget, "result-budget", 6<<10, "most `bytes` of a tools/call result the agent receives inline, content and structuredContent together, previews and links included; past it the largest parts are offloaded")
 	fs.IntVar(&f.previewBudget, "preview-budget", 2<<10, "`bytes` of preview text the offloaded parts of one result share")
@@ -190,6 +194,8 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 		SpillMaxTenant:   f.spillMaxTenant,
 		InlineMax:        f.inlineMax,
 		MaxSessions:      f.maxSessions,
+		BridgeSessions:   f.bridgeSessions,
+		BridgeWait:       cmp.Or(f.bridgeWait, -1), // the flag's 0 is "at once"
 		StreamMode:       f.streamMode,
 		Fetch:            fetch,
 		MaxInlineRead:    f.maxInlineRead,

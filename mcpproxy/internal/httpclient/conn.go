@@ -112,7 +112,9 @@ type Options struct {
 //     not bound the exchange after Send returned.
 //   - Recv yields every message from the upstream, in the order each stream
 //     carries them; it is closed when the connection ends (after Close, or
-//     after a panic, which Err reports).
+//     after a panic, which Err reports). A server request or notification
+//     that came on a request's response stream carries that request's id
+//     in Related: it belongs to that request.
 //   - Close ends the session (DELETE, bounded) and every exchange; it
 //     returns within 5 s whatever the server does.
 //

@@ -97,3 +97,27 @@ func TestListenRetriesAfterRefusal(t *testing.T) {
 		})
 	}
 }
+
+// A server request sent on a call's response stream names that call (as
+// it went upstream) in Related; one sent on the GET stream names none.
+func TestServerRequestRelated(t *testing.T) {
+	url := serve(t, sessionServer(func(w http.ResponseWriter, r *http.Request) {
+		stream(w, r, `{"jsonrpc":"2.0","id":"unrelated","method":"ping"}`)
+	}))
+	c := dial(t, Options{URL: url, Transport: Streamable})
+	handshake(t, c)
+	if m := awaitMethod(t, c, "ping"); m.Related != nil {
+		t.Errorf("a request on the GET stream relates to %s", m.Related)
+	}
+	send(t, c, `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x"}}`)
+	_, before := await(t, c, "7")
+	var asked *jsonrpc.Message
+	for _, m := range before {
+		if m.Method == "sampling/createMessage" {
+			asked = m
+		}
+	}
+	if asked == nil || string(asked.Related) != "7" {
+		t.Errorf("the server request on the call's stream: %v", asked)
+	}
+}

@@ -260,6 +260,9 @@ func (c *Conn) readError(ex *exchange, resp *http.Response) {
 // whether it answers the exchange's request.
 func (c *Conn) deliver(ex *exchange, m *jsonrpc.Message) bool {
 	answers := m.IsResponse() && bytes.Equal(m.ID, ex.m.ID)
+	if m.HasMethod() && ex.m.IsRequest() {
+		m.Related = ex.m.ID // the server sent it on this request's stream
+	}
 	if answers && ex.m.Method == "initialize" && m.Result != nil {
 		var r struct {
 			ProtocolVersion string `json:"protocolVersion"`

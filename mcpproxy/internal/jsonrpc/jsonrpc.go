@@ -44,6 +44,12 @@ type Message struct {
 	Params []byte
 	Result []byte
 	Error  []byte
+	// Related, on a server request or notification an upstream sent, is
+	// the id of the request whose response stream carried it (Streamable
+	// HTTP sends what belongs to a call there), as that request went
+	// upstream; nil when the transport does not say (stdio, a GET
+	// stream). A copy made by a With method does not carry it.
+	Related []byte
 
 	hasMethod          bool   // a "method" member was present
 	id, params, result [2]int // spans of ID, Params and Result in Raw

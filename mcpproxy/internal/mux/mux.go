@@ -130,6 +130,23 @@ func (m *Mux) Send(ctx context.Context, msg *jsonrpc.Message) error {
 	return m.conn.Send(ctx, msg)
 }
 
+// Caller returns the sink and tag of the call in flight upstream under
+// id, an id the mux sent a request with (a message's Related), or a nil
+// sink when no call is. A server request an upstream related to a call
+// reaches that call's client this way, though clients share the
+// connection.
+func (m *Mux) Caller(id []byte) (Sink, any) {
+	if id == nil {
+		return nil, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.pending[string(id)]; p != nil {
+		return p.sink, p.tag
+	}
+	return nil, nil
+}
+
 // Scope is one client's namespace on a Mux: a session, a stateless
 // request, or the stdio client. The zero value is not usable; get one from
 // NewScope.

@@ -35,18 +35,26 @@ import (
 //   - a server request during a call (sampling, elicitation, roots)
 //     becomes an input_required result; the client's retry, carrying
 //     inputResponses and the requestState, answers the waiting upstream
-//     request, and the call goes on. Nothing in a server request says
-//     which call caused it, so a request whose client declared a
-//     capability that lets the server ask gets a session no other request
-//     uses meanwhile: the server's request can only be that call's.
+//     request, and the call goes on. A Streamable HTTP upstream sends a
+//     call's server requests on the call's own response stream, so calls
+//     share their session (Options.RelatedStreams). Elsewhere nothing in
+//     a server request says which call caused it, so a request whose
+//     client declared a capability that lets the server ask gets a
+//     session no other request uses meanwhile (at most
+//     Options.BridgeSessions; past them it waits for one): the server's
+//     request can only be that call's.
 //
 // subscriptions/listen is served by Spillway (listen.go). What the bridge
 // does not carry (tasks) is refused with a JSON-RPC error that names it.
 
-// bridgeSlots bounds the sessions of one tenant and one set of declared
-// capabilities that serve calls able to receive server requests (one call
-// each at a time); past it such a call is refused while all are busy.
-const bridgeSlots = 4
+// DefaultBridgeSessions is Options.BridgeSessions' default: the sessions
+// of one tenant and one set of declared capabilities that serve calls
+// able to receive server requests, one call each at a time.
+const DefaultBridgeSessions = 4
+
+// DefaultBridgeWait is Options.BridgeWait's default: about the request
+// timeout of the SDKs' clients (the TypeScript SDK's is 60 s).
+const DefaultBridgeWait = time.Minute
 
 // maxCapsKey bounds the declared capabilities a session is keyed by.
 const maxCapsKey = 4 << 10

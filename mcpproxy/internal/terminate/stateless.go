@@ -98,6 +98,13 @@ func (f *Face) statelessServerMsg(s *Supervisor, m *jsonrpc.Message) {
 	sm := s.current()
 	// A log message during the call is the call's (the stateless era
 	// sends it on the call's stream); a change notification is not.
+	if sm != nil && (m.IsRequest() || m.Method == "notifications/message") {
+		// The upstream sent it on a call's own response stream.
+		if sink, _ := sm.Caller(m.Related); sink != nil {
+			sink.Deliver(m, nil)
+			return
+		}
+	}
 	if q := f.owner(sm); q != nil && (m.IsRequest() || m.Method == "notifications/message") {
 		q.Deliver(m, nil)
 		return
@@ -143,7 +150,9 @@ func (f *Face) statelessPOST(w http.ResponseWriter, r *http.Request, rq owned.Re
 	if len(msgs) == 1 && msgs[0].IsRequest() {
 		single = msgs[0]
 	}
-	key, exclusive, bridge := plainKey(rq.Tenant), false, f.bridging(ctx)
+	// asking: a bridged call whose server requests reach its client;
+	// exclusive: one that needs a session of its own for that.
+	key, asking, exclusive, bridge := plainKey(rq.Tenant), false, false, f.bridging(ctx)
 	if bridge {
 		if single != nil {
 			if why := notBridged(single); why != "" {
@@ -170,19 +179,22 @@ func (f *Face) statelessPOST(w http.ResponseWriter, r *http.Request, rq owned.Re
 			writeError(w, msgs[0], jsonrpc.CodeInvalidParams, err.Error())
 			return
 		}
-		key, exclusive = bridgeKey(rq.Tenant, caps), asks && single != nil
+		key, asking = bridgeKey(rq.Tenant, caps), asks && single != nil
+		exclusive = asking && !f.o.RelatedStreams
 	}
 	get := f.shared.Get
 	if exclusive {
 		get = func(ctx context.Context, key string) (*mux.Mux, func(), error) {
-			return f.shared.GetFree(ctx, key, bridgeSlots)
+			return f.shared.GetFree(ctx, key, f.o.BridgeSessions)
 		}
 	}
 	sm, release, err := get(ctx, key)
 	if err != nil {
 		release()
 		if errors.Is(err, ErrAllBusy) {
-			writeError(w, msgs[0], jsonrpc.CodeInternalError, err.Error()+"; try again when a call is over")
+			if ctx.Err() == nil {
+				writeError(w, msgs[0], jsonrpc.CodeInternalError, err.Error()+"; try again when a call is over")
+			}
 			return
 		}
 		f.log.Warn("upstream unavailable", "tenant", rq.Tenant, "err", err)
@@ -209,8 +221,10 @@ func (f *Face) statelessPOST(w http.ResponseWriter, r *http.Request, rq owned.Re
 	}
 	q := newQueue(f.o.Queue)
 	p := &parked{tenant: rq.Tenant, q: q, scope: sm.NewScope(), sm: sm, release: release}
-	if exclusive {
+	if asking {
 		p.method = single.Method
+	}
+	if exclusive {
 		f.setOwner(sm, q)
 	}
 	kept := false
@@ -226,7 +240,7 @@ func (f *Face) statelessPOST(w http.ResponseWriter, r *http.Request, rq owned.Re
 	var bc *bridgeCall
 	if bridge {
 		bc = &bridgeCall{methods: map[string]string{}, sm: sm}
-		if exclusive {
+		if asking {
 			bc.park = f.parker(p, single.ID, &kept)
 		}
 	}

@@ -216,10 +216,12 @@ type Tenants struct {
 	idle      time.Duration
 	tenantOf  func(key string) string // nil: every key is a tenant
 	perTenant int
+	wait      time.Duration // how long Get waits for a busy tenant's room
 
 	mu     sync.Mutex
 	conns  map[string]*tenantConn
-	seq    uint64 // counts requests ended: the order of use
+	freed  chan struct{} // closed (and replaced) when a connection is released
+	seq    uint64        // counts requests ended: the order of use
 	closed bool
 	stop   chan struct{}
 	ending sync.WaitGroup // connections being closed; Close waits for them
@@ -243,7 +245,7 @@ func NewTenants(newSup func(key string) *Supervisor, max int, idle time.Duration
 		idle = 5 * time.Minute
 	}
 	t := &Tenants{newSup: newSup, max: max, idle: idle,
-		conns: map[string]*tenantConn{}, stop: make(chan struct{})}
+		conns: map[string]*tenantConn{}, freed: make(chan struct{}), stop: make(chan struct{})}
 	go t.expire()
 	return t
 }
@@ -251,31 +253,27 @@ func NewTenants(newSup func(key string) *Supervisor, max int, idle time.Duration
 // Get returns tenant's live connection, starting one if it must, and
 // release, to be called once the request is over (also on error). tenant
 // is the key: a caller may keep several connections per tenant under keys
-// that start with the tenant's own.
+// that start with the tenant's own. While the tenant's connections are
+// all busy it waits for one (see WaitForRoom), then fails with
+// ErrAllBusy.
 func (t *Tenants) Get(ctx context.Context, tenant string) (m *mux.Mux, release func(), err error) {
 	return t.get(ctx, tenant, 0)
 }
 
-// ErrAllBusy is returned by GetFree when every connection of the key is
-// in use.
+// ErrAllBusy is returned by Get and GetFree when every connection the
+// request may use stayed in use for as long as it may wait.
 var ErrAllBusy = errors.New("every upstream connection of this client is in use")
 
 // GetFree is Get for a connection no other request uses (a call whose
 // server requests must reach its own client, which nothing in them
-// names): the first idle one of at most slots connections kept under key,
-// or ErrAllBusy.
+// names): the first idle one of at most slots connections kept under key.
+// While all are busy it waits as Get does, then fails with ErrAllBusy.
 func (t *Tenants) GetFree(ctx context.Context, key string, slots int) (m *mux.Mux, release func(), err error) {
 	return t.get(ctx, key, max(slots, 1))
 }
 
 func (t *Tenants) get(ctx context.Context, key string, slots int) (m *mux.Mux, release func(), err error) {
-	tc, evict, err := t.take(key, slots)
-	if evict != nil { // closing a child takes up to child.CloseBound: not on this request's time
-		go func() {
-			defer t.ending.Done()
-			evict.Close()
-		}()
-	}
+	tc, err := t.takeWaiting(ctx, key, slots)
 	if err != nil {
 		return nil, func() {}, err
 	}
@@ -287,6 +285,9 @@ func (t *Tenants) get(ctx context.Context, key string, slots int) (m *mux.Mux, r
 			tc.last = time.Now()
 			t.seq++
 			tc.used = t.seq
+			// Whoever waits for room tries again.
+			close(t.freed)
+			t.freed = make(chan struct{})
 			t.mu.Unlock()
 		})
 	}
@@ -298,14 +299,45 @@ func (t *Tenants) get(ctx context.Context, key string, slots int) (m *mux.Mux, r
 	return m, release, nil
 }
 
+// takeWaiting is take, waiting while the tenant's connections are all
+// busy: until one is released, up to t.wait, or until ctx ends.
+func (t *Tenants) takeWaiting(ctx context.Context, key string, slots int) (*tenantConn, error) {
+	var timeout <-chan time.Time
+	for {
+		tc, evict, freed, err := t.take(key, slots)
+		if evict != nil { // closing a child takes up to child.CloseBound: not on this request's time
+			go func() {
+				defer t.ending.Done()
+				evict.Close()
+			}()
+		}
+		if !errors.Is(err, ErrAllBusy) || t.wait <= 0 {
+			return tc, err
+		}
+		if timeout == nil {
+			tm := time.NewTimer(t.wait)
+			defer tm.Stop()
+			timeout = tm.C
+		}
+		select {
+		case <-freed:
+		case <-timeout:
+			return nil, fmt.Errorf("%w (waited %s for one)", ErrAllBusy, t.wait)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", ErrAllBusy, ctx.Err())
+		}
+	}
+}
+
 // take marks key's connection busy, making room for it if it must; it
 // returns a supervisor to close, evicted to make that room. With slots >
-// 0 the connection is one of key#0…key#slots-1 that no request uses.
-func (t *Tenants) take(key string, slots int) (tc *tenantConn, evict *Supervisor, err error) {
+// 0 the connection is one of key#0…key#slots-1 that no request uses. On
+// ErrAllBusy, freed is closed once a connection is released.
+func (t *Tenants) take(key string, slots int) (tc *tenantConn, evict *Supervisor, freed <-chan struct{}, err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
-		return nil, nil, errors.New("shutting down")
+		return nil, nil, nil, errors.New("shutting down")
 	}
 	k := key
 	if slots > 0 {
@@ -318,19 +350,19 @@ func (t *Tenants) take(key string, slots int) (tc *tenantConn, evict *Supervisor
 			}
 		}
 		if k == "" {
-			return nil, nil, ErrAllBusy
+			return nil, nil, t.freed, ErrAllBusy
 		}
 	}
 	tc = t.conns[k]
 	if tc == nil {
 		var full bool
 		if full, evict = t.roomLocked(k); full {
-			return nil, nil, ErrAllBusy
+			return nil, nil, t.freed, ErrAllBusy
 		}
 		if evict == nil && len(t.conns) >= t.max {
 			lru := t.lruLocked(func(string) bool { return true })
 			if lru == "" {
-				return nil, nil, ErrTooManyTenants
+				return nil, nil, nil, ErrTooManyTenants
 			}
 			evict = t.evictLocked(lru)
 		}
@@ -338,7 +370,7 @@ func (t *Tenants) take(key string, slots int) (tc *tenantConn, evict *Supervisor
 		t.conns[k] = tc
 	}
 	tc.busy++
-	return tc, evict, nil
+	return tc, evict, nil, nil
 }
 
 // roomLocked makes room for key's tenant under its own bound (see
@@ -389,10 +421,17 @@ func (t *Tenants) evictLocked(key string) *Supervisor {
 // LimitPerTenant bounds the connections one tenant keeps to n (a tenant
 // may keep several, under keys tenantOf maps to it): past it the tenant's
 // least recently used idle one makes room, and while all are busy Get
-// and GetFree fail with ErrAllBusy. Call it before any Get.
+// and GetFree wait (WaitForRoom), then fail with ErrAllBusy. Call it
+// before any Get.
 func (t *Tenants) LimitPerTenant(tenantOf func(key string) string, n int) {
 	t.tenantOf, t.perTenant = tenantOf, max(n, 1)
 }
+
+// WaitForRoom makes Get and GetFree wait up to d, or until their ctx
+// ends, for one of the connections they may use to be released, instead
+// of failing with ErrAllBusy at once (d ≤ 0, the default). Call it before
+// any Get.
+func (t *Tenants) WaitForRoom(d time.Duration) { t.wait = d }
 
 // expire closes connections idle for longer than t.idle, until Close.
 func (t *Tenants) expire() {
@@ -458,6 +497,8 @@ func (t *Tenants) Close() {
 	t.conns = map[string]*tenantConn{}
 	t.ending.Add(len(sups))
 	close(t.stop)
+	close(t.freed) // whoever waits for room finds the set closed
+	t.freed = make(chan struct{})
 	t.mu.Unlock()
 	t.closeAll(sups)
 	t.ending.Wait()

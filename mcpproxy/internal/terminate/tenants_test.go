@@ -140,3 +140,48 @@ func TestTenantsPerTenant(t *testing.T) {
 		t.Errorf("%d connections kept, want 3 (two of a's, b's)", ts.Len())
 	}
 }
+
+// A request finding every connection it may use busy waits for one to be
+// released (WaitForRoom), and gets it; one whose ctx ends first, or that
+// waits longer than allowed, gets ErrAllBusy.
+func TestTenantsWaitForRoom(t *testing.T) {
+	ts := newTestTenants(8, time.Hour)
+	ts.WaitForRoom(time.Hour)
+	defer ts.Close()
+	ctx := context.Background()
+	key := bridgeKey("a", []byte(`{"sampling":{}}`))
+	m1, rel1, err := ts.GetFree(ctx, key, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		m   *mux.Mux
+		rel func()
+		err error
+	}
+	waiter := make(chan got, 1)
+	go func() {
+		m, rel, err := ts.GetFree(ctx, key, 1)
+		waiter <- got{m, rel, err}
+	}()
+	gone, cancel := context.WithCancel(ctx)
+	left := make(chan error, 1)
+	go func() {
+		_, _, err := ts.GetFree(gone, key, 1)
+		left <- err
+	}()
+	cancel()
+	if err := <-left; !errors.Is(err, ErrAllBusy) || !errors.Is(err, context.Canceled) {
+		t.Errorf("a waiter whose request ended: %v", err)
+	}
+	rel1()
+	w := <-waiter
+	if w.err != nil || w.m != m1 {
+		t.Fatalf("the waiter got %v, %v; want the released connection", w.m, w.err)
+	}
+	ts.WaitForRoom(time.Millisecond) // set before any Get in real use; here the first holds on
+	if _, _, err := ts.GetFree(ctx, key, 1); !errors.Is(err, ErrAllBusy) {
+		t.Errorf("a waiter past its wait: %v", err)
+	}
+	w.rel()
+}

@@ -66,6 +66,26 @@ type Options struct {
 	// unused this long; default 5 minutes.
 	StatelessConns int
 	StatelessIdle  time.Duration
+	// BridgeSessions bounds the upstream sessions a tenant holds for
+	// bridged calls that can be asked (their client declared sampling,
+	// elicitation or roots) where each needs a session of its own (see
+	// RelatedStreams), per set of declared capabilities; default 4. A
+	// tenant's connections together are bounded by half of
+	// StatelessConns, or by BridgeSessions and one more when it is set at
+	// least that high. BridgeWait is how long a request waits while all
+	// the connections it may use are busy before it is refused; default
+	// 1 minute, negative: refused at once. The wait also ends with the
+	// request.
+	BridgeSessions int
+	BridgeWait     time.Duration
+	// RelatedStreams says the upstream sends the server requests of a call
+	// on that call's own response stream, and its connections mark them
+	// (jsonrpc.Message.Related: Streamable HTTP): bridged calls that can
+	// be asked then share their tenant's session, each server request
+	// reaching the call it belongs to. false (a stdio child, a legacy
+	// HTTP+SSE server): nothing in a server request names its call, so
+	// such a call holds a session of its own meanwhile.
+	RelatedStreams bool
 	// WriteStall cuts a response whose client reads nothing for this long
 	// (a stateless request's call is then cancelled upstream; a session's
 	// stream waits to be resumed). Default 30 s; negative: never (Close
@@ -115,6 +135,19 @@ func New(o Options) *Face {
 	if o.KeepAlive == 0 {
 		o.KeepAlive = 15 * time.Second
 	}
+	// A tenant's bridged sessions (one per set of capabilities, and one
+	// per call that can be asked) take at most half the connections, or
+	// BridgeSessions and one more where it is set higher.
+	perTenant := cmp.Or(o.StatelessConns, 16) / 2
+	if o.BridgeSessions >= perTenant {
+		perTenant = o.BridgeSessions + 1
+	}
+	if o.BridgeSessions <= 0 {
+		o.BridgeSessions = DefaultBridgeSessions
+	}
+	if o.BridgeWait == 0 {
+		o.BridgeWait = DefaultBridgeWait
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -122,10 +155,9 @@ func New(o Options) *Face {
 		closing: make(chan struct{}), outs: map[*out]struct{}{},
 		parks: newParkTable(), owners: map[*mux.Mux]*queue{}, listeners: map[string]map[*listener]struct{}{},
 		inits: map[string][]byte{}}
-	f.shared = NewTenants(f.statelessSupervisor, o.StatelessConns, o.StatelessIdle)
-	// A tenant's bridged sessions (one per set of capabilities, and one
-	// per call that can be asked) take at most half the connections.
-	f.shared.LimitPerTenant(keyTenant, cmp.Or(o.StatelessConns, 16)/2)
+	f.shared = NewTenants(f.statelessSupervisor, max(cmp.Or(o.StatelessConns, 16), perTenant), o.StatelessIdle)
+	f.shared.LimitPerTenant(keyTenant, perTenant)
+	f.shared.WaitForRoom(o.BridgeWait)
 	return f
 }
 
