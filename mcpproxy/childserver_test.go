@@ -47,6 +47,11 @@ func childCmd(mode string) (string, []string) {
 // of $HOME/key (JSON), tools/call "crash" makes the child exit at
 // once, with status 3, and tools/call "stallmid" writes the first half of
 // its answer's line, then nothing more (the child lives on, reading).
+// tools/call "token" sends a progress notification with the call's token,
+// then answers with the token as it arrived (its JSON); "pair" holds its
+// call until a second "pair" arrives, then answers both in turn the same
+// way, and after each answer sends a progress notification with its
+// token again, late.
 func TestChildServer(t *testing.T) {
 	mode := childMode()
 	if mode == "" {
@@ -64,6 +69,21 @@ func TestChildServer(t *testing.T) {
 	cancelled := map[string]chan struct{}{}
 	var cmu sync.Mutex
 	initialized := false
+	// answerToken answers call id with the token tok it carried; late
+	// sends one more progress notification after the answer.
+	answerToken := func(id, tok json.RawMessage, late bool) {
+		progress := func() {
+			if tok != nil {
+				send(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": map[string]any{"progressToken": tok, "progress": 1}})
+			}
+		}
+		progress()
+		send(map[string]any{"jsonrpc": "2.0", "id": id, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": string(tok)}}}})
+		if late {
+			progress()
+		}
+	}
+	var held [][2]json.RawMessage // "pair" calls waiting: id, token
 	in := bufio.NewScanner(os.Stdin)
 	in.Buffer(nil, 64<<20)
 	for in.Scan() {
@@ -167,6 +187,15 @@ func TestChildServer(t *testing.T) {
 			mu.Lock() // held: nothing more leaves this child
 			out.Write(b[:len(b)/2])
 			out.Flush()
+		case m.Method == "tools/call" && m.Params.Name == "token":
+			answerToken(m.ID, m.Params.Meta.Token, false)
+		case m.Method == "tools/call" && m.Params.Name == "pair":
+			if held = append(held, [2]json.RawMessage{m.ID, m.Params.Meta.Token}); len(held) == 2 {
+				for _, h := range held {
+					answerToken(h[0], h[1], true)
+				}
+				held = nil
+			}
 		case m.Method == "tools/call" && m.Params.Name == "whoami":
 			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{"content": []any{map[string]any{"type": "text", "text": whoami()}}}})
 		case m.Method == "tools/call":

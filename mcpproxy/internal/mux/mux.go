@@ -2,9 +2,11 @@
 // client gets a Scope, its own namespace: the mux renumbers request ids
 // to values it mints itself, and on a connection that clients share (New)
 // progress tokens too, so two clients' "id": 1 (or progress token "t")
-// never meet upstream. On a connection of one client (NewExclusive) a tool
-// sees the client's own progress token (a tool may read it), renamed only
-// if it is already in flight. The mux routes every response,
+// never meet upstream. On a connection of one client, or of one tenant's
+// requests (NewExclusive), a tool sees the client's own progress token (a
+// tool may read it), renamed only if it is already in flight. A progress
+// notification for a token the mux minted whose call is over is dropped:
+// the minted token means nothing to any client. The mux routes every response,
 // progress notification and subscription notification back to the Sink of
 // the request it belongs to, with the client's own id and token restored.
 // A response comes back with the context (tag) its request was sent with:
@@ -83,10 +85,13 @@ func New(conn Conn, onServer func(*jsonrpc.Message), log *slog.Logger) *Mux {
 }
 
 // NewExclusive is New for a connection that serves one client (a session's
-// own child, the stdio face): the client's progress tokens reach the
-// upstream unchanged, unless the same token is already in flight (then it
-// is renamed as New does). The proxy's own requests may share it: they
-// carry no tokens.
+// own child, the stdio face) or one tenant's requests: the clients'
+// progress tokens reach the upstream unchanged, unless the same token is
+// already in flight (then it is renamed as New does). The proxy's own
+// requests may share it: they carry no tokens. A late progress
+// notification of a call that is over, with a token left as its client
+// sent it, reaches onServer, or the call that uses the token now (within
+// one tenant, a call's token may be reused once it is over).
 func NewExclusive(conn Conn, onServer func(*jsonrpc.Message), log *slog.Logger) *Mux {
 	return newMux(conn, onServer, log, true)
 }
@@ -310,6 +315,19 @@ func (m *Mux) mintTokenLocked() []byte {
 	}
 }
 
+// mintedLocked reports whether tok, a progress token no call in flight
+// uses, may be one the mux minted: "p" and a number it has counted to. (A
+// client's own token of that form, its call over, is taken for one: its
+// late progress is dropped too, which a client cannot tell from a server
+// that sent none.)
+func (m *Mux) mintedLocked(tok []byte) bool {
+	if len(tok) < 4 || tok[0] != '"' || tok[1] != 'p' || tok[len(tok)-1] != '"' {
+		return false
+	}
+	n, err := strconv.ParseUint(string(tok[2:len(tok)-1]), 10, 64)
+	return err == nil && n <= m.next
+}
+
 func (m *Mux) unroute(p *Pending) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -381,9 +399,14 @@ func (m *Mux) route(msg *jsonrpc.Message) {
 			if tok := jsonrpc.NotifiedToken(msg); tok != nil {
 				m.mu.Lock()
 				p := m.tokens[jsonrpc.Key(tok)]
+				minted := p == nil && m.mintedLocked(tok)
 				m.mu.Unlock()
 				if p != nil {
 					p.sink.Deliver(msg.WithNotifiedToken(p.clientTok), nil)
+					return
+				}
+				if minted {
+					m.log.Debug("dropping a progress notification of a call that is over", "token", string(tok))
 					return
 				}
 			}

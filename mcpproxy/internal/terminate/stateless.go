@@ -59,7 +59,9 @@ func (q *queue) take() ([]item, bool) {
 // bridged one, initialized with the capabilities its key declares.
 func (f *Face) statelessSupervisor(key string) *Supervisor {
 	tenant, caps := keyTenant(key), keyCaps(key)
-	s := &Supervisor{Log: f.log,
+	// The connection serves one tenant: a tool sees a client's own
+	// progress token unless another request in flight uses it.
+	s := &Supervisor{Log: f.log, Exclusive: true,
 		Dial: func(ctx context.Context) (mux.Conn, error) { return f.o.Dial(WithTenant(ctx, tenant)) },
 		Init: func(ctx context.Context, m *mux.Mux) error {
 			return Pipeline(m, StatelessInit, Initialized)

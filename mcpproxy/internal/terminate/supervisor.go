@@ -43,8 +43,9 @@ type Supervisor struct {
 	OnServer func(*jsonrpc.Message)
 	// Init prepares a new connection (a handshake); an error discards it.
 	Init func(ctx context.Context, m *mux.Mux) error
-	// Exclusive says the connection serves one client (the stdio face):
-	// its progress tokens reach the upstream unchanged (mux.NewExclusive).
+	// Exclusive says the connection serves one client (the stdio face)
+	// or one tenant's requests: progress tokens reach the upstream
+	// unchanged unless one in flight is the same (mux.NewExclusive).
 	// false: clients share it, and every token is renamed (mux.New).
 	Exclusive bool
 	Log       *slog.Logger
