@@ -284,11 +284,7 @@ func TestBridgeTenantsApart(t *testing.T) {
 func TestBridgeCancelWhileAsking(t *testing.T) {
 	for _, up := range bridgeUpstreams(t) {
 		t.Run(up.name, func(t *testing.T) {
-			p, err := mcpproxy.New(mcpproxy.Options{Upstream: up.up})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
+			p := bridgedProxy(t, up.up)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a deadlock guard
 			defer cancel()
 			entered, late := make(chan struct{}), make(chan struct{})
@@ -338,6 +334,18 @@ type bridgeUpstream struct {
 
 // bridgeUpstreams are eratest's server over HTTP (on loopback) and as a
 // stdio child (the test binary in mode "eratest").
+// bridgedProxy is a proxy for up with no other option, closed when the
+// test ends.
+func bridgedProxy(t *testing.T, up mcpproxy.Upstream) *mcpproxy.Proxy {
+	t.Helper()
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: up})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
 func bridgeUpstreams(t *testing.T) []bridgeUpstream {
 	return []bridgeUpstream{
 		{"http", &mcpproxy.HTTPUpstream{URL: serve(t, eratest.Handler())}},
@@ -361,11 +369,7 @@ func TestEraChild(t *testing.T) {
 func TestBridgeListen(t *testing.T) {
 	for _, up := range bridgeUpstreams(t) {
 		t.Run(up.name, func(t *testing.T) {
-			p, err := mcpproxy.New(mcpproxy.Options{Upstream: up.up})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer p.Close()
+			p := bridgedProxy(t, up.up)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a deadlock guard
 			defer cancel()
 			got := make(chan string, 16)

@@ -22,7 +22,8 @@
 //     subscriptions/listen request, opened again when the subscriptions
 //     change.
 //   - The stateless era's own result fields (resultType, ttlMs,
-//     cacheScope) are removed from results.
+//     cacheScope) are removed from results, and its resource-not-found
+//     error (-32602, SEP-2164) becomes the session era's -32002.
 //   - What cannot be bridged (tasks) is refused with a JSON-RPC error that
 //     names it.
 //
@@ -722,6 +723,8 @@ func (c *Conn) response(m *jsonrpc.Message) {
 		c.mu.Unlock()
 		if m.Result != nil {
 			m = m.WithResult(complete(m.Result))
+		} else {
+			m = sessionError(cl.req, m)
 		}
 		c.push(m)
 		return
@@ -895,6 +898,28 @@ func complete(result []byte) []byte {
 		}
 	}
 	return result
+}
+
+// codeResourceNotFound is the session era's error for a resource that
+// does not exist; the stateless era says -32602 (invalid params).
+const codeResourceNotFound = -32002
+
+// sessionError is the upstream's error answer to req as a session-era
+// client reads it: a resources/read that names a URI and is refused as
+// invalid params was refused for that URI, which the session era calls
+// resource not found (-32002).
+func sessionError(req, m *jsonrpc.Message) *jsonrpc.Message {
+	if req.Method != "resources/read" || m.ErrorCode() != jsonrpc.CodeInvalidParams || jsonrpc.StringMember(req.Params, "uri") == "" {
+		return m
+	}
+	raw, ok := jsonrpc.SetPath(m.Raw, []byte(strconv.Itoa(codeResourceNotFound)), "error", "code")
+	if !ok {
+		return m
+	}
+	if n, err := jsonrpc.DecodeMessage(raw); err == nil {
+		return n
+	}
+	return m
 }
 
 // objectOr is b when it is a JSON object, else {}.
