@@ -17,7 +17,8 @@
 //     bounded number of times without progress.
 //   - Session era: the session id and Mcp-Protocol-Version go on every
 //     request; after notifications/initialized a GET stream carries the
-//     server's own messages (405: the server offers none); a 404 on a
+//     server's own messages (405: the server offers none; refused
+//     otherwise, it is asked again with backoff); a 404 on a
 //     known session replays the remembered initialize and
 //     notifications/initialized, then the message once more; Close ends
 //     the session with DELETE.
