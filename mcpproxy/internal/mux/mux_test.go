@@ -284,3 +284,61 @@ func TestSharedRenamesTokens(t *testing.T) {
 		t.Fatal("a shared connection passed a client's token")
 	}
 }
+
+// Caller finds the sink and tag of a call in flight by the id it went
+// upstream with (what a Streamable HTTP upstream's server request names in
+// Related), and nothing once the call is answered.
+func TestCaller(t *testing.T) {
+	fc := newFake()
+	m := New(fc, nil, nil)
+	defer m.Close()
+	s := newSink()
+	if _, err := m.NewScope().Call(context.Background(), msg(t, `{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{}}`), s, "tag"); err != nil {
+		t.Fatal(err)
+	}
+	up := <-fc.sent
+	if got, tag := m.Caller(up.ID); got != s || tag != "tag" {
+		t.Fatalf("Caller(%s) = %v, %v", up.ID, got, tag)
+	}
+	if got, _ := m.Caller([]byte(`"c"`)); got != nil {
+		t.Errorf("the client's own id found a call")
+	}
+	fc.recv <- msg(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, up.ID))
+	s.wait(t, 1)
+	if got, _ := m.Caller(up.ID); got != nil {
+		t.Errorf("an answered call is still found")
+	}
+}
+
+// On an exclusive connection a progress notification for a token the mux
+// minted, its call answered, reaches no one; one with a client's own
+// token goes to onServer as before.
+func TestLateProgressOfMintedToken(t *testing.T) {
+	fc := newFake()
+	server := make(chan *jsonrpc.Message, 4)
+	m := NewExclusive(fc, func(n *jsonrpc.Message) { server <- n }, nil)
+	defer m.Close()
+	s := newSink()
+	sc := m.NewScope()
+	var ups []*jsonrpc.Message
+	for _, id := range []int{1, 2} {
+		req := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{"progressToken":"t"}}}`, id)
+		if _, err := sc.Call(context.Background(), msg(t, req), s, nil); err != nil {
+			t.Fatal(err)
+		}
+		ups = append(ups, <-fc.sent)
+	}
+	minted := jsonrpc.ProgressToken(ups[1])
+	if string(jsonrpc.ProgressToken(ups[0])) != `"t"` || string(minted) == `"t"` {
+		t.Fatalf("tokens upstream %s and %s", jsonrpc.ProgressToken(ups[0]), minted)
+	}
+	for _, up := range ups {
+		fc.recv <- msg(t, fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{}}`, up.ID))
+	}
+	fc.recv <- msg(t, fmt.Sprintf(`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":%s,"progress":1}}`, minted))
+	fc.recv <- msg(t, `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1}}`)
+	s.wait(t, 2)
+	if n := <-server; string(jsonrpc.NotifiedToken(n)) != `"t"` {
+		t.Errorf("onServer got %s first; the minted token's late progress must be dropped", n.Raw)
+	}
+}
