@@ -67,12 +67,15 @@ func (w *resultWriter) structured(ctx context.Context, sc []byte) (out []byte, o
 	}
 	var v []byte
 	if err == nil {
-		v, _, err = shrink.Shrink(sc, w.c.Schema, shrink.Options{Budget: max(budget, 256)}, cut)
+		v, _, err = shrink.Shrink(ctx, sc, w.c.Schema, shrink.Options{Budget: max(budget, 256)}, cut)
 	}
 	if err != nil {
 		// What it stored stays for the sweeper; the result names none of it.
 		w.replaced, w.scNew = w.replaced[:nRep], w.scNew[:nNew]
-		if !errors.Is(err, shrink.ErrNoFit) && !errors.Is(err, errKeep) && w.err == nil {
+		switch {
+		case errors.Is(err, shrink.ErrSchema):
+			w.f.log.Warn("the tool's outputSchema is unusable for this structuredContent; the result becomes a tool error", "tool", w.c.Tool, "err", err)
+		case !errors.Is(err, shrink.ErrNoFit) && !errors.Is(err, errKeep) && w.err == nil:
 			w.f.log.Warn("shrinking structuredContent failed", "tool", w.c.Tool, "err", err)
 		}
 		return nil, false

@@ -2,6 +2,7 @@ package shrink
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -312,7 +313,7 @@ func checkSeed(t *testing.T, seed uint64) {
 	// The walk alone must make a valid value whenever it fits: the final
 	// validation is a safety net, not the way to find one.
 	body, od, _ := prepare(instance, o)
-	r := (&shrinker{s: s, o: od}).plan(body)
+	r := (&shrinker{s: s, o: od}).plan(context.Background(), body)
 	if r.size <= budget {
 		trial, _, _ := r.assemble(nil)
 		if err := s.Validate(trial); err != nil {
@@ -320,7 +321,7 @@ func checkSeed(t *testing.T, seed uint64) {
 		}
 	}
 	calls := 0
-	out, cuts, err := Shrink(instance, s, o, func(c Cut) (string, error) {
+	out, cuts, err := Shrink(context.Background(), instance, s, o, func(c Cut) (string, error) {
 		calls++
 		// Previews of many lengths, with what JSON must escape.
 		return fmt.Sprintf("cut %d: %d bytes at https://spillway.test/%d é\n\" %s", calls, len(c.Raw), calls, strings.Repeat("preview ", calls*37%500)), nil
@@ -465,7 +466,7 @@ func FuzzShrinkRaw(f *testing.F) {
 	s := mustCompile(f, readGraph)
 	f.Fuzz(func(t *testing.T, instance []byte, budget uint16) {
 		for _, s := range []*Schema{nil, s} {
-			out, cuts, err := Shrink(instance, s, Options{Budget: int(budget)}, func(c Cut) (string, error) { return "preview " + c.Pointer, nil })
+			out, cuts, err := Shrink(context.Background(), instance, s, Options{Budget: int(budget)}, func(c Cut) (string, error) { return "preview " + c.Pointer, nil })
 			if err != nil {
 				if !errors.Is(err, ErrNoFit) && !errors.Is(err, ErrInvalid) {
 					t.Fatalf("err = %v", err)

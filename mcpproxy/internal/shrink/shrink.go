@@ -27,12 +27,15 @@
 // ErrNoFit.
 //
 // Schema and instance come from an upstream that may be hostile: nothing
-// is ever fetched, and the work is bounded (the size and nesting of a
-// schema, the bytes scanned, the subschemas visited, the depth walked).
+// is ever fetched, and the work is bounded (the size, nesting, patterns
+// and in-place paths of a schema, the bytes scanned, the subschemas
+// visited and patterns matched, the depth walked, and what validating a
+// result would cost the validator, counted before it runs).
 // Everything here is safe for concurrent use.
 package shrink
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -116,13 +119,16 @@ const maxDepth = 64
 // known to fit and validate with stand-in texts. An error from cut ends
 // Shrink with that error wrapped. Shrink validates its result before
 // returning it; when no result fits and validates, the error wraps
-// ErrNoFit. Input that is not a JSON object gives an error wrapping
-// ErrInvalid.
+// ErrNoFit. When validating a result would cost more than Validate
+// allows, the error wraps ErrSchema (the schema is unusable for this
+// value). Input that is not a JSON object gives an error wrapping
+// ErrInvalid. When ctx is done, the walk stops and the error wraps
+// ctx.Err(); every other step is bounded (see the package doc).
 //
 // Shrink copies no large member: its allocations are proportional to the
 // result, the number of large members, and the depth, not the instance
 // (20 KB for a 20 MB string member or 50,000 rows).
-func Shrink(instance []byte, s *Schema, o Options, cut func(Cut) (string, error)) (out []byte, cuts []Cut, err error) {
+func Shrink(ctx context.Context, instance []byte, s *Schema, o Options, cut func(Cut) (string, error)) (out []byte, cuts []Cut, err error) {
 	body, o, err := prepare(instance, o)
 	if err != nil {
 		return nil, nil, err
@@ -135,19 +141,27 @@ func Shrink(instance []byte, s *Schema, o Options, cut func(Cut) (string, error)
 	var last error
 	for _, keepAll := range []bool{false, true} {
 		z := &shrinker{s: s, o: o, keepAll: keepAll}
-		r := z.plan(body)
+		r := z.plan(ctx, body)
+		if err := ctx.Err(); err != nil {
+			return nil, nil, fmt.Errorf("shrink: %w", err)
+		}
 		if r.size > o.Budget {
 			last = fmt.Errorf("the smallest value found has %d bytes, the budget is %d", r.size, o.Budget)
 		} else {
 			trial, _, _ := r.assemble(nil)
 			last = s.Validate(trial)
 		}
+		if errors.Is(last, ErrSchema) {
+			return nil, nil, last // too costly to check: no value can be shown valid
+		}
 		if last == nil {
 			out, cuts, err := r.assemble(cut)
 			if err != nil {
 				return nil, nil, err
 			}
-			if err := s.Validate(out); err != nil {
+			if err := s.Validate(out); errors.Is(err, ErrSchema) {
+				return nil, nil, err
+			} else if err != nil {
 				return nil, nil, fmt.Errorf("%w: %v", ErrNoFit, err)
 			}
 			return out, cuts, nil
@@ -200,13 +214,13 @@ type shrinker struct {
 }
 
 // plan shrinks the whole instance, without asking for any text yet.
-func (z *shrinker) plan(body []byte) result {
+func (z *shrinker) plan(ctx context.Context, body []byte) result {
 	var root view
 	if z.s != nil {
 		root = z.expand([]*jsonschema.Schema{z.s.rs.Schema()}, "object")
 	}
 	z.limit = maxWork*len(body) + 1<<20
-	return z.value(body, root, z.o.Budget, "", 0)
+	return z.value(ctx, body, root, z.o.Budget, "", 0)
 }
 
 // A result is a value being built: bytes copied from the instance or
@@ -276,20 +290,20 @@ func (r result) assemble(cut func(Cut) (string, error)) ([]byte, []Cut, error) {
 
 // value shrinks the JSON value b to budget bytes if it can; if it cannot,
 // the result is the smallest it found, larger than budget.
-func (z *shrinker) value(b []byte, v view, budget int, ptr string, depth int) result {
+func (z *shrinker) value(ctx context.Context, b []byte, v view, budget int, ptr string, depth int) result {
 	if len(b) <= budget || depth > 0 && len(b) <= z.o.MinCut || depth > maxDepth || z.steps > maxSteps {
 		return raw(b)
 	}
 	if b[0] == '{' || b[0] == '[' {
-		if z.work += len(b); z.work > z.limit {
+		if z.work += len(b); z.work > z.limit || ctx.Err() != nil {
 			return raw(b) // enough: kept whole, or dropped by its parent
 		}
 	}
 	switch b[0] {
 	case '{':
-		return z.object(b, v, budget, ptr, depth)
+		return z.object(ctx, b, v, budget, ptr, depth)
 	case '[':
-		return z.array(b, v, budget, ptr, depth)
+		return z.array(ctx, b, v, budget, ptr, depth)
 	case '"':
 		return z.str(b, v, budget, ptr)
 	}
@@ -317,7 +331,7 @@ type span struct {
 	dropped  bool
 }
 
-func (z *shrinker) array(b []byte, v view, budget int, ptr string, depth int) result {
+func (z *shrinker) array(ctx context.Context, b []byte, v view, budget int, ptr string, depth int) result {
 	if v.pinned("array") {
 		return raw(b)
 	}
@@ -344,7 +358,7 @@ func (z *shrinker) array(b []byte, v view, budget int, ptr string, depth int) re
 	rem := budget - 1 - len(items) // brackets and commas
 	for j, k := range bySize(items) {
 		it := &items[k]
-		it.res = z.value(it.val, z.item(v, k, kindOf(it.val[0])), rem/(len(items)-j), ptr+"/"+strconv.Itoa(k), depth+1)
+		it.res = z.value(ctx, it.val, z.item(v, k, kindOf(it.val[0])), rem/(len(items)-j), ptr+"/"+strconv.Itoa(k), depth+1)
 		rem -= it.res.size
 	}
 	// Items past minItems go from the end while the array is too large.
@@ -368,7 +382,7 @@ func (z *shrinker) array(b []byte, v view, budget int, ptr string, depth int) re
 	return r
 }
 
-func (z *shrinker) object(b []byte, v view, budget int, ptr string, depth int) result {
+func (z *shrinker) object(ctx context.Context, b []byte, v view, budget int, ptr string, depth int) result {
 	if v.pinned("object") {
 		return raw(b)
 	}
@@ -398,7 +412,7 @@ func (z *shrinker) object(b []byte, v view, budget int, ptr string, depth int) r
 	for j, k := range bySize(large) {
 		m := &large[k]
 		mv := z.member(v, m.name, kindOf(m.val[0]))
-		m.res = z.value(m.val, mv, rem/(len(large)-j), ptr+"/"+escape(m.name), depth+1)
+		m.res = z.value(ctx, m.val, mv, rem/(len(large)-j), ptr+"/"+escape(m.name), depth+1)
 		rem -= m.res.size
 	}
 	rem += reserve

@@ -2,6 +2,7 @@ package shrink
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -167,7 +168,7 @@ func runShrinkCases(t *testing.T, cases []shrinkCase) {
 				t.Fatalf("the original does not validate: %v", err)
 			}
 			var rec recorder
-			out, cuts, err := Shrink(tt.instance, s, Options{Budget: tt.budget}, rec.cut)
+			out, cuts, err := Shrink(context.Background(), tt.instance, s, Options{Budget: tt.budget}, rec.cut)
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("err = %v, want %v", err, tt.wantErr)
@@ -301,7 +302,7 @@ func TestShrinkErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, _, err := Shrink([]byte(tt.instance), nil, tt.o, tt.cut)
+			_, _, err := Shrink(context.Background(), []byte(tt.instance), nil, tt.o, tt.cut)
 			if !errors.Is(err, tt.want) || !strings.Contains(fmt.Sprint(err), tt.wantErr) {
 				t.Fatalf("err = %v, want %v containing %q", err, tt.want, tt.wantErr)
 			}
@@ -366,10 +367,11 @@ func FuzzCompile(f *testing.F) {
 
 func TestCompileDeepSchema(t *testing.T) {
 	// The library's work grows with depth times size: 4,000 levels took
-	// it 17 s, 1 MiB under 49 levels 2.8 s. Compile refuses both at once.
+	// it 17 s, 1 MiB under 49 levels 2.8 s. Compile refuses both at once,
+	// and the largest schema it takes under 49 levels.
 	for _, raw := range []string{
-		strings.Repeat(`{"properties":{"a":`, 4000) + `{}` + strings.Repeat(`}}`, 4000),
-		strings.Repeat(`{"properties":{"a":`, 49) + `{"description":"` + strings.Repeat("x", 1<<20-2000) + `"}` + strings.Repeat(`}}`, 49),
+		strings.Repeat(`{"properties":{"a":`, 3000) + `{}` + strings.Repeat(`}}`, 3000),
+		strings.Repeat(`{"properties":{"a":`, 49) + `{"description":"` + strings.Repeat("x", MaxSchemaSize-2000) + `"}` + strings.Repeat(`}}`, 49),
 	} {
 		if _, err := Compile([]byte(raw)); !errors.Is(err, ErrSchema) || !strings.Contains(err.Error(), "inside one another") {
 			t.Fatalf("err = %v, want ErrSchema: too deep", err)
@@ -378,7 +380,7 @@ func TestCompileDeepSchema(t *testing.T) {
 	deep := strings.Repeat(`{"type":"object","properties":{"a":`, 49) + `{"type":"string"}` + strings.Repeat(`}}`, 49)
 	s := mustCompile(t, deep)
 	instance := strings.Repeat(`{"a":`, 49) + `"` + strings.Repeat("x", 5000) + `"` + strings.Repeat(`}`, 49)
-	out, _, err := Shrink([]byte(instance), s, Options{Budget: 3000}, func(Cut) (string, error) { return "", nil })
+	out, _, err := Shrink(context.Background(), []byte(instance), s, Options{Budget: 3000}, func(Cut) (string, error) { return "", nil })
 	if err != nil {
 		t.Fatalf("Shrink: %v", err)
 	}
@@ -405,7 +407,7 @@ func BenchmarkShrink(b *testing.B) {
 			b.SetBytes(int64(len(c.instance)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, err := Shrink(c.instance, s, Options{Budget: 6 << 10}, func(Cut) (string, error) { return "preview", nil }); err != nil {
+				if _, _, err := Shrink(context.Background(), c.instance, s, Options{Budget: 6 << 10}, func(Cut) (string, error) { return "preview", nil }); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -420,11 +422,11 @@ func TestShrinkBoundsWork(t *testing.T) {
 	instance := []byte(strings.Repeat(`{"a":`, 1000) + `"` + strings.Repeat("x", 4<<20) + `"` + strings.Repeat(`}`, 1000))
 	body, o, _ := prepare(instance, Options{Budget: 1 << 10})
 	z := &shrinker{o: o}
-	z.plan(body)
+	z.plan(context.Background(), body)
 	if max := maxWork*len(instance) + 1<<20 + len(instance); z.work > max {
 		t.Fatalf("the walk scanned %d bytes, more than %d", z.work, max)
 	}
-	out, _, err := Shrink(instance, nil, o, func(Cut) (string, error) { return "", nil })
+	out, _, err := Shrink(context.Background(), instance, nil, o, func(Cut) (string, error) { return "", nil })
 	if err != nil || len(out) > o.Budget {
 		t.Fatalf("Shrink: %d bytes, %v", len(out), err)
 	}
@@ -434,14 +436,14 @@ func TestShrinkBoundsWork(t *testing.T) {
 func TestSchemaConcurrentUse(t *testing.T) {
 	s := mustCompile(t, readGraph)
 	instance := graph(500)
-	want, _, err := Shrink(instance, s, Options{Budget: 2 << 10}, nil)
+	want, _, err := Shrink(context.Background(), instance, s, Options{Budget: 2 << 10}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	errs := make(chan error, 8)
 	for range 8 {
 		go func() {
-			out, _, err := Shrink(instance, s, Options{Budget: 2 << 10}, nil)
+			out, _, err := Shrink(context.Background(), instance, s, Options{Budget: 2 << 10}, nil)
 			if err == nil && !bytes.Equal(out, want) {
 				err = fmt.Errorf("a different result: %s", out)
 			}
@@ -468,11 +470,11 @@ func TestShrinkBoundsSteps(t *testing.T) {
 	instance := []byte(strings.TrimSuffix(b.String(), ",") + "}")
 	body, o, _ := prepare(instance, Options{Budget: 2 << 10})
 	z := &shrinker{s: s, o: o}
-	z.plan(body)
+	z.plan(context.Background(), body)
 	if max := maxSteps + 1001; z.steps > max { // one member's worth over
 		t.Fatalf("the walk made %d steps, more than %d", z.steps, max)
 	}
-	out, _, err := Shrink(instance, s, o, nil)
+	out, _, err := Shrink(context.Background(), instance, s, o, nil)
 	if err != nil || len(out) > o.Budget {
 		t.Fatalf("Shrink: %d bytes, %v", len(out), err)
 	}

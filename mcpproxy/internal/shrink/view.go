@@ -153,7 +153,11 @@ func (z *shrinker) member(v view, key, kind string) view {
 			roots, found = append(roots, p), true
 		}
 		for _, pp := range z.s.patterns[sc] {
-			z.steps++
+			// A match reads each byte of the name with each instruction
+			// of the program, about an eighth of a step each.
+			if z.steps += 1 + (len(key)+1)*pp.insts/8; z.steps > maxSteps {
+				return nil // the walk stops here: see shrinker.value
+			}
 			if pp.re.MatchString(key) {
 				roots, found = append(roots, pp.s), true
 			}
