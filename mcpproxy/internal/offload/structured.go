@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 
@@ -16,8 +17,10 @@ import (
 // that validates against the tool's outputSchema: the members that hold
 // the bytes are stored and replaced (a string by its preview with the
 // link first, an array by its first items), and NoteMember says so with
-// every link of the result. ok is false when no such value exists (or
-// the policy keeps a member inline); w.err is set when a store failed.
+// every link of the result. ok is false when no such value exists, when
+// the schema is unusable for it (shrink.ErrSchema), when it cuts an array
+// or object and the schema refuses the note (see noted), or when the
+// policy keeps a member inline; w.err is set when a store failed.
 func (w *resultWriter) structured(ctx context.Context, sc []byte) (out []byte, ok bool) {
 	if w.c.SchemaErr != nil {
 		w.f.log.Warn("the tool's outputSchema is unusable; a large structuredContent makes its result a tool error", "tool", w.c.Tool, "err", w.c.SchemaErr)
@@ -66,8 +69,12 @@ func (w *resultWriter) structured(ctx context.Context, sc []byte) (out []byte, o
 		return p.sentence + "\n" + p.body, nil
 	}
 	var v []byte
+	var cuts []shrink.Cut
 	if err == nil {
-		v, _, err = shrink.Shrink(ctx, sc, w.c.Schema, shrink.Options{Budget: max(budget, 256)}, cut)
+		v, cuts, err = shrink.Shrink(ctx, sc, w.c.Schema, shrink.Options{Budget: max(budget, 256)}, cut)
+	}
+	if err == nil {
+		v, err = w.noted(v, cuts, sc, pre)
 	}
 	if err != nil {
 		// What it stored stays for the sweeper; the result names none of it.
@@ -75,20 +82,45 @@ func (w *resultWriter) structured(ctx context.Context, sc []byte) (out []byte, o
 		switch {
 		case errors.Is(err, shrink.ErrSchema):
 			w.f.log.Warn("the tool's outputSchema is unusable for this structuredContent; the result becomes a tool error", "tool", w.c.Tool, "err", err)
+		case errors.Is(err, errSilent):
+			w.f.log.Warn("the tool's outputSchema refuses the note a shortened structuredContent needs; the result becomes a tool error", "tool", w.c.Tool)
 		case !errors.Is(err, shrink.ErrNoFit) && !errors.Is(err, errKeep) && w.err == nil:
 			w.f.log.Warn("shrinking structuredContent failed", "tool", w.c.Tool, "err", err)
 		}
 		return nil, false
 	}
-	if jsonrpc.RawMember(v, NoteMember) != nil {
-		return v, true // the server's own member of that name: left alone
+	return v, true
+}
+
+// errSilent is noted's error for a shortened value that cannot say so.
+var errSilent = errors.New("offload: the schema refuses the note of a shortened structuredContent")
+
+// noted returns the shrunk value v with NoteMember added, where the
+// schema the client holds accepts it. A cut string carries its own link
+// in its text; a cut array or object (cuts, or an array unspill kept the
+// first items of, in pre) says nothing where it stands, so a value with
+// one and no note is never returned: the error is errSilent, and the
+// result takes the path of an unusable schema instead (a tool error with
+// the whole value behind a link), since a host that shows its model
+// structuredContent alone would show the part as the whole.
+func (w *resultWriter) noted(v []byte, cuts []shrink.Cut, sc []byte, pre map[string]*published) ([]byte, error) {
+	silent := slices.ContainsFunc(cuts, func(c shrink.Cut) bool { return c.Kind != "string" })
+	for ptr := range pre {
+		if at := valueAt(sc, ptr); len(at) > 0 && at[0] == '[' {
+			silent = true
+		}
 	}
-	note, _ := json.Marshal("This structuredContent is a shortened preview of the tool's output. " + w.linkLines())
-	withNote, _ := jsonrpc.SetPath(v, note, NoteMember)
-	if w.c.Schema == nil || w.c.Schema.Validate(withNote) == nil {
-		return withNote, true
+	if jsonrpc.RawMember(v, NoteMember) == nil { // not the server's own member of that name
+		note, _ := json.Marshal("This structuredContent is a shortened preview of the tool's output. " + w.linkLines())
+		withNote, _ := jsonrpc.SetPath(v, note, NoteMember)
+		if w.c.Schema == nil || w.c.Schema.Validate(withNote) == nil {
+			return withNote, nil
+		}
 	}
-	return v, true // Shrink validated v itself
+	if silent {
+		return nil, errSilent
+	}
+	return v, nil // Shrink validated v itself
 }
 
 // unspill stores each value of sc that the transport spilled to disk (a
@@ -182,12 +214,13 @@ type toolSchema struct {
 const maxTools = 10000
 
 // Present returns a tools/list result as the proxy shows it to clients,
-// and learns each tool's outputSchema from it. An outputSchema that
+// and learns each tool's outputSchema from it. Where an outputSchema
 // refuses members it does not name (additionalProperties or
-// unevaluatedProperties false at its top) gets an optional NoteMember
-// string property, so that a shrunk structuredContent carrying the note
-// stays valid; every other byte is kept. A result it cannot read is
-// returned as it is.
+// unevaluatedProperties), at its top or behind the $ref and allOf Zod
+// and pydantic put there (see shrink.AddProperty), it gets an optional
+// NoteMember string property, so that a shrunk structuredContent
+// carrying the note stays valid; every other byte is kept. A result it
+// cannot read is returned as it is.
 func (s *Schemas) Present(result []byte) []byte {
 	span, ok := jsonrpc.Member(result, "tools")
 	if !ok || result[span[0]] != '[' {
@@ -212,11 +245,9 @@ func (s *Schemas) Present(result []byte) []byte {
 			continue
 		}
 		schema := t[os[0]:os[1]]
-		if closed(schema) && jsonrpc.Path(schema, "properties", NoteMember) == nil {
-			if ns, ok := jsonrpc.SetPath(schema, noteProperty, "properties", NoteMember); ok {
-				out = append(append(out, result[last:el[0]+os[0]]...), ns...)
-				last, schema = el[0]+os[1], ns
-			}
+		if ns, changed := shrink.AddProperty(schema, NoteMember, noteProperty); changed {
+			out = append(append(out, result[last:el[0]+os[0]]...), ns...)
+			last, schema = el[0]+os[1], ns
 		}
 		tools = append(tools, tool{name, schema})
 	}
@@ -240,12 +271,6 @@ func (s *Schemas) Present(result []byte) []byte {
 }
 
 var noteProperty = []byte(`{"type":"string","description":"Set by Spillway when the value is a shortened preview: what was moved out, and links to the full values."}`)
-
-// closed reports whether a schema's top refuses members it does not name.
-func closed(schema []byte) bool {
-	return string(jsonrpc.RawMember(schema, "additionalProperties")) == "false" ||
-		string(jsonrpc.RawMember(schema, "unevaluatedProperties")) == "false"
-}
 
 // Listed reports whether a tools/list result of the upstream named tool
 // (among the first maxTools names learned).
