@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 )
@@ -500,5 +501,284 @@ func TestGeneratorMakesValidInstances(t *testing.T) {
 	}
 	if valid < 240 || shrunk < 60 {
 		t.Fatalf("%d of 300 instances valid, %d of them over 1000 bytes", valid, shrunk)
+	}
+}
+
+// hostile makes, from a seed, a schema of the shapes an upstream may send
+// to exhaust a validator or a shrinker, and an object roughly after it
+// (valid or not): DAGs of anyOf, oneOf and allOf whose branches name the
+// same definitions again (paths double at each level), objects that name
+// themselves (values nested hundreds deep), patternProperties matched by
+// member names of up to 100 KB, patterns of a thousand instructions, and
+// enums of thousands of values. The root is Zod's (a $ref into
+// definitions), pydantic's (allOf of a $ref) or an object closed at its
+// top.
+type hostile struct {
+	r    *rand.Rand
+	defs []map[string]any
+	left int // bytes the instance may still grow by
+}
+
+func (h *hostile) ref(i int) map[string]any {
+	return map[string]any{"$ref": "#/$defs/d" + strconv.Itoa(i)}
+}
+
+// def makes definition i, naming only definitions after it (and itself,
+// under a member).
+func (h *hostile) def(i, n int) map[string]any {
+	later := func() int { return min(n-1, i+1+h.r.IntN(3)) }
+	kind := h.r.IntN(8)
+	switch {
+	case i == n-1:
+		kind = 7
+	case i == 0:
+		kind = []int{0, 1, 2, 6, 6}[h.r.IntN(5)]
+	}
+	switch kind {
+	case 0: // branches naming the next definitions, some twice
+		var bs []any
+		for range 2 + h.r.IntN(3) {
+			bs = append(bs, h.ref(later()))
+		}
+		return map[string]any{[]string{"anyOf", "oneOf", "allOf"}[h.r.IntN(3)]: bs}
+	case 1, 2: // an object, closed half the time, naming itself in "next"
+		d := map[string]any{"type": "object", "properties": map[string]any{
+			"rows": map[string]any{"type": "array", "items": h.ref(later())},
+			"item": h.ref(later()),
+			"next": h.ref(i),
+			"text": map[string]any{"type": "string"},
+		}}
+		if h.r.IntN(2) == 0 {
+			d["additionalProperties"] = false
+		}
+		if h.r.IntN(3) == 0 {
+			d["patternProperties"] = map[string]any{"^k[a-z]*$": map[string]any{"type": "string"}}
+		}
+		if h.r.IntN(4) == 0 {
+			d["patternProperties"] = map[string]any{"[a-z]{1000}$|^q": map[string]any{"type": "string"}}
+		}
+		return d
+	case 3: // a huge enum
+		var e []any
+		for j := range 100 + h.r.IntN(6000) {
+			e = append(e, "v"+strconv.Itoa(j))
+		}
+		return map[string]any{"enum": e}
+	case 4:
+		return map[string]any{"type": "string", "pattern": []string{"^[a-z ]*$", "[a-z]{500}$|^x", "^(a|b|c|d)*e?$"}[h.r.IntN(3)]}
+	case 5:
+		return map[string]any{"type": "array", "items": h.ref(later()), "uniqueItems": h.r.IntN(2) == 0}
+	case 6: // an object naming itself twice in anyOf: paths double at each level of the value
+		next := map[string]any{"properties": map[string]any{"next": h.ref(i), "text": map[string]any{"type": "string"}}}
+		return map[string]any{"type": "object", "properties": map[string]any{"next": h.ref(i), "text": map[string]any{"type": "string"}},
+			"anyOf": []any{next, next}}
+	}
+	return map[string]any{"type": []string{"string", "integer"}[h.r.IntN(2)]}
+}
+
+// value makes a value for s, at depth, within h.left bytes.
+func (h *hostile) value(s map[string]any, depth int) any {
+	if h.left -= 8; h.left <= 0 || depth > 400 {
+		return nil
+	}
+	if ref, ok := s["$ref"].(string); ok {
+		i, _ := strconv.Atoi(ref[strings.LastIndexByte(ref, 'd')+1:])
+		return h.value(h.defs[i], depth)
+	}
+	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
+		if bs, ok := s[k].([]any); ok && s["type"] == nil {
+			return h.value(bs[h.r.IntN(len(bs))].(map[string]any), depth)
+		}
+	}
+	if e, ok := s["enum"].([]any); ok {
+		return e[h.r.IntN(len(e))]
+	}
+	switch s["type"] {
+	case "object":
+		props := s["properties"].(map[string]any)
+		o := map[string]any{"text": h.text(h.r.IntN(3000))}
+		for _, name := range []string{"item", "data"} {
+			if p, ok := props[name].(map[string]any); ok && h.r.IntN(4) > 0 {
+				o[name] = h.value(p, depth+1)
+			}
+		}
+		if p, ok := props["next"].(map[string]any); ok && depth < 300 && h.r.IntN(20) < 19 { // chains of tens to hundreds
+			o["next"] = h.value(p, depth+1)
+		}
+		if p, ok := props["rows"].(map[string]any); ok && h.r.IntN(2) == 0 {
+			var rows []any
+			for range h.r.IntN(300) {
+				if h.left <= 0 {
+					break
+				}
+				rows = append(rows, h.value(p["items"].(map[string]any), depth+2))
+			}
+			o["rows"] = rows
+		}
+		if _, ok := s["patternProperties"]; ok {
+			for range h.r.IntN(4) {
+				name := "k" + strings.Repeat(string(rune('a'+h.r.IntN(26))), h.r.IntN(100000))
+				o[name] = h.text(h.r.IntN(400))
+				h.left -= len(name)
+			}
+		}
+		return o
+	case "array":
+		var a []any
+		for j := range h.r.IntN(100) {
+			if h.left <= 0 {
+				break
+			}
+			a = append(a, h.value(s["items"].(map[string]any), depth+1))
+			if s["uniqueItems"] == true {
+				a[j] = []any{j, a[j]}
+			}
+		}
+		return a
+	case "string":
+		return h.text(h.r.IntN(2000))
+	case "integer":
+		return h.r.IntN(1000)
+	}
+	return h.text(h.r.IntN(50))
+}
+
+func (h *hostile) text(n int) string {
+	n = min(n, max(h.left, 0))
+	h.left -= n + 8
+	return strings.Repeat(string(rune('a'+h.r.IntN(5))), n)
+}
+
+// newHostileCase makes the schema and instance of seed.
+func newHostileCase(seed uint64) (h *hostile, schemaJSON, instance []byte) {
+	h = &hostile{r: rand.New(rand.NewPCG(seed, seed^0xbad)), left: 256 << 10}
+	n := 2 + h.r.IntN(30)
+	h.defs = make([]map[string]any, n)
+	defs := map[string]any{}
+	for i := n - 1; i >= 0; i-- {
+		h.defs[i] = h.def(i, n)
+		defs["d"+strconv.Itoa(i)] = h.defs[i]
+	}
+	var root map[string]any
+	switch h.r.IntN(3) {
+	case 0:
+		root = map[string]any{"$ref": "#/$defs/d0"}
+	case 1:
+		root = map[string]any{"allOf": []any{h.ref(0)}, "title": "pydantic"}
+	default:
+		root = map[string]any{"type": "object", "properties": map[string]any{"data": h.ref(0), "text": map[string]any{"type": "string"}}, "additionalProperties": false}
+	}
+	root["$defs"] = defs
+	v, ok := h.value(root, 0).(map[string]any)
+	if !ok {
+		v = map[string]any{"data": v, "text": h.text(h.r.IntN(5000))}
+	}
+	return h, mustJSON(root), mustJSON(v)
+}
+
+// shrinkAlloc bounds what one Shrink allocates, from the instance's size:
+// the walk's share (see Shrink) and what each of at most three checks of
+// a value by Validate may cost (maxCheckAlloc, for its count and the
+// validator together).
+func shrinkAlloc(instance int) uint64 { return 3*maxCheckAlloc + 16*uint64(instance) + 1<<20 }
+
+// checkHostile shrinks the hostile case of seed, as the offloader does
+// with the schema it shows clients (NoteMember added by AddProperty), and
+// checks what issue 38 asks: each Compile and Shrink returns within a
+// minute (it would never finish otherwise), Shrink allocates at most
+// shrinkAlloc and its walk at most maxSteps steps and one match, a refused
+// schema says so with ErrSchema, and every value the offloader would
+// send validates against the schema shown. Validating it costs the
+// validator no more than the count said (what makes the count a bound).
+func checkHostile(t *testing.T, seed uint64, stats map[string]int) {
+	h, raw, instance := newHostileCase(seed)
+	const note = `{"type":"string"}`
+	shown, _ := AddProperty(raw, "_spillway", []byte(note))
+	var s *Schema
+	var err error
+	measured(t, time.Minute, func() { s, err = Compile(shown) })
+	if err != nil {
+		if !errors.Is(err, ErrSchema) || len(err.Error()) > 2*maxErrText {
+			t.Fatalf("seed %d: Compile: %v", seed, err)
+		}
+		stats["schema refused"]++
+		return
+	}
+	budget := 256 + h.r.IntN(8<<10)
+	var out []byte
+	var cuts []Cut
+	alloc := measured(t, time.Minute, func() {
+		out, cuts, err = Shrink(context.Background(), instance, s, Options{Budget: budget}, func(c Cut) (string, error) {
+			return "preview of " + c.Pointer + " at https://spillway.test/a", nil
+		})
+	})
+	if alloc > shrinkAlloc(len(instance)) {
+		t.Fatalf("seed %d: Shrink of %d bytes allocated %d bytes, more than %d", seed, len(instance), alloc, shrinkAlloc(len(instance)))
+	}
+	body, o, _ := prepare(instance, Options{Budget: budget})
+	z := &shrinker{s: s, o: o}
+	z.plan(context.Background(), body)
+	if z.steps > maxSteps+(1<<20)*maxInsts/8 {
+		t.Fatalf("seed %d: the walk made %d steps", seed, z.steps)
+	}
+	switch {
+	case errors.Is(err, ErrSchema):
+		stats["value refused"]++
+		return
+	case errors.Is(err, ErrNoFit):
+		stats["no fit"]++
+		return
+	case err != nil:
+		t.Fatalf("seed %d: %v", seed, err)
+	case len(out) > budget:
+		t.Fatalf("seed %d: %d bytes, budget %d", seed, len(out), budget)
+	}
+	// What the offloader sends: the value with the note where the schema
+	// takes it, else the value alone if only strings were cut (each
+	// carries its link), else nothing (the result becomes a tool error).
+	withNote, _ := jsonrpc.SetPath(out, []byte(`"shortened"`), "_spillway")
+	leaves := withNote
+	if err := s.Validate(withNote); err != nil {
+		leaves = out
+		if slices.ContainsFunc(cuts, func(c Cut) bool { return c.Kind != "string" }) {
+			stats["not sent"]++
+			return
+		}
+	}
+	stats["sent"]++
+	var v any
+	json.Unmarshal(leaves, &v)
+	ct := &counter{s: s, memo: map[pair]vcost{}}
+	_, predicted := ct.visit(s.rs.Schema(), newVnode(v, 0)).total()
+	var verr error
+	actual := measured(t, time.Minute, func() { verr = s.rs.Validate(v) })
+	if verr != nil {
+		t.Fatalf("seed %d: what leaves does not validate against the schema shown: %v\nschema %.3000s\nvalue %.3000s", seed, verr, shown, leaves)
+	}
+	if actual > uint64(predicted)+64<<10 {
+		t.Fatalf("seed %d: the validator allocated %d bytes, the count said at most %d", seed, actual, predicted)
+	}
+}
+
+// FuzzShrinkHostile runs checkHostile on seeds the fuzzer picks; `make
+// test` runs only the committed ones.
+func FuzzShrinkHostile(f *testing.F) {
+	for _, seed := range []uint64{3, 65, 149, 288, 1 << 40} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, seed uint64) { checkHostile(t, seed, map[string]int{}) })
+}
+
+func TestShrinkHostileProperty(t *testing.T) {
+	stats := map[string]int{}
+	for seed := range uint64(200) {
+		checkHostile(t, seed, stats)
+	}
+	t.Logf("%v", stats)
+	// The generator must reach every outcome, or the test checks little.
+	for _, k := range []string{"schema refused", "value refused", "sent"} {
+		if stats[k] < 10 {
+			t.Errorf("only %d cases %s: %v", stats[k], k, stats)
+		}
 	}
 }
