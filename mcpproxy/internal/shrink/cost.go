@@ -26,23 +26,27 @@ import (
 // errors of all its branches, and several keywords print the whole value
 // (type, enum, const, contains, a string's length and pattern).
 //
-// cost counts, before the validator is called, an upper bound of what it
-// would do for one value: every visit it could make (then and else both,
-// every target a $dynamicRef may reach, every branch), the bytes it reads
-// for keywords that read the value (a string's code points, each pattern
-// instruction on each byte, enum and const comparisons, uniqueItems
-// hashing), and the text of the errors it could build. A pair (subschema,
-// value) is counted once and its sum reused wherever the pair recurs, so
-// the count costs what the distinct pairs cost, and it stops as soon as
-// one pair's sum passes the bound: a pair's visits are part of every
-// validation that reaches it.
+// Validate counts (affordable), before the validator is called, an upper
+// bound of what it would do for one value: every visit it could make
+// (then and else both, every target a $dynamicRef may reach, every
+// branch), the bytes it reads for keywords that read the value (a
+// string's code points, each pattern instruction on each byte, enum and
+// const comparisons, uniqueItems hashing), and the text of the errors it
+// could build, where a keyword may fail (a type, length, count or
+// required member is checked; an enum, pattern or oneOf may always
+// fail). A pair (subschema, value) is counted once and its sum reused
+// wherever the pair recurs, so the count costs what the distinct pairs
+// cost, and it stops as soon as one pair's sum passes the bound: a pair's
+// visits are part of every validation that reaches it.
 //
 // The unit of work is about a nanosecond of one core; the constants were
 // measured against the library (v0.4.3) on this project's test machine: a
-// visit with little to do took about 300 ns and allocated 176 bytes, a pattern about 15 ns per byte and instruction (matchAlloc says
-// what a match allocates). A byte of error text is built about twice
-// (the message, and its copy in the message around it) in buffers fmt
-// grows by doubling: textCopies.
+// visit with little to do took about 300 ns and allocated 176 bytes, a
+// pattern about 15 ns per byte and instruction (matchAlloc says what a
+// match allocates). A byte of error text is built about twice (the
+// message, and its copy in the message around it) in buffers fmt grows by
+// doubling: textCopies. The property test checks the count against what
+// the validator allocates.
 const (
 	visitWork  = 256
 	visitAlloc = 192
@@ -50,9 +54,9 @@ const (
 	textCopies = 4
 )
 
-// maxCheckWork and maxCheckAlloc bound what Validate lets the validator do for one
-// value: 2^26 units is about 260,000 visits, a tenth of a second; 16 MiB
-// is what sixteen such checks at once may hold. A real schema checks a
+// maxCheckWork and maxCheckAlloc bound what Validate lets the validator
+// do for one value: 2^26 units is about 260,000 visits, a tenth of a
+// second; 16 MiB is what sixteen such checks at once may hold. A real schema checks a
 // Shrink result (a few KB) in a few thousand visits. Past either bound
 // Validate refuses the schema for that value (ErrSchema).
 const (

@@ -24,7 +24,11 @@
 // prefixItems; where branches differ, every branch's constraints are
 // respected. Whatever the walk cannot foresee, the validation of the
 // result catches: Shrink returns only a value that validates, or
-// ErrNoFit.
+// ErrNoFit (ErrSchema when validating it would cost too much).
+//
+// AddProperty edits a schema so that a shrunk value may carry a member of
+// the caller's (a note saying it is shrunk) where the schema would refuse
+// members it does not name.
 //
 // Schema and instance come from an upstream that may be hostile: nothing
 // is ever fetched, and the work is bounded (the size, nesting, patterns
@@ -207,9 +211,10 @@ type shrinker struct {
 	// 64 levels into 64 times its size.
 	work, limit int
 	// steps counts the subschemas the walk visited and the patterns it
-	// matched, up to maxSteps: a hostile schema and instance (a thousand
-	// anyOf branches for each of a million members) must not make it
-	// visit their product.
+	// matched (an eighth of a step per byte of name and instruction), up
+	// to maxSteps: a hostile schema and instance (a thousand anyOf
+	// branches for each of a million members, a 1 MB member name) must
+	// not make it visit their product.
 	steps int
 }
 
