@@ -143,27 +143,18 @@ func downscale(src image.Image, tw, th int) *image.RGBA {
 	b := src.Bounds()
 	w, h := b.Dx(), b.Dy()
 	dst := image.NewRGBA(image.Rect(0, 0, tw, th))
-	at := pixelReader(src)
 	// Column boxes are the same for every row: compute them once.
 	x0s := make([]int, tw+1)
 	for x := 0; x <= tw; x++ {
 		x0s[x] = x * w / tw
 	}
+	addRow := rowAdder(src, x0s)
 	acc := make([][4]uint64, tw)
 	for y := 0; y < th; y++ {
 		y0, y1 := y*h/th, max((y+1)*h/th, y*h/th+1)
 		clear(acc)
 		for sy := y0; sy < y1; sy++ {
-			for x := 0; x < tw; x++ {
-				x1 := max(x0s[x+1], x0s[x]+1)
-				for sx := x0s[x]; sx < x1; sx++ {
-					r, g, bl, a := at(b.Min.X+sx, b.Min.Y+sy)
-					acc[x][0] += uint64(r)
-					acc[x][1] += uint64(g)
-					acc[x][2] += uint64(bl)
-					acc[x][3] += uint64(a)
-				}
-			}
+			addRow(acc, b.Min.Y+sy)
 		}
 		for x := 0; x < tw; x++ {
 			n := uint64((y1 - y0) * (max(x0s[x+1], x0s[x]+1) - x0s[x]))
@@ -179,8 +170,72 @@ func downscale(src image.Image, tw, th int) *image.RGBA {
 	return dst
 }
 
-// pixelReader returns a fast premultiplied 16-bit reader for the common
-// decoded types, and the generic one otherwise.
+// rowAdder returns a function that adds source row y's premultiplied
+// 16-bit channels to acc, the pixels of each column box (from x0s[x] to
+// x0s[x+1], at least one) to acc[x]. Gray and paletted rows are summed
+// from their bytes; other types through pixelReader.
+func rowAdder(src image.Image, x0s []int) func(acc [][4]uint64, y int) {
+	minX := src.Bounds().Min.X
+	switch m := src.(type) {
+	case *image.Gray:
+		return func(acc [][4]uint64, y int) {
+			row := m.Pix[m.PixOffset(minX, y):]
+			for x := range acc {
+				x0, x1 := x0s[x], max(x0s[x+1], x0s[x]+1)
+				var s uint64
+				for _, v := range row[x0:x1] {
+					s += uint64(v)
+				}
+				s *= 0x101
+				acc[x][0] += s
+				acc[x][1] += s
+				acc[x][2] += s
+				acc[x][3] += uint64(x1-x0) * 0xffff
+			}
+		}
+	case *image.Paletted:
+		// The palette's colors, premultiplied, once; an index past the
+		// palette (image/png allows it) reads as opaque black.
+		var pal [256][4]uint64
+		for i := range pal {
+			pal[i][3] = 0xffff
+			if i < len(m.Palette) && m.Palette[i] != nil {
+				r, g, b, a := m.Palette[i].RGBA()
+				pal[i] = [4]uint64{uint64(r), uint64(g), uint64(b), uint64(a)}
+			}
+		}
+		return func(acc [][4]uint64, y int) {
+			row := m.Pix[m.PixOffset(minX, y):]
+			for x := range acc {
+				x0, x1 := x0s[x], max(x0s[x+1], x0s[x]+1)
+				var s [4]uint64
+				for _, i := range row[x0:x1] {
+					c := &pal[i]
+					s[0], s[1], s[2], s[3] = s[0]+c[0], s[1]+c[1], s[2]+c[2], s[3]+c[3]
+				}
+				acc[x] = [4]uint64{acc[x][0] + s[0], acc[x][1] + s[1], acc[x][2] + s[2], acc[x][3] + s[3]}
+			}
+		}
+	}
+	at := pixelReader(src)
+	return func(acc [][4]uint64, y int) {
+		for x := range acc {
+			for sx := x0s[x]; sx < max(x0s[x+1], x0s[x]+1); sx++ {
+				r, g, b, a := at(minX+sx, y)
+				acc[x][0] += uint64(r)
+				acc[x][1] += uint64(g)
+				acc[x][2] += uint64(b)
+				acc[x][3] += uint64(a)
+			}
+		}
+	}
+}
+
+// pixelReader returns a fast premultiplied 16-bit reader for the types
+// the decoders return but Gray and Paletted (which rowAdder reads): PNG's
+// RGBA, NRGBA, Gray16, RGBA64, NRGBA64; JPEG's YCbCr, RGBA, CMYK. For
+// any other, it returns the generic reader, which boxes a color.Color
+// for every pixel.
 func pixelReader(src image.Image) func(x, y int) (r, g, b, a uint32) {
 	switch m := src.(type) {
 	case *image.RGBA:
@@ -200,6 +255,34 @@ func pixelReader(src image.Image) func(x, y int) (r, g, b, a uint32) {
 		return func(x, y int) (uint32, uint32, uint32, uint32) {
 			yi, ci := m.YOffset(x, y), m.COffset(x, y)
 			r, g, b := color.YCbCrToRGB(m.Y[yi], m.Cb[ci], m.Cr[ci])
+			return uint32(r) * 0x101, uint32(g) * 0x101, uint32(b) * 0x101, 0xffff
+		}
+	case *image.Gray16:
+		return func(x, y int) (uint32, uint32, uint32, uint32) {
+			i := m.PixOffset(x, y)
+			v := uint32(m.Pix[i])<<8 | uint32(m.Pix[i+1])
+			return v, v, v, 0xffff
+		}
+	case *image.RGBA64:
+		return func(x, y int) (uint32, uint32, uint32, uint32) {
+			i := m.PixOffset(x, y)
+			p := m.Pix[i : i+8 : i+8]
+			return uint32(p[0])<<8 | uint32(p[1]), uint32(p[2])<<8 | uint32(p[3]),
+				uint32(p[4])<<8 | uint32(p[5]), uint32(p[6])<<8 | uint32(p[7])
+		}
+	case *image.NRGBA64:
+		return func(x, y int) (uint32, uint32, uint32, uint32) {
+			i := m.PixOffset(x, y)
+			p := m.Pix[i : i+8 : i+8]
+			a := uint32(p[6])<<8 | uint32(p[7])
+			r, g, b := uint32(p[0])<<8|uint32(p[1]), uint32(p[2])<<8|uint32(p[3]), uint32(p[4])<<8|uint32(p[5])
+			return r * a / 0xffff, g * a / 0xffff, b * a / 0xffff, a
+		}
+	case *image.CMYK:
+		return func(x, y int) (uint32, uint32, uint32, uint32) {
+			i := m.PixOffset(x, y)
+			p := m.Pix[i : i+4 : i+4]
+			r, g, b := color.CMYKToRGB(p[0], p[1], p[2], p[3])
 			return uint32(r) * 0x101, uint32(g) * 0x101, uint32(b) * 0x101, 0xffff
 		}
 	}
