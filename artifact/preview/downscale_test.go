@@ -41,7 +41,7 @@ func BenchmarkDownscale(b *testing.B) {
 			}
 			b.Run(c.name+"/"+path, func(b *testing.B) {
 				for b.Loop() {
-					downscale(img, 512, 288)
+					downscale(b.Context(), img, 512, 288)
 				}
 			})
 		}

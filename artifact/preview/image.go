@@ -2,14 +2,25 @@ package preview
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"image"
 	"image/color"
-	_ "image/gif" // registered for DecodeConfig and Decode
+	"image/gif"
 	"image/jpeg"
 	"image/png"
+	"io"
 )
+
+// decoders are the formats a thumbnail is drawn of, each with a cost
+// model in drawCost. (Importing them registers them with
+// image.DecodeConfig too.)
+var decoders = map[string]func(io.Reader) (image.Image, error){
+	"png":  png.Decode,
+	"jpeg": jpeg.Decode,
+	"gif":  gif.Decode,
+}
 
 // thumbSoftMax is the size past which a PNG thumbnail is re-encoded as
 // JPEG: a few tens of KB is what a thumbnail should cost.
@@ -57,6 +68,11 @@ func (a *imageAn) sated() bool { return a.over }
 const imageHeaderBytes = 1 << 20
 
 func (a *imageAn) finish(pv *Preview) []section {
+	return a.finishContext(context.Background(), pv)
+}
+
+// finishContext is finish drawing the thumbnail only while ctx lasts.
+func (a *imageAn) finishContext(ctx context.Context, pv *Preview) []section {
 	f := &pv.Facts
 	f.Format = a.format
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(a.buf))
@@ -71,23 +87,41 @@ func (a *imageAn) finish(pv *Preview) []section {
 	f.Format, f.Width, f.Height = format, cfg.Width, cfg.Height
 	s := fmt.Sprintf("%s image, %d×%d px, %s.", upper(format), cfg.Width, cfg.Height, humanSize(f.Size))
 	if a.o.Thumbnail {
-		switch {
-		case a.over:
-			s += " Too large to thumbnail."
-		case int64(cfg.Width)*int64(cfg.Height)*bytesPerPixel(cfg.ColorModel) > maxDecoded:
-			s += " Too many pixels to thumbnail."
-		default:
-			if th, err := thumbnail(a.buf, format, a.o.ThumbMax); err == nil {
-				pv.Thumbnail = th
-				if th.Width != cfg.Width || th.Height != cfg.Height {
-					s += fmt.Sprintf(" A %d×%d thumbnail is attached.", th.Width, th.Height)
-				} else {
-					s += " A copy is attached."
-				}
-			}
-		}
+		s += a.draw(ctx, pv, format, cfg)
 	}
 	return []section{{prioHead, s}}
+}
+
+// draw draws the thumbnail into pv if it may, and returns the sentence
+// that says what became of it.
+func (a *imageAn) draw(ctx context.Context, pv *Preview, format string, cfg image.Config) string {
+	if a.over {
+		return fmt.Sprintf(" Too large to thumbnail (over %s).", humanSize(maxImageBytes))
+	}
+	cost, err := drawCost(a.buf, format, a.o.ThumbMax)
+	if err != nil {
+		return "" // undecodable: the decoder would fail too
+	}
+	if cost > maxDrawCost {
+		return fmt.Sprintf(" Too many pixels to thumbnail: drawing it would take %s, over the %s bound.",
+			humanSize(cost), humanSize(maxDrawCost))
+	}
+	if err := drawGate.acquire(ctx, cost); err != nil {
+		return " Not thumbnailed: the call ended first."
+	}
+	defer drawGate.release(cost)
+	th, err := thumbnail(ctx, a.buf, format, a.o.ThumbMax)
+	switch {
+	case ctx.Err() != nil:
+		return " Not thumbnailed: the call ended first."
+	case err != nil:
+		return ""
+	}
+	pv.Thumbnail = th
+	if th.Width != cfg.Width || th.Height != cfg.Height {
+		return fmt.Sprintf(" A %d×%d thumbnail is attached.", th.Width, th.Height)
+	}
+	return " A copy is attached."
 }
 
 func upper(s string) string {
@@ -103,8 +137,11 @@ func upper(s string) string {
 // thumbnail decodes an image and shrinks it to fit maxSide, averaging the
 // source pixels each thumbnail pixel covers. A small image is returned as
 // it is. Photos become JPEG, others PNG unless that is large.
-func thumbnail(data []byte, format string, maxSide int) (*Image, error) {
-	src, _, err := image.Decode(bytes.NewReader(data))
+//
+// It decodes with format's decoder, and stops with ctx's error at the
+// decoder's next read, or between rows, once ctx is done.
+func thumbnail(ctx context.Context, data []byte, format string, maxSide int) (*Image, error) {
+	src, err := decodeAs(ctx, data, format)
 	if err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
@@ -113,33 +150,47 @@ func thumbnail(data []byte, format string, maxSide int) (*Image, error) {
 	if w <= maxSide && h <= maxSide && len(data) <= thumbSoftMax && format != "gif" {
 		return &Image{MimeType: "image/" + format, Data: data, Width: w, Height: h}, nil
 	}
-	tw, th := w, h
-	if w >= h && w > maxSide {
-		tw, th = maxSide, max(1, (h*maxSide+w/2)/w)
-	} else if h > w && h > maxSide {
-		tw, th = max(1, (w*maxSide+h/2)/h), maxSide
+	tw, th := thumbSize(w, h, maxSide)
+	dst, err := downscale(ctx, src, tw, th)
+	if err != nil {
+		return nil, err
 	}
-	dst := downscale(src, tw, th)
-	var out bytes.Buffer
+	// One buffer for both encodings, the size of the pixels, which an
+	// encoding hardly ever passes: it does not grow by doubling, and
+	// drawCost can count it. What is kept is a copy of the encoding.
+	out := bytes.NewBuffer(make([]byte, 0, 4*tw*th+4<<10))
 	if format != "jpeg" {
-		if err := png.Encode(&out, dst); err != nil {
+		if err := png.Encode(out, dst); err != nil {
 			return nil, fmt.Errorf("encode png: %w", err)
 		}
 		if out.Len() <= thumbSoftMax {
-			return &Image{MimeType: "image/png", Data: out.Bytes(), Width: tw, Height: th}, nil
+			return &Image{MimeType: "image/png", Data: bytes.Clone(out.Bytes()), Width: tw, Height: th}, nil
 		}
 		out.Reset()
 	}
-	if err := jpeg.Encode(&out, dst, &jpeg.Options{Quality: 80}); err != nil {
+	if err := jpeg.Encode(out, dst, &jpeg.Options{Quality: 80}); err != nil {
 		return nil, fmt.Errorf("encode jpeg: %w", err)
 	}
-	return &Image{MimeType: "image/jpeg", Data: out.Bytes(), Width: tw, Height: th}, nil
+	return &Image{MimeType: "image/jpeg", Data: bytes.Clone(out.Bytes()), Width: tw, Height: th}, nil
+}
+
+// thumbSize is the size of a w×h image's thumbnail: its longest side cut
+// to maxSide, keeping its shape.
+func thumbSize(w, h, maxSide int) (tw, th int) {
+	switch {
+	case w >= h && w > maxSide:
+		return maxSide, max(1, (h*maxSide+w/2)/w)
+	case h > w && h > maxSide:
+		return max(1, (w*maxSide+h/2)/h), maxSide
+	}
+	return w, h
 }
 
 // downscale averages the box of source pixels under each destination
 // pixel (premultiplied, so transparent pixels do not darken edges), then
-// lays the result on white, as a viewer would show it.
-func downscale(src image.Image, tw, th int) *image.RGBA {
+// lays the result on white, as a viewer would show it. It returns ctx's
+// error if ctx ends first.
+func downscale(ctx context.Context, src image.Image, tw, th int) (*image.RGBA, error) {
 	b := src.Bounds()
 	w, h := b.Dx(), b.Dy()
 	dst := image.NewRGBA(image.Rect(0, 0, tw, th))
@@ -151,6 +202,9 @@ func downscale(src image.Image, tw, th int) *image.RGBA {
 	addRow := rowAdder(src, x0s)
 	acc := make([][4]uint64, tw)
 	for y := 0; y < th; y++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		y0, y1 := y*h/th, max((y+1)*h/th, y*h/th+1)
 		clear(acc)
 		for sy := y0; sy < y1; sy++ {
@@ -167,7 +221,7 @@ func downscale(src image.Image, tw, th int) *image.RGBA {
 			dst.Pix[i+3] = 0xff
 		}
 	}
-	return dst
+	return dst, nil
 }
 
 // rowAdder returns a function that adds source row y's premultiplied
@@ -313,22 +367,4 @@ func webpSize(b []byte) (w, h int, ok bool) {
 		return int(binary.LittleEndian.Uint16(b[26:28]) & 0x3fff), int(binary.LittleEndian.Uint16(b[28:30]) & 0x3fff), true
 	}
 	return 0, 0, false
-}
-
-// bytesPerPixel is what a decoder allocates per pixel for a color model.
-func bytesPerPixel(m color.Model) int64 {
-	switch m {
-	case color.GrayModel, color.AlphaModel:
-		return 1
-	case color.Gray16Model, color.Alpha16Model:
-		return 2
-	case color.YCbCrModel, color.NYCbCrAModel:
-		return 3 // 4:4:4 at most
-	case color.RGBA64Model, color.NRGBA64Model:
-		return 8
-	}
-	if _, ok := m.(color.Palette); ok {
-		return 1
-	}
-	return 4
 }

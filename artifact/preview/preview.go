@@ -15,6 +15,7 @@ package preview
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -45,11 +46,10 @@ const (
 	// sniffSize is how many leading bytes decide the kind: the head is
 	// buffered until then, and is the only part that is kept whole.
 	sniffSize = 64 << 10
-	// maxImageBytes and maxDecoded bound what is decoded for a
-	// thumbnail: the encoded image and its decoded pixels. Past them a
-	// preview states the dimensions only.
+	// maxImageBytes bounds the encoded image kept to draw a thumbnail
+	// (and maxDrawCost what decoding and drawing it may take). Past
+	// either a preview states the dimensions only.
 	maxImageBytes = 32 << 20
-	maxDecoded    = 64 << 20
 )
 
 // ErrFinished is returned by [Builder.Write] after [Builder.Preview].
@@ -89,7 +89,8 @@ type Preview struct {
 	// It holds no link: the caller adds how to fetch the whole.
 	Text string
 	// Thumbnail is a small PNG or JPEG of an image, nil when there is none
-	// (not asked for, not an image, too large to decode, or undecodable).
+	// (not asked for, not an image, too large to decode, undecodable, or
+	// its context ended before it was drawn).
 	Thumbnail *Image
 	// Facts are the figures behind Text, for programs.
 	Facts Facts
@@ -180,6 +181,12 @@ type analyzer interface {
 	finish(pv *Preview) []section
 }
 
+// ctxFinisher is an analyzer whose finish waits or works long enough to
+// heed a context (an image's, drawing its thumbnail).
+type ctxFinisher interface {
+	finishContext(ctx context.Context, pv *Preview) []section
+}
+
 // Builder builds a Preview from bytes written to it. Its zero value is not
 // usable: call New. A Builder is not safe for concurrent use.
 type Builder struct {
@@ -199,7 +206,10 @@ type Builder struct {
 // document): about 3 MiB live with every bound reached
 // (TestMemoryWorstCase), 0.3 MiB for ordinary rows. The one exception is
 // an image to thumbnail, which is kept whole up to 32 MiB and decoded if
-// its pixels take at most 64 MiB (16 Mpx of RGBA, 21 Mpx of a JPEG).
+// its header says decoding and drawing take at most 64 MiB (16 Mpx of
+// 8-bit RGBA, 43 Mpx of a baseline 4:2:0 JPEG, 8.5 Mpx of a progressive
+// one); the thumbnails drawn at once take at most 64 MiB together,
+// process-wide.
 // A gzip's content is inflated from its head at the end, at most 256
 // KiB of it, and previewed in turn (not a gzip inside it).
 func New(o Options) *Builder {
@@ -292,12 +302,20 @@ func (b *Builder) SetBudget(n int) {
 }
 
 // Preview returns the preview of the bytes written, after the last
-// Write; later calls return the same preview.
-func (b *Builder) Preview() Preview {
+// Write; later calls return the same preview. An image's thumbnail waits
+// for its turn to be drawn as long as it takes: see PreviewContext.
+func (b *Builder) Preview() Preview { return b.PreviewContext(context.Background()) }
+
+// PreviewContext is Preview for a caller whose interest may end. An
+// image's thumbnail waits for its turn to be drawn (the process draws 64
+// MiB of decoded images at a time) only while ctx lasts, and its decoding
+// stops soon after ctx ends; the preview then has no thumbnail and says
+// so. Later calls return the same preview, whatever their ctx.
+func (b *Builder) PreviewContext(ctx context.Context) Preview {
 	if b.done {
 		return b.pv
 	}
-	pv, secs := b.sections()
+	pv, secs := b.sectionsContext(ctx)
 	pv.Text = fit(secs, b.o.Budget)
 	b.pv = pv
 	return pv
@@ -305,13 +323,19 @@ func (b *Builder) Preview() Preview {
 
 // sections ends the Builder as Preview does, returning the preview
 // without its Text and the sections it is cut from.
-func (b *Builder) sections() (Preview, []section) {
+func (b *Builder) sections() (Preview, []section) { return b.sectionsContext(context.Background()) }
+
+// sectionsContext is sections as PreviewContext ends the Builder.
+func (b *Builder) sectionsContext(ctx context.Context) (Preview, []section) {
 	if b.an == nil {
 		b.start(true)
 	}
 	b.done = true
 	pv := Preview{Kind: b.kind}
 	pv.Facts.Size = b.size
+	if cf, ok := b.an.(ctxFinisher); ok {
+		return pv, cf.finishContext(ctx, &pv)
+	}
 	return pv, b.an.finish(&pv)
 }
 
