@@ -180,6 +180,8 @@ func (e *errStore) Error() string { return "storing the item failed: " + e.err.E
 // session, a replay after Last-Event-ID) and leave a store cut half way.
 // Options.StoreStall bounds the work instead, by its progress: a large
 // result on a slow store is stored however long it takes while it moves.
+// A thumbnail, which only the client waits for, is drawn only while ctx
+// lasts.
 func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, []artifact.Artifact, error) {
 	if c.Method == "tools/call" && f.o.Tools != nil {
 		if on, ok := f.o.Tools[c.Tool]; ok && !on {
@@ -192,8 +194,10 @@ func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, 
 	if f.lit.rawLen(result) <= min(f.o.Budget, f.o.TextThreshold, f.o.BinaryThreshold) {
 		return result, nil, nil // nothing in it can be over a threshold or the budget
 	}
-	// Only a result that may be stored gets the store's watch.
-	ctx, stop := watchStall(ctx, f.o.StoreStall)
+	// Only a result that may be stored gets the store's watch. The
+	// call's own cancellation goes on as a value, for what only its
+	// client waits for (previewWhileCalled).
+	ctx, stop := watchStall(withCall(ctx), f.o.StoreStall)
 	defer stop()
 	if c.Method != "resources/read" {
 		return f.rewriteResult(ctx, c, result)

@@ -167,7 +167,7 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 		}
 		return nil, &errStore{err}
 	}
-	pv := pb.Preview()
+	pv := previewWhileCalled(ctx, pb)
 	p := &published{a: a, l: l, thumb: pv.Thumbnail, body: pv.Text,
 		sentence: sentence(a.Size, mime, l.URL, l.Expires, artifact.URI(a.ID))}
 	if p.body != "" && !strings.HasSuffix(p.body, "\n") {
@@ -179,6 +179,27 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 		w.replaced = append(w.replaced, newReplaced(ptr, p))
 	}
 	return p, nil
+}
+
+// callKey is the context key of the call's own context, which the
+// store's work outlives (Rewrite).
+type callKey struct{}
+
+// withCall keeps ctx as its call's context in the context it returns.
+func withCall(ctx context.Context) context.Context { return context.WithValue(ctx, callKey{}, ctx) }
+
+// previewWhileCalled builds pb's preview while both ctx (the store's
+// watch) and the call's own context last: a thumbnail is for the
+// client alone, and drawing one takes memory and CPU that the client's
+// leaving should give back at once.
+func previewWhileCalled(ctx context.Context, pb *preview.Builder) preview.Preview {
+	if call, ok := ctx.Value(callKey{}).(context.Context); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(call, cancel)()
+	}
+	return pb.PreviewContext(ctx)
 }
 
 // takesStaging reports whether svc's store takes a staging as it is

@@ -368,6 +368,31 @@ func TestOffloadScreenshotThumbnail(t *testing.T) {
 	t.Logf("result %d bytes, thumbnail %d bytes (%s), original %d bytes", len(out), len(data), r.Content[0]["mimeType"], buf.Len())
 }
 
+// A thumbnail is for the client alone: once the call's context has
+// ended (its client left), none is drawn, while the screenshot is stored
+// and linked all the same, and the preview says why there is none.
+func TestOffloadThumbnailOnlyWhileCalled(t *testing.T) {
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, image.NewGray(image.Rect(0, 0, 1920, 1080))); err != nil {
+		t.Fatal(err)
+	}
+	in, _ := json.Marshal(map[string]any{"content": []any{map[string]any{"type": "image", "mimeType": "image/png", "data": base64.StdEncoding.EncodeToString(buf.Bytes())}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	out, stored, err := New(testService(t, nil), builtInPolicy(t), Options{}).Rewrite(ctx, Call{Method: "tools/call", Tool: "shot"}, in)
+	if err != nil || len(stored) != 1 || stored[0].Size != int64(buf.Len()) {
+		t.Fatalf("%v stored, %v", stored, err)
+	}
+	var r callResult
+	json.Unmarshal(out, &r)
+	if len(r.Content) != 2 || r.Content[0]["type"] != "text" || r.Content[1]["type"] != "resource_link" {
+		t.Fatalf("content: want a preview and a link, no thumbnail: %.400s", out)
+	}
+	if p := r.Content[0]["text"].(string); !strings.Contains(p, "1920×1080 px") || !strings.Contains(p, "Not thumbnailed: the call ended first.") {
+		t.Errorf("preview: %s", p)
+	}
+}
+
 // One threshold for the same content whatever its item kind: a 10 KB CSV
 // as a blob stays inline like the same CSV as text (it went at 4 KiB, the
 // binary threshold), and artifact names say what they hold.
