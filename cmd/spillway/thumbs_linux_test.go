@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/spillway-dev/spillway/artifact/preview/previewtest"
+)
+
+// imageUpstreamEnv, set, makes TestImageUpstream the stdio MCP server that
+// TestHostileImagesRSS puts behind Spillway.
+const imageUpstreamEnv = "SPILLWAY_TEST_IMAGE_UPSTREAM"
+
+// hostileImages are what the image upstream's tool "image" returns, by
+// its argument "kind".
+var hostileImages = map[string]func() []byte{
+	// Issue 38's: 127 KiB of progressive JPEG that image/jpeg decodes in
+	// 317 MiB (5400×4100 px of 4:4:4, every DCT coefficient kept).
+	"issue38": func() []byte { return previewtest.ProgressiveJPEG(5400, 4100, 0x11, 0x11, 0x11) },
+	// Just under the bound on one decode: 24 KiB that take 61 MiB to
+	// draw (3840×2160 px of progressive 4:2:0).
+	"atbound": func() []byte { return previewtest.ProgressiveJPEG(3840, 2160, 0x22, 0x11, 0x11) },
+}
+
+// TestImageUpstream is not a test: with imageUpstreamEnv set it serves
+// MCP on stdin and stdout, one tool returning a hostile image, and exits
+// when stdin ends.
+func TestImageUpstream(t *testing.T) {
+	if os.Getenv(imageUpstreamEnv) == "" {
+		t.Skip("the image upstream of TestHostileImagesRSS")
+	}
+	in := bufio.NewScanner(os.Stdin)
+	in.Buffer(nil, 1<<20)
+	out := json.NewEncoder(os.Stdout)
+	for in.Scan() {
+		var m struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params struct {
+				ProtocolVersion string `json:"protocolVersion"`
+				Arguments       struct {
+					Kind string `json:"kind"`
+				} `json:"arguments"`
+			} `json:"params"`
+		}
+		if json.Unmarshal(in.Bytes(), &m) != nil || m.ID == nil {
+			continue // notifications
+		}
+		var result any = map[string]any{}
+		switch m.Method {
+		case "initialize":
+			result = map[string]any{"protocolVersion": m.Params.ProtocolVersion, "capabilities": map[string]any{"tools": map[string]any{}},
+				"serverInfo": map[string]any{"name": "images", "version": "1"}}
+		case "tools/list":
+			result = map[string]any{"tools": []any{map[string]any{"name": "image", "inputSchema": map[string]any{"type": "object"}}}}
+		case "tools/call":
+			img := hostileImages[m.Params.Arguments.Kind]()
+			result = map[string]any{"content": []any{map[string]any{"type": "image", "mimeType": "image/jpeg",
+				"data": base64.StdEncoding.EncodeToString(img)}}}
+		}
+		out.Encode(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": result})
+	}
+	os.Exit(0) // nothing of the test framework's on stdout
+}
+
+// procStatusKB reads a field of /proc/PID/status (VmRSS, VmHWM) in bytes.
+func procStatusKB(t *testing.T, pid int, field string) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+// rpcAnswer is the JSON-RPC message with id in an MCP POST's body, JSON or
+// SSE.
+func rpcAnswer(body []byte, id int) []byte {
+	if bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) {
+		return body
+	}
+	for _, l := range bytes.Split(body, []byte("\n")) {
+		if d, ok := bytes.CutPrefix(l, []byte("data: ")); ok && bytes.Contains(d, []byte(`"id":`+strconv.Itoa(id))) {
+			return d
+		}
+	}
+	return nil
+}
+
+// hostileImagesPeakRSS is the most that TestHostileImagesRSS lets
+// Spillway's resident memory grow above idle (VmHWM − VmRSS before the
+// calls): drawing holds 64 MiB of decoded images at most, and a garbage
+// collector lets the heap grow to about twice what is live.
+const hostileImagesPeakRSS = 192 << 20
+
+// TestHostileImagesRSS is issue 38's item 3 against the real binary: an
+// upstream returns small progressive JPEGs that declare many pixels, to
+// concurrent calls of separate sessions. Spillway's peak RSS stays within
+// hostileImagesPeakRSS of idle; every client gets its preview and link,
+// with a thumbnail where the image is under the bound on one decode.
+func TestHostileImagesRSS(t *testing.T) {
+	bin := spillwayBin(t)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		kind  string
+		calls int
+		thumb bool
+	}{
+		{"issue38", 4, false}, // as the issue's four (16 took 5 GB before)
+		{"atbound", 16, true},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			data, addr := t.TempDir(), rsFreeAddr(t)
+			cmd := exec.Command(bin, "serve", "--listen", addr, "--data", data, "--log-level", "warn",
+				"--upstream-cmd", self+" -test.run=^TestImageUpstream$", "--upstream-env", imageUpstreamEnv+"=1")
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				cmd.Process.Kill()
+				cmd.Wait()
+				if t.Failed() {
+					t.Logf("spillway stderr:\n%s", stderr.String())
+				}
+			}()
+			base := "http://" + addr
+			rsListen(t, addr)
+			tok := mcpToken(t, data)
+			// Every session opened (its upstream started) before idle is read.
+			sessions := make([]string, tc.calls)
+			for i := range sessions {
+				resp := mcpPost(t, base+"/mcp", tok, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				sessions[i] = resp.Header.Get("Mcp-Session-Id")
+				resp = mcpPost(t, base+"/mcp", tok, sessions[i], `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+				resp.Body.Close()
+			}
+			pid := cmd.Process.Pid
+			idle := procStatusKB(t, pid, "VmRSS")
+			answers := make([][]byte, tc.calls)
+			var wg sync.WaitGroup
+			for i, s := range sessions {
+				wg.Go(func() {
+					req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"image","arguments":{"kind":"`+tc.kind+`"}}}`))
+					req.Header.Set("Authorization", "Bearer "+tok)
+					req.Header.Set("Content-Type", "application/json")
+					req.Header.Set("Accept", "application/json, text/event-stream")
+					req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+					req.Header.Set("Mcp-Session-Id", s)
+					resp, err := (&http.Client{Timeout: 3 * time.Minute}).Do(req)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					b, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					answers[i] = rpcAnswer(b, 2)
+				})
+			}
+			wg.Wait()
+			peak := procStatusKB(t, pid, "VmHWM")
+			t.Logf("%d calls of %s: idle RSS %d MiB, peak %d MiB (+%d MiB)", tc.calls, tc.kind, idle>>20, peak>>20, (peak-idle)>>20)
+			if peak-idle > hostileImagesPeakRSS {
+				t.Errorf("peak RSS %d MiB above idle, over %d MiB", (peak-idle)>>20, hostileImagesPeakRSS>>20)
+			}
+			for i, a := range answers {
+				var r struct {
+					Result struct {
+						Content []map[string]any `json:"content"`
+					} `json:"result"`
+				}
+				json.Unmarshal(a, &r)
+				var types []string
+				text := ""
+				for _, c := range r.Result.Content {
+					types = append(types, fmt.Sprint(c["type"]))
+					if c["type"] == "text" {
+						text, _ = c["text"].(string)
+					}
+				}
+				want := "[text resource_link]"
+				if tc.thumb {
+					want = "[image text resource_link]"
+				}
+				if fmt.Sprint(types) != want || !strings.Contains(text, "JPEG image") {
+					t.Errorf("call %d: content %v, want %s: %.600s", i, types, want, a)
+				} else if i == 0 {
+					t.Logf("the preview: %q", text)
+				}
+			}
+		})
+	}
+}
