@@ -106,14 +106,16 @@ func (a *imageAn) draw(ctx context.Context, pv *Preview, format string, cfg imag
 		return fmt.Sprintf(" Too many pixels to thumbnail: drawing it would take %s, over the %s bound.",
 			humanSize(cost), humanSize(maxDrawCost))
 	}
+	// The turn is waited for, like the drawing, only while the caller
+	// waits (ctx): its client may have gone, or its patience run out.
 	if err := drawGate.acquire(ctx, cost); err != nil {
-		return " Not thumbnailed: the call ended first."
+		return " Not thumbnailed: its caller stopped waiting first."
 	}
 	defer drawGate.release(cost)
 	th, err := thumbnail(ctx, a.buf, format, a.o.ThumbMax)
 	switch {
 	case ctx.Err() != nil:
-		return " Not thumbnailed: the call ended first."
+		return " Not thumbnailed: its caller stopped waiting first."
 	case err != nil:
 		return ""
 	}

@@ -408,7 +408,7 @@ func TestThumbnailWaitsWithinContext(t *testing.T) {
 	waitFor(t, "waited for its turn", func() bool { return drawGate.waiting() == 1 })
 	cancel()
 	pv := <-got
-	if pv.Thumbnail != nil || !strings.HasSuffix(pv.Text, "1920×1080 px, "+humanSize(int64(len(shot)))+". Not thumbnailed: the call ended first.") {
+	if pv.Thumbnail != nil || !strings.HasSuffix(pv.Text, "1920×1080 px, "+humanSize(int64(len(shot)))+". Not thumbnailed: its caller stopped waiting first.") {
 		t.Errorf("preview after its context ended: %q", pv.Text)
 	}
 	if drawGate.waiting() != 0 || drawGate.holding() != drawBudget {

@@ -388,7 +388,7 @@ func TestOffloadThumbnailOnlyWhileCalled(t *testing.T) {
 	if len(r.Content) != 2 || r.Content[0]["type"] != "text" || r.Content[1]["type"] != "resource_link" {
 		t.Fatalf("content: want a preview and a link, no thumbnail: %.400s", out)
 	}
-	if p := r.Content[0]["text"].(string); !strings.Contains(p, "1920×1080 px") || !strings.Contains(p, "Not thumbnailed: the call ended first.") {
+	if p := r.Content[0]["text"].(string); !strings.Contains(p, "1920×1080 px") || !strings.Contains(p, "Not thumbnailed: its caller stopped waiting first.") {
 		t.Errorf("preview: %s", p)
 	}
 }
