@@ -25,15 +25,41 @@ var ErrStalled = errors.New("offload: the store made no progress")
 // counted in bytes read from a unit's source on its way to the store and
 // bytes a store reports sending (artifact.ReportProgress); a source's end
 // is progress too. Time alone never fails it: a large result on a slow
-// store that keeps moving takes as long as it takes.
+// store that keeps moving takes as long as it takes. Only time spent
+// storing counts (see storing): the rewrite's own work (scanning a result,
+// building a preview) is bounded by its own means, and on a loaded
+// machine it may take longer than a stall interval without any store
+// being slow.
 type stallWatch struct {
 	stall  time.Duration
 	start  time.Time
 	moved  atomic.Int64 // bytes moved so far
 	mark   atomic.Int64 // moved at the last progress
 	last   atomic.Int64 // time of the last progress, ns since start
+	busy   atomic.Int32 // stores in progress
 	timer  *time.Timer
 	cancel context.CancelCauseFunc
+}
+
+type watchKey struct{}
+
+// storing marks the start of a store's work under ctx's watch, if any,
+// and returns the function that marks its end. Between the two, the
+// stall rule applies.
+func storing(ctx context.Context) (done func()) {
+	w, ok := ctx.Value(watchKey{}).(*stallWatch)
+	if !ok {
+		return func() {}
+	}
+	w.busy.Add(1)
+	w.progress()
+	return func() { w.progress(); w.busy.Add(-1) }
+}
+
+// progress notes that something moved now.
+func (w *stallWatch) progress() {
+	w.mark.Store(w.moved.Load())
+	w.last.Store(int64(time.Since(w.start)))
 }
 
 // watchStall returns ctx, detached from its cancellation (see Rewrite),
@@ -43,21 +69,23 @@ func watchStall(ctx context.Context, stall time.Duration) (_ context.Context, st
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	w := &stallWatch{stall: stall, start: time.Now(), cancel: cancel}
 	w.timer = time.AfterFunc(stall, w.check)
+	ctx = context.WithValue(ctx, watchKey{}, w)
 	return artifact.WithProgress(ctx, w.add), func() { w.timer.Stop(); cancel(nil) }
 }
 
 // add counts n bytes moved; n == 0 is a source's end.
 func (w *stallWatch) add(n int64) {
-	m := w.moved.Add(n)
-	if n == 0 || m-w.mark.Load() >= StallBytes {
-		w.mark.Store(m)
-		w.last.Store(int64(time.Since(w.start)))
+	if m := w.moved.Add(n); n == 0 || m-w.mark.Load() >= StallBytes {
+		w.progress()
 	}
 }
 
 // check runs when a stall interval may have passed without progress.
 func (w *stallWatch) check() {
 	idle := time.Since(w.start) - time.Duration(w.last.Load())
+	if w.busy.Load() == 0 {
+		idle = 0 // nothing is being stored: the rewrite's own work is not a stall
+	}
 	if idle < w.stall {
 		w.timer.Reset(w.stall - idle)
 		return

@@ -117,3 +117,28 @@ func TestStoreStalledIsAnError(t *testing.T) {
 		t.Fatalf("resources/read, store down, over the budget: %d bytes, %v", len(out), err)
 	}
 }
+
+// The stall rule applies only while something is being stored: the
+// rewrite's own work (scanning a 50 MB result, a preview, under -race on a
+// loaded machine) can take longer than a stall interval with no store in
+// sight, and must not be taken for a stalled store. Before storing was
+// marked, a 10 ms watch ended the rewrite's context after 10 ms whatever
+// was going on.
+func TestStallCountsOnlyStoring(t *testing.T) {
+	ctx, stop := watchStall(context.Background(), 10*time.Millisecond)
+	defer stop()
+	time.Sleep(100 * time.Millisecond) // ten intervals of our own work, nothing stored
+	if err := context.Cause(ctx); err != nil {
+		t.Fatalf("the watch ended the rewrite while nothing was stored: %v", err)
+	}
+	done := storing(ctx) // a store that then moves nothing
+	defer done()
+	select {
+	case <-ctx.Done():
+		if !errors.Is(context.Cause(ctx), ErrStalled) {
+			t.Fatalf("cause %v, want ErrStalled", context.Cause(ctx))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a store that moved nothing was never cut")
+	}
+}

@@ -151,6 +151,7 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 			src = io.TeeReader(src, beside)
 		}
 	}
+	endStoring := storing(ctx)
 	a, l, err := f.svc.Publish(ctx, artifact.Artifact{
 		ID:       id,
 		Name:     fileName,
@@ -158,6 +159,7 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 		Tenant:   c.Tenant,
 		Source:   source,
 	}, src, artifact.LinkOptions{TTL: ttl, Tenant: c.Tenant, Audience: d.Audience, Source: "offload"})
+	endStoring()
 	if beside != nil {
 		beside.Close()
 	}
