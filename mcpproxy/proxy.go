@@ -634,7 +634,7 @@ func remoteAddr(r *http.Request) netip.Addr {
 // (restarted with backoff if it dies, the client's handshake replayed) or
 // an HTTP server spoken to as a Streamable HTTP client.
 func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	client := wire.NewConn(in, out, wire.Options{MaxMessage: p.o.MaxBody, Peer: "client", Expand: true, Logger: p.log})
+	client := wire.NewConn(in, out, wire.Options{MaxMessage: p.o.MaxBody, Peer: "client", Expand: true, Answer: true, Logger: p.log})
 	defer client.Close()
 	face := stdioface.New(stdioface.Options{Methods: p.methods, MaxMessage: p.o.StdioMaxMessage, Logger: p.log})
 	var up stdioface.Upstream

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,14 @@ type Options struct {
 	// set it for a client peer only, so that markers never resolve on
 	// their way to an upstream, nor for a client that names one.
 	Expand bool
+	// Answer, when set, answers what the peer sends that may not pass on
+	// as it is, as JSON-RPC has a server do, so that the peer goes on: a
+	// line that is not JSON gets -32700 (parse error); one that is JSON
+	// but not one message (a batch, an id that is neither a string nor a
+	// number) and a request whose id is null get -32600 (invalid
+	// request); each with id null. Set it for a client peer only: an
+	// upstream that writes junk is not answered.
+	Answer bool
 	// Logger receives what the Conn drops and why; nil discards.
 	Logger *slog.Logger
 	// End, when set, turns the reason the input ended (io.EOF or a read
@@ -56,13 +65,19 @@ type Options struct {
 // (jsonrpc.CodeUpstream, "<peer> message exceeds the N byte limit") so the
 // caller waiting for it gets an answer; when it is a request, the peer gets
 // an error response (jsonrpc.CodeInvalidRequest) instead; anything else is
-// logged and dropped, as are malformed lines. The connection goes on.
+// logged and dropped, as are malformed lines (answered with Options.Answer).
+// The connection goes on. The error responses the Conn makes up for the
+// peer are written apart from reading, at most maxAnswers waiting at once
+// (past that they are logged and dropped): a peer that does not read
+// holds neither the reading nor memory.
 type Conn struct {
 	o    Options
 	log  *slog.Logger
 	w    *Writer
 	recv chan *jsonrpc.Message
 	done chan struct{} // closed when Close starts
+	// answers holds a token per error response waiting to be written.
+	answers chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
@@ -79,7 +94,8 @@ func NewConn(r io.Reader, w io.Writer, o Options) *Conn {
 	if o.Peer == "" {
 		o.Peer = "peer"
 	}
-	c := &Conn{o: o, log: orDiscard(o.Logger), recv: make(chan *jsonrpc.Message, 16), done: make(chan struct{})}
+	c := &Conn{o: o, log: orDiscard(o.Logger), recv: make(chan *jsonrpc.Message, 16), done: make(chan struct{}),
+		answers: make(chan struct{}, maxAnswers)}
 	c.w = newWriter(w, c.log, o.Expand)
 	rd := NewReader(r, o.MaxMessage)
 	if o.Spool != nil {
@@ -117,12 +133,19 @@ func (c *Conn) readLoop(r *Reader) error {
 		switch {
 		case err == nil && c.o.Expand && spill.HasMarkers(m.Raw):
 			m = c.reserved(m)
+		case err == nil && c.o.Answer && m.IsRequest() && string(m.ID) == "null":
+			c.log.Warn("refusing a request whose id is null from the "+c.o.Peer, "method", m.Method)
+			c.answer(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: a request's id must be a string or a number, not null")
+			m = nil
 		case err == nil:
 		case errors.As(err, &tooLarge):
 			m = c.tooLarge(tooLarge)
 		case errors.As(err, &malformed):
 			c.log.Warn("dropping a malformed message from the "+c.o.Peer, "err", malformed.Err,
 				"bytes", malformed.Size, "start", string(malformed.Line))
+			if c.o.Answer {
+				c.answer(nil, malformed.Code(), malformedText(malformed))
+			}
 		default:
 			return err
 		}
@@ -165,11 +188,7 @@ func (c *Conn) tooLarge(e *TooLargeError) *jsonrpc.Message {
 		return jsonrpc.ErrorResponse(g.ID, jsonrpc.CodeUpstream, text)
 	case g.ID != nil && g.Method:
 		log.Warn("a request " + what + ": answering it with an error")
-		go c.safely("answering a request over the size limit", func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			return c.w.Write(ctx, jsonrpc.ErrorResponse(g.ID, jsonrpc.CodeInvalidRequest, "message exceeds the size limit").Raw)
-		})
+		c.answer(g.ID, jsonrpc.CodeInvalidRequest, "message exceeds the size limit")
 	default:
 		log.Warn("dropping a message "+what, "start", string(e.Head[:min(len(e.Head), tailSize)]))
 	}
@@ -187,13 +206,42 @@ func (c *Conn) reserved(m *jsonrpc.Message) *jsonrpc.Message {
 		if spill.HasMarkers(id) {
 			id = []byte("null")
 		}
-		go c.safely("refusing a request", func() error {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			return c.w.Write(ctx, jsonrpc.ErrorResponse(id, jsonrpc.CodeInvalidRequest, "the message holds a string reserved by Spillway").Raw)
-		})
+		c.answer(id, jsonrpc.CodeInvalidRequest, "the message holds a string reserved by Spillway")
 	}
 	return nil
+}
+
+// maxAnswers bounds the error responses waiting to be written to a peer.
+const maxAnswers = 64
+
+// answer writes an error response for id (nil: null) to the peer, on a
+// goroutine of its own so that reading goes on, within 5 s. Past
+// maxAnswers waiting, it is dropped.
+func (c *Conn) answer(id []byte, code int, msg string) {
+	select {
+	case c.answers <- struct{}{}:
+	default:
+		c.log.Warn("the "+c.o.Peer+" reads none of the errors it is sent; dropping one", "code", code, "message", msg)
+		return
+	}
+	go c.safely("answering the "+c.o.Peer, func() error {
+		defer func() { <-c.answers }()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return c.w.Write(ctx, jsonrpc.ErrorResponse(id, code, msg).Raw)
+	})
+}
+
+// malformedText is the message that answers a malformed line, in JSON-RPC's
+// words and then the decoder's.
+func malformedText(e *MalformedError) string {
+	switch {
+	case e.Code() == jsonrpc.CodeParseError:
+		return "Parse error: the line is not JSON (one JSON-RPC message per line)"
+	case bytes.HasPrefix(bytes.TrimSpace(e.Line), []byte("[")):
+		return "Invalid Request: a batch; MCP has none, send one message per line"
+	}
+	return "Invalid Request: " + e.Err.Error()
 }
 
 // Send writes m as one line. It honours ctx: a write still blocked when

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -229,4 +230,25 @@ func TestConnSendBlockedPeer(t *testing.T) {
 		}
 	})
 	within(t, 5*time.Second, "Close", func() { c.Close() })
+}
+
+// With Answer, a peer that floods junk and never reads what it is sent
+// costs at most maxAnswers goroutines, however much it sends; reading goes
+// on, and the next message is delivered.
+func TestConnAnswersBounded(t *testing.T) {
+	c, p := newPair(t, Options{Peer: "client", Answer: true}) // the peer never reads
+	before := runtime.NumGoroutine()
+	go func() {
+		for range 10 * maxAnswers {
+			io.WriteString(p.in, "not json\n")
+		}
+		io.WriteString(p.in, `{"jsonrpc":"2.0","id":null,"method":"ping"}`+"\n")
+		io.WriteString(p.in, `{"jsonrpc":"2.0","id":1,"method":"ping"}`+"\n")
+	}()
+	if m := recv(t, c); m == nil || string(m.ID) != "1" {
+		t.Fatalf("after the junk: %v, want the ping with id 1 (and not the one with id null)", m)
+	}
+	if n := runtime.NumGoroutine() - before; n > maxAnswers+2 {
+		t.Errorf("%d goroutines more after %d junk lines, want at most %d", n, 10*maxAnswers, maxAnswers+2)
+	}
 }

@@ -78,6 +78,16 @@ func (e *MalformedError) Error() string {
 
 func (e *MalformedError) Unwrap() error { return e.Err }
 
+// Code is the JSON-RPC error that answers the line: -32700 (parse error)
+// when it is not JSON, -32600 (invalid request) when it is JSON but not
+// one message.
+func (e *MalformedError) Code() int {
+	if errors.Is(e.Err, jsonrpc.ErrMalformed) {
+		return jsonrpc.CodeParseError
+	}
+	return jsonrpc.CodeInvalidRequest
+}
+
 // Reader reads newline-delimited JSON-RPC messages. Lines may end in
 // "\r\n"; blank lines are skipped; a last line without a newline counts.
 // A line within the cap is kept in about its own size, however long: it is

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +16,8 @@ import (
 )
 
 // readAll reads r to its end: the messages' raw bytes, and one entry per
-// skipped line ("too large N" or "malformed").
+// skipped line ("too large N", or "malformed" and the JSON-RPC code that
+// answers it).
 func readAll(t testing.TB, r *Reader) (got []string, err error) {
 	for {
 		m, err := r.Read()
@@ -31,7 +33,7 @@ func readAll(t testing.TB, r *Reader) (got []string, err error) {
 		case errors.As(err, &tl):
 			got = append(got, fmt.Sprintf("too large %d", tl.Size))
 		case errors.As(err, &mf):
-			got = append(got, "malformed")
+			got = append(got, fmt.Sprintf("malformed %d", mf.Code()))
 		case err == io.EOF:
 			return got, nil
 		default:
@@ -51,8 +53,9 @@ func TestReader(t *testing.T) {
 		{"CRLF and blank lines", "\r\n" + a + "\r\n \t\n\n" + b + "\r\n", 0, []string{a, b}},
 		{"last line without newline", a + "\n" + b, 0, []string{a, b}},
 		{"pretty-printed JSON is not a message", "{\n  \"jsonrpc\": \"2.0\",\n  \"method\": \"n\"\n}\n" + b + "\n", 0,
-			[]string{"malformed", "malformed", "malformed", "malformed", b}},
-		{"a batch is not a message", "[" + b + "]\n" + b + "\n", 0, []string{"malformed", b}},
+			[]string{"malformed -32700", "malformed -32700", "malformed -32700", "malformed -32700", b}},
+		{"a batch is not a message", "[" + b + "]\n" + b + "\n", 0, []string{"malformed -32600", b}},
+		{"neither is an id that is an object", `{"jsonrpc":"2.0","id":{},"method":"m"}` + "\n", 0, []string{"malformed -32600"}},
 		{"at the limit", a + "\n", int64(len(a)), []string{a}},
 		{"at the limit with CRLF", a + "\r\n", int64(len(a)), []string{a}},
 		{"one over the limit", a + "\n" + b + "\n", int64(len(a) - 1), []string{fmt.Sprintf("too large %d", len(a)), b}},
@@ -186,6 +189,15 @@ func TestReaderLongLineMemory(t *testing.T) {
 	t.Logf("a %d MiB line: %.2f× its size allocated, %d bytes held", size>>20, float64(alloc)/size, cap(m.Raw))
 }
 
+// malformed is what readAll says of a line the decoder refuses: -32700
+// when it is not JSON, -32600 when it is JSON but not one message.
+func malformed(line string) string {
+	if json.Valid([]byte(line)) {
+		return "malformed -32600"
+	}
+	return "malformed -32700"
+}
+
 // FuzzReader: whatever arrives, the reader does not panic; every message
 // it yields is one line the decoder accepts, within the cap; every line it
 // skips is over the cap or malformed, exactly as a line-by-line model says.
@@ -210,7 +222,7 @@ func FuzzReader(f *testing.F) {
 				if m, err := jsonrpc.DecodeMessage([]byte(l)); err == nil {
 					want = append(want, string(m.Raw))
 				} else {
-					want = append(want, "malformed")
+					want = append(want, malformed(l))
 				}
 			}
 		}
@@ -229,7 +241,7 @@ func FuzzReader(f *testing.F) {
 			// and a malformed line may be found so before the cap is.
 			for i, l := range over {
 				_, err := jsonrpc.DecodeMessage([]byte(l))
-				if got[i] == "malformed" && err != nil || got[i] == l && err == nil {
+				if got[i] == malformed(l) && err != nil || got[i] == l && err == nil {
 					want[i] = got[i]
 				}
 			}
