@@ -4,9 +4,15 @@
 // replayed), or a Streamable HTTP server through Spillway's own client.
 //
 // Messages reach the upstream in the order the client sent them; every
-// message to the client is one line, in order, written by one goroutine.
-// The client is the upstream's only client, so backpressure is the right
-// answer to a client that reads slowly: the upstream waits for it.
+// message to the client is one line, written by one goroutine. A response
+// the proxy rewrites (storing a large result, shrinking) is rewritten
+// apart from that writer, at most MaxRewrites at once, so that a slow
+// store holds only its own response: other responses, progress and pings
+// go on meanwhile. Only what the protocol orders stays in order: a
+// response still follows its own progress notifications, which reach the
+// writer before it. Everything else goes out as it comes. The client is
+// the upstream's only client, so backpressure is the right answer to a
+// client that reads slowly: the upstream waits for it.
 package stdioface
 
 import (
@@ -61,8 +67,14 @@ type Options struct {
 	// JSON-RPC error, a larger request or notification is dropped (and
 	// logged). 0 or negative: no cap.
 	MaxMessage int64
-	Logger     *slog.Logger
+	// MaxRewrites bounds the responses rewritten at once; past it the
+	// writer takes no further message until one is done. Default 16.
+	MaxRewrites int
+	Logger      *slog.Logger
 }
+
+// DefaultMaxRewrites is Options.MaxRewrites when none is given.
+const DefaultMaxRewrites = 16
 
 // Face is one stdio client's session. Create it with New.
 type Face struct {
@@ -71,6 +83,10 @@ type Face struct {
 	out chan item
 	// done is closed when the client can no longer be written to.
 	done chan struct{}
+	// slots holds a token per rewrite under way; rewritten carries what
+	// a rewrite made back to the writer.
+	slots     chan struct{}
+	rewritten chan *jsonrpc.Message
 
 	mu          sync.Mutex
 	init, ready *jsonrpc.Message // the client's handshake, replayed to a restarted upstream
@@ -89,7 +105,11 @@ func New(o Options) *Face {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
-	return &Face{o: o, log: o.Logger, out: make(chan item, 64), done: make(chan struct{})}
+	if o.MaxRewrites <= 0 {
+		o.MaxRewrites = DefaultMaxRewrites
+	}
+	return &Face{o: o, log: o.Logger, out: make(chan item, 64), done: make(chan struct{}),
+		slots: make(chan struct{}, o.MaxRewrites), rewritten: make(chan *jsonrpc.Message)}
 }
 
 // Deliver queues a message for the client; it blocks while the client is
@@ -126,7 +146,8 @@ func (f *Face) Replay(ctx context.Context, m *mux.Mux) error {
 }
 
 // Serve relays between client and up until the client's input ends or ctx
-// is done. It closes up before it returns.
+// is done. It closes up before it returns. A rewrite still under way then
+// ends by itself and its result is dropped (see rewrite).
 func (f *Face) Serve(ctx context.Context, client Client, up Upstream) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -245,7 +266,12 @@ func (f *Face) capped(m *jsonrpc.Message) *jsonrpc.Message {
 	return nil
 }
 
-// write is the one writer of the client's output.
+// write is the one writer of the client's output. A response to rewrite
+// is handed to a goroutine of its own as soon as a slot is free, and the
+// writer goes on with the next message; what the rewrite makes comes back
+// on f.rewritten. While every slot is taken, the writer takes nothing new
+// from f.out (the upstream waits, as for a client that reads slowly) but
+// still writes what finished rewrites bring back.
 func (f *Face) write(ctx context.Context, cancel context.CancelFunc, client Client) {
 	defer close(f.done)
 	defer func() {
@@ -254,25 +280,51 @@ func (f *Face) write(ctx context.Context, cancel context.CancelFunc, client Clie
 			cancel()
 		}
 	}()
+	in := f.out
+	var held item            // a response waiting for a slot
+	var slot chan<- struct{} // f.slots while one waits, else nil
 	for {
+		var m *jsonrpc.Message
 		select {
 		case <-ctx.Done():
 			return
-		case it := <-f.out:
-			m := it.m
+		case m = <-f.rewritten:
+		case it := <-in:
 			if it.call != nil {
-				actx, stop := context.WithTimeout(ctx, time.Minute)
-				m = f.o.Methods.After(actx, it.call, m)
-				stop()
-			}
-			if m = f.capped(m); m == nil {
+				held, in, slot = it, nil, f.slots
 				continue
 			}
-			if err := client.Send(ctx, m); err != nil {
-				f.log.Warn("writing to the client failed", "err", err)
-				cancel()
-				return
-			}
+			m = it.m
+		case slot <- struct{}{}:
+			go f.rewrite(ctx, held)
+			held, in, slot = item{}, f.out, nil
+			continue
 		}
+		if m = f.capped(m); m == nil {
+			continue
+		}
+		if err := client.Send(ctx, m); err != nil {
+			f.log.Warn("writing to the client failed", "err", err)
+			cancel()
+			return
+		}
+	}
+}
+
+// rewrite runs the proxy's rewrite of a response (offloading, its own
+// additions) under ctx and a minute at most, hands the result to the
+// writer and frees its slot. Once ctx is done (the client went away) the
+// result is dropped, with what it held on disk. The offloader does not
+// cut a store it began when ctx ends (a timeout of its own bounds
+// it), so such a rewrite ends when its store does, holding its slot.
+func (f *Face) rewrite(ctx context.Context, it item) {
+	defer func() { <-f.slots }()
+	actx, stop := context.WithTimeout(ctx, time.Minute)
+	m := f.o.Methods.After(actx, it.call, it.m)
+	stop()
+	select {
+	case f.rewritten <- m:
+	case <-ctx.Done():
+		spill.Release(m.Raw)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -13,12 +14,18 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/session"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
 )
 
 // live is a session's upstream side: its own connection, its client's
-// namespace on it, and the worker that rewrites what comes back (offloading
-// may write to the store: never on the connection's routing goroutine).
+// namespace on it, and the worker that routes what comes back to the
+// session's streams. Offloading may write to the store: never on the
+// connection's routing goroutine, nor on the worker's. Each response to
+// rewrite gets a goroutine of its own, at most maxRewrites at once, so a
+// slow store holds only that response; other responses, progress and
+// pings go on. A response still follows its own progress notifications,
+// which the worker appended before it took the response.
 type live struct {
 	f     *Face
 	s     *session.Session
@@ -26,6 +33,12 @@ type live struct {
 	scope *mux.Scope
 	inbox chan item
 	lost  atomic.Int64 // messages the full inbox lost
+	// ctx ends when the session closes, and with it what a rewrite does
+	// that heeds cancellation (the offloader's store does not: it ends
+	// by its own timeout, never cut half way).
+	ctx      context.Context
+	slots    chan struct{} // a token per rewrite under way
+	rewrites sync.WaitGroup
 }
 
 // item is one message on its way to a session's stream.
@@ -38,21 +51,31 @@ type item struct {
 // inboxSize bounds what waits for a session's worker.
 const inboxSize = 1024
 
+// maxRewrites bounds the responses of one session rewritten at once:
+// past it, the worker waits for one to end before it takes the next
+// message (and the inbox fills, as behind any slow worker).
+const maxRewrites = 16
+
 // startSession opens a new session's upstream connection.
 func (f *Face) startSession(s *session.Session) error {
-	l := &live{f: f, s: s, inbox: make(chan item, inboxSize)}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &live{f: f, s: s, inbox: make(chan item, inboxSize), ctx: ctx, slots: make(chan struct{}, maxRewrites)}
 	dial := f.o.Dial
 	if f.o.SessionDial != nil {
 		dial = f.o.SessionDial
 	}
 	c, err := dial(WithTenant(context.Background(), s.Tenant))
 	if err != nil {
+		cancel()
 		return err
 	}
 	l.m = mux.NewExclusive(c, func(m *jsonrpc.Message) { l.push(item{m: m}) }, f.log) // the session's own connection
 	l.scope = l.m.NewScope()
 	s.Value = l
-	s.OnClose(func() { l.m.Close() })
+	s.OnClose(func() {
+		cancel()
+		l.m.Close()
+	})
 	go l.work()
 	return nil
 }
@@ -79,13 +102,14 @@ func (l *live) work() {
 	for {
 		select {
 		case it := <-l.inbox:
-			l.handle(it)
+			l.dispatch(it)
 		case <-l.m.Done():
 			for { // what the dead connection delivered last (error responses)
 				select {
 				case it := <-l.inbox:
-					l.handle(it)
+					l.dispatch(it)
 				default:
+					l.rewrites.Wait()     // what is being rewritten still reaches the session
 					l.f.table.Remove(l.s) // the upstream died: so did the session
 					return
 				}
@@ -94,6 +118,24 @@ func (l *live) work() {
 	}
 }
 
+// dispatch routes it: at once when it needs no rewrite, else on a
+// goroutine of its own once a slot is free.
+func (l *live) dispatch(it item) {
+	if it.call == nil {
+		l.handle(it)
+		return
+	}
+	l.slots <- struct{}{}
+	l.rewrites.Add(1)
+	go func() {
+		defer l.rewrites.Done()
+		defer func() { <-l.slots }()
+		l.handle(it)
+	}()
+}
+
+// handle rewrites it if it must (under the session's life and a minute
+// at most) and appends it to its stream.
 func (l *live) handle(it item) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -105,12 +147,12 @@ func (l *live) handle(it item) {
 	}()
 	m := it.m
 	if it.call != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ctx, cancel := context.WithTimeout(l.ctx, time.Minute)
 		m = l.f.o.Methods.After(ctx, it.call, m)
 		cancel()
 	}
-	if it.st == nil || !it.st.Append(m) {
-		l.s.Current().Append(m)
+	if (it.st == nil || !it.st.Append(m)) && !l.s.Current().Append(m) {
+		spill.Release(m.Raw) // the session closed: its long strings on disk go
 	}
 }
 
