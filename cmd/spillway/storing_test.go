@@ -42,7 +42,6 @@ const storeHold = 15 * time.Second
 // terminating one, in front of a stdio child).
 func TestPingWhileStoring(t *testing.T) {
 	call := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"big","arguments":{},"_meta":{"progressToken":"big-1"}}}`
-	ping := `{"jsonrpc":"2.0","id":3,"method":"ping"}`
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
 
 	t.Run("stdio", func(t *testing.T) {
@@ -60,9 +59,9 @@ func TestPingWhileStoring(t *testing.T) {
 				got <- faceMessage(l)
 			}
 		}()
-		sent := time.Now()
-		io.WriteString(stdin, call+"\n"+ping+"\n")
-		checkFaceOrder(t, awaitPing(t, proxy, got, sent, nil))
+		io.WriteString(stdin, call+"\n")
+		ping := func(id int) { fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":%d,"method":"ping"}`+"\n", id) }
+		checkFaceOrder(t, awaitPing(t, proxy, got, ping, nil))
 	})
 
 	t.Run("http", func(t *testing.T) {
@@ -122,36 +121,47 @@ func TestPingWhileStoring(t *testing.T) {
 		if first := <-got; first != "progress" {
 			t.Fatalf("the call's stream opened with %q, want its progress", first)
 		}
-		sent := time.Now()
-		go func() {
-			resp := mcpPost(t, url, tok, session, ping)
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			got <- faceMessage(string(b))
-		}()
-		checkFaceOrder(t, awaitPing(t, proxy, got, sent, []string{"progress"}))
+		ping := func(id int) {
+			go func() {
+				resp := mcpPost(t, url, tok, session, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, id))
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				got <- faceMessage(string(b))
+			}()
+		}
+		checkFaceOrder(t, awaitPing(t, proxy, got, ping, []string{"progress"}))
 	})
 }
 
-// awaitPing reads what the client gets (named by faceMessage) after order
-// until it holds three messages, and returns them. The store goes on
-// (proxy passes) once the ping was answered, or after storeHold without
-// one: then the test fails, since two streams written at once would
-// say nothing by their order.
-func awaitPing(t *testing.T, proxy *miniotest.FaultProxy, got <-chan string, sent time.Time, order []string) []string {
+// awaitPing sends a ping (id 3) with ping, and a second (id 4) once the
+// first is answered, and reads what the client gets (named by
+// faceMessage) after order until the large call's response, and returns
+// it all. The store goes on (proxy passes) once both pings were answered,
+// or after storeHold without: then the test fails, since two streams
+// written at once would say nothing by their order.
+func awaitPing(t *testing.T, proxy *miniotest.FaultProxy, got <-chan string, ping func(id int), order []string) []string {
 	t.Helper()
 	hold := time.NewTimer(storeHold)
 	defer hold.Stop()
 	never := time.NewTimer(2 * time.Minute)
 	defer never.Stop()
-	for len(order) < 3 {
+	sent, pinged := time.Now(), 0
+	ping(3) // right after the call: the upstream answers it after the call's result
+	for !slices.Contains(order, "response") {
 		select {
 		case what := <-got:
-			if what == "ping" && !slices.Contains(order, "response") {
-				t.Logf("the ping was answered in %v while the large result was being stored", time.Since(sent).Round(time.Millisecond))
+			order = append(order, what)
+			if what != "ping" || slices.Contains(order, "response") {
+				continue
+			}
+			pinged++
+			t.Logf("ping %d was answered in %v while the large result was being stored", pinged, time.Since(sent).Round(time.Millisecond))
+			if pinged == 1 {
+				sent = time.Now()
+				ping(4) // with nothing but the store before it
+			} else {
 				proxy.Set(miniotest.Pass)
 			}
-			order = append(order, what)
 		case <-hold.C:
 			t.Errorf("no ping answered within %v while the large result was being stored", storeHold)
 			proxy.Set(miniotest.Pass)
@@ -162,7 +172,7 @@ func awaitPing(t *testing.T, proxy *miniotest.FaultProxy, got <-chan string, sen
 	return order
 }
 
-// faceMessage names a message the client got: "progress", "ping" (the
+// faceMessage names a message the client got: "progress", "ping" (a
 // ping's response), "response" (the big call's, its result stored) or the
 // line itself.
 func faceMessage(l string) string {
@@ -180,7 +190,7 @@ func faceMessage(l string) string {
 	switch {
 	case m.Method == "notifications/progress":
 		return "progress"
-	case string(m.ID) == "3" && m.Result != nil:
+	case (string(m.ID) == "3" || string(m.ID) == "4") && m.Result != nil:
 		return "ping"
 	case string(m.ID) == "2" && strings.Contains(string(m.Result), `"resource_link"`):
 		return "response" // stored once the store went on
@@ -188,11 +198,11 @@ func faceMessage(l string) string {
 	return fmt.Sprintf("%.300s", l)
 }
 
-// checkFaceOrder wants the call's progress, the ping's answer and the
-// call's response, in that order.
+// checkFaceOrder wants the call's progress, the two pings' answers and
+// the call's response, in that order.
 func checkFaceOrder(t *testing.T, order []string) {
 	t.Helper()
-	if strings.Join(order, " ") != "progress ping response" {
-		t.Errorf("the client got %q; want the progress, the ping's answer, then the large call's response", order)
+	if strings.Join(order, " ") != "progress ping ping response" {
+		t.Errorf("the client got %q; want the progress, the pings' answers, then the large call's response", order)
 	}
 }
