@@ -6,13 +6,14 @@
 // Messages reach the upstream in the order the client sent them; every
 // message to the client is one line, written by one goroutine. A response
 // the proxy rewrites (storing a large result, shrinking) is rewritten
-// apart from that writer, at most MaxRewrites at once, so that a slow
-// store holds only its own response: other responses, progress and pings
-// go on meanwhile. Only what the protocol orders stays in order: a
-// response still follows its own progress notifications, which reach the
-// writer before it. Everything else goes out as it comes. The client is
-// the upstream's only client, so backpressure is the right answer to a
-// client that reads slowly: the upstream waits for it.
+// apart from that writer, at most MaxRewrites at once (more wait their
+// turn), so that a slow store holds only its own response: other
+// responses, progress and pings go on meanwhile. Only what the protocol
+// orders stays in order: a response still follows its own progress
+// notifications, which reach the writer before it. Everything else goes
+// out as it comes. The client is the upstream's only client, so
+// backpressure is the right answer to a client that reads slowly: the
+// upstream waits for it.
 package stdioface
 
 import (
@@ -67,8 +68,9 @@ type Options struct {
 	// JSON-RPC error, a larger request or notification is dropped (and
 	// logged). 0 or negative: no cap.
 	MaxMessage int64
-	// MaxRewrites bounds the responses rewritten at once; past it the
-	// writer takes no further message until one is done. Default 16.
+	// MaxRewrites bounds the responses rewritten at once; past it up to
+	// 64 more wait their turn while other messages go on, and past those
+	// the writer takes nothing new until a rewrite is done. Default 16.
 	MaxRewrites int
 	Logger      *slog.Logger
 }
@@ -267,11 +269,12 @@ func (f *Face) capped(m *jsonrpc.Message) *jsonrpc.Message {
 }
 
 // write is the one writer of the client's output. A response to rewrite
-// is handed to a goroutine of its own as soon as a slot is free, and the
-// writer goes on with the next message; what the rewrite makes comes back
-// on f.rewritten. While every slot is taken, the writer takes nothing new
-// from f.out (the upstream waits, as for a client that reads slowly) but
-// still writes what finished rewrites bring back.
+// waits in pending for a free slot, then is handed to a goroutine of its
+// own; what the rewrite makes comes back on f.rewritten. Meanwhile the
+// writer goes on with every other message. Only while maxPending
+// responses wait does it take nothing new from f.out (the upstream
+// waits, as for a client that reads slowly); it still writes what
+// finished rewrites bring back.
 func (f *Face) write(ctx context.Context, cancel context.CancelFunc, client Client) {
 	defer close(f.done)
 	defer func() {
@@ -280,10 +283,15 @@ func (f *Face) write(ctx context.Context, cancel context.CancelFunc, client Clie
 			cancel()
 		}
 	}()
-	in := f.out
-	var held item            // a response waiting for a slot
-	var slot chan<- struct{} // f.slots while one waits, else nil
+	var pending []item // responses waiting for a slot, oldest first
 	for {
+		in, slot := f.out, chan<- struct{}(nil)
+		if len(pending) >= maxPending {
+			in = nil
+		}
+		if len(pending) > 0 {
+			slot = f.slots
+		}
 		var m *jsonrpc.Message
 		select {
 		case <-ctx.Done():
@@ -291,13 +299,14 @@ func (f *Face) write(ctx context.Context, cancel context.CancelFunc, client Clie
 		case m = <-f.rewritten:
 		case it := <-in:
 			if it.call != nil {
-				held, in, slot = it, nil, f.slots
+				pending = append(pending, it)
 				continue
 			}
 			m = it.m
 		case slot <- struct{}{}:
-			go f.rewrite(ctx, held)
-			held, in, slot = item{}, f.out, nil
+			go f.rewrite(ctx, pending[0])
+			pending[0] = item{}
+			pending = pending[1:]
 			continue
 		}
 		if m = f.capped(m); m == nil {
@@ -310,6 +319,10 @@ func (f *Face) write(ctx context.Context, cancel context.CancelFunc, client Clie
 		}
 	}
 }
+
+// maxPending bounds the responses waiting for a rewrite slot: as many as
+// f.out holds.
+const maxPending = 64
 
 // rewrite runs the proxy's rewrite of a response (offloading, its own
 // additions) under ctx and a minute at most, hands the result to the

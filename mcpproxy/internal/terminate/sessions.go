@@ -51,10 +51,12 @@ type item struct {
 // inboxSize bounds what waits for a session's worker.
 const inboxSize = 1024
 
-// maxRewrites bounds the responses of one session rewritten at once:
-// past it, the worker waits for one to end before it takes the next
-// message (and the inbox fills, as behind any slow worker).
-const maxRewrites = 16
+// maxRewrites bounds the responses of one session rewritten at once;
+// maxPending more wait their turn while other messages go on.
+const (
+	maxRewrites = 16
+	maxPending  = 64
+)
 
 // startSession opens a new session's upstream connection.
 func (f *Face) startSession(s *session.Session) error {
@@ -98,34 +100,60 @@ func (l *live) push(it item) {
 	}
 }
 
+// work routes what the session's connection delivers. A response to
+// rewrite waits in pending for a free slot while everything else goes
+// on; only while maxPending wait does the worker take nothing new (and
+// the inbox fills, as behind any slow worker).
 func (l *live) work() {
+	var pending []item // responses waiting for a slot, oldest first
 	for {
+		inbox, slot := l.inbox, chan<- struct{}(nil)
+		if len(pending) >= maxPending {
+			inbox = nil
+		}
+		if len(pending) > 0 {
+			slot = l.slots
+		}
 		select {
-		case it := <-l.inbox:
-			l.dispatch(it)
+		case it := <-inbox:
+			if it.call == nil {
+				l.handle(it)
+			} else {
+				pending = append(pending, it)
+			}
+		case slot <- struct{}{}:
+			l.rewrite(pending[0])
+			pending[0] = item{}
+			pending = pending[1:]
 		case <-l.m.Done():
-			for { // what the dead connection delivered last (error responses)
+			// What the dead connection delivered last (error responses),
+			// and what waits to be rewritten, still reach the session.
+			for drained := false; !drained; {
 				select {
 				case it := <-l.inbox:
-					l.dispatch(it)
+					pending = append(pending, it)
 				default:
-					l.rewrites.Wait()     // what is being rewritten still reaches the session
-					l.f.table.Remove(l.s) // the upstream died: so did the session
-					return
+					drained = true
 				}
 			}
+			for _, it := range pending {
+				if it.call == nil {
+					l.handle(it)
+					continue
+				}
+				l.slots <- struct{}{}
+				l.rewrite(it)
+			}
+			l.rewrites.Wait()
+			l.f.table.Remove(l.s) // the upstream died: so did the session
+			return
 		}
 	}
 }
 
-// dispatch routes it: at once when it needs no rewrite, else on a
-// goroutine of its own once a slot is free.
-func (l *live) dispatch(it item) {
-	if it.call == nil {
-		l.handle(it)
-		return
-	}
-	l.slots <- struct{}{}
+// rewrite handles it on a goroutine of its own, in a slot the caller
+// took, which it frees.
+func (l *live) rewrite(it item) {
 	l.rewrites.Add(1)
 	go func() {
 		defer l.rewrites.Done()
