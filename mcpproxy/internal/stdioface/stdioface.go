@@ -332,12 +332,25 @@ const maxPending = 64
 // it), so such a rewrite ends when its store does, holding its slot.
 func (f *Face) rewrite(ctx context.Context, it item) {
 	defer func() { <-f.slots }()
-	actx, stop := context.WithTimeout(ctx, time.Minute)
-	m := f.o.Methods.After(actx, it.call, it.m)
-	stop()
+	m := f.after(ctx, it)
 	select {
 	case f.rewritten <- m:
 	case <-ctx.Done():
 		spill.Release(m.Raw)
 	}
+}
+
+// after is Methods.After under ctx and a minute at most. A panic, which
+// After promises not to raise, would end the process on this goroutine:
+// the request gets an error instead.
+func (f *Face) after(ctx context.Context, it item) (m *jsonrpc.Message) {
+	defer func() {
+		if v := recover(); v != nil {
+			f.log.Error("stdio face: rewriting a response panicked", "panic", v, "stack", string(debug.Stack()))
+			m = jsonrpc.ErrorResponse(it.m.ID, jsonrpc.CodeInternalError, "the proxy failed to process the upstream's response")
+		}
+	}()
+	actx, stop := context.WithTimeout(ctx, time.Minute)
+	defer stop()
+	return f.o.Methods.After(actx, it.call, it.m)
 }
