@@ -26,7 +26,11 @@
 //     httputil.ReverseProxy. -sse-only runs these;
 //   - 1,000 slow and idle connections against Spillway vs a bare net/http
 //     server with the same server timeouts (memory and descriptors held,
-//     and for how long; slow.go). -slow-only runs just this one.
+//     and for how long; slow.go). -slow-only runs just this one;
+//   - the held-open run (hostile.go): hostile images and schemas at once
+//     on one session of Spillway's HTTP and stdio faces and the bare
+//     relay, a ping meanwhile (peak RSS above idle, ping latency, what the
+//     client received). -hostile-only runs just this one.
 //
 // Every server listens on loopback and is stopped at the end; the run is
 // bounded by its counts. Usage: make build && go run ./cmd/spillway-load
@@ -183,6 +187,9 @@ func run() error {
 	if *sseOnly {
 		return sseComparisons()
 	}
+	if *hostileOnly {
+		return hostileRuns()
+	}
 
 	up := start(*bigtoolBin, "-http", addr())
 	upURL := "http://" + up + "/mcp"
@@ -211,6 +218,9 @@ func run() error {
 		return err
 	}
 	if err := fetches(); err != nil {
+		return err
+	}
+	if err := hostileRuns(); err != nil {
 		return err
 	}
 	if *slowN > 0 {

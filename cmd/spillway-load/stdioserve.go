@@ -36,7 +36,7 @@ const maxBig = 4 << 30
 // bigArgs are the arguments of the upstream's big tool.
 type bigArgs struct {
 	Bytes int64  `json:"bytes"`
-	Kind  string `json:"kind"` // "text" (a JSON document as text, the default), "text-u" (the same, its quotes and line ends as \u escapes), "text-go" (notes holding '<', '>', '&' and U+2028, spelt \u003c, \u003e, \u0026, \u2028 as Go's json.Marshal spells them) or "image" (base64)
+	Kind  string `json:"kind"` // "jpeg" (a hostile image, see hostileJPEG), "text" (a JSON document as text, the default), "text-u" (the same, its quotes and line ends as \u escapes), "text-go" (notes holding '<', '>', '&' and U+2028, spelt \u003c, \u003e, \u0026, \u2028 as Go's json.Marshal spells them) or "image" (base64)
 	Seed  uint64 `json:"seed"`
 }
 
@@ -223,11 +223,17 @@ func upstreamAnswer(method, version, tool string, a bigArgs) func(io.Writer) err
 	case "tools/list":
 		return fixed(`"result":{"tools":[` +
 			`{"name":"big","description":"streams an output of the given size","inputSchema":{"type":"object","properties":{"bytes":{"type":"integer"},"kind":{"type":"string"},"seed":{"type":"integer"}}}},` +
-			`{"name":"small","description":"a few bytes","inputSchema":{"type":"object"}}]}`)
+			`{"name":"small","description":"a few bytes","inputSchema":{"type":"object"}},` +
+			`{"name":"shaped","description":"20 KB of rows under a hostile outputSchema","inputSchema":{"type":"object"},"outputSchema":` + hostileSchema() + `}]}`)
 	case "tools/call":
 		switch {
 		case tool == "small":
 			return fixed(`"result":{"content":[{"type":"text","text":"ok"}]}`)
+		case tool == "big" && a.Kind == "jpeg":
+			return fixed(`"result":{"content":[{"type":"image","mimeType":"image/jpeg","data":"` + hostileJPEG() + `"}]}`)
+		case tool == "shaped":
+			rows := shapedRows()
+			return fixed(`"result":{"content":[{"type":"text","text":` + strconv.Quote(rows) + `}],"structuredContent":` + rows + `}`)
 		case tool == "big" && a.Bytes > 0 && a.Bytes <= maxBig && (a.Kind == "" || a.Kind == "text" || a.Kind == "text-u" || a.Kind == "text-go" || a.Kind == "image"):
 			return func(w io.Writer) error {
 				if a.Kind == "image" {
