@@ -31,15 +31,17 @@ import (
 // bytes: what the upstream itself costs.
 
 var (
-	hostileOnly = flag.Bool("hostile-only", false, "run only the held-open run: hostile images and schemas at once, pings meanwhile")
-	hostileN    = flag.Int("hostile", 16, "hostile results at once in the held-open run")
+	hostileOnly   = flag.Bool("hostile-only", false, "run only the held-open run: hostile images and schemas at once, pings meanwhile")
+	hostileN      = flag.Int("hostile", 16, "hostile results at once in the held-open run")
+	hostileRounds = flag.Int("hostile-rounds", 5, "rounds of -hostile results in the held-open run")
+	hostileKinds  = flag.String("hostile-kinds", "both", "what the held-open run's results carry: images, schemas, both (half each), or bound (images just under the thumbnail bound, which are drawn)")
 )
 
 // pingEvery is how often the held-open run pings while results are in flight.
 const pingEvery = 20 * time.Millisecond
 
 // hostileTimeout bounds one side of the held-open run: a side whose calls
-// are not all answered by then is reported as such.
+// are not all answered by then is reported as failed.
 const hostileTimeout = 3 * time.Minute
 
 // hostileResult is one side's figures in the held-open run.
@@ -61,37 +63,43 @@ func hostileRuns() error {
 		return err
 	}
 	up := []string{self, "-upstream-stdio"}
-	fmt.Printf("## Held open: %d hostile results at once on one session (half images, half schemas), a ping every %v meanwhile\n\n", *hostileN, pingEvery)
+	fmt.Printf("## Held open: %d rounds of %d hostile results at once on one session (%s), a ping every %v meanwhile\n\n",
+		*hostileRounds, *hostileN, *hostileKinds, pingEvery)
 	var rs []hostileResult
 
 	a := startSpillway("--upstream-cmd", strings.Join(up, " "))
-	rs = append(rs, hostileHTTP("Spillway, HTTP face", "http://"+a+"/mcp", pid(a)))
+	rs = append(rs, heldOpen("Spillway, HTTP face", newHTTPFace("http://"+a+"/mcp", pid(a))))
 	stopChild(a)
 
-	rs = append(rs, hostileStdio("Spillway, stdio face", up))
+	if f, err := newStdioFace(up); err != nil {
+		rs = append(rs, hostileResult{name: "Spillway, stdio face", err: err})
+	} else {
+		rs = append(rs, heldOpen("Spillway, stdio face", f))
+		f.close()
+	}
 
 	relay := exec.Command(self, "-relay-cmd", strings.Join(up, " "), "-relay-listen", addr())
 	if _, err := relay.StdinPipe(); err != nil {
 		return err
 	}
 	a = launch(relay)
-	rs = append(rs, hostileHTTP("bare relay (anchor)", "http://"+a+"/mcp", pid(a)))
+	rs = append(rs, heldOpen("bare relay (anchor)", newHTTPFace("http://"+a+"/mcp", pid(a))))
 	stopChild(a)
 
-	fmt.Println("| side | peak RSS above idle | pings answered | ping p50 | ping max | results answered | tool errors | thumbnails | with a link | wall |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| side | peak RSS above idle | pings answered | ping p50 | ping p99 | ping max | results answered | tool errors | thumbnails | with a link | wall |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
 		if r.err != nil {
 			fmt.Printf("| %s | failed: %v |\n", r.name, r.err)
 			continue
 		}
-		p50, most := time.Duration(0), time.Duration(0)
+		var p50, p99, most time.Duration
 		if len(r.pings) > 0 {
-			p50, most = percentile(r.pings, 0.5), percentile(r.pings, 1)
+			p50, p99, most = percentile(r.pings, 0.5), percentile(r.pings, 0.99), percentile(r.pings, 1)
 		}
-		fmt.Printf("| %s | %.1f MB (idle %.1f MB) | %d | %.1f ms | %.1f ms | %d/%d | %d | %d | %d | %.2f s |\n",
-			r.name, float64(r.peak-r.idle)/1e6, float64(r.idle)/1e6, len(r.pings), ms(p50), ms(most),
-			r.answered, *hostileN, r.isError, r.thumbnails, r.linked, r.wall.Seconds())
+		fmt.Printf("| %s | %.1f MB (idle %.1f MB) | %d | %.1f ms | %.1f ms | %.1f ms | %d/%d | %d | %d | %d | %.2f s |\n",
+			r.name, float64(r.peak-r.idle)/1e6, float64(r.idle)/1e6, len(r.pings), ms(p50), ms(p99), ms(most),
+			r.answered, *hostileN**hostileRounds, r.isError, r.thumbnails, r.linked, r.wall.Seconds())
 	}
 	fmt.Println()
 	return nil
@@ -99,16 +107,27 @@ func hostileRuns() error {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// hostileCall is the params of the held-open run's i-th call.
+// hostileCall is the params of the held-open run's i-th call of a round.
 func hostileCall(i int) string {
-	if i%2 == 0 {
-		return `{"name":"big","arguments":{"kind":"jpeg","bytes":1}}`
+	image := `{"name":"big","arguments":{"kind":"jpeg","bytes":1}}`
+	schema := `{"name":"shaped","arguments":{}}`
+	switch *hostileKinds {
+	case "images":
+		return image
+	case "bound":
+		return `{"name":"big","arguments":{"kind":"jpeg-bound","bytes":1}}`
+	case "schemas":
+		return schema
 	}
-	return `{"name":"shaped","arguments":{}}`
+	if i%2 == 0 {
+		return image
+	}
+	return schema
 }
 
-// tally counts what one answer carried.
-func (r *hostileResult) tally(answer []byte) {
+// tally counts what one answer carried; it reports whether the answer
+// was a result.
+func (r *hostileResult) tally(answer []byte) bool {
 	var m struct {
 		Result *struct {
 			IsError bool `json:"isError"`
@@ -118,7 +137,7 @@ func (r *hostileResult) tally(answer []byte) {
 		} `json:"result"`
 	}
 	if json.Unmarshal(answer, &m) != nil || m.Result == nil {
-		return
+		return false
 	}
 	r.answered++
 	if m.Result.IsError {
@@ -132,57 +151,96 @@ func (r *hostileResult) tally(answer []byte) {
 			r.linked++
 		}
 	}
+	return true
 }
 
-// hostileHTTP is the held-open run against a session-era /mcp.
-func hostileHTTP(name, url string, pid int) (r hostileResult) {
+// face is one session of a proxy under the held-open run. ask sends one
+// request and returns its answer (a JSON-RPC message); it is safe for
+// concurrent use.
+type face interface {
+	ask(ctx context.Context, id int, method, params string) ([]byte, error)
+	pid() int
+}
+
+// heldOpen is the held-open run on one session: after an idle figure,
+// rounds of -hostile calls at once, a ping every pingEvery on the same
+// session while each round is in flight.
+func heldOpen(name string, f face) (r hostileResult) {
 	r.name = name
-	s, err := open(url)
-	if err == nil {
-		_, err = s.call("tools/list", `{}`)
-	}
-	if err != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), hostileTimeout)
+	defer cancel()
+	if _, err := f.ask(ctx, 2, "tools/list", `{}`); err != nil {
 		r.err = err
 		return r
 	}
 	time.Sleep(500 * time.Millisecond) // let the process settle before its idle figure
-	r.idle = procStatusKB(pid, "VmRSS") << 10
-	ctx, cancel := context.WithTimeout(context.Background(), hostileTimeout)
-	defer cancel()
-	answers := make([][]byte, *hostileN)
-	var wg sync.WaitGroup
+	r.idle = procStatusKB(f.pid(), "VmRSS") << 10
 	start := time.Now()
-	for i := range *hostileN {
-		wg.Go(func() {
-			resp, err := s.do(ctx, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, 1000+i, hostileCall(i)))
-			if err == nil {
-				answers[i], _ = io.ReadAll(resp.Body)
-				resp.Body.Close()
-			}
-		})
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	for n := 0; ; n++ {
-		select {
-		case <-done:
-			r.wall = time.Since(start)
-			r.peak = peakRSS(pid)
-			for _, a := range answers {
-				r.tally(sseData(a))
-			}
-			return r
-		case <-time.After(pingEvery):
+	var mu sync.Mutex
+	id := 1000
+	for range *hostileRounds {
+		var wg sync.WaitGroup
+		for i := range *hostileN {
+			id++
+			n := id
+			wg.Go(func() {
+				b, err := f.ask(ctx, n, "tools/call", hostileCall(i))
+				mu.Lock()
+				defer mu.Unlock()
+				if err == nil && !r.tally(b) {
+					err = fmt.Errorf("an answer that is no result: %.200q", b)
+				}
+				if err != nil && r.err == nil {
+					r.err = err
+				}
+			})
 		}
-		t := time.Now()
-		resp, err := s.do(ctx, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"ping"}`, 5000+n))
-		if err != nil {
-			continue // the deadline: the calls' wait reports it
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+	pinging:
+		for {
+			select {
+			case <-done:
+				break pinging
+			case <-time.After(pingEvery):
+			}
+			id++
+			t := time.Now()
+			if _, err := f.ask(ctx, id, "ping", `{}`); err == nil {
+				r.pings = append(r.pings, time.Since(t))
+			}
 		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		r.pings = append(r.pings, time.Since(t))
 	}
+	r.wall = time.Since(start)
+	r.peak = peakRSS(f.pid())
+	return r
+}
+
+// httpFace is a session-era session of a proxy's /mcp.
+type httpFace struct {
+	s       *session
+	process int
+	err     error
+}
+
+func newHTTPFace(url string, pid int) *httpFace {
+	s, err := open(url)
+	return &httpFace{s: s, process: pid, err: err}
+}
+
+func (f *httpFace) pid() int { return f.process }
+
+func (f *httpFace) ask(ctx context.Context, id int, method, params string) ([]byte, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	resp, err := f.s.do(ctx, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, id, method, params))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return sseData(b), err
 }
 
 // sseData is the JSON-RPC message of an answer given as JSON or as SSE
@@ -200,121 +258,106 @@ func sseData(b []byte) []byte {
 	return b
 }
 
-// hostileStdio is the held-open run against `spillway serve --stdio`: the
-// calls and the pings are lines on its stdin, the answers lines on its
-// stdout, told apart by id.
-func hostileStdio(name string, up []string) (r hostileResult) {
-	r.name = name
+// stdioFace is `spillway serve --stdio`: requests are lines on its stdin,
+// answers lines on its stdout, told apart by id.
+type stdioFace struct {
+	cmd     *exec.Cmd
+	in      io.WriteCloser
+	wmu     sync.Mutex // one line at a time
+	mu      sync.Mutex
+	waiting map[string]chan []byte
+}
+
+func newStdioFace(up []string) (*stdioFace, error) {
 	cmd := exec.Command(*spillwayBin, "serve", "--stdio", "--data", tempDir("spillway-load-"), "--log-level", "error",
 		"--upstream-cmd", strings.Join(up, " "))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	in, err := cmd.StdinPipe()
 	if err != nil {
-		r.err = err
-		return r
+		return nil, err
 	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		r.err = err
-		return r
+		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		r.err = err
-		return r
+		return nil, err
 	}
-	defer func() {
-		in.Close()
-		t := time.AfterFunc(10*time.Second, func() { cmd.Process.Kill() })
-		cmd.Wait()
-		t.Stop()
-	}()
-	var mu sync.Mutex
-	waiting := map[string]chan []byte{}
-	go func() {
-		sc := bufio.NewScanner(out)
-		sc.Buffer(nil, 64<<20)
-		for sc.Scan() {
-			var m struct {
-				ID json.RawMessage `json:"id"`
-			}
-			if json.Unmarshal(sc.Bytes(), &m) != nil || m.ID == nil {
-				continue
-			}
-			mu.Lock()
-			ch := waiting[string(m.ID)]
-			delete(waiting, string(m.ID))
-			mu.Unlock()
-			if ch != nil {
-				ch <- bytes.Clone(sc.Bytes())
-			}
+	f := &stdioFace{cmd: cmd, in: in, waiting: map[string]chan []byte{}}
+	go f.read(out)
+	ctx, cancel := context.WithTimeout(context.Background(), hostileTimeout)
+	defer cancel()
+	if _, err := f.ask(ctx, 1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"load","version":"1"}}`); err != nil {
+		f.close()
+		return nil, err
+	}
+	f.wmu.Lock()
+	defer f.wmu.Unlock()
+	_, err = fmt.Fprintln(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return f, err
+}
+
+func (f *stdioFace) pid() int { return f.cmd.Process.Pid }
+
+// read hands each answer on out to the request waiting for its id.
+func (f *stdioFace) read(out io.Reader) {
+	sc := bufio.NewScanner(out)
+	sc.Buffer(nil, 64<<20)
+	for sc.Scan() {
+		var m struct {
+			ID json.RawMessage `json:"id"`
 		}
-	}()
-	var wmu sync.Mutex
-	send := func(id int, method, params string) chan []byte {
-		ch := make(chan []byte, 1)
-		mu.Lock()
-		waiting[fmt.Sprint(id)] = ch
-		mu.Unlock()
-		wmu.Lock()
-		defer wmu.Unlock()
-		fmt.Fprintf(in, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params)
-		return ch
-	}
-	wait := func(ch chan []byte) ([]byte, error) {
-		select {
-		case b := <-ch:
-			return b, nil
-		case <-time.After(hostileTimeout):
-			return nil, fmt.Errorf("no answer in %v", hostileTimeout)
+		if json.Unmarshal(sc.Bytes(), &m) != nil || m.ID == nil {
+			continue
+		}
+		f.mu.Lock()
+		ch := f.waiting[string(m.ID)]
+		delete(f.waiting, string(m.ID))
+		f.mu.Unlock()
+		if ch != nil {
+			ch <- bytes.Clone(sc.Bytes())
 		}
 	}
-	if _, err := wait(send(1, "initialize", `{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"load","version":"1"}}`)); err != nil {
-		r.err = err
-		return r
+}
+
+func (f *stdioFace) ask(ctx context.Context, id int, method, params string) ([]byte, error) {
+	ch := make(chan []byte, 1)
+	f.mu.Lock()
+	f.waiting[fmt.Sprint(id)] = ch
+	f.mu.Unlock()
+	f.wmu.Lock()
+	_, err := fmt.Fprintf(f.in, `{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`+"\n", id, method, params)
+	f.wmu.Unlock()
+	if err != nil {
+		return nil, err
 	}
-	fmt.Fprintln(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	if _, err := wait(send(2, "tools/list", `{}`)); err != nil {
-		r.err = err
-		return r
+	select {
+	case b := <-ch:
+		return b, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s %d: no answer: %w", method, id, ctx.Err())
 	}
-	time.Sleep(500 * time.Millisecond)
-	r.idle = procStatusKB(cmd.Process.Pid, "VmRSS") << 10
-	calls := make([]chan []byte, *hostileN)
-	start := time.Now()
-	for i := range calls {
-		calls[i] = send(1000+i, "tools/call", hostileCall(i))
-	}
-	done := make(chan struct{})
-	go func() {
-		for _, ch := range calls {
-			if b, err := wait(ch); err == nil {
-				mu.Lock()
-				r.tally(b)
-				mu.Unlock()
-			}
-		}
-		close(done)
-	}()
-	for n := 0; ; n++ {
-		select {
-		case <-done:
-			r.wall = time.Since(start)
-			r.peak = peakRSS(cmd.Process.Pid)
-			return r
-		case <-time.After(pingEvery):
-		}
-		t := time.Now()
-		if _, err := wait(send(5000+n, "ping", `{}`)); err == nil {
-			r.pings = append(r.pings, time.Since(t))
-		}
-	}
+}
+
+// close ends the process: stdin closed, killed if it has not gone in 10 s.
+func (f *stdioFace) close() {
+	f.in.Close()
+	t := time.AfterFunc(10*time.Second, func() { f.cmd.Process.Kill() })
+	f.cmd.Wait()
+	t.Stop()
 }
 
 // hostileJPEG is the held-open run's image, base64: 127 KiB of progressive
 // JPEG declaring 5400×4100 pixels of 4:4:4, which a decoder that keeps
 // every coefficient holds as 318 MiB.
 var hostileJPEG = sync.OnceValue(func() string {
-	return base64.StdEncoding.EncodeToString(previewtest.ProgressiveJPEG(5400, 4100))
+	return base64.StdEncoding.EncodeToString(previewtest.ProgressiveJPEG(5400, 4100, 0x11, 0x11, 0x11))
+})
+
+// boundJPEG is an image just under the thumbnail bound, base64: 3840×2160
+// of progressive 4:2:0 (a 4K screenshot), which is drawn.
+var boundJPEG = sync.OnceValue(func() string {
+	return base64.StdEncoding.EncodeToString(previewtest.ProgressiveJPEG(3840, 2160, 0x22, 0x11, 0x11))
 })
 
 // hostileSchema is the "shaped" tool's outputSchema: 20 levels, each an

@@ -36,7 +36,7 @@ const maxBig = 4 << 30
 // bigArgs are the arguments of the upstream's big tool.
 type bigArgs struct {
 	Bytes int64  `json:"bytes"`
-	Kind  string `json:"kind"` // "jpeg" (a hostile image, see hostileJPEG), "text" (a JSON document as text, the default), "text-u" (the same, its quotes and line ends as \u escapes), "text-go" (notes holding '<', '>', '&' and U+2028, spelt \u003c, \u003e, \u0026, \u2028 as Go's json.Marshal spells them) or "image" (base64)
+	Kind  string `json:"kind"` // "jpeg" (a hostile image, see hostileJPEG), "jpeg-bound" (boundJPEG), "text" (a JSON document as text, the default), "text-u" (the same, its quotes and line ends as \u escapes), "text-go" (notes holding '<', '>', '&' and U+2028, spelt \u003c, \u003e, \u0026, \u2028 as Go's json.Marshal spells them) or "image" (base64)
 	Seed  uint64 `json:"seed"`
 }
 
@@ -231,6 +231,8 @@ func upstreamAnswer(method, version, tool string, a bigArgs) func(io.Writer) err
 			return fixed(`"result":{"content":[{"type":"text","text":"ok"}]}`)
 		case tool == "big" && a.Kind == "jpeg":
 			return fixed(`"result":{"content":[{"type":"image","mimeType":"image/jpeg","data":"` + hostileJPEG() + `"}]}`)
+		case tool == "big" && a.Kind == "jpeg-bound":
+			return fixed(`"result":{"content":[{"type":"image","mimeType":"image/jpeg","data":"` + boundJPEG() + `"}]}`)
 		case tool == "shaped":
 			rows := shapedRows()
 			return fixed(`"result":{"content":[{"type":"text","text":` + strconv.Quote(rows) + `}],"structuredContent":` + rows + `}`)
