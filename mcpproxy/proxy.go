@@ -252,12 +252,12 @@ type stdioRun struct {
 // checkStateless validates a stateless request's routing headers where
 // the proxy terminates HTTP (an HTTP upstream checks its own), learning
 // the called tool's bindings from the upstream first if it must.
-func (p *Proxy) checkStateless(ctx context.Context, r *http.Request, m *jsonrpc.Message, up *mux.Mux) *jsonrpc.Message {
+func (p *Proxy) checkStateless(ctx context.Context, r *http.Request, rq owned.Request, m *jsonrpc.Message, up *mux.Mux) *jsonrpc.Message {
 	if err := mcpheader.Check(r.Header, []*jsonrpc.Message{m}); err != nil {
 		return headerError(m, err)
 	}
 	if name, ok := mcpheader.RoutingName(m); ok && m.Method == "tools/call" && mcpheader.Stateless(r.Header.Get(mcpheader.ProtocolVersion)) &&
-		!p.methods.OwnsTool(name) { // the proxy answers it: no bindings to check, no upstream to ask
+		!p.methods.OwnsTool(rq, name) { // the proxy answers it: no bindings to check, no upstream to ask
 		meta := jsonrpc.RawMember(m.Params, "_meta")
 		p.tools.Ensure(ctx, name, func(ctx context.Context, cursor string) ([]byte, error) {
 			return listTools(ctx, up, meta, cursor)

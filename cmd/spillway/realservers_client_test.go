@@ -183,6 +183,13 @@ func rsTail(s string) string {
 func rsSpillway(t *testing.T, extra ...string) (string, string) {
 	t.Helper()
 	data := t.TempDir()
+	return rsSpillwayIn(t, data, extra...), mcpToken(t, data)
+}
+
+// rsSpillwayIn is rsSpillway with data as its data dir, for a test that
+// gives its own tokens; it returns the base URL.
+func rsSpillwayIn(t *testing.T, data string, extra ...string) string {
+	t.Helper()
 	args := append([]string{"serve", "--listen", "127.0.0.1:0", "--data", data, "--log-format", "json"}, extra...)
 	cmd := exec.Command(spillwayBin(t), args...)
 	errp, err := cmd.StderrPipe()
@@ -209,7 +216,7 @@ func rsSpillway(t *testing.T, extra ...string) (string, string) {
 		var l struct{ Msg, Addr string }
 		if json.Unmarshal([]byte(line), &l) == nil && l.Msg == "spillway listening" {
 			go io.Copy(log, lines)
-			return l.Addr, mcpToken(t, data)
+			return l.Addr
 		}
 	}
 }
@@ -218,7 +225,14 @@ func rsSpillway(t *testing.T, extra ...string) (string, string) {
 // /mcp URL.
 func rsListServer(t *testing.T, rt rsTools) string {
 	t.Helper()
-	cmd, _, out := rt.start(t, context.Background(), os.Stderr, "listserver.mjs", "0")
+	return rsHTTPServer(t, rt, "listserver.mjs", "0")
+}
+
+// rsHTTPServer starts a server script of testdata/realservers that prints
+// "listening URL" and returns URL.
+func rsHTTPServer(t *testing.T, rt rsTools, script string, args ...string) string {
+	t.Helper()
+	cmd, _, out := rt.start(t, context.Background(), os.Stderr, script, args...)
 	t.Cleanup(func() {
 		cmd.Process.Kill()
 		cmd.Wait()
@@ -226,7 +240,7 @@ func rsListServer(t *testing.T, rt rsTools) string {
 	line, err := bufio.NewReader(out).ReadString('\n')
 	url, ok := strings.CutPrefix(strings.TrimSpace(line), "listening ")
 	if err != nil || !ok {
-		t.Fatalf("listserver printed %q: %v", line, err)
+		t.Fatalf("%s printed %q: %v", script, line, err)
 	}
 	go io.Copy(io.Discard, out)
 	return url

@@ -98,11 +98,12 @@ type Call struct {
 	URI    string // resources/read: the resource read
 	Tenant string // the caller ("" when inbound auth is off)
 	// Schema is the tool's outputSchema as its client was shown it (see
-	// Schemas); nil when the tool has none or it is not known.
+	// Learned); nil when the tool has none.
 	Schema *shrink.Schema
-	// SchemaErr is set when the tool declares an outputSchema the proxy
-	// cannot use (it does not compile): no shrunk value could be checked,
-	// so a large structuredContent makes the result a tool error.
+	// SchemaErr is set when the proxy cannot use the tool's outputSchema:
+	// it does not know it (ErrUnknown), or it does not compile. No shrunk
+	// value could be checked, so a large structuredContent makes the
+	// result a tool error.
 	SchemaErr error
 }
 

@@ -1,21 +1,25 @@
 package offload
 
 import (
+	"container/list"
+	"errors"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/shrink"
 )
 
-// Schemas holds the outputSchema of each tool of one upstream, as the
-// proxy presents it to clients (see Present). The zero value is ready;
-// it is safe for concurrent use. Tools are keyed by name across
-// sessions: an upstream that shows different sessions different schemas
-// for one name gets the last listed; a rewrite that does not validate
-// against it falls back (see Rewriter.Rewrite).
+// Schemas holds the outputSchema of each tool of one upstream as one
+// tenant was shown it (see Present): one table of Learned. The zero
+// value is ready; it is safe for concurrent use. It holds at most
+// maxTools tools and maxTableBytes bytes of schemas; a tool past them
+// stays unknown (Lookup returns ErrUnknown).
 type Schemas struct {
 	mu     sync.Mutex
 	byTool map[string]*toolSchema
+	bytes  int // the raw schemas held, with their names
 }
 
 type toolSchema struct {
@@ -25,8 +29,12 @@ type toolSchema struct {
 	err  error
 }
 
-// maxTools bounds what one upstream's listings may make the proxy hold.
-const maxTools = 10000
+// maxTools and maxTableBytes bound what the listings of one upstream to
+// one tenant make the proxy hold.
+const (
+	maxTools      = 10000
+	maxTableBytes = 16 << 20
+)
 
 // Present returns a tools/list result as the proxy shows it to clients,
 // and learns each tool's outputSchema from it. Where an outputSchema
@@ -77,12 +85,25 @@ func (s *Schemas) Present(result []byte) []byte {
 		s.byTool = map[string]*toolSchema{}
 	}
 	for _, t := range tools { // a name listed twice: the last wins
-		if _, known := s.byTool[t.name]; !known && len(s.byTool) >= maxTools {
-			continue
+		if old, known := s.byTool[t.name]; known {
+			delete(s.byTool, t.name)
+			s.bytes -= len(t.name) + len(old.raw)
+		}
+		n := len(t.name) + len(t.schema)
+		if len(s.byTool) >= maxTools || s.bytes+n > maxTableBytes {
+			continue // unknown: its large results are not cut
 		}
 		s.byTool[t.name] = &toolSchema{raw: t.schema}
+		s.bytes += n
 	}
 	return out
+}
+
+// size is the bytes of schemas s holds.
+func (s *Schemas) size() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes
 }
 
 var noteProperty = []byte(`{"type":"string","description":"Set by Spillway when the value is a shortened preview: what was moved out, and links to the full values."}`)
@@ -97,16 +118,151 @@ func (s *Schemas) Listed(tool string) bool {
 }
 
 // Lookup returns the tool's schema as presented; nil when the tool has
-// none or is unknown. err is set when the tool has one that does not
-// compile (too large, too deep, a remote $ref): a client may still check
-// results against it, so nothing shrunk can be shown to pass.
+// none. err is set when no shrunk value can be shown to pass the check a
+// client may make: the tool is unknown (ErrUnknown: not listed, or past
+// the bounds), or its schema does not compile (too large, too deep, a
+// remote $ref).
 func (s *Schemas) Lookup(tool string) (sch *shrink.Schema, err error) {
 	s.mu.Lock()
-	t := s.byTool[tool]
+	t, known := s.byTool[tool]
 	s.mu.Unlock()
-	if t == nil || t.raw == nil {
+	if !known {
+		return nil, fmt.Errorf("tool %q: %w", tool, ErrUnknown)
+	}
+	if t.raw == nil {
 		return nil, nil
 	}
 	t.once.Do(func() { t.s, t.err = shrink.Compile(t.raw) })
 	return t.s, t.err
+}
+
+// ErrUnknown is returned by Lookup for a tool whose outputSchema the proxy
+// does not know: no listing it saw named the tool, or the tool is past
+// the bounds. A client may hold a schema for it all the same (a list
+// cached from before a restart, or from another replica), so a large
+// structuredContent of such a tool is never cut: its result becomes a
+// tool error carrying the links, as for a schema that does not compile.
+var ErrUnknown = errors.New("offload: the tool's outputSchema is unknown")
+
+// Key names one table of Learned: what one tenant was shown by one
+// upstream.
+type Key struct {
+	Tenant string // the caller's tenant ("" when inbound auth is off)
+	// Upstream names the upstream once the proxy serves several (the
+	// gateway); "" while there is one.
+	Upstream string
+}
+
+// The bounds of Learned: tables are dropped when unused for tableIdle,
+// and the least recently used one goes when there are more than
+// maxTables or their schemas hold more than maxLearnedBytes.
+const (
+	maxTables       = 1024
+	maxLearnedBytes = 64 << 20
+	tableIdle       = time.Hour
+)
+
+// Learned holds what each tenant was shown of each upstream's tools, a
+// Schemas per Key, so that one tenant's listing never decides how
+// another's results are shrunk. Its tables are bounded (see maxTables,
+// maxLearnedBytes, tableIdle); a tool of a dropped one is unknown until
+// listed again. The zero value is ready; it is safe for concurrent use.
+type Learned struct {
+	mu     sync.Mutex
+	tables map[Key]*table
+	lru    list.List // of *table, most recently used first
+	now    func() time.Time
+}
+
+type table struct {
+	key  Key
+	s    Schemas
+	used time.Time
+	at   *list.Element
+}
+
+func (l *Learned) clock() time.Time {
+	if l.now != nil {
+		return l.now()
+	}
+	return time.Now()
+}
+
+// get returns k's table, made if create, and marks it used; it drops the
+// tables past the bounds first. l.mu is held.
+func (l *Learned) get(k Key, create bool) *table {
+	now := l.clock()
+	for e := l.lru.Back(); e != nil; e = l.lru.Back() {
+		if t := e.Value.(*table); now.Sub(t.used) < tableIdle {
+			break
+		}
+		l.drop(e.Value.(*table))
+	}
+	t := l.tables[k]
+	switch {
+	case t != nil:
+		l.lru.MoveToFront(t.at)
+	case !create:
+		return nil
+	default:
+		if l.tables == nil {
+			l.tables = map[Key]*table{}
+		}
+		t = &table{key: k}
+		t.at = l.lru.PushFront(t)
+		l.tables[k] = t
+		for l.lru.Len() > maxTables {
+			l.drop(l.lru.Back().Value.(*table))
+		}
+	}
+	t.used = now
+	return t
+}
+
+func (l *Learned) drop(t *table) {
+	l.lru.Remove(t.at)
+	delete(l.tables, t.key)
+}
+
+// Present is Schemas.Present on k's table; past maxLearnedBytes, the
+// least recently used other tables are dropped.
+func (l *Learned) Present(k Key, result []byte) []byte {
+	l.mu.Lock()
+	t := l.get(k, true)
+	l.mu.Unlock()
+	out := t.s.Present(result)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	total := 0
+	for e := l.lru.Front(); e != nil; e = e.Next() {
+		total += e.Value.(*table).s.size()
+	}
+	for e := l.lru.Back(); total > maxLearnedBytes && e != nil; {
+		prev := e.Prev()
+		if o := e.Value.(*table); o != t {
+			total -= o.s.size()
+			l.drop(o)
+		}
+		e = prev
+	}
+	return out
+}
+
+// Listed is Schemas.Listed on k's table.
+func (l *Learned) Listed(k Key, tool string) bool {
+	l.mu.Lock()
+	t := l.get(k, false)
+	l.mu.Unlock()
+	return t != nil && t.s.Listed(tool)
+}
+
+// Lookup is Schemas.Lookup on k's table: ErrUnknown when k has none.
+func (l *Learned) Lookup(k Key, tool string) (*shrink.Schema, error) {
+	l.mu.Lock()
+	t := l.get(k, false)
+	l.mu.Unlock()
+	if t == nil {
+		return nil, fmt.Errorf("tool %q: %w", tool, ErrUnknown)
+	}
+	return t.s.Lookup(tool)
 }

@@ -74,6 +74,10 @@ type Call struct {
 	Request Request
 }
 
+// schemaKey is the table of learned schemas a request's results are
+// shrunk against: its tenant's (the gateway adds the upstream).
+func (rq Request) schemaKey() offload.Key { return offload.Key{Tenant: rq.Tenant} }
+
 // Options configure Methods. Every field may be zero.
 type Options struct {
 	// Artifacts serves resources/read, resources/stream and the listing
@@ -118,8 +122,9 @@ type Methods struct {
 
 	recent recent     // tenant → artifacts offloaded lately, for resources/list
 	caps   streamCaps // session → what its initialize declared
-	// schemas: each tool's outputSchema, as tools/list presented it.
-	schemas offload.Schemas
+	// schemas: each tool's outputSchema, as tools/list presented it to
+	// each tenant.
+	schemas offload.Learned
 	// upstreamStream: the upstream's last initialize or server/discover
 	// result declared resources.stream.
 	upstreamStream atomic.Bool
@@ -168,7 +173,7 @@ func (o *Methods) Before(ctx context.Context, rq Request, m *jsonrpc.Message) (r
 		return nil, &Call{Method: m.Method, More: jsonrpc.StringMember(m.Params, "cursor") != "", Request: rq}
 	case "tools/call":
 		name := jsonrpc.StringMember(m.Params, "name")
-		if o.OwnsTool(name) {
+		if o.OwnsTool(rq, name) {
 			return o.callTool(ctx, rq, m), nil
 		}
 		return nil, &Call{Method: m.Method, Tool: name, Request: rq}
@@ -275,14 +280,14 @@ func (o *Methods) After(ctx context.Context, c *Call, resp *jsonrpc.Message) (ou
 			// One record of the upstream's tools: their names (an
 			// artifact tool the upstream lists itself is the upstream's)
 			// and output schemas, shown with room for the offloader's note.
-			if presented := o.schemas.Present(resp.Result); o.o.Offloader != nil {
+			if presented := o.schemas.Present(c.Request.schemaKey(), resp.Result); o.o.Offloader != nil {
 				resp = resp.WithResult(presented)
 			}
 		}
 		if c.More || !o.toolsOn() {
 			return resp
 		}
-		r, ok := addToList(resp, "tools", o.toolItems(), c.Request, false)
+		r, ok := addToList(resp, "tools", o.toolItems(c.Request), c.Request, false)
 		if !ok {
 			return invalid("the result's tools is not a list")
 		}
@@ -322,7 +327,7 @@ func (o *Methods) offload(ctx context.Context, c *Call, resp *jsonrpc.Message) *
 	}
 	call := offload.Call{Method: c.Method, Tool: c.Tool, URI: c.URI, Tenant: c.Request.Tenant}
 	if c.Method == "tools/call" {
-		call.Schema, call.SchemaErr = o.schemas.Lookup(c.Tool)
+		call.Schema, call.SchemaErr = o.schemas.Lookup(c.Request.schemaKey(), c.Tool)
 	}
 	r, stored, err := o.o.Offloader.Rewrite(ctx, call, resp.Result)
 	for _, a := range stored {

@@ -26,17 +26,18 @@ const maxToolAnswer = 64 << 10
 // toolsOn reports whether the artifact tools are served.
 func (o *Methods) toolsOn() bool { return o.o.Artifacts != nil && !o.o.NoArtifactTools }
 
-// OwnsTool reports whether a tools/call of name is the proxy's to answer
-// (one of the artifact tools, not shadowed by the upstream's): such a
-// call never reaches the upstream. Safe for concurrent use.
-func (o *Methods) OwnsTool(name string) bool {
-	return o.toolsOn() && arttools.Is(name) && !o.schemas.Listed(name)
+// OwnsTool reports whether a tools/call of name from rq's caller is the
+// proxy's to answer (one of the artifact tools, not shadowed by the
+// upstream's as listed to that tenant): such a call never reaches the
+// upstream. Safe for concurrent use.
+func (o *Methods) OwnsTool(rq Request, name string) bool {
+	return o.toolsOn() && arttools.Is(name) && !o.schemas.Listed(rq.schemaKey(), name)
 }
 
 // toolItems are the tools/list entries of the tools the upstream does
-// not shadow.
-func (o *Methods) toolItems() [][]byte {
-	return arttools.List(func(name string) bool { return !o.schemas.Listed(name) })
+// not shadow for rq's caller.
+func (o *Methods) toolItems(rq Request) [][]byte {
+	return arttools.List(func(name string) bool { return !o.schemas.Listed(rq.schemaKey(), name) })
 }
 
 // callTool answers a tools/call of one of the artifact tools. Every

@@ -16,6 +16,7 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
 )
 
 // The bridge: a stateless-era (2026-07-28) client in front of an upstream
@@ -145,7 +146,7 @@ func bridgeInit(caps []byte) *jsonrpc.Message {
 // checkHeaders validates a bridged request's routing headers: Mcp-Method
 // and Mcp-Name against the body (a session-era server's tools bind no
 // Mcp-Param-* headers).
-func checkHeaders(_ context.Context, r *http.Request, m *jsonrpc.Message, _ *mux.Mux) *jsonrpc.Message {
+func checkHeaders(_ context.Context, r *http.Request, _ owned.Request, m *jsonrpc.Message, _ *mux.Mux) *jsonrpc.Message {
 	err := mcpheader.Check(r.Header, []*jsonrpc.Message{m})
 	if err == nil {
 		return nil

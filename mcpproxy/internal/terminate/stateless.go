@@ -208,7 +208,7 @@ func (f *Face) statelessPOST(w http.ResponseWriter, r *http.Request, rq owned.Re
 		if bridge { // a session-era server binds no Mcp-Param-* headers
 			check = checkHeaders
 		}
-		if e := check(ctx, r, single, sm); e != nil {
+		if e := check(ctx, r, rq, single, sm); e != nil {
 			release()
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)

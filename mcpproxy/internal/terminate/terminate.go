@@ -46,8 +46,9 @@ type Options struct {
 	Methods     *owned.Methods
 	// CheckStateless validates a stateless request's routing headers
 	// (Mcp-Method, Mcp-Name, Mcp-Param-*); a non-nil result is the error
-	// answered. shared is the connection tool bindings may be listed on.
-	CheckStateless func(ctx context.Context, r *http.Request, m *jsonrpc.Message, shared *mux.Mux) *jsonrpc.Message
+	// answered. shared is the connection tool bindings may be listed on,
+	// as rq's caller.
+	CheckStateless func(ctx context.Context, r *http.Request, rq owned.Request, m *jsonrpc.Message, shared *mux.Mux) *jsonrpc.Message
 	// Eras, when set, bridges a stateless-era request to an upstream it
 	// knows speaks only the session era (see bridge.go); nil forwards
 	// every request in its own era.

@@ -13,11 +13,10 @@
 //
 // Usage: node listserver.mjs [port]   (0 or none: a free one); prints
 // "listening http://127.0.0.1:PORT/mcp" once it listens.
-import http from 'node:http';
+import { serveJSON } from './jsonhttp.mjs';
 import { need } from './npm.mjs';
 
 const { Server } = need('@modelcontextprotocol/sdk/server/index.js');
-const { StreamableHTTPServerTransport } = need('@modelcontextprotocol/sdk/server/streamableHttp.js');
 const { ListToolsRequestSchema, CallToolRequestSchema } = need('@modelcontextprotocol/sdk/types.js');
 
 const cities = ['Lisbon', 'Oslo', 'Nairobi', 'Osaka', 'Quito', 'Tallinn', 'Perth', 'Montreal', 'Dakar', 'Hanoi', 'Bergen'];
@@ -124,38 +123,4 @@ function newServer() {
   return s;
 }
 
-const httpServer = http.createServer(async (req, res) => {
-  if (req.url !== '/mcp' || req.method !== 'POST') {
-    res.writeHead(405, { Allow: 'POST' }).end();
-    return;
-  }
-  const chunks = [];
-  let size = 0;
-  for await (const c of req) {
-    size += c.length;
-    if (size > 1 << 20) {
-      res.writeHead(413).end();
-      return;
-    }
-    chunks.push(c);
-  }
-  let body;
-  try {
-    body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-  } catch {
-    res.writeHead(400).end();
-    return;
-  }
-  const server = newServer();
-  const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
-  res.on('close', () => {
-    transport.close();
-    server.close();
-  });
-  await server.connect(transport);
-  await transport.handleRequest(req, res, body);
-});
-
-httpServer.listen(Number(process.argv[2] ?? 0), '127.0.0.1', () => {
-  console.log(`listening http://127.0.0.1:${httpServer.address().port}/mcp`);
-});
+serveJSON(newServer, Number(process.argv[2] ?? 0));
