@@ -1,11 +1,9 @@
 package mcpproxy_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -167,31 +165,9 @@ func TestArtifactToolsStdioAndStateless(t *testing.T) {
 		t.Errorf("stateless: %+v, want %q", r, want)
 	}
 
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	t.Cleanup(func() { inW.Close() })
-	go p.ServeStdio(ctx, inR, outW)
-	rd := bufio.NewReaderSize(outR, 1<<20)
-	call := func(id int, method string, params any) json.RawMessage {
-		t.Helper()
-		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-		fmt.Fprintf(inW, "%s\n", b)
-		for {
-			line, err := rd.ReadBytes('\n')
-			if err != nil {
-				t.Fatal(err)
-			}
-			var m struct {
-				ID     int             `json:"id"`
-				Result json.RawMessage `json:"result"`
-			}
-			if json.Unmarshal(line, &m) == nil && m.ID == id {
-				return m.Result
-			}
-		}
-	}
+	call := stdioClient(t, ctx, p)
 	call(1, "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}})
-	fmt.Fprintln(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	call(0, "notifications/initialized", nil)
 	if l := call(4, "tools/list", map[string]any{}); !strings.Contains(string(l), `"name":"spillway_artifact_jq"`) {
 		t.Errorf("stdio tools/list: %s", l)
 	}

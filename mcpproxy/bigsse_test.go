@@ -84,6 +84,9 @@ func bigSSEServer(t *testing.T, result func(io.Writer)) string {
 			result(bw)
 			fmt.Fprintf(bw, ",\"jsonrpc\":\"2.0\",\"id\":%s}\n\n", req.ID)
 			bw.Flush()
+		case "tools/list": // what the proxy lists to learn the tool's schema: none
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"tools":[{"name":"big","inputSchema":{"type":"object"}}]}}`, req.ID)
 		case "":
 			w.WriteHeader(http.StatusAccepted)
 		default:

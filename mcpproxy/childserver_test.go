@@ -52,6 +52,9 @@ func childCmd(mode string) (string, []string) {
 // call until a second "pair" arrives, then answers both in turn the same
 // way, and after each answer sends a progress notification with its
 // token again, late.
+// tools/call "strict" and "closed" answer with 300 rows of
+// structuredContent; mode "rows" lists them with the outputSchemas of
+// rowsTools, mode "rowsbroken" answers tools/list with an error.
 func TestChildServer(t *testing.T) {
 	mode := childMode()
 	if mode == "" {
@@ -134,6 +137,17 @@ func TestChildServer(t *testing.T) {
 		switch {
 		case m.Method == "tools/list" && mode == "nolist":
 			// never answers
+		case m.Method == "tools/list" && mode == "rows":
+			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": json.RawMessage(rowsTools)})
+		case m.Method == "tools/list" && mode == "rowsbroken":
+			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "error": map[string]any{"code": -32603, "message": "the listing is broken"}})
+		case m.Method == "tools/call" && (m.Params.Name == "strict" || m.Params.Name == "closed"):
+			rows := make([]any, 300)
+			for i := range rows {
+				rows[i] = map[string]any{"id": i, "note": fmt.Sprintf("row %d of the report, kept whole by the client's own check", i)}
+			}
+			send(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": map[string]any{
+				"content": []any{map[string]any{"type": "text", "text": "300 rows"}}, "structuredContent": map[string]any{"rows": rows}}})
 		case m.Method == "tools/call" && m.Params.Name == "silent":
 			// never answers
 		case m.Method == "tools/call" && m.Params.Name == "slow":
@@ -214,3 +228,12 @@ func whoami() string {
 	b, _ := json.Marshal(map[string]any{"uid": os.Getuid(), "home": home, "key": string(key)})
 	return string(b)
 }
+
+// rowsTools is the scripted child's tools/list in mode "rows": strict
+// refuses fewer than 50 rows, closed takes any number; both refuse
+// members they do not name.
+const rowsTools = `{"tools":[` +
+	`{"name":"strict","inputSchema":{"type":"object"},"outputSchema":{"type":"object","additionalProperties":false,"required":["rows"],` +
+	`"properties":{"rows":{"type":"array","minItems":50}}}},` +
+	`{"name":"closed","inputSchema":{"type":"object"},"outputSchema":{"type":"object","additionalProperties":false,"required":["rows"],` +
+	`"properties":{"rows":{"type":"array"}}}}]}`

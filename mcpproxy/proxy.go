@@ -26,7 +26,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -251,17 +250,15 @@ type stdioRun struct {
 
 // checkStateless validates a stateless request's routing headers where
 // the proxy terminates HTTP (an HTTP upstream checks its own), learning
-// the called tool's bindings from the upstream first if it must.
+// the called tool from the upstream first if it must (one listing, as
+// rq's caller, teaches its bindings and its outputSchema).
 func (p *Proxy) checkStateless(ctx context.Context, r *http.Request, rq owned.Request, m *jsonrpc.Message, up *mux.Mux) *jsonrpc.Message {
 	if err := mcpheader.Check(r.Header, []*jsonrpc.Message{m}); err != nil {
 		return headerError(m, err)
 	}
 	if name, ok := mcpheader.RoutingName(m); ok && m.Method == "tools/call" && mcpheader.Stateless(r.Header.Get(mcpheader.ProtocolVersion)) &&
 		!p.methods.OwnsTool(rq, name) { // the proxy answers it: no bindings to check, no upstream to ask
-		meta := jsonrpc.RawMember(m.Params, "_meta")
-		p.tools.Ensure(ctx, name, func(ctx context.Context, cursor string) ([]byte, error) {
-			return listTools(ctx, up, meta, cursor)
-		})
+		p.methods.EnsureTool(ctx, rq, name, terminate.ListTools(up, m, true))
 		bs, _ := p.tools.Lookup(name)
 		if err := mcpheader.CheckParams(r.Header, bs, m.Params); err != nil {
 			return headerError(m, err)
@@ -278,28 +275,6 @@ func headerError(m *jsonrpc.Message, err error) *jsonrpc.Message {
 		return jsonrpc.ErrorResponse(m.ID, e.Code, e.Message)
 	}
 	return jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeInvalidRequest, err.Error())
-}
-
-// listTools asks the upstream for one page of tools/list, with a
-// stateless caller's _meta (the request needs it to be understood).
-func listTools(ctx context.Context, up *mux.Mux, meta []byte, cursor string) ([]byte, error) {
-	params := map[string]any{}
-	if meta != nil {
-		params["_meta"] = json.RawMessage(meta)
-	}
-	if cursor != "" {
-		params["cursor"] = cursor
-	}
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "spillway-tools", "method": "tools/list", "params": params})
-	req, err := jsonrpc.DecodeMessage(b)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := terminate.Request(ctx, up, req)
-	if err != nil {
-		return nil, err
-	}
-	return resp.Result, nil
 }
 
 // New returns a proxy for o.Upstream.

@@ -22,6 +22,9 @@ const (
 		`"items":{"type":"object","additionalProperties":false,"required":["id","name","note"],` +
 		`"properties":{"id":{"type":"integer"},"name":{"type":"string"},"note":{"type":"string"}}}}}}`
 	rsLooseRows = `{"type":"object","properties":{"rows":{"type":"array","items":{"type":"object"}}}}`
+	// rsClosedRows takes any number of rows, and no member it does not
+	// name: Spillway shows it with room for its note.
+	rsClosedRows = `{"type":"object","additionalProperties":false,"required":["rows"],"properties":{"rows":{"type":"array","items":{"type":"object"}}}}`
 )
 
 // rsRowsUpstreams starts rowsserver.mjs over HTTP and returns, for each
@@ -126,6 +129,37 @@ func rsCheckRows(t *testing.T, rep rsCachedReport, shrunk bool) {
 		t.Errorf("link %s: bytes with SHA-256 %s, _meta says %s", res.Meta.Replaced[0].HTTPURL, sum, res.Meta.Replaced[0].SHA256)
 	}
 	t.Logf("isError %v, %d rows inline, %d links, %d bytes", res.IsError, len(sc.Rows), len(res.Meta.Replaced), len(result))
+}
+
+// TestRealServersSchemaUnseen: a client holds the tool list from before
+// (its SDK checks each structuredContent against the outputSchemas in
+// it) and calls through a Spillway process that never saw a tools/list:
+// a restart, another replica. The TypeScript SDK v1 client keeps its
+// schemas across the reconnection; the v2 client pinned to 2026-07-28 is
+// handed the cached tool definition. Spillway learns the schema as the
+// caller before it shrinks; before, it cut the 300 rows to five and added
+// _spillway against no schema, and every client threw "Structured content
+// does not match the tool's output schema" (minItems 50).
+//
+// With a schema that lets rows be cut (closed), the rows are cut against
+// it, with the note it was shown room for: the schema was learned, not
+// merely refused as unknown.
+func TestRealServersSchemaUnseen(t *testing.T) {
+	rt := rsSetup(t)
+	through, schemaFile := rsRowsUpstreams(t, rt)
+	for _, schema := range []string{"strict", "closed"} {
+		rsWrite(t, schemaFile, []byte(map[string]string{"strict": rsStrictRows, "closed": rsClosedRows}[schema]))
+		for _, mode := range []string{"stdio", "http"} {
+			for _, sdk := range []string{"v1", "v2pin"} {
+				t.Run(schema+"/"+mode+"/"+sdk, func(t *testing.T) {
+					first, tok1 := rsSpillway(t, through[mode]...)
+					c := rsCachedClient(t, rt, sdk, first+"/mcp", tok1)
+					fresh, tok2 := rsSpillway(t, through[mode]...)
+					rsCheckRows(t, c.call(fresh+"/mcp", tok2), schema == "closed")
+				})
+			}
+		}
+	}
 }
 
 // TestRealServersSchemaPerTenant: tenant B lists report's strict schema;

@@ -1,16 +1,12 @@
 package mcpheader
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 )
@@ -161,44 +157,6 @@ func TestToolsLearn(t *testing.T) {
 	}
 	if _, ok := tools.Lookup("unknown"); ok {
 		t.Error("an unknown tool is known")
-	}
-}
-
-// Concurrent calls for an unknown tool share one listing and wait for it
-// (they used to go on unchecked while the first listed); pages are
-// followed; an unknown tool does not list again within the second.
-func TestToolsEnsure(t *testing.T) {
-	var tools Tools
-	var lists atomic.Int32
-	release := make(chan struct{})
-	list := func(ctx context.Context, cursor string) ([]byte, error) {
-		lists.Add(1)
-		<-release
-		if cursor == "" {
-			return []byte(`{"tools":[{"name":"a","inputSchema":{}}],"nextCursor":"p2"}`), nil
-		}
-		return []byte(`{"tools":[{"name":"b","inputSchema":{"properties":{"r":{"x-mcp-header":"R"}}}}]}`), nil
-	}
-	var wg sync.WaitGroup
-	for range 10 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			tools.Ensure(context.Background(), "b", list)
-			if bs, ok := tools.Lookup("b"); !ok || len(bs) != 1 {
-				t.Errorf("after Ensure: %v, %v", bs, ok)
-			}
-		}()
-	}
-	time.Sleep(50 * time.Millisecond)
-	close(release)
-	wg.Wait()
-	if n := lists.Load(); n != 2 { // two pages, once
-		t.Errorf("%d list calls; want 2", n)
-	}
-	tools.Ensure(context.Background(), "unknown", list)
-	if n := lists.Load(); n != 2 {
-		t.Errorf("listed again within the second: %d calls", n)
 	}
 }
 

@@ -1,26 +1,20 @@
 package mcpheader
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"sync"
-	"time"
 )
 
-// ListFunc lists one page of an upstream's tools: it returns the result of
-// tools/list for cursor ("" for the first page).
-type ListFunc func(ctx context.Context, cursor string) (result []byte, err error)
-
 // Tools remembers each tool's x-mcp-header bindings, learned from
-// tools/list results. A server that reads bodies needs them to check a
-// tools/call's Mcp-Param-* headers, a client to set them. The zero value
-// is ready; it is safe for concurrent use.
+// tools/list results: the clients' own, and the proxy's listings of a
+// tool it has not seen (owned.Methods.EnsureTool, whose one listing
+// teaches the outputSchema too). A server that reads bodies needs them
+// to check a tools/call's Mcp-Param-* headers, a client to set them. The
+// zero value is ready; it is safe for concurrent use.
 type Tools struct {
-	mu      sync.Mutex
-	byTool  map[string][]Binding
-	listing chan struct{} // closed when the listing in flight ends; nil if none
-	listed  time.Time     // when the last listing ended
+	mu     sync.Mutex
+	byTool map[string][]Binding
 }
 
 // Lookup returns tool's bindings; ok is false when the tool is unknown.
@@ -54,50 +48,6 @@ func (t *Tools) Learn(result []byte) (nextCursor string) {
 		t.byTool[tool.Name] = bindings(tool.InputSchema)
 	}
 	return r.NextCursor
-}
-
-// Ensure makes sure tool's bindings are known before its call is checked:
-// when it is unknown, it lists the tools (every page, up to 20) with list,
-// unless a listing ended less than a second ago. Concurrent callers share
-// one listing and each waits for it, until ctx ends. Errors leave the
-// tool unknown.
-func (t *Tools) Ensure(ctx context.Context, tool string, list ListFunc) {
-	t.mu.Lock()
-	if _, ok := t.byTool[tool]; ok {
-		t.mu.Unlock()
-		return
-	}
-	if wait := t.listing; wait != nil {
-		t.mu.Unlock()
-		select {
-		case <-wait:
-		case <-ctx.Done():
-		}
-		return
-	}
-	if time.Since(t.listed) < time.Second {
-		t.mu.Unlock()
-		return
-	}
-	done := make(chan struct{})
-	t.listing = done
-	t.mu.Unlock()
-	defer func() {
-		t.mu.Lock()
-		t.listing, t.listed = nil, time.Now()
-		t.mu.Unlock()
-		close(done)
-	}()
-	cursor := ""
-	for page := 0; page < 20; page++ {
-		result, err := list(ctx, cursor)
-		if err != nil {
-			return
-		}
-		if cursor = t.Learn(result); cursor == "" {
-			return
-		}
-	}
 }
 
 type schemaProp struct {

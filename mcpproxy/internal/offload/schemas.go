@@ -2,6 +2,7 @@ package offload
 
 import (
 	"container/list"
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -144,6 +145,10 @@ func (s *Schemas) Lookup(tool string) (sch *shrink.Schema, err error) {
 // tool error carrying the links, as for a schema that does not compile.
 var ErrUnknown = errors.New("offload: the tool's outputSchema is unknown")
 
+// ListFunc lists one page of an upstream's tools for one caller: it
+// returns the result of tools/list for cursor ("" for the first page).
+type ListFunc func(ctx context.Context, cursor string) (result []byte, err error)
+
 // Key names one table of Learned: what one tenant was shown by one
 // upstream.
 type Key struct {
@@ -155,18 +160,24 @@ type Key struct {
 
 // The bounds of Learned: tables are dropped when unused for tableIdle,
 // and the least recently used one goes when there are more than
-// maxTables or their schemas hold more than maxLearnedBytes.
+// maxTables or their schemas hold more than maxLearnedBytes. A listing
+// reads at most maxPages pages within listWait, and an unknown tool is
+// listed for at most once per relistAfter per table.
 const (
 	maxTables       = 1024
 	maxLearnedBytes = 64 << 20
 	tableIdle       = time.Hour
+	maxPages        = 20
+	listWait        = 10 * time.Second
+	relistAfter     = time.Second
 )
 
 // Learned holds what each tenant was shown of each upstream's tools, a
 // Schemas per Key, so that one tenant's listing never decides how
-// another's results are shrunk. Its tables are bounded (see maxTables,
-// maxLearnedBytes, tableIdle); a tool of a dropped one is unknown until
-// listed again. The zero value is ready; it is safe for concurrent use.
+// another's results are shrunk, and learns a tool it lacks by listing the
+// upstream's tools as the caller (Ensure). Its tables are bounded (see
+// maxTables, maxLearnedBytes, tableIdle); a dropped one is learned again
+// when needed. The zero value is ready; it is safe for concurrent use.
 type Learned struct {
 	mu     sync.Mutex
 	tables map[Key]*table
@@ -175,10 +186,12 @@ type Learned struct {
 }
 
 type table struct {
-	key  Key
-	s    Schemas
-	used time.Time
-	at   *list.Element
+	key     Key
+	s       Schemas
+	used    time.Time
+	at      *list.Element
+	listing chan struct{} // closed when the listing in flight ends; nil if none
+	listed  time.Time     // when the last listing ended
 }
 
 func (l *Learned) clock() time.Time {
@@ -265,4 +278,58 @@ func (l *Learned) Lookup(k Key, tool string) (*shrink.Schema, error) {
 		return nil, fmt.Errorf("tool %q: %w", tool, ErrUnknown)
 	}
 	return t.s.Lookup(tool)
+}
+
+// Ensure makes sure k's table knows tool before its result is shrunk or
+// its call checked: when it does not, it lists the upstream's tools with
+// list (every page, up to maxPages, within listWait), presenting each
+// page to k's table and handing it to also (nil: none; the x-mcp-header
+// bindings learn from the same listing), unless k's last listing ended
+// less than relistAfter ago. Concurrent callers for k share one listing
+// and each waits for it, until its ctx ends. A failed listing leaves what
+// it did not reach unknown; so does a tool the listing does not name.
+func (l *Learned) Ensure(ctx context.Context, k Key, tool string, list ListFunc, also func(result []byte)) {
+	l.mu.Lock()
+	t := l.get(k, true)
+	if t.s.Listed(tool) {
+		l.mu.Unlock()
+		return
+	}
+	if wait := t.listing; wait != nil {
+		l.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+		}
+		return
+	}
+	if l.clock().Sub(t.listed) < relistAfter {
+		l.mu.Unlock()
+		return
+	}
+	done := make(chan struct{})
+	t.listing = done
+	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		t.listing, t.listed = nil, l.clock()
+		l.mu.Unlock()
+		close(done)
+	}()
+	ctx, cancel := context.WithTimeout(ctx, listWait)
+	defer cancel()
+	cursor := ""
+	for range maxPages {
+		result, err := list(ctx, cursor)
+		if err != nil {
+			return
+		}
+		if also != nil {
+			also(result)
+		}
+		l.Present(k, result)
+		if cursor = jsonrpc.StringMember(result, "nextCursor"); cursor == "" {
+			return
+		}
+	}
 }

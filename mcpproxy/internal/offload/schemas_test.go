@@ -1,9 +1,12 @@
 package offload
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -123,4 +126,68 @@ func TestLearnedBounds(t *testing.T) {
 			t.Errorf("%d tables after %v idle", len(l.tables), tableIdle)
 		}
 	})
+}
+
+// Concurrent results of an unknown tool share one listing and wait for
+// it; pages are followed and each is also handed on (the x-mcp-header
+// bindings); a tool absent from the listing, or behind a listing that
+// failed, stays unknown, and is not listed again within the second.
+func TestLearnedEnsure(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	var mu sync.Mutex
+	l := Learned{now: func() time.Time { mu.Lock(); defer mu.Unlock(); return now }}
+	k := Key{Tenant: "a"}
+	var lists, also atomic.Int32
+	release := make(chan struct{})
+	fail := false
+	list := func(ctx context.Context, cursor string) ([]byte, error) {
+		lists.Add(1)
+		<-release
+		if fail {
+			return nil, errors.New("the upstream is down")
+		}
+		if cursor == "" {
+			return []byte(`{"tools":[{"name":"a","inputSchema":{}}],"nextCursor":"p2"}`), nil
+		}
+		return listing("b", strictRows), nil
+	}
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() {
+			l.Ensure(context.Background(), k, "b", list, func([]byte) { also.Add(1) })
+			if sch, err := l.Lookup(k, "b"); sch == nil || err != nil {
+				t.Errorf("after Ensure: %v, %v", sch, err)
+			}
+		})
+	}
+	time.Sleep(50 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	if n, a := lists.Load(), also.Load(); n != 2 || a != 2 { // two pages, once
+		t.Errorf("%d list calls, %d handed on; want 2, 2", n, a)
+	}
+	// Another tenant lists for itself.
+	l.Ensure(context.Background(), Key{Tenant: "b"}, "b", list, nil)
+	if n := lists.Load(); n != 4 {
+		t.Errorf("tenant b: %d list calls in all, want 4", n)
+	}
+	l.Ensure(context.Background(), k, "gone", list, nil)
+	if _, err := l.Lookup(k, "gone"); !errors.Is(err, ErrUnknown) || lists.Load() != 4 {
+		t.Errorf("within the second: %d list calls (want 4), %v", lists.Load(), err)
+	}
+	mu.Lock()
+	now = now.Add(relistAfter)
+	mu.Unlock()
+	l.Ensure(context.Background(), k, "gone", list, nil)
+	if _, err := l.Lookup(k, "gone"); !errors.Is(err, ErrUnknown) || lists.Load() != 6 {
+		t.Errorf("a tool the listing does not name: %d list calls (want 6), %v", lists.Load(), err)
+	}
+	mu.Lock()
+	now = now.Add(relistAfter)
+	mu.Unlock()
+	fail = true
+	l.Ensure(context.Background(), Key{Tenant: "c"}, "b", list, nil)
+	if _, err := l.Lookup(Key{Tenant: "c"}, "b"); !errors.Is(err, ErrUnknown) {
+		t.Errorf("behind a failed listing: %v, want ErrUnknown", err)
+	}
 }

@@ -72,6 +72,12 @@ type Call struct {
 	// so the proxy's own items (added to the first) are not added again.
 	More    bool
 	Request Request
+	// List lists the upstream's tools as this call's caller, on the
+	// connection the call took: how After learns the outputSchema of a
+	// tool whose listing the proxy has not seen (a restart, another
+	// replica, a client's cached list). The face that forwards the call
+	// sets it; nil: such a tool's large structuredContent is not cut.
+	List offload.ListFunc
 }
 
 // schemaKey is the table of learned schemas a request's results are
@@ -306,17 +312,26 @@ const maxInMemory = 64 << 20
 // result can be read and extended, and frees them on disk; one past
 // maxInMemory stays as it is (and is refused as unreadable).
 func inMemory(resp *jsonrpc.Message) *jsonrpc.Message {
-	n := spill.ExpandedLen(resp.Result)
-	if n == int64(len(resp.Result)) || n > maxInMemory {
-		return resp // nothing spilled (one scan), or too much to hold
+	if r, ok := expand(resp.Result); ok {
+		return resp.WithResult(r)
+	}
+	return resp
+}
+
+// expand is inMemory for a result: ok is false, and r is returned, when
+// nothing is spilled or too much is.
+func expand(r []byte) (out []byte, ok bool) {
+	n := spill.ExpandedLen(r)
+	if n == int64(len(r)) || n > maxInMemory {
+		return r, false // nothing spilled (one scan), or too much to hold
 	}
 	var b bytes.Buffer
 	b.Grow(int(n))
-	if spill.Expand(&b, resp.Result) != nil {
-		return resp
+	if spill.Expand(&b, r) != nil {
+		return r, false
 	}
-	spill.Release(resp.Result) // the copy in memory is the one that goes on
-	return resp.WithResult(b.Bytes())
+	spill.Release(r) // the copy in memory is the one that goes on
+	return b.Bytes(), true
 }
 
 // offload rewrites a tools/call or upstream resources/read result. A
@@ -327,6 +342,9 @@ func (o *Methods) offload(ctx context.Context, c *Call, resp *jsonrpc.Message) *
 	}
 	call := offload.Call{Method: c.Method, Tool: c.Tool, URI: c.URI, Tenant: c.Request.Tenant}
 	if c.Method == "tools/call" {
+		if c.List != nil && jsonrpc.RawMember(resp.Result, "structuredContent") != nil {
+			o.EnsureTool(ctx, c.Request, c.Tool, c.List)
+		}
 		call.Schema, call.SchemaErr = o.schemas.Lookup(c.Request.schemaKey(), c.Tool)
 	}
 	r, stored, err := o.o.Offloader.Rewrite(ctx, call, resp.Result)

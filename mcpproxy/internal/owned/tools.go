@@ -1,6 +1,7 @@
 package owned
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/arttools"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/offload"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 )
 
@@ -38,6 +40,18 @@ func (o *Methods) OwnsTool(rq Request, name string) bool {
 // not shadow for rq's caller.
 func (o *Methods) toolItems(rq Request) [][]byte {
 	return arttools.List(func(name string) bool { return !o.schemas.Listed(rq.schemaKey(), name) })
+}
+
+// EnsureTool makes sure the proxy knows tool as the upstream lists it to
+// rq's caller (its outputSchema, and through Options.LearnTools its
+// x-mcp-header bindings), listing the upstream's tools with list when it
+// does not; see offload.Learned.Ensure. One listing feeds both.
+func (o *Methods) EnsureTool(ctx context.Context, rq Request, tool string, list offload.ListFunc) {
+	o.schemas.Ensure(ctx, rq.schemaKey(), tool, func(ctx context.Context, cursor string) ([]byte, error) {
+		r, err := list(ctx, cursor)
+		r, _ = expand(r) // read whole, as a client's listing is (After)
+		return r, err
+	}, o.o.LearnTools)
 }
 
 // callTool answers a tools/call of one of the artifact tools. Every
@@ -142,4 +156,41 @@ func (s *spelt) Read(p []byte) (int, error) {
 	n := copy(p, s.out)
 	s.out = s.out[n:]
 	return n, nil
+}
+
+// Envelope is the stateless-era envelope of a request of the caller's:
+// its _meta (nil: none), copied, for ListRequest.
+func Envelope(m *jsonrpc.Message) []byte {
+	return bytes.Clone(jsonrpc.RawMember(m.Params, "_meta"))
+}
+
+// ListRequest is page cursor ("" for the first) of the proxy's own
+// tools/list for a caller whose request had _meta meta (see Envelope):
+// it carries the stateless-era envelope in it (the members in the
+// io.modelcontextprotocol/ namespace: revision, capabilities, client),
+// and none of the rest (a progress token is that request's own).
+func ListRequest(meta []byte, cursor string) *jsonrpc.Message {
+	params := map[string]any{}
+	if meta != nil {
+		var env map[string]json.RawMessage
+		if json.Unmarshal(meta, &env) == nil {
+			for k := range env {
+				if !strings.HasPrefix(k, "io.modelcontextprotocol/") {
+					delete(env, k)
+				}
+			}
+			if len(env) > 0 {
+				params["_meta"] = env
+			}
+		}
+	}
+	if cursor != "" {
+		params["cursor"] = cursor
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "spillway-tools", "method": "tools/list", "params": params})
+	m, err := jsonrpc.DecodeMessage(b)
+	if err != nil {
+		panic("owned: the proxy's own tools/list did not decode: " + err.Error())
+	}
+	return m
 }

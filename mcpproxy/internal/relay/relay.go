@@ -35,6 +35,7 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/offload"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
@@ -303,6 +304,9 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 			if reply != nil && !batch {
 				httpx.WriteReply(w, rq.Version, reply)
 				return false
+			}
+			if c != nil && m.Method == "tools/call" {
+				c.List = rl.listTools(sid, rq.Version, m)
 			}
 			// A batch is forwarded whole; the proxy's own answers would
 			// have to be merged into the upstream's, so in a batch only
@@ -1027,5 +1031,79 @@ func (rl *Relay) cancelUpstream(sid, version string, ids [][]byte) {
 		}
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
+	}
+}
+
+// maxList caps one page of the proxy's own tools/list, as inMemory caps
+// a client's.
+const maxList = 64 << 20
+
+// listTools returns how to list the upstream's tools for the caller of m,
+// a tools/call in session sid ("" in the stateless era, whose envelope it
+// carries instead) of revision version: a POST of the proxy's own
+// tools/list per page, with the configured headers alone (never the
+// client's credentials), its answer read as JSON or as an event stream.
+func (rl *Relay) listTools(sid, version string, m *jsonrpc.Message) offload.ListFunc {
+	var meta []byte
+	if sid == "" {
+		meta = owned.Envelope(m)
+	}
+	return func(ctx context.Context, cursor string) ([]byte, error) {
+		lm := owned.ListRequest(meta, cursor)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, rl.o.URL, bytes.NewReader(lm.Raw))
+		if err != nil {
+			return nil, err
+		}
+		for k, vs := range rl.o.Header {
+			req.Header[k] = vs
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+		}
+		if version != "" {
+			req.Header.Set(mcpheader.ProtocolVersion, version)
+		}
+		if mcpheader.Stateless(version) {
+			req.Header.Set(mcpheader.Method, "tools/list")
+		}
+		resp, err := rl.send(req)
+		if err != nil {
+			return nil, fmt.Errorf("tools/list: %w", httpx.RedactError(err))
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("tools/list: the upstream answered %s", resp.Status)
+		}
+		var r *jsonrpc.Message
+		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			rd := sse.NewReader(resp.Body, maxList)
+			defer rd.Release()
+			for r == nil {
+				ev, err := rd.Next()
+				if err != nil {
+					return nil, fmt.Errorf("tools/list: %w", err)
+				}
+				if m, err := jsonrpc.DecodeMessage(ev.Data); err == nil && m.IsResponse() && bytes.Equal(m.ID, lm.ID) {
+					r = m
+				}
+			}
+		} else {
+			b, err := io.ReadAll(io.LimitReader(resp.Body, maxList+1))
+			if err != nil {
+				return nil, fmt.Errorf("tools/list: %w", err)
+			}
+			if len(b) > maxList {
+				return nil, fmt.Errorf("tools/list: the answer is over %d bytes", maxList)
+			}
+			if r, err = jsonrpc.DecodeMessage(b); err != nil {
+				return nil, fmt.Errorf("tools/list: %w", err)
+			}
+		}
+		if r.Error != nil {
+			return nil, fmt.Errorf("tools/list: the upstream answered error %d", r.ErrorCode())
+		}
+		return bytes.Clone(r.Result), nil // the reader's buffer goes back to its pool
 	}
 }

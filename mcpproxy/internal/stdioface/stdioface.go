@@ -221,6 +221,9 @@ func (f *Face) handle(ctx context.Context, m *jsonrpc.Message, up Upstream, scop
 			if *scopeOf != mx { // a restarted upstream: a fresh namespace
 				*scope, *scopeOf = mx.NewScope(), mx
 			}
+			if c != nil && m.Method == "tools/call" {
+				c.List = terminate.ListTools(mx, m, true)
+			}
 			if _, err := (*scope).Call(ctx, m, f, c); err != nil {
 				code, msg := jsonrpc.CodeUpstream, "upstream MCP server unavailable"
 				if err == mux.ErrDuplicateID {

@@ -223,6 +223,9 @@ func (f *Face) sessionPOST(w http.ResponseWriter, r *http.Request, rq owned.Requ
 				st.Append(reply)
 				continue
 			}
+			if c != nil && m.Method == "tools/call" {
+				c.List = ListTools(l.m, m, false) // on the session's own connection
+			}
 			if _, err := l.scope.Call(ctx, m, sink, c); err != nil {
 				st.Append(callError(m, err))
 			}

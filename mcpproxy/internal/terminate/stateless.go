@@ -258,6 +258,9 @@ func (f *Face) statelessPOST(w http.ResponseWriter, r *http.Request, rq owned.Re
 				q.Deliver(reply, nil)
 				continue
 			}
+			if c != nil && m.Method == "tools/call" {
+				c.List = ListTools(sm, m, !bridge) // a bridged upstream takes no envelope
+			}
 			up := m
 			if bridge {
 				up = stripEnvelope(m)

@@ -12,6 +12,8 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/era"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/offload"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
 )
 
 // Dial opens a new connection to the upstream (a child process, or a
@@ -188,6 +190,28 @@ func Request(ctx context.Context, m *mux.Mux, req *jsonrpc.Message) (*jsonrpc.Me
 		return r, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%s: %w", req.Method, ctx.Err())
+	}
+}
+
+// ListTools returns how to list the upstream's tools on up for the caller
+// of m (a tools/call whose result needs the tool's outputSchema, or its
+// bindings checked): each page a tools/list of the proxy's own, carrying
+// m's stateless-era envelope when envelope is set (owned.ListRequest).
+// An error response is an error.
+func ListTools(up *mux.Mux, m *jsonrpc.Message, envelope bool) offload.ListFunc {
+	var meta []byte
+	if envelope {
+		meta = owned.Envelope(m)
+	}
+	return func(ctx context.Context, cursor string) ([]byte, error) {
+		resp, err := Request(ctx, up, owned.ListRequest(meta, cursor))
+		if err != nil {
+			return nil, err
+		}
+		if resp.Error != nil {
+			return nil, fmt.Errorf("tools/list: the upstream answered error %d", resp.ErrorCode())
+		}
+		return resp.Result, nil
 	}
 }
 
