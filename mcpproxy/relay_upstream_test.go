@@ -261,6 +261,10 @@ func TestInlineMaxAcrossCalls(t *testing.T) {
 		w.Write(ev)
 	}))
 	t.Cleanup(up.Close)
+	// Cleanups run last first: a failure before the upstream is released
+	// releases it, so that up.Close does not wait for ever on its handler.
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(releaseOnce)
 	url := proxyURL(t, mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: up.URL, Transport: "streamable"},
 		SpillDir: t.TempDir(), InlineMax: 1 << 20})
 	call := func(id int, name string) map[string]json.RawMessage {
@@ -300,7 +304,7 @@ func TestInlineMaxAcrossCalls(t *testing.T) {
 	if !strings.Contains(string(refused["error"]), "no room") {
 		t.Fatalf("refused answer (the first: %v): error %s, want one saying there is no room", firstRefused, refused["error"])
 	}
-	close(release)
+	releaseOnce()
 	if !firstRefused {
 		if m := <-first; len(m["result"]) < size-1024 {
 			t.Fatalf("first answer, once its upstream went on: result %.200s, error %s", m["result"], m["error"])
