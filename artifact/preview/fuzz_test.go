@@ -226,7 +226,7 @@ func FuzzThumbnail(f *testing.F) {
 		if err != nil || cfg.Width*cfg.Height > 250_000 {
 			return
 		}
-		th, err := thumbnail(t.Context(), data, format, side)
+		th, err := thumbnail(t.Context(), inMemory(data), format, side)
 		if err != nil {
 			return
 		}

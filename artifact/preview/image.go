@@ -1,6 +1,7 @@
 package preview
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -11,6 +12,7 @@ import (
 	"image/jpeg"
 	"image/png"
 	"io"
+	"os"
 )
 
 // decoders are the formats a thumbnail is drawn of, each with a cost
@@ -26,46 +28,88 @@ var decoders = map[string]func(io.Reader) (image.Image, error){
 // JPEG: a few tens of KB is what a thumbnail should cost.
 const thumbSoftMax = 48 << 10
 
-// imageAn keeps an image whole, up to maxImageBytes, to read its size
-// and draw a thumbnail.
+// imageAn reads an image's size from its header and, to draw a
+// thumbnail, keeps the image up to maxImageBytes in a file (Options.
+// TempDir) as it arrives, never in memory: an image of ordinary
+// dimensions can carry tens of megabytes of metadata, and many arrive
+// at once. The file is unlinked at once and closed at the end, or when
+// the Builder is collected if it never ends.
 type imageAn struct {
 	format string
 	o      Options
-	buf    []byte
-	over   bool
+	head   []byte   // the first imageHeaderBytes, when no file keeps the image
+	file   *os.File // the image, when a thumbnail may be drawn
+	n      int64    // the bytes written to file
+	over   bool     // it is past what is kept: the rest is not read
+	err    error    // the file could not be made or written: no thumbnail
 }
 
 func (a *imageAn) write(p []byte) {
 	if a.over {
 		return
 	}
-	// Without a thumbnail to draw (not asked for, or the image is known
-	// to be too large for one) the header is all the size needs.
-	limit := maxImageBytes
-	if !a.o.Thumbnail || a.o.Size > maxImageBytes {
-		limit = imageHeaderBytes
+	if a.file == nil && a.err == nil && a.o.Thumbnail && a.o.Size <= maxImageBytes {
+		a.file, a.err = tempFile(a.o.TempDir)
 	}
-	if len(a.buf)+len(p) > limit {
-		a.over = true
-		keep := min(len(a.buf)+len(p), imageHeaderBytes)
-		if len(a.buf) < keep {
-			a.buf = append(a.buf, p[:keep-len(a.buf)]...)
-		}
-		if cap(a.buf) > 2*imageHeaderBytes {
-			a.buf = append([]byte(nil), a.buf[:keep]...) // give the rest back
-		}
-		a.buf = a.buf[:keep]
+	if a.file == nil {
+		// No thumbnail to draw (not asked for, the image known to be
+		// too large for one, or no file to keep it in): the header is
+		// all the size needs.
+		keep := min(len(p), imageHeaderBytes-len(a.head))
+		a.head = append(a.head, p[:keep]...)
+		a.over = keep < len(p)
 		return
 	}
-	a.buf = append(a.buf, p...)
+	if a.n+int64(len(p)) > maxImageBytes {
+		a.over = true // what the file holds still gives the size
+		return
+	}
+	n, err := a.file.Write(p)
+	a.n += int64(n)
+	if err != nil {
+		a.over, a.err = true, err
+	}
 }
 
 func (a *imageAn) sated() bool { return a.over }
 
-// imageHeaderBytes is what an image keeps when it is not drawn: enough
-// for its size to be read (a JPEG's frame header may follow a large
-// Exif block).
+// imageHeaderBytes is what an image keeps in memory when it is not drawn:
+// enough for its size to be read (a JPEG's frame header may follow a
+// large Exif block).
 const imageHeaderBytes = 1 << 20
+
+// tempFile returns a new file in dir ("": os.TempDir()), unlinked at
+// once: it is gone with its descriptor, even if the process dies.
+func tempFile(dir string) (*os.File, error) {
+	f, err := os.CreateTemp(dir, "thumb-*")
+	if err != nil {
+		return nil, fmt.Errorf("keep an image to thumbnail: %w", err)
+	}
+	os.Remove(f.Name())
+	return f, nil
+}
+
+// encoded returns the image as kept: the file's bytes, or the head.
+func (a *imageAn) encoded() *io.SectionReader {
+	if a.file != nil {
+		return io.NewSectionReader(a.file, 0, a.n)
+	}
+	return inMemory(a.head)
+}
+
+// inMemory returns a reader of an image held in memory.
+func inMemory(b []byte) *io.SectionReader {
+	return io.NewSectionReader(bytes.NewReader(b), 0, int64(len(b)))
+}
+
+// readBufSize is what a reader of a kept image buffers: the file is read
+// in steps this large, never whole.
+const readBufSize = 32 << 10
+
+// from returns a buffered reader of img from its first byte.
+func from(img *io.SectionReader) *bufio.Reader {
+	return bufio.NewReaderSize(io.NewSectionReader(img, 0, img.Size()), readBufSize)
+}
 
 func (a *imageAn) finish(pv *Preview) []section {
 	return a.finishContext(context.Background(), pv)
@@ -73,12 +117,18 @@ func (a *imageAn) finish(pv *Preview) []section {
 
 // finishContext is finish drawing the thumbnail only while ctx lasts.
 func (a *imageAn) finishContext(ctx context.Context, pv *Preview) []section {
+	if a.file != nil {
+		defer a.file.Close()
+	}
 	f := &pv.Facts
 	f.Format = a.format
-	cfg, format, err := image.DecodeConfig(bytes.NewReader(a.buf))
+	img := a.encoded()
+	cfg, format, err := image.DecodeConfig(from(img))
 	if err != nil {
 		// No decoder here for WebP: its header still gives the size.
-		if w, h, ok := webpSize(a.buf); ok && a.format == "webp" {
+		var b [30]byte
+		n, _ := img.ReadAt(b[:], 0)
+		if w, h, ok := webpSize(b[:n]); ok && a.format == "webp" {
 			f.Width, f.Height = w, h
 			return []section{{prioHead, fmt.Sprintf("WEBP image, %d×%d px, %s.", w, h, humanSize(f.Size))}}
 		}
@@ -87,18 +137,21 @@ func (a *imageAn) finishContext(ctx context.Context, pv *Preview) []section {
 	f.Format, f.Width, f.Height = format, cfg.Width, cfg.Height
 	s := fmt.Sprintf("%s image, %d×%d px, %s.", upper(format), cfg.Width, cfg.Height, humanSize(f.Size))
 	if a.o.Thumbnail {
-		s += a.draw(ctx, pv, format, cfg)
+		s += a.draw(ctx, pv, img, format, cfg)
 	}
 	return []section{{prioHead, s}}
 }
 
 // draw draws the thumbnail into pv if it may, and returns the sentence
 // that says what became of it.
-func (a *imageAn) draw(ctx context.Context, pv *Preview, format string, cfg image.Config) string {
-	if a.over {
+func (a *imageAn) draw(ctx context.Context, pv *Preview, img *io.SectionReader, format string, cfg image.Config) string {
+	switch {
+	case a.err != nil:
+		return " Not thumbnailed: there was no room to keep it on disk."
+	case a.over:
 		return fmt.Sprintf(" Too large to thumbnail (over %s).", humanSize(maxImageBytes))
 	}
-	cost, err := drawCost(a.buf, format, a.o.ThumbMax)
+	cost, err := drawCost(img, format, a.o.ThumbMax)
 	if err != nil {
 		return "" // undecodable: the decoder would fail too
 	}
@@ -112,7 +165,7 @@ func (a *imageAn) draw(ctx context.Context, pv *Preview, format string, cfg imag
 		return " Not thumbnailed: its caller stopped waiting first."
 	}
 	defer drawGate.release(cost)
-	th, err := thumbnail(ctx, a.buf, format, a.o.ThumbMax)
+	th, err := thumbnail(ctx, img, format, a.o.ThumbMax)
 	switch {
 	case ctx.Err() != nil:
 		return " Not thumbnailed: its caller stopped waiting first."
@@ -142,14 +195,18 @@ func upper(s string) string {
 //
 // It decodes with format's decoder, and stops with ctx's error at the
 // decoder's next read, or between rows, once ctx is done.
-func thumbnail(ctx context.Context, data []byte, format string, maxSide int) (*Image, error) {
-	src, err := decodeAs(ctx, data, format)
+func thumbnail(ctx context.Context, img *io.SectionReader, format string, maxSide int) (*Image, error) {
+	src, err := decodeAs(ctx, img, format)
 	if err != nil {
 		return nil, fmt.Errorf("decode: %w", err)
 	}
 	b := src.Bounds()
 	w, h := b.Dx(), b.Dy()
-	if w <= maxSide && h <= maxSide && len(data) <= thumbSoftMax && format != "gif" {
+	if w <= maxSide && h <= maxSide && img.Size() <= thumbSoftMax && format != "gif" {
+		data := make([]byte, img.Size())
+		if _, err := img.ReadAt(data, 0); err != nil {
+			return nil, fmt.Errorf("read back: %w", err)
+		}
 		return &Image{MimeType: "image/" + format, Data: data, Width: w, Height: h}, nil
 	}
 	tw, th := thumbSize(w, h, maxSide)

@@ -1,7 +1,7 @@
 package preview
 
 import (
-	"bytes"
+	"bufio"
 	"container/list"
 	"context"
 	"encoding/binary"
@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"image"
 	"io"
+	"slices"
 	"sync"
 )
 
@@ -46,12 +47,12 @@ const (
 // cost it cannot tell: such an image is not drawn.
 var errUnpredictable = errors.New("no cost model for this format")
 
-// drawCost predicts the bytes that decoding data (an image in format, as
+// drawCost predicts the bytes that decoding img (an image in format, as
 // image.DecodeConfig named it) and drawing its thumbnail (of maxSide
 // pixels at most) will allocate, from its header alone. It errs when the
 // header is unreadable or the format unknown.
-func drawCost(data []byte, format string, maxSide int) (int64, error) {
-	decoded, w, h, err := decodeCost(data, format)
+func drawCost(img *io.SectionReader, format string, maxSide int) (int64, error) {
+	decoded, w, h, err := decodeCost(img, format)
 	if err != nil || decoded > maxDrawCost {
 		return decoded, err // the thumbnail's part changes nothing
 	}
@@ -60,22 +61,24 @@ func drawCost(data []byte, format string, maxSide int) (int64, error) {
 }
 
 // decodeCost predicts the bytes that format's decoder allocates to decode
-// data, and the image's size, from its header.
-func decodeCost(data []byte, format string) (cost int64, w, h int, err error) {
+// img, and the image's size, from its header. It reads img as far as the
+// header goes, readBufSize bytes at a time.
+func decodeCost(img *io.SectionReader, format string) (cost int64, w, h int, err error) {
 	switch format {
 	case "png":
-		p, err := parsePNG(data)
+		p, err := parsePNG(from(img))
 		return p.cost(), int(p.width), int(p.height), err
 	case "jpeg":
-		f, err := parseJPEG(data)
+		f, err := parseJPEG(from(img))
 		return f.cost(), int(f.width), int(f.height), err
 	case "gif":
 		// The first frame (the one decoded) lies within the logical
 		// screen, one byte a pixel, copied once more to undo interlacing.
-		if len(data) < 10 {
+		var b [10]byte
+		if _, err := img.ReadAt(b[:], 0); err != nil {
 			return 0, 0, 0, errShortHeader
 		}
-		w, h := int(binary.LittleEndian.Uint16(data[6:])), int(binary.LittleEndian.Uint16(data[8:]))
+		w, h := int(binary.LittleEndian.Uint16(b[6:])), int(binary.LittleEndian.Uint16(b[8:]))
 		return 2 * int64(w) * int64(h), w, h, nil
 	}
 	return 0, 0, 0, fmt.Errorf("%s: %w", format, errUnpredictable)
@@ -96,11 +99,13 @@ type pngHead struct {
 }
 
 // parsePNG reads a PNG's IHDR and walks its chunks to the first IDAT (or
-// the end of data), as image/png does, without checking their CRCs.
-func parsePNG(b []byte) (pngHead, error) {
+// the end of r), as image/png does, without checking their CRCs. It reads
+// the chunks' headers, and passes their data.
+func parsePNG(r *bufio.Reader) (pngHead, error) {
 	var h pngHead
 	const sig = "\x89PNG\r\n\x1a\n"
-	if len(b) < len(sig)+8+13 || string(b[:len(sig)]) != sig || string(b[12:16]) != "IHDR" {
+	var b [len(sig) + 8 + 13]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil || string(b[:len(sig)]) != sig || string(b[12:16]) != "IHDR" {
 		return h, errShortHeader
 	}
 	if binary.BigEndian.Uint32(b[8:]) != 13 {
@@ -113,22 +118,33 @@ func parsePNG(b []byte) (pngHead, error) {
 		return h, errBadHeader
 	}
 	// image/png takes a tRNS chunk only before the first IDAT. A chunk
-	// cut short by the end of data is one the decoder fails on too.
-	for i := len(sig) + 8 + 13 + 4; i+8 <= len(b); {
-		n, typ := int64(binary.BigEndian.Uint32(b[i:])), string(b[i+4:i+8])
+	// cut short by the end of r is one the decoder fails on too.
+	var c [8]byte
+	for skip(r, 4) && readFull(r, c[:]) { // the CRC before, then a chunk's length and type
+		n, typ := int64(binary.BigEndian.Uint32(c[:])), string(c[4:])
 		if typ == "IDAT" {
 			break
 		}
 		if typ == "tRNS" {
 			h.transparent = true
 		}
-		next := int64(i) + 12 + n
-		if next > int64(len(b)) {
+		if !skip(r, n) {
 			break
 		}
-		i = int(next)
 	}
 	return h, nil
+}
+
+// readFull reads len(p) bytes of r into p, false if r has fewer.
+func readFull(r io.Reader, p []byte) bool {
+	_, err := io.ReadFull(r, p)
+	return err == nil
+}
+
+// skip passes n bytes of r, false if r has fewer.
+func skip(r *bufio.Reader, n int64) bool {
+	_, err := io.CopyN(io.Discard, r, n)
+	return err == nil
 }
 
 // cost is what image/png allocates to decode the image: the image, of the
@@ -177,38 +193,40 @@ type jpegFrame struct {
 }
 
 // parseJPEG walks a JPEG's markers as image/jpeg does, up to the first
-// SOS, and reads its frame header (SOF0, SOF1 or SOF2).
-func parseJPEG(b []byte) (jpegFrame, error) {
+// SOS, and reads its frame header (SOF0, SOF1 or SOF2). It holds the
+// frame header and Adobe segments, and passes the others.
+func parseJPEG(r *bufio.Reader) (jpegFrame, error) {
 	var f jpegFrame
-	if len(b) < 2 || b[0] != 0xff || b[1] != 0xd8 {
+	var b [2]byte
+	if !readFull(r, b[:]) || b[0] != 0xff || b[1] != 0xd8 {
 		return f, errBadHeader
 	}
 	var ids []byte
 	sof, adobeRGB := false, false
-	for i := 2; ; {
-		if i+2 > len(b) {
+	seg := make([]byte, 0, 64)
+	for {
+		if !readFull(r, b[:]) {
 			return f, errShortHeader
 		}
 		// Bytes that are not a marker are skipped, as image/jpeg (and
 		// libjpeg) skip them, and so are fill bytes.
-		c0, marker := b[i], b[i+1]
-		i += 2
+		c0, marker := b[0], b[1]
 		for c0 != 0xff {
-			if i >= len(b) {
+			c, err := r.ReadByte()
+			if err != nil {
 				return f, errShortHeader
 			}
-			c0, marker = marker, b[i]
-			i++
+			c0, marker = marker, c
 		}
 		if marker == 0 {
 			continue
 		}
 		for marker == 0xff {
-			if i >= len(b) {
+			c, err := r.ReadByte()
+			if err != nil {
 				return f, errShortHeader
 			}
-			marker = b[i]
-			i++
+			marker = c
 		}
 		if marker == 0xd9 { // EOI before any scan
 			return f, errBadHeader
@@ -216,59 +234,84 @@ func parseJPEG(b []byte) (jpegFrame, error) {
 		if 0xd0 <= marker && marker <= 0xd7 { // RSTn: no length
 			continue
 		}
-		if i+2 > len(b) {
+		if !readFull(r, b[:]) {
 			return f, errShortHeader
 		}
-		n := int(binary.BigEndian.Uint16(b[i:])) - 2
-		i += 2
+		n := int(binary.BigEndian.Uint16(b[:])) - 2
 		if n < 0 {
 			return f, errBadHeader
 		}
-		if i+n > len(b) {
-			return f, errShortHeader
-		}
-		seg := b[i : i+n]
-		i += n
 		switch marker {
-		case 0xc0, 0xc1, 0xc2:
-			if sof {
-				return f, errBadHeader // image/jpeg refuses a second frame
+		case 0xc0, 0xc1, 0xc2, 0xee: // read below
+		default:
+			if !skip(r, int64(n)) {
+				return f, errShortHeader
 			}
-			sof = true
-			if len(seg) < 6 || seg[0] != 8 {
-				return f, errBadHeader
-			}
-			nc := int(seg[5])
-			if nc != 1 && nc != 3 && nc != 4 || len(seg) != 6+3*nc {
-				return f, errBadHeader
-			}
-			f.height, f.width = int64(binary.BigEndian.Uint16(seg[1:])), int64(binary.BigEndian.Uint16(seg[3:]))
-			f.progressive = marker == 0xc2
-			for c := range nc {
-				id, hv := seg[6+3*c], seg[7+3*c]
-				h, v := int64(hv>>4), int64(hv&0x0f)
-				if h < 1 || h > 4 || v < 1 || v > 4 {
+			if marker == 0xda { // SOS: pixel data follows
+				if !sof {
 					return f, errBadHeader
 				}
-				if nc == 1 { // one component is never subsampled
-					h, v = 1, 1
-				}
-				ids = append(ids, id)
-				f.h, f.v = append(f.h, h), append(f.v, v)
+				// An Adobe segment may follow between scans, where this
+				// walk does not go; 0xff 0xee appears in scan data only
+				// as that marker, so its bytes anywhere after count as
+				// one.
+				f.rgb = adobeRGB || string(ids) == "RGB" || hasAdobeMarker(r)
+				return f, nil
 			}
-		case 0xee: // APP14: the last Adobe segment's transform counts
+			continue
+		}
+		seg = slices.Grow(seg[:0], n)[:n]
+		if !readFull(r, seg) {
+			return f, errShortHeader
+		}
+		if marker == 0xee { // APP14: the last Adobe segment's transform counts
 			if len(seg) >= 12 && string(seg[:5]) == "Adobe" {
 				adobeRGB = seg[11] == 0
 			}
-		case 0xda: // SOS: pixel data follows
-			if !sof {
+			continue
+		}
+		if sof {
+			return f, errBadHeader // image/jpeg refuses a second frame
+		}
+		sof = true
+		if len(seg) < 6 || seg[0] != 8 {
+			return f, errBadHeader
+		}
+		nc := int(seg[5])
+		if nc != 1 && nc != 3 && nc != 4 || len(seg) != 6+3*nc {
+			return f, errBadHeader
+		}
+		f.height, f.width = int64(binary.BigEndian.Uint16(seg[1:])), int64(binary.BigEndian.Uint16(seg[3:]))
+		f.progressive = marker == 0xc2
+		for c := range nc {
+			id, hv := seg[6+3*c], seg[7+3*c]
+			h, v := int64(hv>>4), int64(hv&0x0f)
+			if h < 1 || h > 4 || v < 1 || v > 4 {
 				return f, errBadHeader
 			}
-			// An Adobe segment may follow between scans, where this walk
-			// does not go; 0xff 0xee appears in scan data only as that
-			// marker, so its bytes anywhere after count as one.
-			f.rgb = adobeRGB || string(ids) == "RGB" || bytes.Contains(b[i:], []byte{0xff, 0xee})
-			return f, nil
+			if nc == 1 { // one component is never subsampled
+				h, v = 1, 1
+			}
+			ids = append(ids, id)
+			f.h, f.v = append(f.h, h), append(f.v, v)
+		}
+	}
+}
+
+// hasAdobeMarker reports whether the rest of r holds the bytes 0xff 0xee.
+func hasAdobeMarker(r *bufio.Reader) bool {
+	for {
+		_, err := r.ReadSlice(0xff)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue // no 0xff in a whole buffer
+		}
+		if err != nil {
+			return false
+		}
+		if next, err := r.Peek(1); err == nil && next[0] == 0xee {
+			return true
+		} else if err != nil {
+			return false
 		}
 	}
 }
@@ -395,12 +438,13 @@ func (r ctxReader) Read(p []byte) (int, error) {
 	return r.r.Read(p)
 }
 
-// decodeAs decodes data with the decoder of format, the one drawCost
-// predicted, reading through ctx.
-func decodeAs(ctx context.Context, data []byte, format string) (image.Image, error) {
+// decodeAs decodes img with the decoder of format, the one drawCost
+// predicted, reading through ctx, readBufSize bytes at a time (drawFixed
+// counts them).
+func decodeAs(ctx context.Context, img *io.SectionReader, format string) (image.Image, error) {
 	dec, ok := decoders[format]
 	if !ok {
 		return nil, fmt.Errorf("%s: %w", format, errUnpredictable)
 	}
-	return dec(ctxReader{ctx, bytes.NewReader(data)})
+	return dec(ctxReader{ctx, from(img)})
 }

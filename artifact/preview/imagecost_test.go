@@ -188,12 +188,12 @@ func TestDrawCostCovers(t *testing.T) {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		side := cmp.Or(c.side, DefaultThumbMax)
-		cost, err := drawCost(c.data, format, side)
+		cost, err := drawCost(inMemory(c.data), format, side)
 		if err != nil {
 			t.Fatalf("%s: drawCost: %v", c.name, err)
 		}
 		var th *Image
-		alloc := allocated(func() { th, err = thumbnail(t.Context(), c.data, format, side) })
+		alloc := allocated(func() { th, err = thumbnail(t.Context(), inMemory(c.data), format, side) })
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -356,7 +356,7 @@ func TestThumbnailsShareTheBudget(t *testing.T) {
 	}
 	img := previewtest.ProgressiveJPEG(big, big*9/16, 0x22, 0x11, 0x11)
 	shot := previewtest.ProgressiveJPEG(small, small*9/16, 0x11, 0x11, 0x11)
-	largest, _ := drawCost(img, "jpeg", DefaultThumbMax)
+	largest, _ := drawCost(inMemory(img), "jpeg", DefaultThumbMax)
 	drawGate.mu.Lock()
 	drawGate.peak = drawGate.held
 	drawGate.mu.Unlock()
@@ -441,7 +441,7 @@ func TestDecodeStopsWhenContextEnds(t *testing.T) {
 	photo := encodeJPEG(gradient(1920, 1080))
 	for _, n := range []int{0, 1, 5} {
 		c := &endingCtx{Context: t.Context(), n: n}
-		if _, err := thumbnail(c, photo, "jpeg", DefaultThumbMax); !errors.Is(err, context.Canceled) || c.calls != n+1 {
+		if _, err := thumbnail(c, inMemory(photo), "jpeg", DefaultThumbMax); !errors.Is(err, context.Canceled) || c.calls != n+1 {
 			t.Errorf("decoding, ended after %d reads: %v after %d reads; want Canceled after %d", n, err, c.calls, n+1)
 		}
 	}
@@ -475,7 +475,7 @@ func FuzzDrawCost(f *testing.F) {
 	f.Add([]byte("\xff\xd8\xff\xc2\x00\x11\x08\xff\xff\xff\xff\x03\x01\x11\x00\x02\x11\x00\x03\x11\x00\xff\xda"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, format := range []string{"png", "jpeg", "gif"} {
-			if cost, _, _, err := decodeCost(data, format); err == nil && cost < 0 {
+			if cost, _, _, err := decodeCost(inMemory(data), format); err == nil && cost < 0 {
 				t.Fatalf("%s: cost %d", format, cost)
 			}
 		}
@@ -483,7 +483,7 @@ func FuzzDrawCost(f *testing.F) {
 		if err != nil {
 			return
 		}
-		cost, w, h, err := decodeCost(data, format)
+		cost, w, h, err := decodeCost(inMemory(data), format)
 		if err != nil {
 			return
 		}
@@ -493,7 +493,7 @@ func FuzzDrawCost(f *testing.F) {
 		if cost > 1<<20 {
 			return // the instrumented decoders are slow
 		}
-		img, err := decodeAs(t.Context(), data, format)
+		img, err := decodeAs(t.Context(), inMemory(data), format)
 		if err != nil {
 			return
 		}

@@ -46,9 +46,10 @@ const (
 	// sniffSize is how many leading bytes decide the kind: the head is
 	// buffered until then, and is the only part that is kept whole.
 	sniffSize = 64 << 10
-	// maxImageBytes bounds the encoded image kept to draw a thumbnail
-	// (and maxDrawCost what decoding and drawing it may take). Past
-	// either a preview states the dimensions only.
+	// maxImageBytes bounds the encoded image kept (on disk, in
+	// Options.TempDir) to draw a thumbnail, and maxDrawCost what
+	// decoding and drawing it may take. Past either a preview states the
+	// dimensions only.
 	maxImageBytes = 32 << 20
 )
 
@@ -74,6 +75,10 @@ type Options struct {
 	// if not: an image too large to draw is then not kept while it
 	// streams past.
 	Size int64
+	// TempDir is where an image to thumbnail is kept while it arrives,
+	// in a file unlinked at once ("": os.TempDir()). Without room there
+	// it is not thumbnailed.
+	TempDir string
 
 	// nested is set for the preview of a compressed file's content: its
 	// own content is not decompressed in turn (a gzip quine would never
@@ -204,12 +209,13 @@ type Builder struct {
 // recorded JSON paths, and per column at most 256 distinct values of 64
 // bytes (columns: 64 per table; tables: 4 arrays and 3 maps per JSON
 // document): about 3 MiB live with every bound reached
-// (TestMemoryWorstCase), 0.3 MiB for ordinary rows. The one exception is
-// an image to thumbnail, which is kept whole up to 32 MiB and decoded if
-// its header says decoding and drawing take at most 64 MiB (16 Mpx of
-// 8-bit RGBA, 43 Mpx of a baseline 4:2:0 JPEG, 8.5 Mpx of a progressive
-// one); the thumbnails drawn at once take at most 64 MiB together,
-// process-wide.
+// (TestMemoryWorstCase), 0.3 MiB for ordinary rows. An image keeps at
+// most 1 MiB of its head in memory; one to thumbnail is kept whole up to
+// 32 MiB on disk instead (Options.TempDir), read back 32 KiB at a time
+// (TestLargeImageNotHeld), and decoded if its header says decoding and
+// drawing take at most 64 MiB (16 Mpx of 8-bit RGBA, 43 Mpx of a
+// baseline 4:2:0 JPEG, 8.5 Mpx of a progressive one); the thumbnails
+// drawn at once take at most 64 MiB together, process-wide.
 // A gzip's content is inflated from its head at the end, at most 256
 // KiB of it, and previewed in turn (not a gzip inside it).
 func New(o Options) *Builder {
