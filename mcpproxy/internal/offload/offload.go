@@ -82,7 +82,8 @@ type Options struct {
 	// staged decoded, in files unlinked at once ("": os.TempDir()), when
 	// the artifact store has no staging of its own (artifact.Stager: the
 	// local-directory store stages in its own folder, and storing is
-	// then a link). StageMax is the most bytes staged at once (default
+	// then a link); and where an image is kept while its thumbnail is
+	// drawn (preview.Options.TempDir). StageMax is the most bytes staged at once (default
 	// 4 GiB): past it a string is decoded from its spill file when it is
 	// stored.
 	StageDir string

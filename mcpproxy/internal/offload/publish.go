@@ -140,7 +140,7 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 		pb.SetBudget(w.previewBudget)
 	} else {
 		pb = preview.New(preview.Options{MimeType: mime, Name: fileName, Budget: w.previewBudget,
-			Thumbnail: thumb, ThumbMax: f.o.ThumbMax, Size: u.size})
+			Thumbnail: thumb, ThumbMax: f.o.ThumbMax, Size: u.size, TempDir: f.o.StageDir})
 		if staged {
 			// Staged as it arrived, in the store: the preview reads it
 			// first, as far as it needs (an image's header, not its
