@@ -6,6 +6,10 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/color"
+	"image/jpeg"
+	"image/png"
 	"io"
 	"net/http"
 	"os"
@@ -32,7 +36,29 @@ var hostileImages = map[string]func() []byte{
 	// Just under the bound on one decode: 24 KiB that take 61 MiB to
 	// draw (3840×2160 px of progressive 4:2:0).
 	"atbound": func() []byte { return previewtest.ProgressiveJPEG(3840, 2160, 0x22, 0x11, 0x11) },
+	// Large but ordinary: a 1920×1080 screenshot and a photo, each
+	// carrying 30 MiB of metadata before its pixels (under the 32 MiB
+	// kept to thumbnail); cheap to decode, both are drawn.
+	"paddedpng":  func() []byte { return previewtest.Padded(screenImage(png.Encode), 30<<20) },
+	"paddedjpeg": func() []byte { return previewtest.Padded(screenImage(encodeJPEG), 30<<20) },
 }
+
+// screenImage encodes a 1920×1080 picture of a few shapes with enc.
+func screenImage(enc func(io.Writer, image.Image) error) []byte {
+	img := image.NewRGBA(image.Rect(0, 0, 1920, 1080))
+	for y := range 1080 {
+		for x := range 1920 {
+			img.SetRGBA(x, y, color.RGBA{uint8(x / 8), uint8(y / 8), uint8(x*y/4096) &^ 0x0f, 255})
+		}
+	}
+	var b bytes.Buffer
+	if err := enc(&b, img); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
+}
+
+func encodeJPEG(w io.Writer, img image.Image) error { return jpeg.Encode(w, img, nil) }
 
 // TestImageUpstream is not a test: with imageUpstreamEnv set it serves
 // MCP on stdin and stdout, one tool returning a hostile image, and exits
@@ -66,9 +92,21 @@ func TestImageUpstream(t *testing.T) {
 		case "tools/list":
 			result = map[string]any{"tools": []any{map[string]any{"name": "image", "inputSchema": map[string]any{"type": "object"}}}}
 		case "tools/call":
+			// Written as it is: a 40 MiB string is not worth copying
+			// through an encoder in each of 16 upstreams at once.
 			img := hostileImages[m.Params.Arguments.Kind]()
-			result = map[string]any{"content": []any{map[string]any{"type": "image", "mimeType": "image/jpeg",
-				"data": base64.StdEncoding.EncodeToString(img)}}}
+			mime := "image/jpeg"
+			if bytes.HasPrefix(img, []byte("\x89PNG")) {
+				mime = "image/png"
+			}
+			w := bufio.NewWriterSize(os.Stdout, 1<<20)
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"content":[{"type":"image","mimeType":%q,"data":"`, m.ID, mime)
+			enc := base64.NewEncoder(base64.StdEncoding, w)
+			enc.Write(img)
+			enc.Close()
+			w.WriteString("\"}]}}\n")
+			w.Flush()
+			continue
 		}
 		out.Encode(map[string]any{"jsonrpc": "2.0", "id": m.ID, "result": result})
 	}
@@ -109,11 +147,13 @@ func rpcAnswer(body []byte, id int) []byte {
 // hostileImagesPeakRSS is the most that TestHostileImagesRSS lets
 // Spillway's resident memory grow above idle (VmHWM − VmRSS before the
 // calls): drawing holds 64 MiB of decoded images at most, and a garbage
-// collector lets the heap grow to about twice what is live.
+// collector lets the heap grow to about twice what is live; the encoded
+// images wait on disk.
 const hostileImagesPeakRSS = 192 << 20
 
 // TestHostileImagesRSS is issue 38's item 3 against the real binary: an
-// upstream returns small progressive JPEGs that declare many pixels, to
+// upstream returns small progressive JPEGs that declare many pixels, or
+// images of ordinary dimensions made large by their metadata, to
 // concurrent calls of separate sessions. Spillway's peak RSS stays within
 // hostileImagesPeakRSS of idle; every client gets its preview and link,
 // with a thumbnail where the image is under the bound on one decode.
@@ -124,12 +164,17 @@ func TestHostileImagesRSS(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		kind  string
-		calls int
-		thumb bool
+		kind   string
+		calls  int
+		thumb  bool
+		format string
 	}{
-		{"issue38", 4, false}, // as the issue's four (16 took 5 GB before)
-		{"atbound", 16, true},
+		{"issue38", 4, false, "JPEG"}, // as the issue's four (16 took 5 GB before)
+		{"atbound", 16, true, "JPEG"},
+		// 16 images of 30 MiB took 1,061 MiB (PNG) and 703 MiB (JPEG)
+		// above idle while their bytes were kept in memory to be drawn.
+		{"paddedpng", 16, true, "PNG"},
+		{"paddedjpeg", 16, true, "JPEG"},
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			data, addr := t.TempDir(), rsFreeAddr(t)
@@ -207,7 +252,7 @@ func TestHostileImagesRSS(t *testing.T) {
 				if tc.thumb {
 					want = "[image text resource_link]"
 				}
-				if fmt.Sprint(types) != want || !strings.Contains(text, "JPEG image") {
+				if fmt.Sprint(types) != want || !strings.Contains(text, tc.format+" image") {
 					t.Errorf("call %d: content %v, want %s: %.600s", i, types, want, a)
 				} else if i == 0 {
 					t.Logf("the preview: %q", text)
