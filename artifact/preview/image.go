@@ -32,8 +32,8 @@ const thumbSoftMax = 48 << 10
 // thumbnail, keeps the image up to maxImageBytes in a file (Options.
 // TempDir) as it arrives, never in memory: an image of ordinary
 // dimensions can carry tens of megabytes of metadata, and many arrive
-// at once. The file is unlinked at once and closed at the end, or when
-// the Builder is collected if it never ends.
+// at once. The file is unlinked at once and closed at the end (or by
+// Builder.Close, or when the Builder is collected).
 type imageAn struct {
 	format string
 	o      Options
@@ -72,6 +72,16 @@ func (a *imageAn) write(p []byte) {
 }
 
 func (a *imageAn) sated() bool { return a.over }
+
+// Close frees the file, if any, and takes nothing more.
+func (a *imageAn) Close() error {
+	if a.file != nil {
+		a.file.Close()
+		a.file, a.n = nil, 0
+	}
+	a.over = true
+	return nil
+}
 
 // imageHeaderBytes is what an image keeps in memory when it is not drawn:
 // enough for its size to be read (a JPEG's frame header may follow a
@@ -117,9 +127,7 @@ func (a *imageAn) finish(pv *Preview) []section {
 
 // finishContext is finish drawing the thumbnail only while ctx lasts.
 func (a *imageAn) finishContext(ctx context.Context, pv *Preview) []section {
-	if a.file != nil {
-		defer a.file.Close()
-	}
+	defer a.Close()
 	f := &pv.Facts
 	f.Format = a.format
 	img := a.encoded()

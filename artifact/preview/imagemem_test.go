@@ -2,7 +2,9 @@ package preview
 
 import (
 	"bytes"
+	"errors"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -71,5 +73,25 @@ func TestImageWithoutTempDir(t *testing.T) {
 	want := "JPEG image, 640×480 px, "
 	if pv.Thumbnail != nil || !strings.HasPrefix(pv.Text, want) || !strings.HasSuffix(pv.Text, " Not thumbnailed: there was no room to keep it on disk.") {
 		t.Errorf("got %q (thumbnail %v)", pv.Text, pv.Thumbnail != nil)
+	}
+}
+
+// TestCloseFreesTheImage: the file that keeps an image to thumbnail is
+// closed by Preview, or by Close when no preview is wanted.
+func TestCloseFreesTheImage(t *testing.T) {
+	for _, end := range []string{"Preview", "Close"} {
+		b := New(Options{Thumbnail: true})
+		b.Write(previewtest.Padded(encodeJPEG(gradient(640, 480)), 128<<10)) // past the head: its kind is known
+		f := b.an.(*imageAn).file
+		if f == nil {
+			t.Fatal("no file keeps the image")
+		}
+		if end == "Preview" {
+			b.Preview()
+		}
+		b.Close()
+		if _, err := f.Stat(); !errors.Is(err, os.ErrClosed) {
+			t.Errorf("after %s, its file is still open (%v)", end, err)
+		}
 	}
 }

@@ -296,6 +296,20 @@ func (b *Builder) start(complete bool) {
 	b.an.write(head)
 }
 
+// Close frees at once what b holds for its preview, for a caller that
+// will not ask for it: an image to thumbnail waits in a file until
+// Preview (a Builder neither previewed nor closed frees it when it is
+// collected). b is not to be written to or previewed after. Close after
+// Preview does nothing; it never fails.
+func (b *Builder) Close() error {
+	if c, ok := b.an.(io.Closer); ok {
+		c.Close()
+	}
+	return nil
+}
+
+var _ io.Closer = (*Builder)(nil)
+
 // SetBudget sets Options.Budget (as New does: 0 means DefaultBudget,
 // values under 64 are raised to 64), for a caller that knows how much
 // room the preview has only once the bytes are in: the budget shapes the

@@ -151,6 +151,7 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 			src = io.TeeReader(src, beside)
 		}
 	}
+	defer pb.Close() // an image to thumbnail waits in a file: freed at once if the store fails
 	endStoring := storing(ctx)
 	a, l, err := f.svc.Publish(ctx, artifact.Artifact{
 		ID:       id,
