@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,8 +38,13 @@ type stallWatch struct {
 	mark   atomic.Int64 // moved at the last progress
 	last   atomic.Int64 // time of the last progress, ns since start
 	busy   atomic.Int32 // stores in progress
-	timer  *time.Timer
 	cancel context.CancelCauseFunc
+
+	// mu guards timer, which check re-arms from the timer's own
+	// goroutine, and stopped, after which it is never re-armed.
+	mu      sync.Mutex
+	timer   *time.Timer
+	stopped bool
 }
 
 type watchKey struct{}
@@ -68,9 +74,17 @@ func (w *stallWatch) progress() {
 func watchStall(ctx context.Context, stall time.Duration) (_ context.Context, stop func()) {
 	ctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	w := &stallWatch{stall: stall, start: time.Now(), cancel: cancel}
+	w.mu.Lock()
 	w.timer = time.AfterFunc(stall, w.check)
+	w.mu.Unlock()
 	ctx = context.WithValue(ctx, watchKey{}, w)
-	return artifact.WithProgress(ctx, w.add), func() { w.timer.Stop(); cancel(nil) }
+	return artifact.WithProgress(ctx, w.add), func() {
+		w.mu.Lock()
+		w.stopped = true
+		w.timer.Stop()
+		w.mu.Unlock()
+		cancel(nil)
+	}
 }
 
 // add counts n bytes moved; n == 0 is a source's end.
@@ -87,7 +101,11 @@ func (w *stallWatch) check() {
 		idle = 0 // nothing is being stored: the rewrite's own work is not a stall
 	}
 	if idle < w.stall {
-		w.timer.Reset(w.stall - idle)
+		w.mu.Lock()
+		if !w.stopped {
+			w.timer.Reset(w.stall - idle)
+		}
+		w.mu.Unlock()
 		return
 	}
 	w.cancel(fmt.Errorf("%w: less than %d KiB moved in %v, after %d bytes", ErrStalled, StallBytes>>10, w.stall, w.moved.Load()))
