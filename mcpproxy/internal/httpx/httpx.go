@@ -57,21 +57,34 @@ func ReadBody(w http.ResponseWriter, r *http.Request, max int64) (body []byte, o
 	return body, true
 }
 
-// DecodePOST decodes a client's POST body; malformed input is answered with
-// a JSON-RPC error and HTTP 400, and ok is false.
-func DecodePOST(w http.ResponseWriter, body []byte, version string) (msgs []*jsonrpc.Message, batch, ok bool) {
+// DecodePOST decodes a client's POST body. What may not pass on is
+// answered with HTTP 400 and a JSON-RPC error with id null, and ok is
+// false: a body that is not JSON gets -32700 (parse error); one that is
+// JSON but not messages (an id that is an object, an array or a boolean),
+// a request whose id is null (MCP: an id must be a string or a number),
+// and a batch in a revision that has none (2025-06-18 and later) get
+// -32600 (invalid request). Nothing of such a body reaches an upstream.
+// A notification or a response (the client answering a server request)
+// passes.
+func DecodePOST(w http.ResponseWriter, r *http.Request, body []byte) (msgs []*jsonrpc.Message, batch, ok bool) {
 	msgs, batch, err := jsonrpc.Decode(body)
 	if err != nil {
-		code := jsonrpc.CodeInvalidRequest
+		code, text := jsonrpc.CodeInvalidRequest, "Invalid Request: "+err.Error()
 		if errors.Is(err, jsonrpc.ErrMalformed) {
-			code = jsonrpc.CodeParseError
+			code, text = jsonrpc.CodeParseError, "Parse error: the body is not JSON"
 		}
-		WriteError(w, http.StatusBadRequest, nil, code, err.Error())
+		WriteError(w, http.StatusBadRequest, nil, code, text)
 		return nil, false, false
 	}
-	if batch && version != "" && version >= Version20250618 {
+	for _, m := range msgs {
+		if m.IsRequest() && string(m.ID) == "null" {
+			WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, jsonrpc.NullIDText)
+			return nil, false, false
+		}
+	}
+	if v := batchVersion(r, msgs); batch && v >= Version20250618 {
 		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
-			"JSON-RPC batches are not part of protocol revision "+version)
+			"Invalid Request: JSON-RPC batches are not part of protocol revision "+v+"; send one message per POST")
 		return nil, false, false
 	}
 	if spill.HasMarkers(body) {
@@ -81,6 +94,25 @@ func DecodePOST(w http.ResponseWriter, body []byte, version string) (msgs []*jso
 		return nil, false, false
 	}
 	return msgs, batch, true
+}
+
+// batchVersion is the revision that decides whether a POST may be a
+// batch: the one the request speaks (RequestVersion: its header, else a
+// stateless request's _meta), else the one an initialize in it asks for
+// (the revision being negotiated). "" when none says: a client that sends
+// no header speaks 2025-03-26, which has batches.
+func batchVersion(r *http.Request, msgs []*jsonrpc.Message) string {
+	if v := RequestVersion(r, msgs); v != "" {
+		return v
+	}
+	for _, m := range msgs {
+		if m.Method == "initialize" {
+			if v := jsonrpc.StringMember(m.Params, "protocolVersion"); v != "" {
+				return v
+			}
+		}
+	}
+	return ""
 }
 
 // ErrReserved refuses a client message that holds a string spelt as a

@@ -64,6 +64,10 @@ func (m *Message) IsNotification() bool { return m.hasMethod && m.ID == nil }
 // IsResponse reports whether m answers a request.
 func (m *Message) IsResponse() bool { return !m.hasMethod && (m.Result != nil || m.Error != nil) }
 
+// NullIDText answers a request whose id is null (-32600): JSON-RPC lets
+// one through, MCP does not, and its response could name no request.
+const NullIDText = "Invalid Request: a request's id must be a string or a number, not null"
+
 // ErrMalformed is wrapped by every decoding failure that is a parse error
 // (-32700) rather than an invalid request (-32600).
 var ErrMalformed = errors.New("malformed JSON")

@@ -282,7 +282,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 		if body, ok = httpx.ReadBody(w, r, maxBody); !ok {
 			return false
 		}
-		msgs, batch, ok := httpx.DecodePOST(w, body, r.Header.Get("Mcp-Protocol-Version"))
+		msgs, batch, ok := httpx.DecodePOST(w, r, body)
 		if !ok {
 			return false
 		}

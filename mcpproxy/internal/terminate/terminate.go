@@ -236,7 +236,7 @@ func (f *Face) post(w http.ResponseWriter, r *http.Request, rq owned.Request) {
 	if !ok {
 		return
 	}
-	msgs, _, ok := httpx.DecodePOST(w, body, r.Header.Get("Mcp-Protocol-Version"))
+	msgs, _, ok := httpx.DecodePOST(w, r, body)
 	if !ok {
 		return
 	}

@@ -135,7 +135,7 @@ func (c *Conn) readLoop(r *Reader) error {
 			m = c.reserved(m)
 		case err == nil && c.o.Answer && m.IsRequest() && string(m.ID) == "null":
 			c.log.Warn("refusing a request whose id is null from the "+c.o.Peer, "method", m.Method)
-			c.answer(nil, jsonrpc.CodeInvalidRequest, "Invalid Request: a request's id must be a string or a number, not null")
+			c.answer(nil, jsonrpc.CodeInvalidRequest, jsonrpc.NullIDText)
 			m = nil
 		case err == nil:
 		case errors.As(err, &tooLarge):
