@@ -21,7 +21,8 @@ import (
 // HTTP 400 and the JSON-RPC error that lets a client go on (id null):
 // -32700 for a body that is not JSON, -32600 for a request whose id is
 // null, an id that is an object, an array or a boolean, and a batch in a
-// revision that has none. None of them reaches the upstream, which records
+// revision that has none (named by the header, a stateless request's
+// _meta, or what the session's initialize settled). None of them reaches the upstream, which records
 // all it gets, and the tools/list posted next is answered. In front of the Go
 // SDK's everything-server over HTTP (the relay) and as a stdio child (the
 // terminating face), and of a server that speaks only 2026-07-28 (the era
@@ -32,6 +33,9 @@ func TestHTTPAnswersInvalidBodies(t *testing.T) {
 	for _, up := range []struct {
 		name  string
 		start func(t *testing.T) (args []string, received func() string)
+		// bridged: a session's notifications and answers have no
+		// stateless-era counterpart to reach the upstream as.
+		bridged bool
 	}{
 		{"relay, HTTP upstream", func(t *testing.T) ([]string, func() string) {
 			addr := rsFreeAddr(t)
@@ -39,7 +43,7 @@ func TestHTTPAnswersInvalidBodies(t *testing.T) {
 			rsListen(t, addr)
 			u, received := recording(t, "http://"+addr)
 			return []string{"--upstream-url", u + "/mcp"}, received
-		}},
+		}, false},
 		{"terminating face, stdio upstream", func(t *testing.T) ([]string, func() string) {
 			// tee keeps every line the child is sent.
 			log := filepath.Join(t.TempDir(), "received")
@@ -47,11 +51,11 @@ func TestHTTPAnswersInvalidBodies(t *testing.T) {
 				b, _ := os.ReadFile(log)
 				return string(b)
 			}
-		}},
+		}, false},
 		{"HTTP upstream of 2026-07-28 only (a session is bridged)", func(t *testing.T) ([]string, func() string) {
 			u, received := recording(t, strings.TrimSuffix(rsEraServer(t), "/mcp"))
 			return []string{"--upstream-url", u + "/mcp"}, received
-		}},
+		}, true},
 	} {
 		for _, stateless := range []bool{false, true} {
 			name := up.name + ", 2025-11-25 session"
@@ -82,9 +86,6 @@ func TestHTTPAnswersInvalidBodies(t *testing.T) {
 					{"a batch", `[{"jsonrpc":"2.0","id":8,"method":"ping",PARAMS}]`, -32600, false},
 					{"a batch without the version header", `[{"jsonrpc":"2.0","id":9,"method":"ping",PARAMS}]`, -32600, true},
 				} {
-					if tt.noHeader && !stateless {
-						continue // a session-era client without the header speaks 2025-03-26, which has batches
-					}
 					probe := fmt.Sprintf("invalid-probe-%d", i)
 					body := strings.ReplaceAll(tt.body, "PARAMS", `"params":`+c.params(probe))
 					body = strings.ReplaceAll(body, "PROBE", probe)
@@ -119,8 +120,38 @@ func TestHTTPAnswersInvalidBodies(t *testing.T) {
 				if r := received(); !strings.Contains(r, `"tools/list"`) {
 					t.Errorf("the upstream's record holds no tools/list: %.300s", r)
 				}
+				if stateless {
+					return
+				}
+				// What a client may send still passes: a notification, and
+				// an answer to a server request (one the upstream never
+				// sent: it may ignore it).
+				for _, body := range []string{`{"jsonrpc":"2.0","method":"notifications/roots/list_changed","params":{"probe":"valid-probe-1"}}`,
+					`{"jsonrpc":"2.0","id":"valid-probe-2","result":{}}`} {
+					if status, _, got := c.post(body, "", true); status != http.StatusAccepted {
+						t.Errorf("%s: %d %.300s, want 202", body, status, got)
+					}
+				}
+				if r := received(); !up.bridged && (!strings.Contains(r, "valid-probe-1") || !strings.Contains(r, "valid-probe-2")) {
+					t.Errorf("the notification and the response did not both reach the upstream: %.600s", r)
+				}
 			})
 		}
+		// A 2025-03-26 session, whose revision has batches (and no
+		// version header): a batch is answered whole.
+		t.Run(up.name+", 2025-03-26 session", func(t *testing.T) {
+			args, received := up.start(t)
+			base, tok := rsSpillway(t, args...)
+			c := &invalidClient{t: t, url: base + "/mcp", tok: tok, version: "2025-03-26"}
+			c.open()
+			status, _, got := c.postAll(`[{"jsonrpc":"2.0","id":20,"method":"tools/list","params":{"probe":"batch-probe"}},{"jsonrpc":"2.0","id":21,"method":"ping"}]`)
+			if status != http.StatusOK || !bytes.Contains(got, []byte(`"id":20,"result"`)) || !bytes.Contains(got, []byte(`"id":21,"result"`)) {
+				t.Errorf("a batch: %d %.600s; want both requests answered", status, got)
+			}
+			if r := received(); !strings.Contains(r, "batch-probe") {
+				t.Errorf("the batch never reached the upstream: %.300s", r)
+			}
+		})
 	}
 }
 
@@ -158,6 +189,24 @@ func (c *invalidClient) params(probe string) string {
 	}
 	b, _ := json.Marshal(p)
 	return string(b)
+}
+
+// postAll sends body without the version header, as a 2025-03-26 client
+// does, and returns the status, the content type and all it was answered.
+func (c *invalidClient) postAll(body string) (int, string, []byte) {
+	c.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, c.url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+c.tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", c.session)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Content-Type"), b
 }
 
 // post sends body (with the MCP-Protocol-Version header when header) and

@@ -48,7 +48,7 @@ func TestRepliesExpandMarkers(t *testing.T) {
 func TestDecodePOSTRefusesMarkers(t *testing.T) {
 	rec := httptest.NewRecorder()
 	body := `{"jsonrpc":"2.0","id":"\u0000spillway:00112233445566778899aabbccddeeff","method":"ping"}`
-	if _, _, ok := DecodePOST(rec, httptest.NewRequest(http.MethodPost, "/mcp", nil), []byte(body)); ok || rec.Code != 400 || !strings.Contains(rec.Body.String(), "reserved") {
+	if _, _, ok := DecodePOST(rec, httptest.NewRequest(http.MethodPost, "/mcp", nil), []byte(body), ""); ok || rec.Code != 400 || !strings.Contains(rec.Body.String(), "reserved") {
 		t.Fatalf("DecodePOST: ok %v, %d %s", ok, rec.Code, rec.Body.String())
 	}
 }

@@ -65,8 +65,10 @@ func ReadBody(w http.ResponseWriter, r *http.Request, max int64) (body []byte, o
 // and a batch in a revision that has none (2025-06-18 and later) get
 // -32600 (invalid request). Nothing of such a body reaches an upstream.
 // A notification or a response (the client answering a server request)
-// passes.
-func DecodePOST(w http.ResponseWriter, r *http.Request, body []byte) (msgs []*jsonrpc.Message, batch, ok bool) {
+// passes. negotiated is the revision the POST's session negotiated (""
+// without one, or before its initialize was answered): what a batch
+// without the version header is judged by.
+func DecodePOST(w http.ResponseWriter, r *http.Request, body []byte, negotiated string) (msgs []*jsonrpc.Message, batch, ok bool) {
 	msgs, batch, err := jsonrpc.Decode(body)
 	if err != nil {
 		code, text := jsonrpc.CodeInvalidRequest, "Invalid Request: "+err.Error()
@@ -82,7 +84,7 @@ func DecodePOST(w http.ResponseWriter, r *http.Request, body []byte) (msgs []*js
 			return nil, false, false
 		}
 	}
-	if v := batchVersion(r, msgs); batch && v >= Version20250618 {
+	if v := batchVersion(r, msgs, negotiated); batch && v >= Version20250618 {
 		WriteError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"Invalid Request: JSON-RPC batches are not part of protocol revision "+v+"; send one message per POST")
 		return nil, false, false
@@ -98,12 +100,16 @@ func DecodePOST(w http.ResponseWriter, r *http.Request, body []byte) (msgs []*js
 
 // batchVersion is the revision that decides whether a POST may be a
 // batch: the one the request speaks (RequestVersion: its header, else a
-// stateless request's _meta), else the one an initialize in it asks for
-// (the revision being negotiated). "" when none says: a client that sends
-// no header speaks 2025-03-26, which has batches.
-func batchVersion(r *http.Request, msgs []*jsonrpc.Message) string {
+// stateless request's _meta), else the one its session negotiated, else
+// the one an initialize in it asks for (the revision being negotiated).
+// "" when none says: the spec has a server assume 2025-03-26 then, which
+// has batches.
+func batchVersion(r *http.Request, msgs []*jsonrpc.Message, negotiated string) string {
 	if v := RequestVersion(r, msgs); v != "" {
 		return v
+	}
+	if negotiated != "" {
+		return negotiated
 	}
 	for _, m := range msgs {
 		if m.Method == "initialize" {
@@ -113,6 +119,12 @@ func batchVersion(r *http.Request, msgs []*jsonrpc.Message) string {
 		}
 	}
 	return ""
+}
+
+// Negotiated is the revision an initialize's response settles (its
+// result's protocolVersion), "" when m is an error or names none.
+func Negotiated(m *jsonrpc.Message) string {
+	return jsonrpc.StringMember(m.Result, "protocolVersion")
 }
 
 // ErrReserved refuses a client message that holds a string spelt as a

@@ -272,6 +272,10 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 		}
 		defer rl.release(sess)
 	}
+	negotiated := ""
+	if sess != nil {
+		negotiated = rl.negotiated(sess)
+	}
 	var body []byte
 	var init *jsonrpc.Message
 	var pending [][]byte     // this POST's requests not yet answered
@@ -282,7 +286,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 		if body, ok = httpx.ReadBody(w, r, maxBody); !ok {
 			return false
 		}
-		msgs, batch, ok := httpx.DecodePOST(w, r, body)
+		msgs, batch, ok := httpx.DecodePOST(w, r, body, negotiated)
 		if !ok {
 			return false
 		}
@@ -360,8 +364,10 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		return true
 	}
+	bound := ""
 	if up := resp.Header.Get("Mcp-Session-Id"); up != "" && sid == "" && resp.StatusCode < 300 {
 		rl.bind(up, rq.Tenant)
+		bound = up
 		if init != nil {
 			rl.o.Methods.Initialized(up, init)
 		}
@@ -379,7 +385,7 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq owned.Requ
 		return false
 	}
 	copyHeaders(w.Header(), resp.Header, responseHeader)
-	rw := &rewriter{rl: rl, ctx: ctx, open: open, sess: sess, echo: respellable(pending), spool: rl.spoolFor(rq.Tenant)}
+	rw := &rewriter{rl: rl, ctx: ctx, open: open, sess: sess, echo: respellable(pending), spool: rl.spoolFor(rq.Tenant), bound: bound}
 	ct := resp.Header.Get("Content-Type")
 	switch {
 	case strings.HasPrefix(ct, "text/event-stream"):
@@ -576,6 +582,9 @@ type rewriter struct {
 	echo map[string][]byte // jsonrpc.Key → the client's bytes, for ids an upstream may respell
 	// spool reads the exchange's upstream messages, for its tenant (nil: none).
 	spool sse.Spooler
+	// bound is the session the exchange's initialize created: its answer
+	// settles the session's revision.
+	bound string
 }
 
 // spoolFor returns the Spooler of tenant's messages, nil without one.
@@ -628,6 +637,9 @@ func (rw *rewriter) rewrite(m *jsonrpc.Message) *jsonrpc.Message {
 	}
 	if c == nil {
 		return m
+	}
+	if v := httpx.Negotiated(m); c.Method == "initialize" && rw.bound != "" && v != "" {
+		rw.rl.settle(rw.bound, v)
 	}
 	return rw.rl.o.Methods.After(rw.ctx, c, m)
 }

@@ -39,6 +39,9 @@ type session struct {
 	calls  map[string]*entry
 	order  queue // oldest first (entry.inSession)
 	gone   bool  // forgotten: its calls are no longer remembered
+	// revision is what the session's initialize settled ("" until it is
+	// answered): it judges a POST that does not name its own.
+	revision string
 }
 
 // entry is one remembered call: only what rewriting its response needs.
@@ -123,6 +126,22 @@ func (rl *Relay) release(s *session) {
 	defer rl.mu.Unlock()
 	s.open--
 	s.used = rl.now()
+}
+
+// negotiated is the revision s's initialize settled, "" until known.
+func (rl *Relay) negotiated(s *session) string {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	return s.revision
+}
+
+// settle records the revision the initialize that created sid settled.
+func (rl *Relay) settle(sid, revision string) {
+	rl.mu.Lock()
+	defer rl.mu.Unlock()
+	if s := rl.sessions[sid]; s != nil {
+		s.revision = revision
+	}
 }
 
 // bind records that tenant created the upstream session sid, making room

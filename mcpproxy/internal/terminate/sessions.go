@@ -39,6 +39,18 @@ type live struct {
 	ctx      context.Context
 	slots    chan struct{} // a token per rewrite under way
 	rewrites sync.WaitGroup
+	// revision is what the session's initialize settled: it judges a
+	// POST that does not name its own (see httpx.DecodePOST).
+	revision atomic.Pointer[string]
+}
+
+// negotiated is the revision the session's initialize settled, "" until
+// it is answered.
+func (l *live) negotiated() string {
+	if v := l.revision.Load(); v != nil {
+		return *v
+	}
+	return ""
 }
 
 // item is one message on its way to a session's stream.
@@ -178,6 +190,9 @@ func (l *live) handle(it item) {
 		ctx, cancel := context.WithTimeout(l.ctx, time.Minute)
 		m = l.f.o.Methods.After(ctx, it.call, m)
 		cancel()
+		if v := httpx.Negotiated(m); it.call.Method == "initialize" && v != "" {
+			l.revision.Store(&v)
+		}
 	}
 	if (it.st == nil || !it.st.Append(m)) && !l.s.Current().Append(m) {
 		spill.Release(m.Raw) // the session closed: its long strings on disk go

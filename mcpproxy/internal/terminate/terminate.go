@@ -236,19 +236,25 @@ func (f *Face) post(w http.ResponseWriter, r *http.Request, rq owned.Request) {
 	if !ok {
 		return
 	}
-	msgs, _, ok := httpx.DecodePOST(w, r, body)
+	// The session first: what it negotiated judges a body that does not
+	// say its revision.
+	var s *session.Session
+	negotiated := ""
+	if sid := r.Header.Get("Mcp-Session-Id"); sid != "" {
+		var err error
+		if s, err = f.table.Get(sid, rq.Tenant); err != nil {
+			httpx.WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, "session not found")
+			return
+		}
+		negotiated = s.Value.(*live).negotiated()
+	}
+	msgs, _, ok := httpx.DecodePOST(w, r, body, negotiated)
 	if !ok {
 		return
 	}
 	rq.Version = httpx.RequestVersion(r, msgs)
-	sid := r.Header.Get("Mcp-Session-Id")
 	switch {
-	case sid != "":
-		s, err := f.table.Get(sid, rq.Tenant)
-		if err != nil {
-			httpx.WriteError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, "session not found")
-			return
-		}
+	case s != nil:
 		rq.Session = s.ID
 		f.sessionPOST(w, r, rq, s, msgs)
 	case hasMethod(msgs, "initialize") && !mcpheader.Stateless(rq.Version):
