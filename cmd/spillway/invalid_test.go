@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,10 +12,12 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The real binary's HTTP faces answer each POST that may not pass on with
@@ -23,11 +26,13 @@ import (
 // null, an id that is an object, an array or a boolean, and a batch in a
 // revision that has none (named by the header, a stateless request's
 // _meta, or what the session's initialize settled). None of them reaches the upstream, which records
-// all it gets, and the tools/list posted next is answered. In front of the Go
+// all it gets, and the request posted next is answered. In front of the Go
 // SDK's everything-server over HTTP (the relay) and as a stdio child (the
-// terminating face), and of a server that speaks only 2026-07-28 (the era
-// bridge); each in both eras: a 2025-11-25 session and 2026-07-28
-// requests without one.
+// terminating face), of a server that speaks only 2026-07-28 (a session
+// is bridged) and of a stdio child that speaks only the session era
+// (2026-07-28 requests are bridged); each in both eras: a 2025-11-25
+// session and 2026-07-28 requests without one. A 2025-03-26 session's
+// batch, a notification and a client's answer still pass.
 func TestHTTPAnswersInvalidBodies(t *testing.T) {
 	server := tool(t, "SPILLWAY_EVERYTHING_SERVER")
 	for _, up := range []struct {
@@ -36,6 +41,7 @@ func TestHTTPAnswersInvalidBodies(t *testing.T) {
 		// bridged: a session's notifications and answers have no
 		// stateless-era counterpart to reach the upstream as.
 		bridged bool
+		valid   string // a request the upstream answers with a result ("": tools/list)
 	}{
 		{"relay, HTTP upstream", func(t *testing.T) ([]string, func() string) {
 			addr := rsFreeAddr(t)
@@ -43,25 +49,24 @@ func TestHTTPAnswersInvalidBodies(t *testing.T) {
 			rsListen(t, addr)
 			u, received := recording(t, "http://"+addr)
 			return []string{"--upstream-url", u + "/mcp"}, received
-		}, false},
+		}, false, ""},
 		{"terminating face, stdio upstream", func(t *testing.T) ([]string, func() string) {
-			// tee keeps every line the child is sent.
-			log := filepath.Join(t.TempDir(), "received")
-			return []string{"--upstream-cmd", fmt.Sprintf("sh -c 'tee -a %s | exec %s'", log, server)}, func() string {
-				b, _ := os.ReadFile(log)
-				return string(b)
-			}
-		}, false},
+			return recordingChild(t, server)
+		}, false, ""},
 		{"HTTP upstream of 2026-07-28 only (a session is bridged)", func(t *testing.T) ([]string, func() string) {
 			u, received := recording(t, strings.TrimSuffix(rsEraServer(t), "/mcp"))
 			return []string{"--upstream-url", u + "/mcp"}, received
-		}, true},
+		}, true, ""},
+		{"stdio upstream of the session era only (2026-07-28 requests are bridged)", func(t *testing.T) ([]string, func() string) {
+			return recordingChild(t, facesChild())
+		}, false, "ping"},
 	} {
 		for _, stateless := range []bool{false, true} {
 			name := up.name + ", 2025-11-25 session"
 			if stateless {
 				name = up.name + ", 2026-07-28"
 			}
+			valid := cmp.Or(up.valid, "tools/list")
 			t.Run(name, func(t *testing.T) {
 				args, received := up.start(t)
 				base, tok := rsSpillway(t, args...)
@@ -109,16 +114,16 @@ func TestHTTPAnswersInvalidBodies(t *testing.T) {
 						t.Logf("%s: %s", tt.name, m.Error.Message)
 					}
 					id := fmt.Sprint(100 + i)
-					if status, _, got := c.post(`{"jsonrpc":"2.0","id":`+id+`,"method":"tools/list","params":`+c.params("")+`}`, "tools/list", true); status != http.StatusOK ||
-						!bytes.Contains(got, []byte(`"id":`+id+`,"result"`)) {
-						t.Fatalf("%s: the tools/list after it: %d %.300s", tt.name, status, got)
+					if status, _, got := c.post(`{"jsonrpc":"2.0","id":`+id+`,"method":"`+valid+`","params":`+c.params("")+`}`, valid, true); status != http.StatusOK ||
+						!answered(got, id) {
+						t.Fatalf("%s: the %s after it: %d %.300s", tt.name, valid, status, got)
 					}
 					if r := received(); strings.Contains(r, probe) {
 						t.Errorf("%s reached the upstream: %.300s", tt.name, r[strings.Index(r, probe)-min(strings.Index(r, probe), 200):])
 					}
 				}
-				if r := received(); !strings.Contains(r, `"tools/list"`) {
-					t.Errorf("the upstream's record holds no tools/list: %.300s", r)
+				if r := received(); !strings.Contains(r, `"`+valid+`"`) {
+					t.Errorf("the upstream's record holds no %s: %.300s", valid, r)
 				}
 				if stateless {
 					return
@@ -132,8 +137,12 @@ func TestHTTPAnswersInvalidBodies(t *testing.T) {
 						t.Errorf("%s: %d %.300s, want 202", body, status, got)
 					}
 				}
-				if r := received(); !up.bridged && (!strings.Contains(r, "valid-probe-1") || !strings.Contains(r, "valid-probe-2")) {
-					t.Errorf("the notification and the response did not both reach the upstream: %.600s", r)
+				if !up.bridged {
+					// Neither is answered: wait for them to be recorded.
+					eventually(t, 30*time.Second, "the notification and the response reach the upstream", func() bool {
+						r := received()
+						return strings.Contains(r, "valid-probe-1") && strings.Contains(r, "valid-probe-2")
+					})
 				}
 			})
 		}
@@ -144,8 +153,8 @@ func TestHTTPAnswersInvalidBodies(t *testing.T) {
 			base, tok := rsSpillway(t, args...)
 			c := &invalidClient{t: t, url: base + "/mcp", tok: tok, version: "2025-03-26"}
 			c.open()
-			status, _, got := c.postAll(`[{"jsonrpc":"2.0","id":20,"method":"tools/list","params":{"probe":"batch-probe"}},{"jsonrpc":"2.0","id":21,"method":"ping"}]`)
-			if status != http.StatusOK || !bytes.Contains(got, []byte(`"id":20,"result"`)) || !bytes.Contains(got, []byte(`"id":21,"result"`)) {
+			status, _, got := c.postAll(`[{"jsonrpc":"2.0","id":20,"method":"` + cmp.Or(up.valid, "tools/list") + `","params":{"probe":"batch-probe"}},{"jsonrpc":"2.0","id":21,"method":"ping"}]`)
+			if status != http.StatusOK || !answered(got, "20") || !answered(got, "21") {
 				t.Errorf("a batch: %d %.600s; want both requests answered", status, got)
 			}
 			if r := received(); !strings.Contains(r, "batch-probe") {
@@ -189,6 +198,27 @@ func (c *invalidClient) params(probe string) string {
 	}
 	b, _ := json.Marshal(p)
 	return string(b)
+}
+
+// answered reports whether got (a message, a batch of them, or events
+// carrying them) holds a result for id.
+func answered(got []byte, id string) bool {
+	type message struct{ ID, Result json.RawMessage }
+	for _, l := range bytes.Split(got, []byte("\n")) {
+		l = bytes.TrimSpace(bytes.TrimPrefix(l, []byte("data:")))
+		var ms []message
+		if json.Unmarshal(l, &ms) != nil {
+			var m message
+			json.Unmarshal(l, &m)
+			ms = []message{m}
+		}
+		for _, m := range ms {
+			if string(m.ID) == id && m.Result != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // postAll sends body without the version header, as a 2025-03-26 client
@@ -247,6 +277,52 @@ func (c *invalidClient) post(body, method string, header bool) (int, string, []b
 		}
 	}
 	return resp.StatusCode, ct, nil
+}
+
+// TestRecordingChild is, run as `<test binary>
+// -test.run=^TestRecordingChild$ -- record FILE COMMAND`, a stdio MCP
+// server that records each line it is sent in FILE before it passes it on
+// to COMMAND (run by sh), whose output is its own. A line the proxy sent
+// before a request is thus recorded before that request is answered.
+func TestRecordingChild(t *testing.T) {
+	n := len(os.Args)
+	if n < 4 || os.Args[n-3] != "record" {
+		t.Skip("the recording child of TestHTTPAnswersInvalidBodies")
+	}
+	rec, err := os.OpenFile(os.Args[n-2], os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		os.Exit(1)
+	}
+	cmd := exec.Command("sh", "-c", "exec "+os.Args[n-1])
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	in, _ := cmd.StdinPipe()
+	if cmd.Start() != nil {
+		os.Exit(1)
+	}
+	lines := bufio.NewReaderSize(os.Stdin, 1<<16)
+	for {
+		l, err := lines.ReadBytes('\n')
+		if len(l) > 0 {
+			rec.Write(l)
+			in.Write(l)
+		}
+		if err != nil {
+			break
+		}
+	}
+	in.Close()
+	cmd.Wait()
+	os.Exit(0) // before the test framework writes PASS to stdout, which is the proxy's
+}
+
+// recordingChild is the --upstream-cmd of a TestRecordingChild in front
+// of command, and what it has recorded so far.
+func recordingChild(t *testing.T, command string) (args []string, received func() string) {
+	file := filepath.Join(t.TempDir(), "received")
+	return []string{"--upstream-cmd", fmt.Sprintf("%s -test.run=^TestRecordingChild$ -- record %s '%s'", os.Args[0], file, command)}, func() string {
+		b, _ := os.ReadFile(file)
+		return string(b)
+	}
 }
 
 // recording is a reverse proxy on loopback in front of target that keeps
