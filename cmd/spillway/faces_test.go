@@ -162,6 +162,28 @@ func startStdio(t *testing.T, env []string, extra ...string) (io.WriteCloser, <-
 	return stdin, readLines(stdout)
 }
 
+// startBinary runs the real binary with args and env (nil: this
+// process's) until t ends, killing it then, and logs its stderr if t
+// failed.
+func startBinary(t *testing.T, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(spillwayBin(t), args...)
+	cmd.Env = env
+	var stderr strings.Builder // written by the process's copier, read after Wait
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("spillway stderr:\n%s", stderr.String())
+		}
+	})
+	return cmd
+}
+
 // readLines yields r's lines, and is closed when r ends.
 func readLines(r io.Reader) <-chan string {
 	lines := make(chan string)

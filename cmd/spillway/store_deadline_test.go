@@ -292,38 +292,27 @@ func stdioCall(t *testing.T, env []string, args ...string) (json.RawMessage, str
 	io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n"+
 		`{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n"+
 		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"export","arguments":{}}}`+"\n")
-	got := make(chan json.RawMessage, 1)
-	go func() {
-		defer close(got)
-		r := bufio.NewReaderSize(stdout, 1<<20)
-		for {
-			line, err := r.ReadBytes('\n')
-			if err != nil {
-				return
+	lines, deadline := readLines(stdout), time.After(2*time.Minute)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("spillway ended without answering the call: %s", stderr.String())
 			}
 			var m struct {
 				ID     json.RawMessage `json:"id"`
 				Result json.RawMessage `json:"result"`
 				Error  json.RawMessage `json:"error"`
 			}
-			if json.Unmarshal(line, &m) == nil && string(m.ID) == "2" {
+			if json.Unmarshal([]byte(line), &m) == nil && string(m.ID) == "2" {
 				if m.Result == nil {
 					m.Result = m.Error
 				}
-				got <- m.Result
-				return
+				return m.Result, stderr.String()
 			}
+		case <-deadline:
+			t.Fatalf("the call was never answered: %s", stderr.String())
 		}
-	}()
-	select {
-	case res, ok := <-got:
-		if !ok {
-			t.Fatalf("spillway ended without answering the call: %s", stderr.String())
-		}
-		return res, stderr.String()
-	case <-time.After(2 * time.Minute):
-		t.Fatalf("the call was never answered: %s", stderr.String())
-		return nil, ""
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -68,21 +67,8 @@ func TestPingWhileStoring(t *testing.T) {
 		proxy, store, env := facesStore(t)
 		data := t.TempDir()
 		addr := rsFreeAddr(t)
-		cmd := exec.Command(spillwayBin(t), "serve", "--data", data, "--listen", addr, "--log-level", "warn",
+		startBinary(t, env, "serve", "--data", data, "--listen", addr, "--log-level", "warn",
 			"--upstream-cmd", facesChild(), "--store", store)
-		cmd.Env = env
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() {
-			cmd.Process.Kill()
-			cmd.Wait()
-			if t.Failed() {
-				t.Logf("spillway stderr:\n%s", stderr.String())
-			}
-		}()
 		base := "http://" + addr
 		eventually(t, 30*time.Second, "spillway answers /healthz", func() bool {
 			resp, err := http.Get(base + "/healthz")

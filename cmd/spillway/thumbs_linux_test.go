@@ -13,7 +13,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -158,7 +157,6 @@ const hostileImagesPeakRSS = 192 << 20
 // hostileImagesPeakRSS of idle; every client gets its preview and link,
 // with a thumbnail where the image is under the bound on one decode.
 func TestHostileImagesRSS(t *testing.T) {
-	bin := spillwayBin(t)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -178,20 +176,8 @@ func TestHostileImagesRSS(t *testing.T) {
 	} {
 		t.Run(tc.kind, func(t *testing.T) {
 			data, addr := t.TempDir(), rsFreeAddr(t)
-			cmd := exec.Command(bin, "serve", "--listen", addr, "--data", data, "--log-level", "warn",
+			cmd := startBinary(t, nil, "serve", "--listen", addr, "--data", data, "--log-level", "warn",
 				"--upstream-cmd", self+" -test.run=^TestImageUpstream$", "--upstream-env", imageUpstreamEnv+"=1")
-			var stderr strings.Builder
-			cmd.Stderr = &stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				cmd.Process.Kill()
-				cmd.Wait()
-				if t.Failed() {
-					t.Logf("spillway stderr:\n%s", stderr.String())
-				}
-			}()
 			base := "http://" + addr
 			rsListen(t, addr)
 			tok := mcpToken(t, data)
