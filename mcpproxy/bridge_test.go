@@ -16,7 +16,7 @@ import (
 
 	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/mcpproxy"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/eratest"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/eratest"
 	"github.com/spillway-dev/spillway/policy"
 )
 

@@ -2,7 +2,7 @@ package mcpproxy
 
 import (
 	"github.com/spillway-dev/spillway/artifact"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/offload"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/results/offload"
 )
 
 // Offloader replaces large items of tools/call and resources/read results

@@ -38,21 +38,21 @@ import (
 
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/identity"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/child"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/era"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/httpclient"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/httpx"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/mux"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/owned"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/relay"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/session"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/sessionbridge"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/spill"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/stdioface"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/terminate"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/wire"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/relay"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/stdio"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/terminating"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/session"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/child"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/httpclient"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/sessionbridge"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/era"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/httpx"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/mcpheader"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/ndjson"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/spill"
 )
 
 // CodeUnauthorized is the JSON-RPC error code of the body of a 401 from
@@ -62,9 +62,9 @@ const CodeUnauthorized = -32001
 
 // Stream modes of resources/stream.
 const (
-	StreamDirect   = owned.StreamDirect   // the POST's response is the bytes
-	StreamRedirect = owned.StreamRedirect // a 302 to a storage URL presigned for seconds (S3 stores)
-	StreamDownload = owned.StreamDownload // a JSON result with a short-lived downloadUrl
+	StreamDirect   = ownmethods.StreamDirect   // the POST's response is the bytes
+	StreamRedirect = ownmethods.StreamRedirect // a 302 to a storage URL presigned for seconds (S3 stores)
+	StreamDownload = ownmethods.StreamDownload // a JSON result with a short-lived downloadUrl
 )
 
 // Options configure a Proxy. Upstream is required; the rest may be zero.
@@ -210,18 +210,18 @@ type Upstream interface{ upstream() }
 type Proxy struct {
 	o       Options
 	log     *slog.Logger
-	methods *owned.Methods
+	methods *ownmethods.Methods
 
-	relay *relay.Relay    // an HTTP upstream that speaks Streamable HTTP
-	term  *terminate.Face // a stdio or legacy upstream
-	dial  terminate.Dial  // a new upstream connection, for the stdio face
+	relay *relay.Relay      // an HTTP upstream that speaks Streamable HTTP
+	term  *terminating.Face // a stdio or legacy upstream
+	dial  terminating.Dial  // a new upstream connection, for the stdio face
 	// legacy is the face for an HTTP upstream found to be legacy-only.
-	legacy func() *terminate.Face
+	legacy func() *terminating.Face
 	// eras are an HTTP upstream's protocol eras; bridged is the face of
 	// session-era sessions when it speaks only the stateless era (each
 	// session's connection bridged, package sessionbridge).
 	eras        *era.Cache
-	bridged     func() *terminate.Face
+	bridged     func() *terminating.Face
 	bridgedOpen atomic.Bool
 	// statelessEras are the upstream's eras as a stateless request needs
 	// them: server/discover, then initialize, which an upstream of the
@@ -245,20 +245,20 @@ type Proxy struct {
 // stdioRun is one ServeStdio call, for Close to end.
 type stdioRun struct {
 	cancel context.CancelFunc
-	up     stdioface.Upstream
+	up     stdio.Upstream
 }
 
 // checkStateless validates a stateless request's routing headers where
 // the proxy terminates HTTP (an HTTP upstream checks its own), learning
 // the called tool from the upstream first if it must (one listing, as
 // rq's caller, teaches its bindings and its outputSchema).
-func (p *Proxy) checkStateless(ctx context.Context, r *http.Request, rq owned.Request, m *jsonrpc.Message, up *mux.Mux) *jsonrpc.Message {
+func (p *Proxy) checkStateless(ctx context.Context, r *http.Request, rq ownmethods.Request, m *jsonrpc.Message, up *mux.Mux) *jsonrpc.Message {
 	if err := mcpheader.Check(r.Header, []*jsonrpc.Message{m}); err != nil {
 		return headerError(m, err)
 	}
 	if name, ok := mcpheader.RoutingName(m); ok && m.Method == "tools/call" && mcpheader.Stateless(r.Header.Get(mcpheader.ProtocolVersion)) &&
 		!p.methods.OwnsTool(rq, name) { // the proxy answers it: no bindings to check, no upstream to ask
-		p.methods.EnsureTool(ctx, rq, name, terminate.ListTools(up, m, true))
+		p.methods.EnsureTool(ctx, rq, name, terminating.ListTools(up, m, true))
 		bs, _ := p.tools.Lookup(name)
 		if err := mcpheader.CheckParams(r.Header, bs, m.Params); err != nil {
 			return headerError(m, err)
@@ -314,31 +314,31 @@ func New(o Options) (*Proxy, error) {
 	p := &Proxy{o: o, log: o.Logger, spool: spool}
 	// spoolOf is the Spooler of a connection dialled with ctx: its
 	// tenant's view (a connection serves one tenant).
-	spoolOf := func(ctx context.Context) *spill.Spooler { return spool.For(terminate.TenantOf(ctx)) }
+	spoolOf := func(ctx context.Context) *spill.Spooler { return spool.For(terminating.TenantOf(ctx)) }
 	// clientOf gives an upstream client its Spooler and the stall rule
 	// every upstream read goes through.
 	clientOf := func(ctx context.Context, co httpclient.Options) httpclient.Options {
 		co.Spool, co.StallTimeout = spoolOf(ctx), o.UpstreamStallTimeout
 		return co
 	}
-	p.methods = owned.New(owned.Options{
+	p.methods = ownmethods.New(ownmethods.Options{
 		Artifacts: o.Artifacts, Offloader: o.Offloader, OffloadResources: o.OffloadResources,
 		MaxInlineRead: o.MaxInlineRead, StreamMode: o.StreamMode, Fetch: o.Fetch, Logger: o.Logger,
 		NoArtifactTools: o.NoArtifactTools, Spool: spool,
 		LearnTools: func(result []byte) { p.tools.Learn(result) },
 	})
-	faceOptions := func(dial, sessionDial terminate.Dial) terminate.Options {
-		return terminate.Options{Dial: dial, SessionDial: sessionDial, Methods: p.methods, MaxBody: o.MaxBody, Eras: p.statelessEras,
+	faceOptions := func(dial, sessionDial terminating.Dial) terminating.Options {
+		return terminating.Options{Dial: dial, SessionDial: sessionDial, Methods: p.methods, MaxBody: o.MaxBody, Eras: p.statelessEras,
 			MaxSessions: o.MaxSessions, PollAfter: o.StreamPollAfter, WriteStall: o.WriteStallTimeout, KeepAlive: o.StreamKeepAlive, Logger: o.Logger,
 			StatelessConns: o.StatelessUpstreams, StatelessIdle: o.StatelessIdle, BridgeSessions: o.BridgeSessions, BridgeWait: o.BridgeWait,
 			Limits: session.Limits{Window: o.StreamWindow}, CheckStateless: p.checkStateless}
 	}
-	faceFor := func(dial terminate.Dial, sessionDial ...terminate.Dial) *terminate.Face {
-		var sd terminate.Dial
+	faceFor := func(dial terminating.Dial, sessionDial ...terminating.Dial) *terminating.Face {
+		var sd terminating.Dial
 		if len(sessionDial) > 0 {
 			sd = sessionDial[0]
 		}
-		return terminate.New(faceOptions(dial, sd))
+		return terminating.New(faceOptions(dial, sd))
 	}
 	switch up := o.Upstream.(type) {
 	case *CommandUpstream:
@@ -359,7 +359,7 @@ func New(o Options) (*Proxy, error) {
 		}
 		// Stateless requests learn the child's eras on a process of their
 		// own; a session's, from the child's answer to its initialize.
-		p.statelessEras = era.NewCache(terminate.ProbeEras(p.dial))
+		p.statelessEras = era.NewCache(terminating.ProbeEras(p.dial))
 		p.term = faceFor(p.dial, p.autoBridge)
 	case *HTTPUpstream:
 		p.dial = func(ctx context.Context) (mux.Conn, error) {
@@ -370,18 +370,18 @@ func New(o Options) (*Proxy, error) {
 		}
 		if up.Transport == "sse" {
 			if !o.StrictEras {
-				p.statelessEras = era.NewCache(terminate.ProbeEras(legacyDial))
+				p.statelessEras = era.NewCache(terminating.ProbeEras(legacyDial))
 			}
 			p.term = faceFor(legacyDial)
 			break
 		}
 		if !o.StrictEras {
 			p.eras = era.NewCache(discoverEras(p.dial))
-			p.statelessEras = era.NewCache(terminate.ProbeEras(p.dial))
+			p.statelessEras = era.NewCache(terminating.ProbeEras(p.dial))
 		}
 		var bonce sync.Once
-		var bface *terminate.Face
-		p.bridged = func() *terminate.Face {
+		var bface *terminating.Face
+		p.bridged = func() *terminating.Face {
 			bonce.Do(func() {
 				fo := faceOptions(p.dial, func(ctx context.Context) (mux.Conn, error) {
 					c, err := p.dial(ctx)
@@ -395,7 +395,7 @@ func New(o Options) (*Proxy, error) {
 				// own response stream, so calls that can be asked share
 				// a session.
 				fo.RelatedStreams = true
-				bface = terminate.New(fo)
+				bface = terminating.New(fo)
 				p.bridgedOpen.Store(true)
 			})
 			return bface
@@ -405,8 +405,8 @@ func New(o Options) (*Proxy, error) {
 			Methods: p.methods, Spool: spool, Logger: o.Logger}
 		if up.Transport == "" {
 			var once sync.Once
-			var face *terminate.Face
-			p.legacy = func() *terminate.Face {
+			var face *terminating.Face
+			p.legacy = func() *terminating.Face {
 				once.Do(func() { face = faceFor(legacyDial) })
 				return face
 			}
@@ -517,10 +517,10 @@ func hasInitialize(msgs []*jsonrpc.Message) bool {
 // not answer within era.DiscoverWait, is relayed to as it is (and is asked
 // nothing more: no session opened to learn its era); one that cannot be
 // reached is asked again at the next session's initialize.
-func discoverEras(dial terminate.Dial) func(ctx context.Context) (era.Eras, error) {
+func discoverEras(dial terminating.Dial) func(ctx context.Context) (era.Eras, error) {
 	return func(ctx context.Context) (era.Eras, error) {
 		var unreachable error
-		e, err := terminate.ProbeEras(func(ctx context.Context) (mux.Conn, error) {
+		e, err := terminating.ProbeEras(func(ctx context.Context) (mux.Conn, error) {
 			c, err := dial(ctx)
 			if err != nil {
 				return nil, err
@@ -570,7 +570,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, http.StatusUnauthorized, nil, CodeUnauthorized, "Unauthorized: missing or unknown bearer token")
 		return
 	}
-	rq := owned.Request{Tenant: tenant, Header: r.Header, Source: remoteAddr(r)}
+	rq := ownmethods.Request{Tenant: tenant, Header: r.Header, Source: remoteAddr(r)}
 	switch {
 	case p.term != nil:
 		p.term.ServeHTTP(w, r, rq)
@@ -587,7 +587,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // statelessBridge reports whether an HTTP request of the stateless era
 // goes to the bridged face: the upstream speaks only the session era, so
-// the face holds session-era sessions for it (see package terminate).
+// the face holds session-era sessions for it (see package terminating).
 func (p *Proxy) statelessBridge(r *http.Request) bool {
 	if p.statelessEras == nil || !mcpheader.Stateless(r.Header.Get(mcpheader.ProtocolVersion)) {
 		return false
@@ -609,10 +609,10 @@ func remoteAddr(r *http.Request) netip.Addr {
 // (restarted with backoff if it dies, the client's handshake replayed) or
 // an HTTP server spoken to as a Streamable HTTP client.
 func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	client := wire.NewConn(in, out, wire.Options{MaxMessage: p.o.MaxBody, Peer: "client", Expand: true, Answer: true, Logger: p.log})
+	client := ndjson.NewConn(in, out, ndjson.Options{MaxMessage: p.o.MaxBody, Peer: "client", Expand: true, Answer: true, Logger: p.log})
 	defer client.Close()
-	face := stdioface.New(stdioface.Options{Methods: p.methods, MaxMessage: p.o.StdioMaxMessage, Logger: p.log})
-	var up stdioface.Upstream
+	face := stdio.New(stdio.Options{Methods: p.methods, MaxMessage: p.o.StdioMaxMessage, Logger: p.log})
+	var up stdio.Upstream
 	switch p.o.Upstream.(type) {
 	case *HTTPUpstream:
 		c, err := p.dial(ctx)
@@ -626,13 +626,13 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 			// upstream).
 			c = sessionbridge.NewAuto(c, sessionbridge.Options{Logger: p.log})
 		}
-		up = stdioface.Fixed{M: mux.NewExclusive(c, face.OnServer, p.log)}
+		up = stdio.Fixed{M: mux.NewExclusive(c, face.OnServer, p.log)}
 	default:
 		dial := p.autoBridge
 		if p.o.StrictEras {
 			dial = p.dial
 		}
-		up = &terminate.Supervisor{Dial: dial, OnServer: face.OnServer, Init: face.Replay, Exclusive: true, Log: p.log}
+		up = &terminating.Supervisor{Dial: dial, OnServer: face.OnServer, Init: face.Replay, Exclusive: true, Log: p.log}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

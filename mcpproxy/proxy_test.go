@@ -15,7 +15,7 @@ import (
 
 	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/mcpproxy"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/sse"
 )
 
 func post(t *testing.T, h http.Handler, body string, hdr map[string]string) *httptest.ResponseRecorder {

@@ -13,7 +13,7 @@ import (
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/fsstore"
 	"github.com/spillway-dev/spillway/mcpproxy"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/sse"
 	"github.com/spillway-dev/spillway/policy"
 )
 

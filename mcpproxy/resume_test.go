@@ -17,7 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/spillway-dev/spillway/mcpproxy"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/sse"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/sse"
 )
 
 func buildBigtool(t *testing.T) string {

@@ -14,7 +14,7 @@ import (
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/fsstore"
 	"github.com/spillway-dev/spillway/mcpproxy"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/stdioface"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/stdio"
 	"github.com/spillway-dev/spillway/policy"
 )
 
@@ -80,8 +80,8 @@ func (h *heldStore) checkMost(t *testing.T, calls int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	t.Logf("%d large calls: %d stored at once at most", calls, h.most)
-	if h.most > stdioface.DefaultMaxRewrites {
-		t.Errorf("%d stores at once, want at most %d", h.most, stdioface.DefaultMaxRewrites)
+	if h.most > stdio.DefaultMaxRewrites {
+		t.Errorf("%d stores at once, want at most %d", h.most, stdio.DefaultMaxRewrites)
 	}
 }
 
@@ -101,11 +101,11 @@ func TestStdioRewritesBounded(t *testing.T) {
 	outR, outW := io.Pipe()
 	done := make(chan error, 1)
 	go func() { done <- p.ServeStdio(context.Background(), inR, outW) }()
-	const calls = stdioface.DefaultMaxRewrites + 4
+	const calls = stdio.DefaultMaxRewrites + 4
 	for i := range calls {
 		fmt.Fprintf(inW, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"big","arguments":{}}}`+"\n", i+1)
 	}
-	store.held(t, stdioface.DefaultMaxRewrites)
+	store.held(t, stdio.DefaultMaxRewrites)
 	fmt.Fprintln(inW, `{"jsonrpc":"2.0","id":"ping","method":"ping"}`)
 	answered := make(chan string, 1)
 	go func() {
@@ -138,7 +138,7 @@ func TestSessionRewritesBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute) // a deadlock guard
 	defer cancel()
 	sid := initSession(t, ctx, url)
-	const calls = stdioface.DefaultMaxRewrites + 4
+	const calls = stdio.DefaultMaxRewrites + 4
 	answers := make(chan string, calls+1)
 	post := func(body string) {
 		resp, err := sessionPost(ctx, url, sid, body)
@@ -154,7 +154,7 @@ func TestSessionRewritesBounded(t *testing.T) {
 	for i := range calls {
 		go post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"text":"%s"}}}`, i+1, big))
 	}
-	store.held(t, stdioface.DefaultMaxRewrites)
+	store.held(t, stdio.DefaultMaxRewrites)
 	go post(`{"jsonrpc":"2.0","id":"ping","method":"ping"}`)
 	select {
 	case a := <-answers:

@@ -4,10 +4,10 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/spillway-dev/spillway/mcpproxy/internal/child"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/httpclient"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/jsonrpc"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/mcpheader"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/child"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/httpclient"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/mcpheader"
 )
 
 // HTTPUpstream is a Streamable HTTP tool server (or a legacy HTTP+SSE

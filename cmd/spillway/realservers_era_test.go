@@ -19,7 +19,7 @@ import (
 	"github.com/spillway-dev/spillway/policy/policytest"
 )
 
-// eraServerBin builds mcpproxy/internal/eratest's server (the Go SDK
+// eraServerBin builds mcpproxy/internal/upstreams/eratest's server (the Go SDK
 // limited to protocol 2026-07-28) once per test binary.
 var eraServerBin = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "spillway-eraserver-")
@@ -27,7 +27,7 @@ var eraServerBin = sync.OnceValues(func() (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "eraserver")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../mcpproxy/internal/eratest/cmd/eraserver").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "../../mcpproxy/internal/upstreams/eratest/cmd/eraserver").CombinedOutput(); err != nil {
 		return "", fmt.Errorf("%v\n%s", err, out)
 	}
 	return bin, nil

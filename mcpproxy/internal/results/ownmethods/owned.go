@@ -1,0 +1,371 @@
+// Package ownmethods is the proxy's own methods, in one place: what it adds
+// to initialize and server/discover (the resources capability), the
+// artifacts it adds to resources/list and resources/templates/list,
+// resources/read and resources/stream of its spillway:// artifact URIs,
+// the artifact tools it adds to tools/list and answers (read, grep, jq of
+// an artifact; see package arttools), and the results it offloads
+// (tools/call, and upstream resources/read when configured).
+//
+// A face calls Before with every request from a client; Before either
+// answers it (the proxy owns the request) or returns the Call to carry
+// with the request, and After rewrites the response to that Call. HTTP
+// faces give resources/stream to ServeStream first: its answer is bytes,
+// not a JSON-RPC message.
+//
+// Every read of an artifact's bytes, whatever the method, goes through
+// one access rule (authorize): the tenant rule of the /a/ link endpoint
+// and the policy's fetch decision. An artifact the caller may not see
+// does not exist for it (-32002).
+//
+// Methods is safe for concurrent use. After never panics, whatever the
+// upstream sent: a result the proxy cannot rewrite becomes a JSON-RPC
+// error for that request, never a dead process.
+package ownmethods
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+
+	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/results/arttools"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/results/offload"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/mcpheader"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/spill"
+)
+
+// Version20260728 is the first stateless protocol revision: its results
+// carry resultType, and its cacheable ones ttlMs and cacheScope.
+const Version20260728 = mcpheader.FirstStateless
+
+// Request is who asks, in which era, on which face.
+type Request struct {
+	Tenant  string // the caller, from inbound auth ("" when auth is off)
+	Session string // the session-era session, "" in the stateless era
+	// Version is the protocol revision the request speaks; "" takes the
+	// request's _meta (the stateless era's per-request revision).
+	Version string
+	Stdio   bool       // asked on the stdio face (no resources/stream)
+	Source  netip.Addr // the client's address; zero on stdio
+	Header  http.Header
+}
+
+// stateless reports whether the request speaks a stateless-era revision.
+func (rq Request) stateless() bool { return mcpheader.Stateless(rq.Version) }
+
+// Call is what After needs to rewrite one response. Before returns it;
+// the face carries it with the request and hands it to After with the
+// response, whichever connection the response arrives on.
+type Call struct {
+	Method string // the request's method
+	Tool   string // tools/call: the tool's name
+	URI    string // resources/read: the resource
+	// More is set for a list request with a cursor: not the first page,
+	// so the proxy's own items (added to the first) are not added again.
+	More    bool
+	Request Request
+	// List lists the upstream's tools as this call's caller, on the
+	// connection the call took: how After learns the outputSchema of a
+	// tool whose listing the proxy has not seen (a restart, another
+	// replica, a client's cached list). The face that forwards the call
+	// sets it; nil: such a tool's large structuredContent is not cut.
+	List offload.ListFunc
+}
+
+// schemaKey is the table of learned schemas a request's results are
+// shrunk against: its tenant's (the gateway adds the upstream).
+func (rq Request) schemaKey() offload.Key { return offload.Key{Tenant: rq.Tenant} }
+
+// Options configure Methods. Every field may be zero.
+type Options struct {
+	// Artifacts serves resources/read, resources/stream and the listing
+	// of spillway:// URIs. nil: those URIs are not the proxy's, and pass.
+	Artifacts *artifact.Service
+	// Offloader rewrites tools/call results (and, with OffloadResources,
+	// upstream resources/read results). nil: results pass unchanged.
+	Offloader        *offload.Rewriter
+	OffloadResources bool
+	// MaxInlineRead caps resources/read of an artifact (base64 in JSON);
+	// beyond it the caller is told to use resources/stream or the
+	// httpUrl. Default 32 MiB.
+	MaxInlineRead int64
+	// StreamMode is how resources/stream delivers an artifact:
+	// StreamDirect (default), StreamRedirect or StreamDownload.
+	StreamMode string
+	// Fetch is the artifact fetch endpoint (/a/); direct resources/stream
+	// responses are served through it. nil: download mode.
+	Fetch http.Handler
+	// LearnTools is called with every tools/list result the upstream
+	// sends (the x-mcp-header bindings of its tools). nil: none.
+	LearnTools func(result []byte)
+	// NoArtifactTools turns off the artifact tools (spillway_artifact_read,
+	// _grep, _jq), which are otherwise listed and answered whenever
+	// Artifacts is set.
+	NoArtifactTools bool
+	// ToolLimits bound the artifact tools; zero values take arttools'
+	// defaults, except MaxAnswer without an Offloader (64 KiB).
+	ToolLimits arttools.Limits
+	// Spool holds a long jq answer on its way to the Offloader (its
+	// tenant's share): with both set, such an answer is stored whole
+	// (within arttools.Limits.MaxJQAnswer) instead of cut at MaxAnswer.
+	Spool  *spill.Spooler
+	Logger *slog.Logger
+}
+
+// Methods answers and rewrites the messages the proxy owns. Create it
+// with New; it is safe for concurrent use.
+type Methods struct {
+	o   Options
+	log *slog.Logger
+
+	recent recent     // tenant → artifacts offloaded lately, for resources/list
+	caps   streamCaps // session → what its initialize declared
+	// schemas: each tool's outputSchema, as tools/list presented it to
+	// each tenant.
+	schemas offload.Learned
+	// upstreamStream: the upstream's last initialize or server/discover
+	// result declared resources.stream.
+	upstreamStream atomic.Bool
+	tools          *arttools.Runner
+}
+
+// New returns the proxy's own methods configured by o.
+func New(o Options) *Methods {
+	if o.MaxInlineRead <= 0 {
+		o.MaxInlineRead = 32 << 20
+	}
+	if o.StreamMode == "" {
+		o.StreamMode = StreamDirect
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.Offloader == nil && o.ToolLimits.MaxAnswer <= 0 {
+		o.ToolLimits.MaxAnswer = maxToolAnswer
+	}
+	return &Methods{o: o, log: o.Logger, recent: newRecent(), caps: newStreamCaps(), tools: arttools.New(o.ToolLimits)}
+}
+
+// Before inspects a request from a client. It returns reply when the
+// proxy answers the request itself (send it to the client; the request
+// goes no further), and c when the response must pass After. Both are
+// nil for everything else, which is forwarded untouched. It never
+// panics.
+func (o *Methods) Before(ctx context.Context, rq Request, m *jsonrpc.Message) (reply *jsonrpc.Message, c *Call) {
+	if !m.IsRequest() {
+		return nil, nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			o.log.Error("inspecting a request panicked", "method", m.Method, "panic", r, "stack", string(debug.Stack()))
+			reply, c = jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeInternalError, "internal error"), nil
+		}
+	}()
+	if rq.Version == "" {
+		rq.Version = jsonrpc.MetaString(m, jsonrpc.MetaProtocolVersion)
+	}
+	switch m.Method {
+	case "initialize", "server/discover":
+		return nil, &Call{Method: m.Method, Request: rq}
+	case "tools/list", "resources/list", "resources/templates/list":
+		return nil, &Call{Method: m.Method, More: jsonrpc.StringMember(m.Params, "cursor") != "", Request: rq}
+	case "tools/call":
+		name := jsonrpc.StringMember(m.Params, "name")
+		if o.OwnsTool(rq, name) {
+			return o.callTool(ctx, rq, m), nil
+		}
+		return nil, &Call{Method: m.Method, Tool: name, Request: rq}
+	case "resources/read":
+		uri := jsonrpc.StringMember(m.Params, "uri")
+		if id, ours := o.ours(uri); ours {
+			return o.readArtifact(ctx, rq, m.ID, id), nil
+		}
+		if o.o.OffloadResources && o.o.Offloader != nil {
+			return nil, &Call{Method: m.Method, URI: uri, Request: rq}
+		}
+	case "resources/stream":
+		if rq.Stdio {
+			// SEP-2532 leaves stdio out: the bytes need HTTP.
+			return jsonrpc.ErrorResponse(m.ID, CodeNotStreamable,
+				"resources/stream needs HTTP; over stdio use resources/read or the resource_link's httpUrl"), nil
+		}
+	}
+	return nil, nil
+}
+
+// ours returns the artifact id of a spillway:// artifact URI, and whether
+// uri is one. A malformed id under the prefix is still ours (and will not
+// be found): it must not reach the upstream, which owns no such URI.
+func (o *Methods) ours(uri string) (string, bool) {
+	if o.o.Artifacts == nil {
+		return "", false
+	}
+	return strings.CutPrefix(uri, artifact.URIPrefix)
+}
+
+// errInvalidResult answers a request whose upstream result the proxy
+// must rewrite but cannot read.
+const errInvalidResult = "upstream returned an invalid result"
+
+// After rewrites the response to a call the proxy owns (c from Before;
+// nil passes resp unchanged, as does anything but a response). A result
+// the proxy must extend but that is not what the method returns (null, a
+// string, capabilities that are not an object…) becomes a CodeUpstream
+// error for the request. After never panics.
+func (o *Methods) After(ctx context.Context, c *Call, resp *jsonrpc.Message) (out *jsonrpc.Message) {
+	if c == nil || resp == nil || !resp.IsResponse() {
+		return resp
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			o.log.Error("rewriting a response panicked", "method", c.Method, "panic", r, "stack", string(debug.Stack()))
+			out = jsonrpc.ErrorResponse(resp.ID, jsonrpc.CodeUpstream, errInvalidResult)
+		}
+	}()
+	invalid := func(why string) *jsonrpc.Message {
+		o.log.Warn("upstream result cannot be rewritten; answering with an error", "method", c.Method, "why", why)
+		return jsonrpc.ErrorResponse(resp.ID, jsonrpc.CodeUpstream, errInvalidResult)
+	}
+	switch c.Method {
+	case "initialize", "server/discover", "resources/list", "resources/templates/list", "tools/list":
+		resp = inMemory(resp) // results the proxy reads and extends
+	}
+	switch c.Method {
+	case "initialize", "server/discover":
+		if resp.Error != nil {
+			return resp
+		}
+		if !isObject(resp.Result) {
+			return invalid("the result is not an object")
+		}
+		o.upstreamStream.Store(string(jsonrpc.Path(resp.Result, "capabilities", "resources", "stream")) == "true")
+		if o.o.Artifacts == nil {
+			return resp
+		}
+		// resources/stream is for HTTP; over stdio it is not declared.
+		r, ok := addResourcesCapability(resp.Result, !c.Request.Stdio)
+		if !ok {
+			return invalid("capabilities or capabilities.resources is not an object")
+		}
+		if o.toolsOn() && jsonrpc.RawMember(jsonrpc.RawMember(r, "capabilities"), "tools") == nil {
+			// The artifact tools need the tools capability declared.
+			if withTools, ok := jsonrpc.SetPath(r, []byte(`{}`), "capabilities", "tools"); ok {
+				r = withTools
+			}
+		}
+		return resp.WithResult(r)
+	case "resources/list", "resources/templates/list":
+		if c.More || o.o.Artifacts == nil {
+			return resp
+		}
+		key, items := "resourceTemplates", [][]byte{artifactTemplate}
+		if c.Method == "resources/list" {
+			key, items = "resources", o.listArtifacts(ctx, c.Request)
+		}
+		r, ok := addToList(resp, key, items, c.Request, c.Method == "resources/list")
+		if !ok {
+			return invalid("the result or its " + key + " is not what the method returns")
+		}
+		return r
+	case "tools/list":
+		if resp.Error == nil {
+			if !isObject(resp.Result) {
+				return invalid("the result is not an object")
+			}
+			if o.o.LearnTools != nil {
+				o.o.LearnTools(resp.Result)
+			}
+			// One record of the upstream's tools: their names (an
+			// artifact tool the upstream lists itself is the upstream's)
+			// and output schemas, shown with room for the offloader's note.
+			if presented := o.schemas.Present(c.Request.schemaKey(), resp.Result); o.o.Offloader != nil {
+				resp = resp.WithResult(presented)
+			}
+		}
+		if c.More || !o.toolsOn() {
+			return resp
+		}
+		r, ok := addToList(resp, "tools", o.toolItems(c.Request), c.Request, false)
+		if !ok {
+			return invalid("the result's tools is not a list")
+		}
+		return r
+	case "tools/call", "resources/read":
+		return o.offload(ctx, c, resp)
+	}
+	return resp
+}
+
+// maxInMemory bounds a result inMemory puts back together.
+const maxInMemory = 64 << 20
+
+// inMemory returns resp with the values the transport spilled put back
+// (a tools/list of 10,000 tools has its array on disk), so that the
+// result can be read and extended, and frees them on disk; one past
+// maxInMemory stays as it is (and is refused as unreadable).
+func inMemory(resp *jsonrpc.Message) *jsonrpc.Message {
+	if r, ok := expand(resp.Result); ok {
+		return resp.WithResult(r)
+	}
+	return resp
+}
+
+// expand is inMemory for a result: ok is false, and r is returned, when
+// nothing is spilled or too much is.
+func expand(r []byte) (out []byte, ok bool) {
+	n := spill.ExpandedLen(r)
+	if n == int64(len(r)) || n > maxInMemory {
+		return r, false // nothing spilled (one scan), or too much to hold
+	}
+	var b bytes.Buffer
+	b.Grow(int(n))
+	if spill.Expand(&b, r) != nil {
+		return r, false
+	}
+	spill.Release(r) // the copy in memory is the one that goes on
+	return b.Bytes(), true
+}
+
+// offload rewrites a tools/call or upstream resources/read result. A
+// result it cannot rewrite passes unchanged: the result is never lost.
+func (o *Methods) offload(ctx context.Context, c *Call, resp *jsonrpc.Message) *jsonrpc.Message {
+	if resp.Result == nil || o.o.Offloader == nil {
+		return resp
+	}
+	call := offload.Call{Method: c.Method, Tool: c.Tool, URI: c.URI, Tenant: c.Request.Tenant}
+	if c.Method == "tools/call" {
+		if c.List != nil && jsonrpc.RawMember(resp.Result, "structuredContent") != nil {
+			o.EnsureTool(ctx, c.Request, c.Tool, c.List)
+		}
+		call.Schema, call.SchemaErr = o.schemas.Lookup(c.Request.schemaKey(), c.Tool)
+	}
+	r, stored, err := o.o.Offloader.Rewrite(ctx, call, resp.Result)
+	for _, a := range stored {
+		o.Remember(c.Request.Tenant, a)
+	}
+	switch {
+	case errors.Is(err, offload.ErrWithheld):
+		return jsonrpc.ErrorResponse(resp.ID, jsonrpc.CodeInternalError,
+			"the resource is too large to return inline and could not be stored for download; try again later")
+	case err != nil:
+		o.log.Warn("offload failed; the result passes inline", "method", c.Method, "tool", c.Tool, "err", err)
+		return resp
+	case len(r) == len(resp.Result) && (len(r) == 0 || &r[0] == &resp.Result[0]):
+		// Nothing offloaded (Rewrite returned result itself): the response
+		// passes as it is, so that a relay can pass its event on as it came.
+		return resp
+	case !json.Valid(r):
+		o.log.Error("offload produced invalid JSON; the result passes inline", "method", c.Method, "tool", c.Tool)
+		return resp
+	}
+	o.o.Offloader.Spent(resp.Result, r)
+	return resp.WithResult(r)
+}
