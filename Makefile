@@ -25,6 +25,9 @@ EVERYTHING_NPM_VERSION := 2026.8.31
 INSPECTOR_CLI_VERSION  := 1.0.3
 MCP_PROXY_VERSION      := 6.7.19
 SUPERGATEWAY_VERSION   := 4.0.0
+# Static checks that make test runs over the whole tree.
+STATICCHECK_VERSION := v0.8.2
+ERRORLINT_VERSION   := v1.9.1
 REALSERVERS         := fs$(FILESYSTEM_VERSION)-mem$(MEMORY_VERSION)-sdk$(TS_SDK_VERSION)-client$(TS_CLIENT_VERSION)-ev$(EVERYTHING_NPM_VERSION)-insp$(INSPECTOR_CLI_VERSION)-mp$(MCP_PROXY_VERSION)-sg$(SUPERGATEWAY_VERSION)
 
 export SPILLWAY_MINIO             := $(BIN)/minio
@@ -58,7 +61,18 @@ run: build ## run Spillway on the embedded defaults (local store in .data, built
 tools: ## install the pinned test tools into .tools (reused when present)
 	@$(MAKE) --no-print-directory -j3 $(STAMP)/minio-$(MINIO_VERSION) $(STAMP)/opa-$(OPA_VERSION) \
 		$(STAMP)/everything-$(GOSDK_VERSION) $(STAMP)/everything-client-$(GOSDK_VERSION) \
-		$(STAMP)/conformance-$(NODE_VERSION)-$(CONFORMANCE_VERSION) $(STAMP)/realservers-$(REALSERVERS)
+		$(STAMP)/conformance-$(NODE_VERSION)-$(CONFORMANCE_VERSION) $(STAMP)/realservers-$(REALSERVERS) \
+		$(STAMP)/staticcheck-$(STATICCHECK_VERSION) $(STAMP)/errorlint-$(ERRORLINT_VERSION)
+
+$(STAMP)/staticcheck-$(STATICCHECK_VERSION):
+	@mkdir -p $(STAMP)
+	GOBIN=$(BIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	@touch $@
+
+$(STAMP)/errorlint-$(ERRORLINT_VERSION):
+	@mkdir -p $(STAMP)
+	GOBIN=$(BIN) $(GO) install codeberg.org/polyfloyd/go-errorlint@$(ERRORLINT_VERSION)
+	@touch $@
 
 $(STAMP)/minio-$(MINIO_VERSION):
 	deploy/local/minio.sh install
@@ -101,8 +115,7 @@ $(STAMP)/realservers-$(REALSERVERS):
 	@touch $@
 
 .PHONY: test
-test: tools ## install the pinned tools, then run every test (Go with -race and every fuzz target's seed corpus, Python, policies, conformance); nothing random
-	$(GO) vet ./...
+test: tools lint ## install the pinned tools, then run the static checks and every test (Go with -race and every fuzz target's seed corpus, Python, policies, conformance); nothing random
 	@# Benchmarks run once each in the same binaries, as a smoke test.
 	$(GO) test -race -count=1 -timeout 20m -bench . -benchtime 1x ./...
 	python3 -m unittest discover -s sdk/python
@@ -130,10 +143,15 @@ bench-smoke: ## run every benchmark once, as a smoke test
 bench: tools ## run the benchmarks that feed BENCHMARKS.md
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
 
-.PHONY: check
-check: ## gofmt, vet and race tests
-	@test -z "$$(gofmt -l .)" || { gofmt -l .; exit 1; }
+.PHONY: lint
+lint: $(STAMP)/staticcheck-$(STATICCHECK_VERSION) $(STAMP)/errorlint-$(ERRORLINT_VERSION) ## gofmt, vet, staticcheck and errorlint (comparisons, assertions and %w wrapping of errors) over the whole tree
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
+	$(BIN)/staticcheck ./...
+	$(BIN)/go-errorlint -errorf ./...
+
+.PHONY: check
+check: lint ## the static checks and the race tests
 	$(GO) test -race ./...
 
 .PHONY: clean

@@ -257,7 +257,7 @@ func (s *Service) Link(ctx context.Context, a Artifact, o LinkOptions) (Link, er
 		Audience:  o.Audience,
 	})
 	if err != nil {
-		return Link{}, fmt.Errorf("link %s: %w: %v", a.ID, ErrInvalid, err)
+		return Link{}, fmt.Errorf("link %s: %w: %w", a.ID, ErrInvalid, err)
 	}
 	return Link{URL: s.fetchURL(a.ID, tok), Expires: exp, TokenID: tokenID}, nil
 }

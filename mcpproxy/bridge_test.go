@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the proxy carries logging, sampling and roots for the clients and servers that still use them (deprecated, not removed, in 2026-07-28), so the tests exercise them.
+
 package mcpproxy_test
 
 import (
@@ -20,15 +22,8 @@ import (
 	"github.com/spillway-dev/spillway/policy"
 )
 
-// sessionClient connects a Go SDK client at 2025-11-25 to url, with
-// handlers for sampling, elicitation and roots that answer with what
-// names it (so two clients' answers cannot be confused).
-func sessionClient(t *testing.T, ctx context.Context, url, name string, token ...string) *mcp.ClientSession {
-	t.Helper()
-	return sessionClientLogs(t, ctx, url, name, nil, token...)
-}
-
-// sessionClientLogs is sessionClient, with the log notifications it
+// sessionClientLogs connects a Go SDK client at 2025-11-25 to url as
+// name, with the log notifications it
 // receives sent to logs.
 func sessionClientLogs(t *testing.T, ctx context.Context, url, name string, logs chan<- string, token ...string) *mcp.ClientSession {
 	t.Helper()

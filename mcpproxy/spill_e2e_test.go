@@ -156,7 +156,7 @@ func hashLine(r *bufio.Reader) ([]byte, int64, error) {
 		if err == nil {
 			return h.Sum(nil), n, nil
 		}
-		if err != bufio.ErrBufferFull {
+		if !errors.Is(err, bufio.ErrBufferFull) {
 			return h.Sum(nil), n, err
 		}
 	}

@@ -279,7 +279,7 @@ func eval[T any](ctx context.Context, e *Engine, point string, pq func(*compiled
 	var d T
 	if err == nil {
 		if uerr := json.Unmarshal(raw, &d); uerr != nil {
-			err = fmt.Errorf("decision has the wrong shape: %v", uerr)
+			err = fmt.Errorf("decision has the wrong shape: %w", uerr)
 		}
 	}
 	if e.dlog != nil || e.dry.Load() != nil {
@@ -301,7 +301,7 @@ func eval[T any](ctx context.Context, e *Engine, point string, pq func(*compiled
 		}
 		e.evalErrs.Add(1)
 		e.log.Warn("policy decision failed; denying", "point", point, "revision", c.revision, "err", err)
-		return zero, fmt.Errorf("%w: %s: %v", ErrEval, point, err)
+		return zero, fmt.Errorf("%w: %s: %w", ErrEval, point, err)
 	}
 	return d, nil
 }

@@ -167,7 +167,7 @@ func (s *source) runTests(ctx context.Context, cov *cover.Cover) (TestReport, er
 	if cov != nil {
 		r = r.SetCoverageQueryTracer(cov)
 	}
-	ch, err := r.Run(ctx, s.modules)
+	ch, err := r.SetModules(s.modules).RunTests(ctx, nil)
 	if err != nil {
 		return TestReport{}, err
 	}

@@ -195,7 +195,7 @@ func (c *Client) do(req *http.Request, want int, out any) error {
 	}
 	resp, err := c.apiClient().Do(req)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != want {
@@ -413,7 +413,7 @@ func Fetch(ctx context.Context, hc *http.Client, url string, w io.Writer, o Fetc
 		if err == nil {
 			break
 		}
-		if err == errRangeShort {
+		if errors.Is(err, errRangeShort) {
 			attempt-- // not a failure: each such answer brings at least a byte
 			continue
 		}
@@ -451,7 +451,7 @@ func fetchOnce(ctx context.Context, hc *http.Client, url string, w io.Writer, fr
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
 	end := int64(-1) // the offset the body ends at, when announced
@@ -507,7 +507,7 @@ func fetchOnce(ctx context.Context, hc *http.Client, url string, w io.Writer, fr
 			return n, nil
 		}
 		if rerr != nil {
-			return n, fmt.Errorf("%w: %v", ErrUnavailable, rerr)
+			return n, fmt.Errorf("%w: %w", ErrUnavailable, rerr)
 		}
 	}
 }

@@ -200,7 +200,7 @@ func (a *API) mint(w http.ResponseWriter, r *http.Request, tenant string) {
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			a.fail(w, r, fmt.Errorf("link request: %v: %w", err, artifact.ErrInvalid))
+			a.fail(w, r, fmt.Errorf("link request: %w: %w", err, artifact.ErrInvalid))
 			return
 		}
 	}

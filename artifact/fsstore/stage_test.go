@@ -48,7 +48,7 @@ func TestStagePut(t *testing.T) {
 		t.Fatalf("Size %d, want %d", st.Size(), len(want))
 	}
 	got := make([]byte, 20)
-	if n, err := st.ReadAt(got, int64(len(want))-13); n != 13 || err != io.EOF || string(got[:n]) != "staged bytes\n" {
+	if n, err := st.ReadAt(got, int64(len(want))-13); n != 13 || !errors.Is(err, io.EOF) || string(got[:n]) != "staged bytes\n" {
 		t.Fatalf("ReadAt at the end: %d %v %q", n, err, got[:n])
 	}
 	sum := sha256.Sum256(want)

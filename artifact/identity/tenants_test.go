@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -80,7 +81,7 @@ func TestAuthenticate(t *testing.T) {
 	}
 	for _, hdr := range [][]string{nil, {"Bearer nope-nope-nope-nope"}, {"Basic alice-token-0123456789"},
 		{"Bearer alice-token-0123456789", "Bearer alice-token-0123456789"}, {"Bearer"}} {
-		if got, err := authAs(t, ts, hdr...); err != ErrUnauthenticated || got != "" {
+		if got, err := authAs(t, ts, hdr...); !errors.Is(err, ErrUnauthenticated) || got != "" {
 			t.Errorf("Authorization %q → %q, %v", hdr, got, err)
 		}
 	}

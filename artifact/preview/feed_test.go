@@ -3,6 +3,7 @@ package preview
 import (
 	"archive/zip"
 	"bytes"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"reflect"
@@ -91,7 +92,7 @@ func TestFeedSkipsWhatIsNotNeeded(t *testing.T) {
 func TestFeedShortReader(t *testing.T) {
 	data := []byte(`{"a": 1}`)
 	b := New(Options{})
-	if err := b.Feed(bytes.NewReader(data), 100); err != io.EOF {
+	if err := b.Feed(bytes.NewReader(data), 100); !errors.Is(err, io.EOF) {
 		t.Fatalf("err %v, want io.EOF", err)
 	}
 	if pv := b.Preview(); pv.Facts.Size != int64(len(data)) {

@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"image"
@@ -325,7 +326,7 @@ func TestWriteAfterPreview(t *testing.T) {
 	b := New(Options{Thumbnail: true})
 	b.Write(readFixture(t, "screenshot.png"))
 	first := b.Preview()
-	if _, err := b.Write([]byte("y")); err != ErrFinished {
+	if _, err := b.Write([]byte("y")); !errors.Is(err, ErrFinished) {
 		t.Errorf("err %v, want ErrFinished", err)
 	}
 	again := b.Preview()

@@ -71,7 +71,6 @@ type field struct {
 	estimating bool
 	boolAt     [2]int32 // false's and true's index in exact.vals + 1, 0 if not known
 	kmv        kmv
-	sizeSeen   bool
 }
 
 func newTable() *table {

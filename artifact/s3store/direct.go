@@ -266,8 +266,8 @@ func (b *directBody) Read(p []byte) (int, error) {
 	n, err := b.c.Read(p[:min(int64(len(p)), b.rest)])
 	b.rest -= int64(n)
 	switch {
-	case err == nil || err == io.EOF && b.rest == 0:
-	case err == io.EOF:
+	case err == nil || errors.Is(err, io.EOF) && b.rest == 0:
+	case errors.Is(err, io.EOF):
 		err = fmt.Errorf("read %s: %w: %w", b.id, artifact.ErrUnavailable, io.ErrUnexpectedEOF)
 	case timedOut(err) && b.endedBy() != nil && !errors.Is(b.endedBy(), errStalled):
 		err = fmt.Errorf("read %s: %w", b.id, b.endedBy()) // the caller's context

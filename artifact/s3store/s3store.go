@@ -385,7 +385,7 @@ type objectReader struct {
 
 func (r *objectReader) Read(p []byte) (int, error) {
 	n, err := r.ReadCloser.Read(p)
-	if err != nil && err != io.EOF {
+	if err != nil && !errors.Is(err, io.EOF) {
 		err = convert(r.ctx, "read", r.id, err)
 	}
 	return n, err

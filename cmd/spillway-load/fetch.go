@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -175,10 +176,10 @@ func (sd *hammerSide) round(c int, d time.Duration, size int, keep bool) error {
 					var n int
 					n, err = io.ReadFull(resp.Body, buf)
 					resp.Body.Close()
-					if err == io.ErrUnexpectedEOF && n == size && resp.StatusCode == http.StatusOK {
+					if errors.Is(err, io.ErrUnexpectedEOF) && n == size && resp.StatusCode == http.StatusOK {
 						err = nil
 					} else {
-						err = fmt.Errorf("%s: %s, %d bytes, %v", sd.name, resp.Status, n, err)
+						err = fmt.Errorf("%s: %s, %d bytes, %w", sd.name, resp.Status, n, err)
 					}
 				}
 				if err != nil {

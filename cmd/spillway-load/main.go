@@ -501,7 +501,7 @@ func streamVsRead(upURL string) error {
 			base := peakRSS(pid(sp))
 			out, err := exec.Command(self, "-client", method, "-client-url", "http://"+sp+"/mcp", "-client-uri", link.URI, "-client-token", token).Output()
 			if err != nil {
-				return fmt.Errorf("client %s: %v", method, err)
+				return fmt.Errorf("client %s: %w", method, err)
 			}
 			var r struct {
 				Bytes   int64
@@ -509,7 +509,7 @@ func streamVsRead(upURL string) error {
 				RSS     int64
 			}
 			if err := json.Unmarshal(out, &r); err != nil {
-				return fmt.Errorf("client output %q: %v", out, err)
+				return fmt.Errorf("client output %q: %w", out, err)
 			}
 			fmt.Printf("| %d MiB | %s | %.1f MB | %.0f ms | %.0f MB (%.0f MB before) | %.0f MB |\n", mib, method, float64(r.Bytes)/1e6,
 				r.Seconds*1000, float64(peakRSS(pid(sp)))/1e6, float64(base)/1e6, float64(r.RSS)/1e6)

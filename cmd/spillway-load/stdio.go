@@ -527,7 +527,7 @@ func checkAnswer(n int64, body []byte, err error, a bigArgs, size int64, want st
 		case c.Type == "resource_link" && c.HTTPURL != "":
 			got, err := hashURL(c.HTTPURL)
 			if err != nil || got != want || c.Meta.SHA256 != want {
-				return true, fmt.Errorf("link: SHA-256 %s (the link says %s), want %s, %v", got, c.Meta.SHA256, want, err)
+				return true, fmt.Errorf("link: SHA-256 %s (the link says %s), want %s, %w", got, c.Meta.SHA256, want, err)
 			}
 			return true, nil
 		case c.Type == "text" && a.Kind != "image" && int64(len(c.Text)) >= size:

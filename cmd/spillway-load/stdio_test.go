@@ -112,7 +112,7 @@ func buildBins(t *testing.T) {
 		dir := tempDir("spillway-load-test-")
 		build := exec.Command("go", "build", "-o", dir+"/", "github.com/spillway-dev/spillway/cmd/spillway", "github.com/spillway-dev/spillway/examples/bigtool/cmd/bigtool")
 		if out, err := build.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+			built.err = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 		*spillwayBin, *bigtoolBin = filepath.Join(dir, "spillway"), filepath.Join(dir, "bigtool")
 		*bigTimeout = time.Minute

@@ -28,7 +28,7 @@ func spillwayBin(t *testing.T) string {
 		os.Chmod(dir, 0o755)
 		binPath = filepath.Join(dir, "spillway")
 		if out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("%v\n%s", err, out)
+			binErr = fmt.Errorf("%w\n%s", err, out)
 		}
 	})
 	if binErr != nil {

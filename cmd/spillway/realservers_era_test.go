@@ -28,7 +28,7 @@ var eraServerBin = sync.OnceValues(func() (string, error) {
 	}
 	bin := filepath.Join(dir, "eraserver")
 	if out, err := exec.Command("go", "build", "-o", bin, "../../mcpproxy/internal/upstreams/eratest/cmd/eraserver").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%v\n%s", err, out)
+		return "", fmt.Errorf("%w\n%s", err, out)
 	}
 	return bin, nil
 })

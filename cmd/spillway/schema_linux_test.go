@@ -26,7 +26,7 @@ var schemaServerBin = sync.OnceValues(func() (string, error) {
 	}
 	bin := filepath.Join(dir, "schemaserver")
 	if out, err := exec.Command("go", "build", "-o", bin, "./testdata/schemaserver").CombinedOutput(); err != nil {
-		return "", fmt.Errorf("%v\n%s", err, out)
+		return "", fmt.Errorf("%w\n%s", err, out)
 	}
 	return bin, nil
 })

@@ -876,10 +876,10 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 // common ends of a stream (none, io.EOF) and a bare *TooLargeError are
 // told without errors.As, whose target escapes: an allocation per event.
 func tooLargeOf(err error) *sse.TooLargeError {
-	if err == nil || err == io.EOF {
+	if err == nil || errors.Is(err, io.EOF) {
 		return nil
 	}
-	if tl, ok := err.(*sse.TooLargeError); ok {
+	if tl, ok := errors.AsType[*sse.TooLargeError](err); ok {
 		return tl
 	}
 	var tl *sse.TooLargeError

@@ -18,6 +18,7 @@ package stdio
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -226,7 +227,7 @@ func (f *Face) handle(ctx context.Context, m *jsonrpc.Message, up Upstream, scop
 			}
 			if _, err := (*scope).Call(ctx, m, f, c); err != nil {
 				code, msg := jsonrpc.CodeUpstream, "upstream MCP server unavailable"
-				if err == mux.ErrDuplicateID {
+				if errors.Is(err, mux.ErrDuplicateID) {
 					code, msg = jsonrpc.CodeInvalidRequest, "a request with this id is already in flight"
 				}
 				f.Deliver(jsonrpc.ErrorResponse(m.ID, code, msg), nil)

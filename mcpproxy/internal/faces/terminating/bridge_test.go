@@ -2,6 +2,7 @@ package terminating
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -121,7 +122,7 @@ func TestParkTable(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := pt.put(newToken(), &parked{tenant: "a"}, expired); err != errTooManyParked {
+	if err := pt.put(newToken(), &parked{tenant: "a"}, expired); !errors.Is(err, errTooManyParked) {
 		t.Errorf("past the bound: %v", err)
 	}
 	if err := pt.put(newToken(), &parked{tenant: "b"}, expired); err != nil {

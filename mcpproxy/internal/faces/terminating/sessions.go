@@ -2,6 +2,7 @@ package terminating
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -282,7 +283,7 @@ func (f *Face) serveStream(w http.ResponseWriter, r *http.Request, rq ownmethods
 
 // callError is the answer to a request the mux would not send.
 func callError(m *jsonrpc.Message, err error) *jsonrpc.Message {
-	if err == mux.ErrDuplicateID {
+	if errors.Is(err, mux.ErrDuplicateID) {
 		return jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeInvalidRequest, "a request with this id is already in flight")
 	}
 	return jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeUpstream, "upstream MCP server unavailable")

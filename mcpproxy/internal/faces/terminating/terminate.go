@@ -20,6 +20,7 @@ package terminating
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -179,6 +180,13 @@ func (f *Face) Close() {
 	f.shared.Close()
 }
 
+// isAbort reports whether a recovered panic value is http.ErrAbortHandler,
+// the panic net/http uses to abort a response on purpose.
+func isAbort(v any) bool {
+	err, ok := v.(error)
+	return ok && errors.Is(err, http.ErrAbortHandler)
+}
+
 // Sessions is the number of live sessions.
 func (f *Face) Sessions() int { return f.table.Len() }
 
@@ -186,7 +194,7 @@ func (f *Face) Sessions() int { return f.table.Len() }
 // origin-checked by the caller).
 func (f *Face) ServeHTTP(w http.ResponseWriter, r *http.Request, rq ownmethods.Request) {
 	defer func() {
-		if v := recover(); v != nil && v != http.ErrAbortHandler {
+		if v := recover(); v != nil && !isAbort(v) {
 			f.log.Error("terminate: handler panicked", "panic", v, "stack", string(debug.Stack()))
 		}
 	}()

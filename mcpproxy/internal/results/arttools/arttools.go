@@ -313,7 +313,7 @@ func (r *Runner) Run(ctx context.Context, c Call, src Source) (string, error) {
 	default:
 		return "", invalid("unknown tool %q", c.Tool)
 	}
-	if err != nil && context.Cause(ctx) == errTimeout {
+	if err != nil && errors.Is(context.Cause(ctx), errTimeout) {
 		return "", invalid("%s ran past its %s limit: ask for a window nearer the start, or search a smaller artifact", c.Tool, r.lim.Timeout)
 	}
 	return out, err

@@ -85,9 +85,9 @@ run:
 				switch {
 				case errors.As(err, &halt) && halt.Value() == nil:
 					break run
-				case context.Cause(ctx) == errJQTimeout:
+				case errors.Is(context.Cause(ctx), errJQTimeout):
 					return "", nil, invalid("jq program ran past its %s limit (%d outputs so far)", r.lim.JQTimeout, outputs)
-				case context.Cause(ctx) == errJQMemory:
+				case errors.Is(context.Cause(ctx), errJQMemory):
 					return "", nil, invalid("jq program stopped: the proxy's memory passed %d MiB while it ran (%d outputs so far)", r.lim.MaxJQHeap>>20, outputs)
 				case ctx.Err() != nil:
 					return "", nil, ctx.Err()

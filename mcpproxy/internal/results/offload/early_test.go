@@ -369,7 +369,7 @@ func TestEarlyStagedConcurrent(t *testing.T) {
 				defer spill.Release(raw)
 				_, stored, err := rw.Rewrite(context.Background(), Call{Method: "tools/call", Tool: "t", Tenant: tenant}, jsonrpc.Path(raw, "result"))
 				if err != nil || len(stored) != 3 {
-					errs <- fmt.Errorf("%s: stored %d, %v", tenant, len(stored), err)
+					errs <- fmt.Errorf("%s: stored %d, %w", tenant, len(stored), err)
 					return
 				}
 				for i, a := range stored {

@@ -139,7 +139,7 @@ func Compile(raw []byte) (*Schema, error) {
 		return nil, fmt.Errorf("%w: %s", ErrSchema, clip(err.Error()))
 	}
 	if err := s.checkInPlace(&root); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSchema, err)
+		return nil, fmt.Errorf("%w: %w", ErrSchema, err)
 	}
 	return s, nil
 }

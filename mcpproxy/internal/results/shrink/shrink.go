@@ -166,7 +166,7 @@ func Shrink(ctx context.Context, instance []byte, s *Schema, o Options, cut func
 			if err := s.Validate(out); errors.Is(err, ErrSchema) {
 				return nil, nil, err
 			} else if err != nil {
-				return nil, nil, fmt.Errorf("%w: %v", ErrNoFit, err)
+				return nil, nil, fmt.Errorf("%w: %w", ErrNoFit, err)
 			}
 			return out, cuts, nil
 		}
@@ -174,7 +174,7 @@ func Shrink(ctx context.Context, instance []byte, s *Schema, o Options, cut func
 			break // keeping every member would give the same result
 		}
 	}
-	return nil, nil, fmt.Errorf("%w: %v", ErrNoFit, last)
+	return nil, nil, fmt.Errorf("%w: %w", ErrNoFit, last)
 }
 
 // prepare checks Shrink's input and returns the instance's object without

@@ -2,6 +2,7 @@ package mux
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -142,7 +143,7 @@ func TestDuplicateIDAndDeadUpstream(t *testing.T) {
 	if _, err := s.Call(ctx, req, k, nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Call(ctx, req, k, nil); err != ErrDuplicateID {
+	if _, err := s.Call(ctx, req, k, nil); !errors.Is(err, ErrDuplicateID) {
 		t.Fatalf("second call with the same id: %v", err)
 	}
 	m.Close()
@@ -150,7 +151,7 @@ func TestDuplicateIDAndDeadUpstream(t *testing.T) {
 	if got[0].ErrorCode() != jsonrpc.CodeUpstream || string(got[0].ID) != `"x"` {
 		t.Fatalf("after the upstream died: %s", got[0].Raw)
 	}
-	if _, err := s.Call(ctx, msg(t, `{"jsonrpc":"2.0","id":2,"method":"ping"}`), k, nil); err != ErrClosed {
+	if _, err := s.Call(ctx, msg(t, `{"jsonrpc":"2.0","id":2,"method":"ping"}`), k, nil); !errors.Is(err, ErrClosed) {
 		t.Fatalf("call on a dead mux: %v", err)
 	}
 }

@@ -292,7 +292,7 @@ func (c *Conn) ended(err error) error {
 	select {
 	case <-c.reaped:
 	case <-time.After(stdinGrace + waitDelay):
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return errors.New("upstream closed its stdout")
 		}
 		return fmt.Errorf("reading from the upstream: %w", err)

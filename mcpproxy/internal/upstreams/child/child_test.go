@@ -30,9 +30,6 @@ const closeDeadline = CloseBound + time.Second
 // startSh runs script under sh as a child.
 func startSh(t *testing.T, script string, env ...string) (*Conn, *policytest.Buffer) {
 	t.Helper()
-	if runtime.GOOS == "windows" {
-		t.Skip("the hostile children are shell scripts")
-	}
 	logs := &policytest.Buffer{}
 	c, err := Start(Command{Path: "sh", Args: []string{"-c", script}, Env: env},
 		Options{MaxMessage: 1 << 20, Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
@@ -328,9 +325,6 @@ func TestStartMissingProgram(t *testing.T) {
 // connection's error says so; a child silent between messages (a whole
 // line written, then nothing) lives on.
 func TestStallTimeout(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("the hostile children are shell scripts")
-	}
 	start := func(script string) *Conn {
 		c, err := Start(Command{Path: "sh", Args: []string{"-c", script}},
 			Options{MaxMessage: 1 << 20, StallTimeout: 300 * time.Millisecond})

@@ -16,6 +16,8 @@
 // resource Resource and the prompt "greet".
 package eratest
 
+//lint:file-ignore SA1019 a stateless-only server still offers sampling, roots and logging (deprecated, not removed, in 2026-07-28), so the proxy's bridging of them is tested.
+
 import (
 	"context"
 	"encoding/json"

@@ -188,8 +188,7 @@ func TestHugeEventIsBounded(t *testing.T) {
 func TestLegacyOnlyServer(t *testing.T) {
 	var j journal
 	streams := make(chan chan string, 4)
-	var url string
-	url = serve(t, func(w http.ResponseWriter, r *http.Request) {
+	url := serve(t, func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case r.Method == http.MethodPost && r.URL.Path == "/mcp":
 			j.add("POST /mcp")

@@ -758,7 +758,7 @@ func (c *Conn) inputLocked(cl *call, result []byte) ([]*jsonrpc.Message, error) 
 		RequestState json.RawMessage `json:"requestState"`
 	}
 	if err := json.Unmarshal(result, &r); err != nil {
-		return nil, fmt.Errorf("the upstream's input_required result is malformed: %v", err)
+		return nil, fmt.Errorf("the upstream's input_required result is malformed: %w", err)
 	}
 	if len(r.InputRequests) == 0 {
 		return nil, errors.New("the upstream is busy (input_required without input requests); try again later")
@@ -784,7 +784,7 @@ func (c *Conn) inputLocked(cl *call, result []byte) ([]*jsonrpc.Message, error) 
 			// means nothing: its bytes go instead.
 			var b bytes.Buffer
 			if err := spill.Expand(&b, cl.state); err != nil {
-				return nil, fmt.Errorf("the upstream's requestState is lost: %v", err)
+				return nil, fmt.Errorf("the upstream's requestState is lost: %w", err)
 			}
 			cl.state = b.Bytes()
 		}
@@ -800,7 +800,7 @@ func (c *Conn) inputLocked(cl *call, result []byte) ([]*jsonrpc.Message, error) 
 		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": in.Method, "params": json.RawMessage(objectOr(in.Params))})
 		r, err := jsonrpc.DecodeMessage(b)
 		if err != nil {
-			return nil, fmt.Errorf("the upstream's %s request is malformed: %v", in.Method, err)
+			return nil, fmt.Errorf("the upstream's %s request is malformed: %w", in.Method, err)
 		}
 		out = append(out, r)
 	}

@@ -130,7 +130,8 @@ func RedactURL(raw string) string {
 // its *url.Error names redacted (see RedactURL); other errors are
 // returned as they are. errors.Is and errors.As see through it as before.
 func RedactError(err error) error {
-	ue, ok := err.(*url.Error)
+	ue := &url.Error{}
+	ok := errors.As(err, &ue)
 	if !ok {
 		return err
 	}

@@ -113,7 +113,7 @@ func (c *Conn) read(r *Reader) {
 	default:
 		if c.o.End != nil {
 			err = c.safely("ending the connection", func() error { return c.o.End(err) })
-		} else if err == io.EOF {
+		} else if errors.Is(err, io.EOF) {
 			err = ErrPeerClosed
 		}
 	}

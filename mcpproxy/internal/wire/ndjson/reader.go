@@ -170,7 +170,7 @@ func (r *Reader) spooled() ([]byte, error) {
 	out, err := r.spool.Read(lr, r.max+1) // +1: a "\r" before the "\n" is not the message's
 	if lr.err != nil {
 		r.err = lr.err // for the next call
-		if lr.err != io.EOF {
+		if !errors.Is(lr.err, io.EOF) {
 			return nil, lr.err // the line is cut: dropped (and its spill freed)
 		}
 	}
@@ -181,14 +181,14 @@ func (r *Reader) spooled() ([]byte, error) {
 			return nil, lr.tooLarge(r.max, nil)
 		}
 		return line, nil
-	case err == io.EOF: // a blank line
+	case errors.Is(err, io.EOF): // a blank line
 		if lr.err != nil && lr.size == 0 {
 			return nil, lr.err
 		}
 		return r.blank(lr)
 	}
 	io.Copy(io.Discard, lr) // the rest of the line streams past
-	if lr.err != nil && lr.err != io.EOF {
+	if lr.err != nil && !errors.Is(lr.err, io.EOF) {
 		r.err = lr.err
 		return nil, lr.err
 	}
@@ -297,7 +297,7 @@ func (r *Reader) line() ([]byte, error) {
 				over.Tail = keepTail(over.Tail, p)
 			}
 			blocks, cur = nil, nil
-		case cur == nil && err != bufio.ErrBufferFull:
+		case cur == nil && !errors.Is(err, bufio.ErrBufferFull):
 			// The common case: the whole line was in the buffer.
 			cur = bytes.Clone(chunk)
 		default:
@@ -312,7 +312,7 @@ func (r *Reader) line() ([]byte, error) {
 				cur, chunk = cur[:len(cur)+n], chunk[n:]
 			}
 		}
-		if err == bufio.ErrBufferFull {
+		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
 		if err != nil {

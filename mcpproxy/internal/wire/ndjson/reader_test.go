@@ -34,7 +34,7 @@ func readAll(t testing.TB, r *Reader) (got []string, err error) {
 			got = append(got, fmt.Sprintf("too large %d", tl.Size))
 		case errors.As(err, &mf):
 			got = append(got, fmt.Sprintf("malformed %d", mf.Code()))
-		case err == io.EOF:
+		case errors.Is(err, io.EOF):
 			return got, nil
 		default:
 			return got, err

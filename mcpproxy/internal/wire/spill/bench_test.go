@@ -195,7 +195,8 @@ func BenchmarkSpellingRows(b *testing.B) {
 	row := `{\"id\":12345,\"name\":\"row\",\"score\":-12.5e3,\"ok\":true,\"tags\":[\"a\",\"b\"],\"note\":null},\n`
 	raw := []byte(strings.Repeat(row, 10<<20/len(row)))
 	c := NewCanon(false)
-	val, ok := c.Next(nil, raw)
+	val, _ := c.Next(nil, raw)
+	var ok bool
 	if val, ok = c.End(val); !ok {
 		b.Fatal("refused")
 	}

@@ -84,7 +84,7 @@ func FuzzRead(f *testing.F) {
 			t.Fatalf("invalid JSON %q read as %q", in, out)
 		case !valid:
 			tooLarge := maxInline > 0 && errors.Is(err, ErrTooLarge) // found before the flaw
-			if err != io.EOF && !errors.Is(err, jsonrpc.ErrMalformed) && !tooLarge {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, jsonrpc.ErrMalformed) && !tooLarge {
 				t.Fatalf("invalid JSON: %v", err)
 			}
 		case err != nil:

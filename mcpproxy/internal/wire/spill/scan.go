@@ -3,6 +3,7 @@ package spill
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -635,7 +636,7 @@ func (s *scanner) next(what string) (byte, error) {
 
 func (s *scanner) nextSlow(what string) (byte, error) {
 	err := s.ws()
-	if err == io.EOF {
+	if errors.Is(err, io.EOF) {
 		return 0, malformed("input ends where %s should be", what)
 	}
 	if err != nil {
@@ -774,7 +775,7 @@ func (s *scanner) end() error {
 	if err == nil {
 		return malformed("unexpected %q after the value", s.buf[s.i])
 	}
-	if err != io.EOF {
+	if !errors.Is(err, io.EOF) {
 		return err
 	}
 	return nil // fill flushed everything
@@ -787,7 +788,7 @@ func (s *scanner) literal(word string) error {
 	}
 	for k := 0; k < len(word); k++ {
 		c, err := s.peek()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return malformed("input ends inside %s", word)
 		}
 		if err != nil {
@@ -826,7 +827,7 @@ func (s *scanner) number() error {
 	st := sign
 	for {
 		c, err := s.peek()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			c = 0
 		} else if err != nil {
 			return err
@@ -854,7 +855,7 @@ func (s *scanner) number() error {
 			if st == intDigits || st == afterInt || st == fracDigits || st == expDigits {
 				return nil // the byte after the number is the caller's
 			}
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				return malformed("input ends inside a number")
 			}
 			return malformed("unexpected %q in a number", c)
@@ -874,7 +875,7 @@ func (s *scanner) str() error {
 	esc := 0 // 0: plain; -1: after a backslash; k > 0: hex digits left
 	for {
 		if s.i == s.n {
-			if err := s.fill(); err == io.EOF {
+			if err := s.fill(); errors.Is(err, io.EOF) {
 				return malformed("input ends inside a string")
 			} else if err != nil {
 				return err

@@ -166,7 +166,7 @@ func TestReadMalformed(t *testing.T) {
 	if n := s.Alive(); n != 0 {
 		t.Errorf("%d bytes left spilled by failed reads", n)
 	}
-	if _, err := s.Read(strings.NewReader(" \r\n "), 0); err != io.EOF {
+	if _, err := s.Read(strings.NewReader(" \r\n "), 0); !errors.Is(err, io.EOF) {
 		t.Errorf("whitespace only: %v, want io.EOF", err)
 	}
 }

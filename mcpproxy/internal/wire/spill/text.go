@@ -133,7 +133,7 @@ func (t *textReader) Read(p []byte) (int, error) {
 		w += c2
 		t.pend = t.rune[c2:k] // what did not fit
 	}
-	if w > 0 && t.err == io.EOF {
+	if w > 0 && errors.Is(t.err, io.EOF) {
 		return w, nil
 	}
 	if w > 0 || len(p) == 0 {

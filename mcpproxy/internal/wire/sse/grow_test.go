@@ -1,6 +1,7 @@
 package sse
 
 import (
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -53,7 +54,7 @@ func TestReaderBufferShrinks(t *testing.T) {
 			t.Errorf("after the events that followed big event %d the Reader keeps a %d-byte buffer (big: %v), want its own %d", i, len(rd.buf), rd.big != nil, readBufSize)
 		}
 	}
-	if _, err := rd.Next(); err != io.EOF {
+	if _, err := rd.Next(); !errors.Is(err, io.EOF) {
 		t.Fatalf("end: %v", err)
 	}
 }

@@ -316,7 +316,7 @@ func (rd *Reader) Next() (Event, error) {
 		}
 		kind, n, err := rd.fieldStart()
 		if err != nil {
-			if err == io.EOF && inBlock {
+			if errors.Is(err, io.EOF) && inBlock {
 				err = io.ErrUnexpectedEOF
 			}
 			rd.hold = noHold
@@ -402,7 +402,7 @@ func (rd *Reader) Next() (Event, error) {
 			}
 		})
 		if err != nil {
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
 			return Event{}, err

@@ -77,7 +77,7 @@ func TestReader(t *testing.T) {
 				if !reflect.DeepEqual(evs, tt.want) {
 					t.Errorf("events = %+v, want %+v", evs, tt.want)
 				}
-				if len(errs) != 1 || errs[0] != tt.end {
+				if len(errs) != 1 || !errors.Is(errs[0], tt.end) {
 					t.Errorf("end = %v, want %v", errs, tt.end)
 				}
 			}
@@ -292,7 +292,7 @@ func TestWriterFlushes(t *testing.T) {
 		t.Fatalf("WriteRaw: %v, %d flushes", err, f.flushes)
 	}
 	f.err = errors.New("gone")
-	if err := sw.Flush(); err != f.err || f.flushes != 3 {
+	if err := sw.Flush(); !errors.Is(err, f.err) || f.flushes != 3 {
 		t.Fatalf("Flush: %v, %d flushes", err, f.flushes)
 	}
 	if got := f.String(); got != "event: message\ndata: {}\n\ndata: {}\n\n" {

@@ -1,6 +1,7 @@
 package stall
 
 import (
+	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -96,7 +97,7 @@ func TestReaderNoTimeout(t *testing.T) {
 	case <-time.After(100 * time.Millisecond):
 	}
 	pw.Close()
-	if err := <-done; err != io.EOF || g.Why("stream") != "" {
+	if err := <-done; !errors.Is(err, io.EOF) || g.Why("stream") != "" {
 		t.Fatalf("after the end: %v, Why %q", err, g.Why("stream"))
 	}
 	var nilg *Reader
