@@ -303,7 +303,7 @@ func (e *env) fullAnswer(t *testing.T, reply *jsonrpc.Message) string {
 func TestArtifactToolsCorpus(t *testing.T) {
 	e := toolEnv(t, Options{})
 	rq := Request{Tenant: "acme"}
-	dir := filepath.Join("..", "..", "..", "artifact", "preview", "testdata", "corpus")
+	dir := filepath.Join("..", "..", "..", "..", "artifact", "preview", "testdata", "corpus")
 	load := func(name string) ([]byte, string) {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
