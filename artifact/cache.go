@@ -38,7 +38,7 @@ type CacheOptions struct {
 
 // DefaultMetaTTL is how long cached metadata lives unless CacheOptions
 // says otherwise: the bound on a deletion made on another replica going
-// unseen here (README "Revocation"). A Stat per hot artifact every 2 s is
+// unseen here (README.md, "Revocation"). A Stat per hot artifact every 2 s is
 // nothing to a store.
 const DefaultMetaTTL = 2 * time.Second
 

@@ -21,7 +21,7 @@ import (
 	"github.com/spillway-dev/spillway/sdk"
 )
 
-// The documented revocation bounds (README "Revocation"), each the time
+// The documented revocation bounds (artifact/README.md, "Revocation"), each the time
 // from the call returning on replica A to replica B refusing the link.
 const (
 	deleteBound = artifact.DefaultMetaTTL   // metadata cached elsewhere
