@@ -6,16 +6,18 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 )
 
-// On stdio a client ends a subscriptions/listen with notifications/cancelled
-// naming it, and the server answers the listen then (2026-07-28): its
-// final response, the subscription's id in _meta. Behind the face that
-// answer cannot come from the upstream — the mux forgets a call the client
-// cancelled, and an HTTP upstream's listen ends by closing its stream,
-// with no response — so the face gives it, and drops the upstream's own
-// should one have been on its way.
+// On stdio a client ends a subscriptions/listen by sending
+// notifications/cancelled naming it, and the server then answers the
+// listen with its final response, the subscription's id in _meta
+// (2026-07-28). Behind the face that answer cannot come from the
+// upstream: the mux forgets a call the client cancelled, and an HTTP
+// upstream ends a listen by closing its stream, with no response. So the
+// face sends the final response itself, and drops the upstream's own if
+// one was already on its way.
 
 // listenOpened records a request the client sent: a subscriptions/listen
-// is open from now on; any other request with the same id is not one.
+// is open from now on, and any other request reusing the id of an old
+// listen clears it.
 func (f *Face) listenOpened(m *jsonrpc.Message) {
 	key := jsonrpc.Key(m.ID)
 	f.mu.Lock()
@@ -46,8 +48,10 @@ func (f *Face) listenCancelled(n *jsonrpc.Message) {
 	}
 }
 
-// answered reports whether response m may go to the client: not when the
-// face answered its listen already. A listen's response closes it.
+// answered reports whether the face already answered the listen that
+// response m answers (see listenCancelled): then m must be dropped, as
+// the client has its final response. Either way the listen is forgotten,
+// since a listen's response closes it.
 func (f *Face) answered(m *jsonrpc.Message) (drop bool) {
 	key := jsonrpc.Key(m.ID)
 	f.mu.Lock()

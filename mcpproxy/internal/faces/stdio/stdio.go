@@ -32,9 +32,10 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/spill"
 )
 
-// Upstream gives the face its upstream connection: Get is called for each
-// client message and returns the live connection (restarting one when it
-// died), or an error the client's request is answered with.
+// Upstream gives the face its upstream connection. Get is called for
+// each client message and returns the live connection (restarting one
+// that died), or an error: a request is then answered with it, and a
+// notification dropped. Close ends the connection when Serve returns.
 type Upstream interface {
 	Get(ctx context.Context) (*mux.Mux, error)
 	Close()
@@ -55,14 +56,14 @@ func (f Fixed) Get(context.Context) (*mux.Mux, error) {
 // Close closes the connection.
 func (f Fixed) Close() { f.M.Close() }
 
-// Client is the client's side of stdio: its messages on Recv, ours
-// through Send.
+// Client is the client's side of stdio: Recv delivers the client's
+// messages (closed at the end of its input), Send writes one to it.
 type Client interface {
 	Send(ctx context.Context, m *jsonrpc.Message) error
 	Recv() <-chan *jsonrpc.Message
 }
 
-// Options configure Serve. Methods is required.
+// Options configure a Face. Methods is required.
 type Options struct {
 	Methods *ownmethods.Methods
 	// MaxMessage caps what the face writes: a larger response becomes a
@@ -79,7 +80,9 @@ type Options struct {
 // DefaultMaxRewrites is Options.MaxRewrites when none is given.
 const DefaultMaxRewrites = 16
 
-// Face is one stdio client's session. Create it with New.
+// Face is one stdio client's session. Create it with New and run it with
+// Serve, once. Deliver, OnServer and Replay are safe for concurrent use
+// (the upstream's routing goroutine and a supervisor call them).
 type Face struct {
 	o   Options
 	log *slog.Logger
@@ -98,12 +101,14 @@ type Face struct {
 	listens map[string]bool
 }
 
+// item is one message on its way to the client, with the Call that
+// rewrites it (nil: it goes out as it is).
 type item struct {
 	m    *jsonrpc.Message
 	call *ownmethods.Call
 }
 
-// New returns a face.
+// New returns a face for one client; serve it with Serve, once.
 func New(o Options) *Face {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -125,7 +130,7 @@ func (f *Face) Deliver(m *jsonrpc.Message, tag any) {
 	f.send(item{m, c})
 }
 
-// send queues it for the client (see Deliver).
+// send queues it for the client, as Deliver does.
 func (f *Face) send(it item) {
 	select {
 	case f.out <- it:
@@ -133,11 +138,14 @@ func (f *Face) send(it item) {
 	}
 }
 
-// OnServer is the upstream's unsolicited messages' route: to the client.
+// OnServer receives the messages the upstream sends on its own
+// (notifications and requests) and passes them to the client.
 func (f *Face) OnServer(m *jsonrpc.Message) { f.Deliver(m, nil) }
 
-// Replay is a supervisor's Init: a new upstream connection gets the
-// client's handshake again, so the session goes on after a restart.
+// Replay sends the client's handshake (initialize, then initialized) to a
+// new upstream connection, so that the session goes on after a restart.
+// It is the Init of the supervisor that restarts the upstream; before the
+// client's initialize it sends nothing.
 func (f *Face) Replay(ctx context.Context, m *mux.Mux) error {
 	f.mu.Lock()
 	init, ready := f.init, f.ready
@@ -157,8 +165,7 @@ func (f *Face) Serve(ctx context.Context, client Client, up Upstream) error {
 	defer up.Close()
 	go f.write(ctx, cancel, client)
 
-	var scope *mux.Scope
-	var scopeOf *mux.Mux
+	var sc scoped
 	for {
 		var m *jsonrpc.Message
 		select {
@@ -169,79 +176,116 @@ func (f *Face) Serve(ctx context.Context, client Client, up Upstream) error {
 		if m == nil {
 			return nil // end of input
 		}
-		f.handle(ctx, m, up, &scope, &scopeOf)
+		f.handle(ctx, m, up, &sc)
 	}
 }
 
-func (f *Face) handle(ctx context.Context, m *jsonrpc.Message, up Upstream, scope **mux.Scope, scopeOf **mux.Mux) {
-	defer func() {
-		if v := recover(); v != nil {
-			f.log.Error("stdio face: handling a message panicked", "panic", v, "stack", string(debug.Stack()))
-			if m.IsRequest() {
-				f.Deliver(jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeInternalError, "the proxy failed to handle this request"), nil)
-			}
-		}
-	}()
+// scoped is the client's namespace on the upstream connection it last
+// used. A restarted upstream is a new connection, and gets a fresh
+// namespace: ids in flight on the dead one mean nothing on it.
+type scoped struct {
+	scope *mux.Scope
+	of    *mux.Mux // the connection scope belongs to; nil before the first request
+}
+
+// on returns the client's namespace on mx, making a fresh one when mx is
+// not the connection of the last.
+func (sc *scoped) on(mx *mux.Mux) *mux.Scope {
+	if sc.of != mx {
+		sc.scope, sc.of = mx.NewScope(), mx
+	}
+	return sc.scope
+}
+
+// handle passes one client message on: a request to the proxy's own
+// methods or upstream, anything else upstream. A panic answers a request
+// with an error, and the face goes on serving.
+func (f *Face) handle(ctx context.Context, m *jsonrpc.Message, up Upstream, sc *scoped) {
+	defer f.recoverHandling(m)
 	// The handshake is remembered once it went upstream, so the first
 	// connection does not get it twice.
-	defer func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		switch m.Method {
-		case "initialize":
-			f.init = m
-		case "notifications/initialized":
-			f.ready = m
-		}
-	}()
-	if m.IsRequest() && m.Method == "resources/stream" {
-		f.Deliver(jsonrpc.ErrorResponse(m.ID, codeNotStreamable,
-			"resources/stream needs HTTP; over stdio use resources/read or the resource_link's httpUrl"), nil)
-		return
-	}
+	defer f.rememberHandshake(m)
 	if m.IsRequest() {
-		f.listenOpened(m)
+		f.request(ctx, m, up, sc)
+		return
 	}
 	if m.IsNotification() && m.Method == jsonrpc.MethodCancelled {
 		defer f.listenCancelled(m) // once the cancellation went upstream
 	}
-	if m.IsRequest() {
-		rq := ownmethods.Request{Stdio: true, Version: jsonrpc.MetaString(m, jsonrpc.MetaProtocolVersion)}
-		reply, c := f.o.Methods.Before(ctx, rq, m)
-		if reply != nil {
-			f.Deliver(reply, nil)
-			return
+	f.pass(ctx, m, up, sc)
+}
+
+// recoverHandling, deferred by handle, turns a panic into an error
+// response to the request m (a notification or response gets none): a
+// bug met by one message must not end the client's session.
+func (f *Face) recoverHandling(m *jsonrpc.Message) {
+	if v := recover(); v != nil {
+		f.log.Error("stdio face: handling a message panicked", "panic", v, "stack", string(debug.Stack()))
+		if m.IsRequest() {
+			f.Deliver(jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeInternalError, "the proxy failed to handle this request"), nil)
 		}
-		{
-			mx, err := up.Get(ctx)
-			if err != nil {
-				f.log.Warn("upstream unavailable", "err", err)
-				f.Deliver(jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeUpstream, "upstream MCP server unavailable: "+err.Error()), nil)
-				return
-			}
-			if *scopeOf != mx { // a restarted upstream: a fresh namespace
-				*scope, *scopeOf = mx.NewScope(), mx
-			}
-			if c != nil && m.Method == "tools/call" {
-				c.List = terminating.ListTools(mx, m, true)
-			}
-			if _, err := (*scope).Call(ctx, m, f, c); err != nil {
-				code, msg := jsonrpc.CodeUpstream, "upstream MCP server unavailable"
-				if errors.Is(err, mux.ErrDuplicateID) {
-					code, msg = jsonrpc.CodeInvalidRequest, "a request with this id is already in flight"
-				}
-				f.Deliver(jsonrpc.ErrorResponse(m.ID, code, msg), nil)
-			}
-		}
+	}
+}
+
+// rememberHandshake keeps the client's initialize and initialized, which
+// Replay sends again to a restarted upstream.
+func (f *Face) rememberHandshake(m *jsonrpc.Message) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch m.Method {
+	case "initialize":
+		f.init = m
+	case "notifications/initialized":
+		f.ready = m
+	}
+}
+
+// request answers the client's request m itself (the proxy's own
+// methods, resources/stream) or sends it upstream in the client's
+// namespace, with the Call that rewrites its response as its tag.
+func (f *Face) request(ctx context.Context, m *jsonrpc.Message, up Upstream, sc *scoped) {
+	if m.Method == "resources/stream" {
+		f.Deliver(jsonrpc.ErrorResponse(m.ID, codeNotStreamable,
+			"resources/stream needs HTTP; over stdio use resources/read or the resource_link's httpUrl"), nil)
 		return
 	}
+	f.listenOpened(m)
+	rq := ownmethods.Request{Stdio: true, Version: jsonrpc.MetaString(m, jsonrpc.MetaProtocolVersion)}
+	reply, c := f.o.Methods.Before(ctx, rq, m)
+	if reply != nil {
+		f.Deliver(reply, nil)
+		return
+	}
+	mx, err := up.Get(ctx)
+	if err != nil {
+		f.log.Warn("upstream unavailable", "err", err)
+		f.Deliver(jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeUpstream, "upstream MCP server unavailable: "+err.Error()), nil)
+		return
+	}
+	scope := sc.on(mx)
+	if c != nil && m.Method == "tools/call" {
+		c.List = terminating.ListTools(mx, m, true)
+	}
+	if _, err := scope.Call(ctx, m, f, c); err != nil {
+		code, msg := jsonrpc.CodeUpstream, "upstream MCP server unavailable"
+		if errors.Is(err, mux.ErrDuplicateID) {
+			code, msg = jsonrpc.CodeInvalidRequest, "a request with this id is already in flight"
+		}
+		f.Deliver(jsonrpc.ErrorResponse(m.ID, code, msg), nil)
+	}
+}
+
+// pass sends a client notification upstream in the client's namespace
+// (a cancellation names the client's id), or a client's response to a
+// server request as it is. With no upstream it is dropped, and logged.
+func (f *Face) pass(ctx context.Context, m *jsonrpc.Message, up Upstream, sc *scoped) {
 	mx, err := up.Get(ctx)
 	if err != nil {
 		f.log.Warn("upstream unavailable; dropping a client message", "method", m.Method, "err", err)
 		return
 	}
-	if m.IsNotification() && *scopeOf == mx {
-		err = (*scope).Notify(ctx, m)
+	if m.IsNotification() && sc.of == mx {
+		err = sc.scope.Notify(ctx, m)
 	} else {
 		err = mx.Send(ctx, m) // a response to a server request, or nothing to map yet
 	}
