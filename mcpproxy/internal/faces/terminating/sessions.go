@@ -180,7 +180,7 @@ func (l *live) rewrite(it item) {
 func (l *live) handle(it item) {
 	defer func() {
 		if v := recover(); v != nil {
-			l.f.log.Error("terminate: rewriting a message panicked", "panic", v, "stack", string(debug.Stack()))
+			l.f.log.Error("terminating face: rewriting a message panicked", "panic", v, "stack", string(debug.Stack()))
 			if it.m.IsResponse() && it.st != nil {
 				it.st.Append(jsonrpc.ErrorResponse(it.m.ID, jsonrpc.CodeInternalError, "the proxy failed to process the upstream's response"))
 			}
@@ -211,25 +211,56 @@ func (k streamSink) Deliver(m *jsonrpc.Message, tag any) {
 	k.l.push(item{m: m, call: c, st: k.st})
 }
 
+// sessionPOST serves a POST of session s: its messages go upstream on
+// the session's own connection, and the answers to its requests come back
+// on a stream of the session's, as events or (a client that takes only
+// JSON) as one JSON body.
 func (f *Face) sessionPOST(w http.ResponseWriter, r *http.Request, rq ownmethods.Request, s *session.Session, msgs []*jsonrpc.Message) {
 	ctx := r.Context()
-	l := s.Value.(*live)
 	s.Touch()
 	if len(msgs) == 1 && msgs[0].Method == "resources/stream" {
 		f.serveStream(w, r, rq, msgs[0])
 		return
 	}
 	st := s.NewStream()
+	ids := requestIDs(msgs)
+	st.Await(ids)
+	if len(ids) == 0 {
+		st.Finish()
+	}
+	f.sendSession(ctx, rq, s, st, msgs)
+	if len(ids) == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if !wantsSSE(r) {
+		f.writeJSON(ctx, w, st)
+		return
+	}
+	// Headers and a priming event (an id and empty data, as the spec
+	// words it) go out at once: a long, silent call must
+	// not hit the client's header timeout, and the client has an event id
+	// to resume from whatever happens next.
+	f.write(ctx, w, s, st, 0, rq.Version >= httpx.Version20251125, true)
+}
+
+// requestIDs returns the ids of the requests among msgs.
+func requestIDs(msgs []*jsonrpc.Message) [][]byte {
 	var ids [][]byte
 	for _, m := range msgs {
 		if m.IsRequest() {
 			ids = append(ids, m.ID)
 		}
 	}
-	st.Await(ids)
-	if len(ids) == 0 {
-		st.Finish()
-	}
+	return ids
+}
+
+// sendSession sends msgs upstream on session s's connection: requests in
+// its client's namespace, their answers (and the proxy's own) bound for
+// st; notifications (a cancellation also ends what the session's streams
+// owe for it); and the client's answers to server requests.
+func (f *Face) sendSession(ctx context.Context, rq ownmethods.Request, s *session.Session, st *session.Stream, msgs []*jsonrpc.Message) {
+	l := s.Value.(*live)
 	sink := streamSink{l: l, st: st}
 	for _, m := range msgs {
 		switch {
@@ -258,19 +289,6 @@ func (f *Face) sessionPOST(w http.ResponseWriter, r *http.Request, rq ownmethods
 			}
 		}
 	}
-	if len(ids) == 0 {
-		w.WriteHeader(http.StatusAccepted)
-		return
-	}
-	if !wantsSSE(r) {
-		f.writeJSON(ctx, w, st)
-		return
-	}
-	// Headers and a priming event (an id and empty data, as the spec
-	// words it) go out at once: a long, silent call must
-	// not hit the client's header timeout, and the client has an event id
-	// to resume from whatever happens next.
-	f.write(ctx, w, s, st, 0, rq.Version >= httpx.Version20251125, true)
 }
 
 // serveStream answers resources/stream: the proxy's artifacts only, since
@@ -309,31 +327,25 @@ func (f *Face) get(w http.ResponseWriter, r *http.Request, s *session.Session) {
 
 // write attaches to st after cursor and sends its events until the stream
 // ends, another writer takes it over, the client leaves or the face
-// closes. A POST stream may end early for polling (SEP-1699).
+// closes. prime starts the stream with a priming event (an id to resume
+// from) instead of bare headers; a POST stream (isPost) that was primed
+// may end early for polling (SEP-1699). gap, when true, tells the client
+// first that the stream it asked to resume is gone.
 func (f *Face) write(ctx context.Context, w http.ResponseWriter, s *session.Session, st *session.Stream, cursor int, prime, isPost bool, gap ...bool) {
 	release := s.Hold()
 	defer release()
 	gen := st.Attach()
 	sw := openEvents(w)
 	last := st.ID() + "_" + strconv.Itoa(cursor)
-	if prime {
-		if sw.Write(sse.Event{ID: last, HasID: true, HasData: true, Retry: time.Second, HasRetry: true}) != nil {
-			return
-		}
-	} else if sw.Flush() != nil {
+	if startEvents(sw, last, prime) != nil {
 		return
 	}
-	reported := false
-	if len(gap) > 0 && gap[0] {
+	reported := len(gap) > 0 && gap[0]
+	if reported {
 		sw.Write(sse.Event{Comments: []string{"gap: the stream to resume is gone; what it held was lost"}})
-		reported = true
 	}
-	var poll <-chan time.Time
-	if isPost && prime && f.o.PollAfter > 0 {
-		t := time.NewTimer(f.o.PollAfter)
-		defer t.Stop()
-		poll = t.C
-	}
+	poll, stopPoll := f.pollTimer(isPost && prime)
+	defer stopPoll()
 	keep, stop := f.keepAlive()
 	defer stop()
 	for {
@@ -347,15 +359,7 @@ func (f *Face) write(ctx context.Context, w http.ResponseWriter, s *session.Sess
 				return
 			}
 		}
-		for _, ev := range b.Events {
-			if sw.Write(sse.Event{ID: ev.ID, HasID: true, Data: ev.Data, HasData: true}) != nil {
-				return
-			}
-			_, cursor, _ = session.Seq(ev.ID)
-			last = ev.ID
-			st.Sent(cursor)
-		}
-		if b.Done {
+		if sendEvents(sw, st, b.Events, &cursor, &last) != nil || b.Done {
 			return
 		}
 		select {
@@ -375,6 +379,39 @@ func (f *Face) write(ctx context.Context, w http.ResponseWriter, s *session.Sess
 			return
 		}
 	}
+}
+
+// startEvents sends a stream's headers: with a priming event naming
+// last (and a retry hint) when prime, else alone.
+func startEvents(sw *sse.Writer, last string, prime bool) error {
+	if prime {
+		return sw.Write(sse.Event{ID: last, HasID: true, HasData: true, Retry: time.Second, HasRetry: true})
+	}
+	return sw.Flush()
+}
+
+// sendEvents writes events to the client, and records each as sent: its
+// sequence number becomes *cursor and its id *last.
+func sendEvents(sw *sse.Writer, st *session.Stream, events []session.Event, cursor *int, last *string) error {
+	for _, ev := range events {
+		if err := sw.Write(sse.Event{ID: ev.ID, HasID: true, Data: ev.Data, HasData: true}); err != nil {
+			return err
+		}
+		_, *cursor, _ = session.Seq(ev.ID)
+		*last = ev.ID
+		st.Sent(*cursor)
+	}
+	return nil
+}
+
+// pollTimer fires once PollAfter is over, when on and the face polls at
+// all (never otherwise); stop releases it.
+func (f *Face) pollTimer(on bool) (poll <-chan time.Time, stop func()) {
+	if !on || f.o.PollAfter <= 0 {
+		return nil, func() {}
+	}
+	t := time.NewTimer(f.o.PollAfter)
+	return t.C, func() { t.Stop() }
 }
 
 // wait blocks until wake, and reports false when the client left or the

@@ -91,11 +91,13 @@ func (f *Face) statelessSupervisor(key string) *Supervisor {
 	return s
 }
 
-// statelessServerMsg: the stateless era has no server-to-client requests
-// (input-required results replace them). On a bridged connection that
-// serves one call, the server's requests and log messages are that
-// call's; anywhere else a server request is refused, and a notification
-// that belongs to no request has no one to go to.
+// statelessServerMsg routes a message the upstream sent on its own over a
+// connection of stateless requests. The stateless era has no
+// server-to-client requests (input-required results replace them), so a
+// server request or log message goes to the call it belongs to: the one
+// whose response stream carried it, or the one call a bridged connection
+// serves. Any other server request is refused upstream, and any other
+// notification dropped: it belongs to no request, so no one waits for it.
 func (f *Face) statelessServerMsg(s *Supervisor, m *jsonrpc.Message) {
 	sm := s.current()
 	// A log message during the call is the call's (the stateless era
@@ -146,137 +148,188 @@ func writeError(w http.ResponseWriter, m *jsonrpc.Message, code int, msg string)
 	httpx.WriteReply(w, mcpheader.FirstStateless, jsonrpc.ErrorResponse(m.ID, code, msg))
 }
 
-func (f *Face) statelessPOST(w http.ResponseWriter, r *http.Request, rq ownmethods.Request, msgs []*jsonrpc.Message, body []byte) {
-	ctx := r.Context()
-	var single *jsonrpc.Message
-	if len(msgs) == 1 && msgs[0].IsRequest() {
-		single = msgs[0]
-	}
+// statelessCall is one stateless-era POST on its way upstream: what it
+// carries, and how it reaches the upstream.
+type statelessCall struct {
+	rq     ownmethods.Request
+	msgs   []*jsonrpc.Message
+	single *jsonrpc.Message // the POST's one request; nil for anything else
+	// bridge: the upstream speaks only the session era, and the call is
+	// bridged to it (see bridge.go).
+	bridge bool
+	// key names the connection the call takes (see Tenants): the
+	// tenant's own, or its bridged session of the declared capabilities.
+	key string
 	// asking: a bridged call whose server requests reach its client;
 	// exclusive: one that needs a session of its own for that.
-	key, asking, exclusive, bridge := plainKey(rq.Tenant), false, false, f.bridging(ctx)
-	if bridge {
-		if single != nil {
-			if why := notBridged(single); why != "" {
-				writeError(w, single, jsonrpc.CodeMethodNotFound, why)
-				return
-			}
-			if single.Method == "subscriptions/listen" {
-				if caps, _, err := bridgeCaps(single); err == nil {
-					f.listen(w, r, rq, single, bridgeKey(rq.Tenant, caps))
-					return
-				}
-			}
-			if single.Method == "server/discover" {
-				f.discover(ctx, w, rq, single)
-				return
-			}
-			if tok := jsonrpc.StringMember(single.Params, "requestState"); tok != "" {
-				f.resume(w, r, rq, single, tok)
-				return
-			}
-		}
-		caps, asks, err := bridgeCaps(msgs[0])
-		if err != nil {
-			writeError(w, msgs[0], jsonrpc.CodeInvalidParams, err.Error())
-			return
-		}
-		key, asking = bridgeKey(rq.Tenant, caps), asks && single != nil
-		exclusive = asking && !f.o.RelatedStreams
+	asking, exclusive bool
+}
+
+// statelessPOST serves a POST of the stateless era (or a server/discover):
+// each request in a namespace of its own on the tenant's connection, its
+// answers written as they come (respondStateless).
+func (f *Face) statelessPOST(w http.ResponseWriter, r *http.Request, rq ownmethods.Request, msgs []*jsonrpc.Message, body []byte) {
+	ctx := r.Context()
+	sc := &statelessCall{rq: rq, msgs: msgs, key: plainKey(rq.Tenant), bridge: f.bridging(ctx)}
+	if len(msgs) == 1 && msgs[0].IsRequest() {
+		sc.single = msgs[0]
 	}
+	if sc.bridge && !f.planBridge(w, r, sc) {
+		return
+	}
+	sm, release, ok := f.statelessConn(w, r, sc, body)
+	if !ok {
+		return
+	}
+	if sc.single != nil && sc.single.Method == "resources/stream" {
+		defer release()
+		f.serveStream(w, r, rq, sc.single)
+		return
+	}
+	f.callStateless(w, r, sc, sm, release)
+}
+
+// planBridge answers what a bridged POST's single request asks of the
+// proxy itself (an era it cannot bridge, a listen stream, server/discover,
+// the retry of a parked call), and otherwise sets the connection the call
+// takes. It reports whether the call goes on; if not, it has answered.
+func (f *Face) planBridge(w http.ResponseWriter, r *http.Request, sc *statelessCall) bool {
+	if single := sc.single; single != nil {
+		if why := notBridged(single); why != "" {
+			writeError(w, single, jsonrpc.CodeMethodNotFound, why)
+			return false
+		}
+		if single.Method == "subscriptions/listen" {
+			if caps, _, err := bridgeCaps(single); err == nil {
+				f.listen(w, r, sc.rq, single, bridgeKey(sc.rq.Tenant, caps))
+				return false
+			}
+		}
+		if single.Method == "server/discover" {
+			f.discover(r.Context(), w, sc.rq, single)
+			return false
+		}
+		if tok := jsonrpc.StringMember(single.Params, "requestState"); tok != "" {
+			f.resume(w, r, sc.rq, single, tok)
+			return false
+		}
+	}
+	caps, asks, err := bridgeCaps(sc.msgs[0])
+	if err != nil {
+		writeError(w, sc.msgs[0], jsonrpc.CodeInvalidParams, err.Error())
+		return false
+	}
+	sc.key, sc.asking = bridgeKey(sc.rq.Tenant, caps), asks && sc.single != nil
+	sc.exclusive = sc.asking && !f.o.RelatedStreams
+	return true
+}
+
+// statelessConn takes the connection sc.key names (a free one of its
+// own when the call is exclusive) and checks the single request's routing
+// headers against it. On failure it has answered, and ok is false; on
+// success the caller must call release once the call is over.
+func (f *Face) statelessConn(w http.ResponseWriter, r *http.Request, sc *statelessCall, body []byte) (sm *mux.Mux, release func(), ok bool) {
+	ctx := r.Context()
 	get := f.shared.Get
-	if exclusive {
+	if sc.exclusive {
 		get = func(ctx context.Context, key string) (*mux.Mux, func(), error) {
 			return f.shared.GetFree(ctx, key, f.o.BridgeSessions)
 		}
 	}
-	sm, release, err := get(ctx, key)
+	sm, release, err := get(ctx, sc.key)
 	if err != nil {
 		release()
 		if errors.Is(err, ErrAllBusy) {
 			if ctx.Err() == nil {
-				writeError(w, msgs[0], jsonrpc.CodeInternalError, err.Error()+"; try again when a call is over")
+				writeError(w, sc.msgs[0], jsonrpc.CodeInternalError, err.Error()+"; try again when a call is over")
 			}
-			return
+			return nil, nil, false
 		}
-		f.log.Warn("upstream unavailable", "tenant", rq.Tenant, "err", err)
+		f.log.Warn("upstream unavailable", "tenant", sc.rq.Tenant, "err", err)
 		httpx.UpstreamDown(w, body)
-		return
+		return nil, nil, false
 	}
-	if single != nil && f.o.CheckStateless != nil {
+	if sc.single != nil && f.o.CheckStateless != nil {
 		check := f.o.CheckStateless
-		if bridge { // a session-era server binds no Mcp-Param-* headers
+		if sc.bridge { // a session-era server binds no Mcp-Param-* headers
 			check = checkHeaders
 		}
-		if e := check(ctx, r, rq, single, sm); e != nil {
+		if e := check(ctx, r, sc.rq, sc.single, sm); e != nil {
 			release()
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
 			w.Write(e.Raw)
-			return
+			return nil, nil, false
 		}
 	}
-	if single != nil && single.Method == "resources/stream" {
-		defer release()
-		f.serveStream(w, r, rq, single)
-		return
-	}
+	return sm, release, true
+}
+
+// callStateless sends sc's messages upstream on sm, in a namespace of the
+// call's own, and writes the answers. Whatever ends the call (answered,
+// client gone, cut), what is still in flight upstream is cancelled and sm
+// released, unless the call was parked to wait for the client's input.
+func (f *Face) callStateless(w http.ResponseWriter, r *http.Request, sc *statelessCall, sm *mux.Mux, release func()) {
 	q := newQueue(f.o.Queue)
-	p := &parked{tenant: rq.Tenant, q: q, scope: sm.NewScope(), sm: sm, release: release}
-	if asking {
-		p.method = single.Method
+	p := &parked{tenant: sc.rq.Tenant, q: q, scope: sm.NewScope(), sm: sm, release: release}
+	if sc.asking {
+		p.method = sc.single.Method
 	}
-	if exclusive {
+	if sc.exclusive {
 		f.setOwner(sm, q)
 	}
 	kept := false
-	// Whatever ends this request (answered, client gone, cut), what is
-	// still in flight upstream is cancelled, unless it was parked to wait
-	// for the client's input.
 	defer func() {
 		if !kept {
 			f.unpark(p, "client disconnected")
 		}
 	}()
-	want := 0
 	var bc *bridgeCall
-	if bridge {
+	if sc.bridge {
 		bc = &bridgeCall{methods: map[string]string{}, sm: sm}
-		if asking {
-			bc.park = f.parker(p, single.ID, &kept)
+		if sc.asking {
+			bc.park = f.parker(p, sc.single.ID, &kept)
 		}
 	}
-	for _, m := range msgs {
+	want := f.sendStateless(r.Context(), sc, p, bc)
+	if want == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	f.respondStateless(r.Context(), w, r, p.q, want, bc)
+}
+
+// sendStateless sends sc's requests and notifications upstream in p's
+// namespace (the proxy's own answers go straight to p's queue), and
+// returns how many requests await an answer.
+func (f *Face) sendStateless(ctx context.Context, sc *statelessCall, p *parked, bc *bridgeCall) (want int) {
+	for _, m := range sc.msgs {
 		switch {
 		case m.IsRequest():
 			want++
 			if bc != nil {
 				bc.methods[jsonrpc.Key(m.ID)] = m.Method
 			}
-			reply, c := f.o.Methods.Before(ctx, rq, m)
+			reply, c := f.o.Methods.Before(ctx, sc.rq, m)
 			if reply != nil {
-				q.Deliver(reply, nil)
+				p.q.Deliver(reply, nil)
 				continue
 			}
 			if c != nil && m.Method == "tools/call" {
-				c.List = ListTools(sm, m, !bridge) // a bridged upstream takes no envelope
+				c.List = ListTools(p.sm, m, !sc.bridge) // a bridged upstream takes no envelope
 			}
 			up := m
-			if bridge {
+			if sc.bridge {
 				up = stripEnvelope(m)
 			}
-			if _, err := p.scope.Call(ctx, up, q, c); err != nil {
-				q.Deliver(callError(m, err), nil)
+			if _, err := p.scope.Call(ctx, up, p.q, c); err != nil {
+				p.q.Deliver(callError(m, err), nil)
 			}
 		case m.IsNotification():
 			p.scope.Notify(ctx, m)
 		}
 	}
-	if want == 0 {
-		w.WriteHeader(http.StatusAccepted)
-		return
-	}
-	f.respondStateless(ctx, w, r, q, want, bc)
+	return want
 }
 
 // unpark ends a bridged call's hold on its connection: what is still in
@@ -381,112 +434,158 @@ const headerGrace = time.Second
 // respondStateless writes what arrives for one stateless request until
 // every request is answered. When the first thing to arrive completes the
 // request it goes as plain JSON, so an error can carry its HTTP status;
-// otherwise the response becomes an event stream.
+// otherwise the response becomes an event stream. A client that takes
+// only JSON gets its responses once all have come.
 //
 // bc, for a bridged request, makes each response one of the stateless
 // era and turns server requests into an input_required result (bc.park);
-// nil, or a park that cannot, refuses them upstream.
+// where the park cannot (the call is answered, or it has none) they are
+// refused upstream. Without bc (not bridged) server requests are
+// dropped: the stateless era has none.
 func (f *Face) respondStateless(ctx context.Context, w http.ResponseWriter, r *http.Request, q *queue, want int, bc *bridgeCall) {
-	var sw *sse.Writer
-	var out [][]byte // a JSON-only client's responses
+	sr := &statelessReply{f: f, ctx: ctx, w: w, events: wantsSSE(r), want: want, bc: bc}
 	keep, stop := f.keepAlive()
 	defer stop()
 	var grace <-chan time.Time
-	if wantsSSE(r) {
+	if sr.events {
 		t := time.NewTimer(headerGrace)
 		defer t.Stop()
 		grace = t.C
 	}
-	for want > 0 {
+	for sr.want > 0 {
 		items, cut := q.take()
 		if cut {
 			f.log.Warn("a stateless client fell behind its queue; cutting its request")
 			return
 		}
-		var ins []*jsonrpc.Message // server requests
-		for _, it := range items {
-			m := it.m
-			if m.IsRequest() {
-				ins = append(ins, m)
-				continue
-			}
-			if it.call != nil {
-				m = f.o.Methods.After(ctx, it.call, m)
-			}
-			if m.IsResponse() {
-				want--
-				if bc != nil {
-					m = bc.finish(m)
-				}
-			}
-			if !wantsSSE(r) {
-				if m.IsResponse() {
-					out = append(out, m.Raw)
-				}
-				continue
-			}
-			if sw == nil && want == 0 && httpx.ErrorStatus(m) != http.StatusOK {
-				// An error whose HTTP status must say what it is.
-				httpx.WriteReply(w, mcpheader.FirstStateless, m)
-				return
-			}
-			if sw == nil {
-				sw = openEvents(w)
-			}
-			if sw.Write(sse.Event{Data: m.Raw, HasData: true}) != nil {
-				return
-			}
+		ins, over := sr.add(items)
+		if over || (len(ins) > 0 && sr.ask(ins)) {
+			return
 		}
-		if len(ins) > 0 {
-			var reply *jsonrpc.Message
-			if bc != nil && bc.park != nil && want > 0 {
-				reply = bc.park(ins)
-			} else if bc != nil && bc.sm != nil {
-				refuseUpstream(bc.sm, ins, "the call these requests belong to is over")
-			}
-			if reply != nil {
-				switch {
-				case !wantsSSE(r):
-					out, want = append(out, reply.Raw), 0
-				case sw == nil:
-					httpx.WriteReply(w, mcpheader.FirstStateless, reply)
-					return
-				default:
-					sw.Write(sse.Event{Data: reply.Raw, HasData: true})
-					return
-				}
-			}
-		}
-		if want == 0 {
+		if sr.want == 0 {
 			break
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-f.closing:
-			return
-		case <-q.wake:
-		case <-grace:
-			// A silent call: headers now, so that no client's header
-			// timeout fires (only a quick error keeps its HTTP status).
-			if sw == nil {
-				if sw = openEvents(w); sw.Flush() != nil {
-					return
-				}
-			}
-		case <-keep:
-			if sw != nil && sw.Write(keepAliveEvent) != nil {
-				return
-			}
-		}
-	}
-	if !wantsSSE(r) {
-		if len(out) == 1 {
-			m, _ := jsonrpc.DecodeMessage(out[0])
-			httpx.WriteReply(w, mcpheader.FirstStateless, m)
+		if !sr.wait(q.wake, keep, grace) {
 			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		httpx.WriteMessages(w, out, true)
 	}
+	if !sr.events {
+		sr.writeJSON()
+	}
+}
+
+// statelessReply is the response to one stateless request being written
+// (see respondStateless).
+type statelessReply struct {
+	f      *Face
+	ctx    context.Context
+	w      http.ResponseWriter
+	events bool        // the client takes an event stream
+	sw     *sse.Writer // the event stream, once open
+	out    [][]byte    // a JSON-only client's responses, written at the end
+	want   int         // the responses still owed
+	bc     *bridgeCall
+}
+
+// add writes what arrived (or keeps it, for a JSON-only client), each
+// response rewritten, and returns the server requests among it. over
+// reports that the response is written whole, or that the client is gone.
+func (sr *statelessReply) add(items []item) (ins []*jsonrpc.Message, over bool) {
+	for _, it := range items {
+		m := it.m
+		if m.IsRequest() {
+			ins = append(ins, m)
+			continue
+		}
+		if it.call != nil {
+			m = sr.f.o.Methods.After(sr.ctx, it.call, m)
+		}
+		if m.IsResponse() {
+			sr.want--
+			if sr.bc != nil {
+				m = sr.bc.finish(m)
+			}
+		}
+		if !sr.events {
+			if m.IsResponse() {
+				sr.out = append(sr.out, m.Raw)
+			}
+			continue
+		}
+		if sr.sw == nil && sr.want == 0 && httpx.ErrorStatus(m) != http.StatusOK {
+			// An error whose HTTP status must say what it is.
+			httpx.WriteReply(sr.w, mcpheader.FirstStateless, m)
+			return nil, true
+		}
+		if sr.sw == nil {
+			sr.sw = openEvents(sr.w)
+		}
+		if sr.sw.Write(sse.Event{Data: m.Raw, HasData: true}) != nil {
+			return nil, true
+		}
+	}
+	return ins, false
+}
+
+// ask gives the upstream's server requests ins to a bridged call's park,
+// whose input_required result answers the client, or refuses them
+// upstream. It reports whether the response is over (written whole, or
+// the stream broke); for a JSON-only client the result waits in out.
+func (sr *statelessReply) ask(ins []*jsonrpc.Message) (over bool) {
+	var reply *jsonrpc.Message
+	if bc := sr.bc; bc != nil && bc.park != nil && sr.want > 0 {
+		reply = bc.park(ins)
+	} else if bc != nil && bc.sm != nil {
+		refuseUpstream(bc.sm, ins, "the call these requests belong to is over")
+	}
+	switch {
+	case reply == nil:
+		return false
+	case !sr.events:
+		sr.out, sr.want = append(sr.out, reply.Raw), 0
+		return false
+	case sr.sw == nil:
+		httpx.WriteReply(sr.w, mcpheader.FirstStateless, reply)
+	default:
+		sr.sw.Write(sse.Event{Data: reply.Raw, HasData: true})
+	}
+	return true
+}
+
+// wait blocks until more arrives (wake), opening the event stream when
+// the header grace is over and writing keep-alives meanwhile. It reports
+// false when the client left, the face closed or a write failed.
+func (sr *statelessReply) wait(wake <-chan struct{}, keep, grace <-chan time.Time) bool {
+	select {
+	case <-sr.ctx.Done():
+		return false
+	case <-sr.f.closing:
+		return false
+	case <-wake:
+	case <-grace:
+		// A silent call: headers now, so that no client's header
+		// timeout fires (only a quick error keeps its HTTP status).
+		if sr.sw == nil {
+			if sr.sw = openEvents(sr.w); sr.sw.Flush() != nil {
+				return false
+			}
+		}
+	case <-keep:
+		if sr.sw != nil && sr.sw.Write(keepAliveEvent) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// writeJSON answers a JSON-only client: one response as itself (an error
+// with its HTTP status), several as an array.
+func (sr *statelessReply) writeJSON() {
+	if len(sr.out) == 1 {
+		m, _ := jsonrpc.DecodeMessage(sr.out[0])
+		httpx.WriteReply(sr.w, mcpheader.FirstStateless, m)
+		return
+	}
+	sr.w.Header().Set("Content-Type", "application/json")
+	httpx.WriteMessages(sr.w, sr.out, true)
 }

@@ -195,7 +195,7 @@ func (f *Face) Sessions() int { return f.table.Len() }
 func (f *Face) ServeHTTP(w http.ResponseWriter, r *http.Request, rq ownmethods.Request) {
 	defer func() {
 		if v := recover(); v != nil && !isAbort(v) {
-			f.log.Error("terminate: handler panicked", "panic", v, "stack", string(debug.Stack()))
+			f.log.Error("terminating face: handler panicked", "panic", v, "stack", string(debug.Stack()))
 		}
 	}()
 	o := f.open(w)
@@ -235,6 +235,9 @@ func (f *Face) ServeHTTP(w http.ResponseWriter, r *http.Request, rq ownmethods.R
 	}
 }
 
+// post serves a POST: to the session it names, a new session (an
+// initialize of the session era), or the stateless era (a request of
+// that era, or a server/discover).
 func (f *Face) post(w http.ResponseWriter, r *http.Request, rq ownmethods.Request) {
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		http.Error(w, "Content-Type must be application/json", http.StatusUnsupportedMediaType)
@@ -266,21 +269,7 @@ func (f *Face) post(w http.ResponseWriter, r *http.Request, rq ownmethods.Reques
 		rq.Session = s.ID
 		f.sessionPOST(w, r, rq, s, msgs)
 	case hasMethod(msgs, "initialize") && !mcpheader.Stateless(rq.Version):
-		s, err := f.table.Create(r.Context(), rq.Tenant, f.startSession)
-		if err != nil {
-			f.log.Warn("starting a session failed", "err", err)
-			httpx.UpstreamDown(w, body)
-			return
-		}
-		w.Header().Set("Mcp-Session-Id", s.ID)
-		rq.Session = s.ID
-		for _, m := range msgs {
-			if m.Method == "initialize" {
-				f.o.Methods.Initialized(s.ID, m)
-			}
-		}
-		s.OnClose(func() { f.o.Methods.Ended(s.ID) })
-		f.sessionPOST(w, r, rq, s, msgs)
+		f.initialize(w, r, rq, msgs, body)
 	case mcpheader.Stateless(rq.Version) || hasMethod(msgs, "server/discover"):
 		f.statelessPOST(w, r, rq, msgs, body)
 	default:
@@ -288,6 +277,28 @@ func (f *Face) post(w http.ResponseWriter, r *http.Request, rq ownmethods.Reques
 	}
 }
 
+// initialize starts a session for rq's tenant, with its own upstream
+// connection, and serves the POST of its initialize in it. The session's
+// id goes to the client in the Mcp-Session-Id header.
+func (f *Face) initialize(w http.ResponseWriter, r *http.Request, rq ownmethods.Request, msgs []*jsonrpc.Message, body []byte) {
+	s, err := f.table.Create(r.Context(), rq.Tenant, f.startSession)
+	if err != nil {
+		f.log.Warn("starting a session failed", "err", err)
+		httpx.UpstreamDown(w, body)
+		return
+	}
+	w.Header().Set("Mcp-Session-Id", s.ID)
+	rq.Session = s.ID
+	for _, m := range msgs {
+		if m.Method == "initialize" {
+			f.o.Methods.Initialized(s.ID, m)
+		}
+	}
+	s.OnClose(func() { f.o.Methods.Ended(s.ID) })
+	f.sessionPOST(w, r, rq, s, msgs)
+}
+
+// hasMethod reports whether a message of msgs has method.
 func hasMethod(msgs []*jsonrpc.Message, method string) bool {
 	for _, m := range msgs {
 		if m.Method == method {
