@@ -272,132 +272,204 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq ownmethods
 		}
 		defer rl.release(sess)
 	}
+	var ex exchange
+	if r.Method == http.MethodPost {
+		var ok bool
+		if ex, rq.Version, ok = rl.readPOST(ctx, w, r, rq, sess, maxBody); !ok {
+			return false
+		}
+	}
+	return rl.forward(ctx, cancel, w, r, out, rq, sess, &ex)
+}
+
+// exchange is what the relay learned of a client's POST before
+// forwarding it; for another method it is empty.
+type exchange struct {
+	body    []byte
+	init    *jsonrpc.Message // the POST's initialize, if it has one
+	pending [][]byte         // the POST's requests not yet answered
+	open    map[string]owed  // the same, by jsonrpc.Key
+	owns    bool             // the proxy rewrites the answer to one of them
+}
+
+// readPOST reads and decodes a client's POST to session sess (nil: none)
+// and shows each of its requests to the proxy's own methods, noting those
+// whose answers they rewrite. It returns the revision the POST speaks.
+// ok is false when it answered the POST itself: a body it refused, a
+// request the proxy answers (outside a batch), a resources/stream it
+// served.
+func (rl *Relay) readPOST(ctx context.Context, w http.ResponseWriter, r *http.Request, rq ownmethods.Request,
+	sess *session, maxBody int64) (ex exchange, version string, ok bool) {
 	negotiated := ""
 	if sess != nil {
 		negotiated = rl.negotiated(sess)
 	}
-	var body []byte
-	var init *jsonrpc.Message
-	var pending [][]byte     // this POST's requests not yet answered
-	var open map[string]owed // the same, by jsonrpc.Key
-	owns := false            // the proxy rewrites the answer to one of them
-	if r.Method == http.MethodPost {
-		var ok bool
-		if body, ok = httpx.ReadBody(w, r, maxBody); !ok {
-			return false
-		}
-		msgs, batch, ok := httpx.DecodePOST(w, r, body, negotiated)
-		if !ok {
-			return false
-		}
-		rq.Version = httpx.RequestVersion(r, msgs)
-		if !batch && msgs[0].Method == "resources/stream" {
-			if rl.o.Methods.ServeStream(w, r, rq, msgs[0], rl.o.Methods.StreamCaps(rq, msgs[0])) {
-				return false
-			}
-		}
-		// Each request's key is made once, here.
-		for _, m := range msgs {
-			if m.Method == "initialize" {
-				init = m
-			}
-			if !m.IsRequest() {
-				continue
-			}
-			reply, c := rl.o.Methods.Before(ctx, rq, m)
-			if reply != nil && !batch {
-				httpx.WriteReply(w, rq.Version, reply)
-				return false
-			}
-			if c != nil && m.Method == "tools/call" {
-				c.List = rl.listTools(sid, rq.Version, m)
-			}
-			// A batch is forwarded whole; the proxy's own answers would
-			// have to be merged into the upstream's, so in a batch only
-			// rewriting applies.
-			owns = owns || c != nil
-			pending = append(pending, m.ID)
-			if open == nil {
-				open = make(map[string]owed, len(msgs))
-			}
-			open[jsonrpc.Key(m.ID)] = owed{id: m.ID, call: c}
-		}
-		if sess != nil && owns {
-			rl.remember(sess, open)
+	if ex.body, ok = httpx.ReadBody(w, r, maxBody); !ok {
+		return ex, "", false
+	}
+	msgs, batch, ok := httpx.DecodePOST(w, r, ex.body, negotiated)
+	if !ok {
+		return ex, "", false
+	}
+	rq.Version = httpx.RequestVersion(r, msgs)
+	if !batch && msgs[0].Method == "resources/stream" {
+		if rl.o.Methods.ServeStream(w, r, rq, msgs[0], rl.o.Methods.StreamCaps(rq, msgs[0])) {
+			return ex, "", false
 		}
 	}
-	req, err := http.NewRequestWithContext(ctx, r.Method, rl.o.URL, bytes.NewReader(body))
+	// Each request's key is made once, here.
+	for _, m := range msgs {
+		if m.Method == "initialize" {
+			ex.init = m
+		}
+		if !m.IsRequest() {
+			continue
+		}
+		reply, c := rl.o.Methods.Before(ctx, rq, m)
+		if reply != nil && !batch {
+			httpx.WriteReply(w, rq.Version, reply)
+			return ex, "", false
+		}
+		if c != nil && m.Method == "tools/call" {
+			c.List = rl.listTools(rq.Session, rq.Version, m)
+		}
+		// A batch is forwarded whole; the proxy's own answers would
+		// have to be merged into the upstream's, so in a batch only
+		// rewriting applies.
+		ex.owns = ex.owns || c != nil
+		ex.pending = append(ex.pending, m.ID)
+		if ex.open == nil {
+			ex.open = make(map[string]owed, len(msgs))
+		}
+		ex.open[jsonrpc.Key(m.ID)] = owed{id: m.ID, call: c}
+	}
+	if sess != nil && ex.owns {
+		rl.remember(sess, ex.open)
+	}
+	return ex, rq.Version, true
+}
+
+// forward sends the client's request upstream and relays the answer, as
+// it came but for the responses the proxy rewrites. It returns true,
+// having written nothing, when the upstream turned out to be legacy-only.
+func (rl *Relay) forward(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request,
+	out *stallWriter, rq ownmethods.Request, sess *session, ex *exchange) (legacy bool) {
+	req, err := rl.upstreamRequest(ctx, r, ex.body)
 	if err != nil {
 		http.Error(w, "bad upstream URL", http.StatusInternalServerError)
 		return false
 	}
-	// The configured URL reaches the upstream whole (its query may carry
-	// the upstream's key); the client's query is not forwarded (it may
-	// carry the client's token).
-	copyHeaders(req.Header, r.Header, requestHeader)
-	for k, vs := range rl.o.Header {
-		req.Header[k] = vs
-	}
 	out.arm()
-	early := r.Method == http.MethodPost && sid == "" && init == nil && len(pending) > 0 &&
+	early := r.Method == http.MethodPost && rq.Session == "" && ex.init == nil && len(ex.pending) > 0 &&
 		mcpheader.Stateless(rq.Version) && strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 	resp, opened, err := rl.roundTrip(ctx, cancel, w, out, req, early)
 	if opened != nil {
 		defer opened.stop()
-		rw := &rewriter{rl: rl, ctx: ctx, open: open, sess: sess, echo: respellable(pending), spool: rl.spoolFor(rq.Tenant)}
-		rl.relayLate(ctx, opened, resp, err, rw, pending)
-		rl.cutIfStalled(out, sid, r, pending)
+		rw := &rewriter{rl: rl, ctx: ctx, open: ex.open, sess: sess, echo: respellable(ex.pending), spool: rl.spoolFor(rq.Tenant)}
+		rl.relayLate(ctx, opened, resp, err, rw, ex.pending)
+		rl.cutIfStalled(out, rq.Session, r, ex.pending)
 		return false
 	}
 	if err != nil {
 		if ctx.Err() == nil {
 			rl.logUnreachable(err)
-			httpx.UpstreamDown(w, body)
+			httpx.UpstreamDown(w, ex.body)
 		}
 		return false
 	}
 	defer resp.Body.Close()
-	if init != nil && rl.o.DetectLegacy != nil && (resp.StatusCode == http.StatusBadRequest ||
-		resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusMethodNotAllowed) && rl.o.DetectLegacy(ctx) {
-		rl.log.Info("the upstream speaks the legacy HTTP+SSE transport; terminating the protocol for it")
-		rl.legacy.Store(true)
-		r.Body = io.NopCloser(bytes.NewReader(body))
+	if rl.turnedLegacy(ctx, r, resp, ex) {
 		return true
 	}
-	bound := ""
-	if up := resp.Header.Get("Mcp-Session-Id"); up != "" && sid == "" && resp.StatusCode < 300 {
-		rl.bind(up, rq.Tenant)
-		bound = up
-		if init != nil {
-			rl.o.Methods.Initialized(up, init)
-		}
-	}
-	if r.Method == http.MethodDelete && sid != "" && resp.StatusCode < 300 {
-		rl.forgetSession(sid)
-	}
+	bound := rl.noteSession(r, rq, resp, ex.init)
 	if refusesSpillway(resp) {
 		// The client's credentials never reach the upstream, so this
 		// refusal (or a 403 asking for more scopes) is of Spillway's:
 		// relayed as is, with WWW-Authenticate, it would send the client
 		// into an OAuth flow against the wrong server, for ever.
 		rl.logRefused(resp)
-		httpx.UpstreamError(w, body, errRefused)
+		httpx.UpstreamError(w, ex.body, errRefused)
 		return false
 	}
 	copyHeaders(w.Header(), resp.Header, responseHeader)
-	rw := &rewriter{rl: rl, ctx: ctx, open: open, sess: sess, echo: respellable(pending), spool: rl.spoolFor(rq.Tenant), bound: bound}
+	rw := &rewriter{rl: rl, ctx: ctx, open: ex.open, sess: sess, echo: respellable(ex.pending), spool: rl.spoolFor(rq.Tenant), bound: bound}
+	rl.relayResponse(ctx, cancel, w, out, resp, rw, ex)
+	rl.cutIfStalled(out, rq.Session, r, ex.pending)
+	return false
+}
+
+// upstreamRequest is the client's request r as it goes upstream, with
+// body. The configured URL reaches the upstream whole (its query may
+// carry the upstream's key); the client's query is not forwarded (it may
+// carry the client's token). Of the client's headers only the transport's
+// pass (requestHeader); the configured ones are added.
+func (rl *Relay) upstreamRequest(ctx context.Context, r *http.Request, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, r.Method, rl.o.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	copyHeaders(req.Header, r.Header, requestHeader)
+	for k, vs := range rl.o.Header {
+		req.Header[k] = vs
+	}
+	return req, nil
+}
+
+// turnedLegacy reports whether the upstream refused the POST's initialize
+// as a legacy HTTP+SSE server does (400, 404 or 405) and DetectLegacy
+// confirms it. The relay then hands this request, its body put back, and
+// every later one to the caller.
+func (rl *Relay) turnedLegacy(ctx context.Context, r *http.Request, resp *http.Response, ex *exchange) bool {
+	if ex.init == nil || rl.o.DetectLegacy == nil {
+		return false
+	}
+	switch resp.StatusCode {
+	case http.StatusBadRequest, http.StatusNotFound, http.StatusMethodNotAllowed:
+	default:
+		return false
+	}
+	if !rl.o.DetectLegacy(ctx) {
+		return false
+	}
+	rl.log.Info("the upstream speaks the legacy HTTP+SSE transport; terminating the protocol for it")
+	rl.legacy.Store(true)
+	r.Body = io.NopCloser(bytes.NewReader(ex.body))
+	return true
+}
+
+// noteSession binds a session the upstream created in answer to a
+// request without one to rq's tenant, the only one it answers from now
+// on, and forgets a session a DELETE ended. It returns the session bound
+// ("" for none).
+func (rl *Relay) noteSession(r *http.Request, rq ownmethods.Request, resp *http.Response, init *jsonrpc.Message) (bound string) {
+	if up := resp.Header.Get("Mcp-Session-Id"); up != "" && rq.Session == "" && resp.StatusCode < 300 {
+		rl.bind(up, rq.Tenant)
+		bound = up
+		if init != nil {
+			rl.o.Methods.Initialized(up, init)
+		}
+	}
+	if r.Method == http.MethodDelete && rq.Session != "" && resp.StatusCode < 300 {
+		rl.forgetSession(rq.Session)
+	}
+	return bound
+}
+
+// relayResponse relays resp by its type: an event stream event by event;
+// a JSON body the relay must read (an answer it rewrites, a session's, an
+// id to respell) rewritten; anything else as it came.
+func (rl *Relay) relayResponse(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, out *stallWriter,
+	resp *http.Response, rw *rewriter, ex *exchange) {
 	ct := resp.Header.Get("Content-Type")
 	switch {
 	case strings.HasPrefix(ct, "text/event-stream"):
 		rl.relaySSE(ctx, cancel, w, out, resp, rw)
-	case strings.HasPrefix(ct, "application/json") && (owns || sess != nil || len(rw.echo) > 0):
-		rl.relayJSON(w, out, resp, rw, body)
+	case strings.HasPrefix(ct, "application/json") && (ex.owns || rw.sess != nil || len(rw.echo) > 0):
+		rl.relayJSON(w, out, resp, rw, ex.body)
 	default:
 		w.WriteHeader(resp.StatusCode)
 		io.Copy(out, resp.Body)
 	}
-	rl.cutIfStalled(out, sid, r, pending)
-	return false
 }
 
 // refusesSpillway reports whether resp refuses Spillway's credentials: a
@@ -797,7 +869,6 @@ func (st *stream) stop() {
 
 // relayEvents relays resp's events to st (see relaySSE).
 func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Response, rw *rewriter) {
-	open := rw.open
 	guard := stall.Events(resp.Body, rl.o.StallTimeout)
 	defer guard.Stop()
 	sr := sse.NewReader(guard, rl.o.MaxMessage)
@@ -809,65 +880,82 @@ func (rl *Relay) relayEvents(ctx context.Context, st *stream, resp *http.Respons
 	for {
 		ev, err := sr.Next()
 		if tooLarge := tooLargeOf(err); tooLarge != nil {
-			g := jsonrpc.Peek(tooLarge.Head, tooLarge.Tail)
-			id := g.ID
-			rl.log.Warn("upstream event dropped", "limit", tooLarge.Limit, "bytes", tooLarge.Size, "id", string(id), "err", tooLarge.Err)
-			if id == nil || !g.Response {
-				continue
-			}
-			if o, ok := open[jsonrpc.Key(id)]; ok {
-				id = o.id // as the client spelt it
-			}
-			delete(open, jsonrpc.Key(id))
-			why := fmt.Sprintf("upstream message exceeds the %d byte limit", tooLarge.Limit)
-			if tooLarge.Err != nil {
-				why = fmt.Sprintf("upstream message of %d bytes dropped: it is not one JSON value, or there is no room to hold it", tooLarge.Size)
-			}
-			e := sse.Event{ID: tooLarge.ID, HasID: tooLarge.HasID, HasData: true,
-				Data: jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, why).Raw}
-			if st.write(e) != nil {
+			if rl.dropTooLarge(st, rw.open, tooLarge) != nil {
 				return
 			}
 			continue
 		}
 		if err != nil {
-			if ctx.Err() != nil || len(open) == 0 || (errors.Is(err, io.EOF) && resumable) {
+			if ctx.Err() != nil || len(rw.open) == 0 || (errors.Is(err, io.EOF) && resumable) {
 				return
 			}
-			why := "upstream MCP server ended the stream without answering"
-			if s := guard.Why("stream"); s != "" {
-				why = s
-			}
-			rl.log.Warn("upstream event stream ended before answering", "err", err, "unanswered", len(open), "why", why)
-			for _, o := range open {
-				if st.write(sse.Event{HasData: true, Data: jsonrpc.ErrorResponse(o.id, jsonrpc.CodeUpstream, why).Raw}) != nil {
-					return
-				}
-			}
+			rl.failUnanswered(st, rw.open, err, guard.Why("stream"))
 			return
 		}
 		resumable = resumable || (ev.HasID && ev.ID != "")
-		// An event left as it is goes on as it came, unless a line of it
-		// ends with CR: those are written again with LF, which every
-		// client splits lines on (TestRelayIsExact).
-		raw := sr.Raw()
-		if bytes.IndexByte(raw, '\r') >= 0 {
-			raw = nil
+		if relayEvent(st, sr, ev, rw) != nil {
+			return // the client went away or stalled; closing resp.Body tells the upstream
 		}
-		if ev.HasData && len(ev.Data) > 0 {
-			if m, err := jsonrpc.DecodeMessage(ev.Data); err == nil {
-				if n := rw.rewrite(m); n != m {
-					ev.Data, raw = n.Raw, nil
-				}
+	}
+}
+
+// relayEvent writes ev, the event sr read last, to the client: as it
+// came, unless its data is a response the proxy rewrites or a line of it
+// ends with CR. Those are written again, with LF, which every client
+// splits lines on (TestRelayIsExact).
+func relayEvent(st *stream, sr *sse.Reader, ev sse.Event, rw *rewriter) error {
+	raw := sr.Raw()
+	if bytes.IndexByte(raw, '\r') >= 0 {
+		raw = nil
+	}
+	if ev.HasData && len(ev.Data) > 0 {
+		if m, err := jsonrpc.DecodeMessage(ev.Data); err == nil {
+			if n := rw.rewrite(m); n != m {
+				ev.Data, raw = n.Raw, nil
 			}
 		}
-		if raw != nil {
-			err = st.writeRaw(raw)
-		} else {
-			err = st.write(ev)
-		}
-		if err != nil {
-			return // the client went away or stalled; closing resp.Body tells the upstream
+	}
+	if raw != nil {
+		return st.writeRaw(raw)
+	}
+	return st.write(ev)
+}
+
+// dropTooLarge drops an upstream event over the message cap (logged).
+// When it holds a response, the client gets in its place an error saying
+// why, under the id the client spelt when the request is the exchange's,
+// which is then answered.
+func (rl *Relay) dropTooLarge(st *stream, open map[string]owed, tooLarge *sse.TooLargeError) error {
+	g := jsonrpc.Peek(tooLarge.Head, tooLarge.Tail)
+	id := g.ID
+	rl.log.Warn("upstream event dropped", "limit", tooLarge.Limit, "bytes", tooLarge.Size, "id", string(id), "err", tooLarge.Err)
+	if id == nil || !g.Response {
+		return nil
+	}
+	if o, ok := open[jsonrpc.Key(id)]; ok {
+		id = o.id // as the client spelt it
+	}
+	delete(open, jsonrpc.Key(id))
+	why := fmt.Sprintf("upstream message exceeds the %d byte limit", tooLarge.Limit)
+	if tooLarge.Err != nil {
+		why = fmt.Sprintf("upstream message of %d bytes dropped: it is not one JSON value, or there is no room to hold it", tooLarge.Size)
+	}
+	return st.write(sse.Event{ID: tooLarge.ID, HasID: tooLarge.HasID, HasData: true,
+		Data: jsonrpc.ErrorResponse(id, jsonrpc.CodeUpstream, why).Raw})
+}
+
+// failUnanswered answers each request of open with an error: the
+// upstream's stream broke (err), or stalled (stalled says how), before
+// their responses came, and no client may wait for ever.
+func (rl *Relay) failUnanswered(st *stream, open map[string]owed, err error, stalled string) {
+	why := "upstream MCP server ended the stream without answering"
+	if stalled != "" {
+		why = stalled
+	}
+	rl.log.Warn("upstream event stream ended before answering", "err", err, "unanswered", len(open), "why", why)
+	for _, o := range open {
+		if st.write(sse.Event{HasData: true, Data: jsonrpc.ErrorResponse(o.id, jsonrpc.CodeUpstream, why).Raw}) != nil {
+			return
 		}
 	}
 }
@@ -1023,18 +1111,9 @@ func (rl *Relay) cancelUpstream(sid, version string, ids [][]byte) {
 	for _, id := range ids {
 		body := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + string(id) +
 			`,"reason":"the client stopped reading its response"}}`)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, rl.o.URL, bytes.NewReader(body))
+		req, err := rl.ownRequest(ctx, body, sid, version)
 		if err != nil {
 			return
-		}
-		for k, vs := range rl.o.Header {
-			req.Header[k] = vs
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Session-Id", sid)
-		if version != "" {
-			req.Header.Set("Mcp-Protocol-Version", version)
 		}
 		resp, err := rl.o.Client.Do(req)
 		if err != nil {
@@ -1046,6 +1125,29 @@ func (rl *Relay) cancelUpstream(sid, version string, ids [][]byte) {
 	}
 }
 
+// ownRequest is a POST of the proxy's own message body to the upstream,
+// in session sid and revision version (each "" for none). It carries the
+// configured headers alone, never a client's credentials, and accepts
+// JSON or an event stream.
+func (rl *Relay) ownRequest(ctx context.Context, body []byte, sid, version string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rl.o.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range rl.o.Header {
+		req.Header[k] = vs
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+	}
+	if version != "" {
+		req.Header.Set(mcpheader.ProtocolVersion, version)
+	}
+	return req, nil
+}
+
 // maxList caps one page of the proxy's own tools/list, as inMemory caps
 // a client's.
 const maxList = 64 << 20
@@ -1053,8 +1155,8 @@ const maxList = 64 << 20
 // listTools returns how to list the upstream's tools for the caller of m,
 // a tools/call in session sid ("" in the stateless era, whose envelope it
 // carries instead) of revision version: a POST of the proxy's own
-// tools/list per page, with the configured headers alone (never the
-// client's credentials), its answer read as JSON or as an event stream.
+// tools/list per page (ownRequest), its answer read as JSON or as an
+// event stream.
 func (rl *Relay) listTools(sid, version string, m *jsonrpc.Message) offload.ListFunc {
 	var meta []byte
 	if sid == "" {
@@ -1062,20 +1164,9 @@ func (rl *Relay) listTools(sid, version string, m *jsonrpc.Message) offload.List
 	}
 	return func(ctx context.Context, cursor string) ([]byte, error) {
 		lm := ownmethods.ListRequest(meta, cursor)
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, rl.o.URL, bytes.NewReader(lm.Raw))
+		req, err := rl.ownRequest(ctx, lm.Raw, sid, version)
 		if err != nil {
 			return nil, err
-		}
-		for k, vs := range rl.o.Header {
-			req.Header[k] = vs
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if sid != "" {
-			req.Header.Set("Mcp-Session-Id", sid)
-		}
-		if version != "" {
-			req.Header.Set(mcpheader.ProtocolVersion, version)
 		}
 		if mcpheader.Stateless(version) {
 			req.Header.Set(mcpheader.Method, "tools/list")
@@ -1088,34 +1179,53 @@ func (rl *Relay) listTools(sid, version string, m *jsonrpc.Message) offload.List
 		if resp.StatusCode != http.StatusOK {
 			return nil, fmt.Errorf("tools/list: the upstream answered %s", resp.Status)
 		}
-		var r *jsonrpc.Message
-		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-			rd := sse.NewReader(resp.Body, maxList)
-			defer rd.Release()
-			for r == nil {
-				ev, err := rd.Next()
-				if err != nil {
-					return nil, fmt.Errorf("tools/list: %w", err)
-				}
-				if m, err := jsonrpc.DecodeMessage(ev.Data); err == nil && m.IsResponse() && bytes.Equal(m.ID, lm.ID) {
-					r = m
-				}
-			}
-		} else {
-			b, err := io.ReadAll(io.LimitReader(resp.Body, maxList+1))
-			if err != nil {
-				return nil, fmt.Errorf("tools/list: %w", err)
-			}
-			if len(b) > maxList {
-				return nil, fmt.Errorf("tools/list: the answer is over %d bytes", maxList)
-			}
-			if r, err = jsonrpc.DecodeMessage(b); err != nil {
-				return nil, fmt.Errorf("tools/list: %w", err)
-			}
-		}
-		if r.Error != nil {
-			return nil, fmt.Errorf("tools/list: the upstream answered error %d", r.ErrorCode())
-		}
-		return bytes.Clone(r.Result), nil // the reader's buffer goes back to its pool
+		return listResult(resp, lm.ID)
 	}
+}
+
+// listResult reads the answer to the proxy's tools/list id from resp, a
+// JSON body or an event stream, and returns a copy of its result; an
+// error answer is an error.
+func listResult(resp *http.Response, id []byte) ([]byte, error) {
+	var r *jsonrpc.Message
+	var err error
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		rd := sse.NewReader(resp.Body, maxList)
+		defer rd.Release()
+		r, err = listEvent(rd, id)
+	} else {
+		r, err = listJSON(resp.Body)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tools/list: %w", err)
+	}
+	if r.Error != nil {
+		return nil, fmt.Errorf("tools/list: the upstream answered error %d", r.ErrorCode())
+	}
+	return bytes.Clone(r.Result), nil // the reader's buffer goes back to its pool
+}
+
+// listEvent reads events until the response to id.
+func listEvent(rd *sse.Reader, id []byte) (*jsonrpc.Message, error) {
+	for {
+		ev, err := rd.Next()
+		if err != nil {
+			return nil, err
+		}
+		if m, err := jsonrpc.DecodeMessage(ev.Data); err == nil && m.IsResponse() && bytes.Equal(m.ID, id) {
+			return m, nil
+		}
+	}
+}
+
+// listJSON reads a JSON body of one message, within maxList.
+func listJSON(body io.Reader) (*jsonrpc.Message, error) {
+	b, err := io.ReadAll(io.LimitReader(body, maxList+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxList {
+		return nil, fmt.Errorf("the answer is over %d bytes", maxList)
+	}
+	return jsonrpc.DecodeMessage(b)
 }
