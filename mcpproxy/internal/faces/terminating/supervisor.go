@@ -63,7 +63,9 @@ type Supervisor struct {
 var ErrRestarting = errors.New("upstream restarting")
 
 // Get returns the live connection, starting one when none runs and the
-// backoff since the last start has passed.
+// backoff since the last start has passed. It fails with ErrRestarting
+// while the backoff runs, with Dial's error, with Init's (wrapped), and
+// once Close was called.
 func (s *Supervisor) Get(ctx context.Context) (*mux.Mux, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

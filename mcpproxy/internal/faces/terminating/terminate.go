@@ -123,7 +123,8 @@ type Face struct {
 	inits map[string][]byte
 }
 
-// New returns a face.
+// New returns a face configured by o, its zero fields set to their
+// defaults.
 func New(o Options) *Face {
 	if o.MaxBody <= 0 {
 		o.MaxBody = 4 << 20
