@@ -117,6 +117,9 @@ type Rewriter struct {
 	o   Options
 	lit lits
 	log *slog.Logger
+	// budget is Options.Budget and Options.PreviewBudget, with the
+	// splits of the result's room named.
+	budget Budget
 	// early counts the strings worked on as they arrive (Tap), stage
 	// holds their decoded copies.
 	early chan struct{}
@@ -154,19 +157,13 @@ func New(svc *artifact.Service, dec Decider, o Options) *Rewriter {
 		o.StageMax = 4 << 30
 	}
 	return &Rewriter{svc: svc, dec: dec, o: o, lit: lits{o.Spills}, log: o.Logger, early: make(chan struct{}, maxEarly),
-		stage: &stager{svc: svc, dir: o.StageDir, max: o.StageMax}}
+		stage: &stager{svc: svc, dir: o.StageDir, max: o.StageMax}, budget: Budget{Result: o.Budget, Previews: o.PreviewBudget}}
 }
 
 // ErrWithheld is returned by Rewrite for a resources/read result that
 // FailClosed withholds: an item was too large to return inline and could
 // not be stored. (A tools/call result is withheld as a tool error.)
 var ErrWithheld = errors.New("offload: the result was too large to return inline and could not be stored")
-
-// errStore marks a failure to store an item that FailClosed turns into a
-// withheld result.
-type errStore struct{ err error }
-
-func (e *errStore) Error() string { return "storing the item failed: " + e.err.Error() }
 
 // Rewrite returns result with every large item offloaded, and the
 // artifacts it stored. When nothing is offloaded it returns result itself.
@@ -193,7 +190,7 @@ func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, 
 	if !jsonrpc.Valid(result) { // encoding/json's answer, at a third of its cost
 		return nil, nil, fmt.Errorf("offload: result is not valid JSON")
 	}
-	if f.lit.rawLen(result) <= min(f.o.Budget, f.o.TextThreshold, f.o.BinaryThreshold) {
+	if n := f.lit.rawLen(result); !f.budget.over(n) && n <= min(f.o.TextThreshold, f.o.BinaryThreshold) {
 		return result, nil, nil // nothing in it can be over a threshold or the budget
 	}
 	// Only a result that may be stored gets the store's watch. The
@@ -214,7 +211,7 @@ func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, 
 	for _, it := range jsonrpc.Elements(result, arr) {
 		repl, a, err := f.item(ctx, c, result[it[0]:it[1]])
 		if err != nil {
-			if f.o.FailClosed || f.lit.rawLen(result[it[0]:it[1]]) > f.o.Budget {
+			if f.o.FailClosed || f.budget.over(f.lit.rawLen(result[it[0]:it[1]])) {
 				f.log.Error("offload failed; withholding the result", "method", c.Method, "uri", c.URI, "err", err)
 				return nil, stored, ErrWithheld
 			}
@@ -276,7 +273,7 @@ func (f *Rewriter) item(ctx context.Context, c Call, it []byte) ([]byte, artifac
 			u.mime = sniffText(f.lit.open(lit))
 		}
 	}
-	w := &resultWriter{f: f, c: c, previewBudget: f.o.PreviewBudget}
+	w := &resultWriter{f: f, c: c, previewBudget: f.budget.Previews}
 	pub, err := w.publish(ctx, u, "")
 	if err != nil || pub == nil {
 		return nil, artifact.Artifact{}, err

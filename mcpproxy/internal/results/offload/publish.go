@@ -97,7 +97,7 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 	d, err := f.dec.Offload(ctx, policy.OffloadInput{
 		Server: f.o.Server, Tool: c.Tool, Method: c.Method, Kind: u.kind,
 		MimeType: u.mime, Size: u.size, Tenant: c.Tenant, Threshold: u.threshold,
-		Budget: f.o.Budget, OverBudget: u.over,
+		Budget: f.budget.Result, OverBudget: u.over,
 	})
 	if err != nil || !d.Offload {
 		if err != nil {
@@ -168,7 +168,7 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 		if cause := context.Cause(ctx); errors.Is(cause, ErrStalled) {
 			err = fmt.Errorf("%w (%w)", cause, err) // the store only saw its context end
 		}
-		return nil, &errStore{err}
+		return nil, fmt.Errorf("storing the item failed: %w", err)
 	}
 	pv := previewWhileCalled(ctx, pb)
 	p := &published{a: a, l: l, thumb: pv.Thumbnail, body: pv.Text,

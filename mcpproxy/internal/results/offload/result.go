@@ -46,6 +46,64 @@ func newReplaced(ptr string, p *published) replaced {
 		MimeType: p.a.MimeType, SHA256: p.a.SHA256}
 }
 
+// Budget is how a tools/call result's room is shared out. Result is
+// Options.Budget: what the agent receives inline of content and
+// structuredContent together, previews and links included. Previews is
+// Options.PreviewBudget: the preview text all the offloaded parts of one
+// result share. New makes it from Options; each split of the result's
+// room is one of its methods, so that a reader finds them in one place.
+type Budget struct {
+	Result   int64
+	Previews int
+}
+
+const (
+	// minPreview is the least preview text one offloaded part gets,
+	// however many parts share Budget.Previews (Options.PreviewBudget
+	// promises it).
+	minPreview = 256
+	// linkLineRoom is what a shrunk structuredContent leaves free for one
+	// more link line: the note names every link of the result, and the
+	// value being shrunk may add its own.
+	linkLineRoom = 400
+	// minShrunk is the least room a shrunk structuredContent is given,
+	// however many link lines its note already carries.
+	minShrunk = 256
+)
+
+// over reports whether size bytes, as the agent would receive them, are
+// over the result's budget. Such a result has its largest parts
+// offloaded, and one whose store fails is withheld instead of passed
+// inline.
+func (b Budget) over(size int64) bool { return size > b.Result }
+
+// structuredShare is the part of the budget structuredContent gets when it
+// is shrunk: a third, so that content keeps two thirds. A
+// structuredContent larger than this, in a result over the budget, is
+// shrunk.
+func (b Budget) structuredShare() int64 { return b.Result / 3 }
+
+// forContent is what content may weigh once structuredContent has its
+// part: its own size when it stays as it is (scKept), else its share,
+// which is held back also when there is no structuredContent.
+func (b Budget) forContent(scKept bool, scSize int64) int64 {
+	if scKept {
+		return b.Result - scSize
+	}
+	return b.Result - b.structuredShare()
+}
+
+// forShrunk is the size the shrinker aims a structuredContent at: its
+// share less the note's link lines so far (notes bytes) and room for one
+// more, at least minShrunk.
+func (b Budget) forShrunk(notes int) int {
+	return max(int(b.structuredShare())-notes-linkLineRoom, minShrunk)
+}
+
+// perPreview is the preview text each of parts offloaded parts gets: an
+// equal share of Previews, at least minPreview.
+func (b Budget) perPreview(parts int) int { return max(minPreview, b.Previews/max(parts, 1)) }
+
 // contentItem is one element of a tools/call result's content.
 type contentItem struct {
 	raw    []byte
@@ -200,17 +258,13 @@ func (f *Rewriter) rewriteResult(ctx context.Context, c Call, result []byte) ([]
 			items = append(items, f.lit.parseItem(content.val[e[0]:e[1]]))
 		}
 	}
-	over := f.lit.rawLen(result) > f.o.Budget
+	over := f.budget.over(f.lit.rawLen(result))
 	var scSize int64
 	if sc != nil {
 		scSize = f.lit.rawLen(sc.val)
 	}
-	shrinkSC := over && sc != nil && sc.val[0] == '{' && scSize > f.o.Budget/3
-	contentBudget := f.o.Budget - f.o.Budget/3
-	if sc != nil && !shrinkSC {
-		contentBudget = f.o.Budget - scSize
-	}
-	p := f.planContent(items, contentBudget, over)
+	shrinkSC := over && sc != nil && sc.val[0] == '{' && scSize > f.budget.structuredShare()
+	p := f.planContent(items, f.budget.forContent(sc != nil && !shrinkSC, scSize), over)
 	if len(p.alone) == 0 && len(p.group) == 0 && !shrinkSC && !spilledContent {
 		return result, nil, nil
 	}
@@ -224,7 +278,7 @@ func (f *Rewriter) rewriteResult(ctx context.Context, c Call, result []byte) ([]
 	if shrinkSC {
 		units++
 	}
-	previewBudget := max(256, f.o.PreviewBudget/max(units, 1))
+	previewBudget := f.budget.perPreview(units)
 
 	rw := &resultWriter{f: f, c: c, previewBudget: previewBudget}
 	newItems, err := rw.content(ctx, items, p)
@@ -305,7 +359,7 @@ func (f *Rewriter) rewriteResult(ctx context.Context, c Call, result []byte) ([]
 // or any with FailClosed, becomes a tool error; otherwise the result
 // passes as it came.
 func (f *Rewriter) withhold(c Call, result []byte, stored []artifact.Artifact, err error) ([]byte, []artifact.Artifact, error) {
-	if size := f.lit.rawLen(result); f.o.FailClosed || size > f.o.Budget {
+	if size := f.lit.rawLen(result); f.o.FailClosed || f.budget.over(size) {
 		f.log.Error("offload failed; withholding the result", "method", c.Method, "tool", c.Tool, "bytes", size, "err", err)
 		return withheld(size), stored, nil
 	}

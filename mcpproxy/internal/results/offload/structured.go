@@ -29,7 +29,6 @@ func (w *resultWriter) structured(ctx context.Context, sc []byte) (out []byte, o
 	orig := sc
 	sc, pre, err := w.unspill(ctx, sc)
 	notes := w.linkLines()
-	budget := int(w.f.o.Budget/3) - len(notes) - 400 // room for one more link line
 	cut := func(c shrink.Cut) (string, error) {
 		ptr := "/structuredContent" + c.Pointer
 		if p := pre[c.Pointer]; p != nil { // stored whole before shrinking
@@ -70,7 +69,7 @@ func (w *resultWriter) structured(ctx context.Context, sc []byte) (out []byte, o
 	var v []byte
 	var cuts []shrink.Cut
 	if err == nil {
-		v, cuts, err = shrink.Shrink(ctx, sc, w.c.Schema, shrink.Options{Budget: max(budget, 256)}, cut)
+		v, cuts, err = shrink.Shrink(ctx, sc, w.c.Schema, shrink.Options{Budget: w.f.budget.forShrunk(len(notes))}, cut)
 	}
 	if err == nil {
 		v, err = w.noted(v, cuts, sc, pre)
