@@ -151,9 +151,9 @@ func (l lits) parseItem(it []byte) contentItem {
 	return c
 }
 
-// plan says which content items leave a result: chosen alone, or grouped
-// into one artifact.
-type plan struct {
+// contentPlan says which content items leave a result: chosen alone, or
+// grouped into one artifact.
+type contentPlan struct {
 	alone map[int]bool
 	group []int // indexes, in order; empty: no group
 }
@@ -162,8 +162,8 @@ type plan struct {
 // every item over its kind's threshold, then the largest items, then the
 // remaining small text items together, then whatever else is large
 // enough to be worth a link.
-func (f *Rewriter) planContent(items []contentItem, budget int64, over bool) plan {
-	p := plan{alone: map[int]bool{}}
+func (f *Rewriter) planContent(items []contentItem, budget int64, over bool) contentPlan {
+	p := contentPlan{alone: map[int]bool{}}
 	order := make([]int, len(items))
 	var inline int64
 	for i := range items {
@@ -239,120 +239,254 @@ func (f *Rewriter) threshold(binary bool) int64 {
 	return f.o.TextThreshold
 }
 
-// rewriteResult is Rewrite for a tools/call result: one budget for the
-// whole result, content items and structuredContent together.
+// rewriteResult is Rewrite for a tools/call result, in three stages:
+// plan (what leaves, within one budget for content and structuredContent
+// together), publish (store each part that leaves, with its preview and
+// link) and assemble (write the result with them in place).
 func (f *Rewriter) rewriteResult(ctx context.Context, c Call, result []byte) ([]byte, []artifact.Artifact, error) {
-	mem, ok := members(result)
+	r, ok := f.planResult(result)
 	if !ok {
 		return result, nil, nil
 	}
-	content, sc, meta := mem.get("content"), mem.get("structuredContent"), mem.get("_meta")
-	var items []contentItem
-	var bulk Spilled
-	spilledContent := false
-	if content != nil {
-		bulk, spilledContent = f.lit.array(content.val)
+	w := &resultWriter{f: f, c: c, previewBudget: r.previewBudget}
+	if err := w.publishResult(ctx, r); err != nil {
+		return f.withhold(c, result, w.stored, err)
 	}
-	if content != nil && !spilledContent && content.val[0] == '[' {
-		for _, e := range jsonrpc.Elements(content.val, [2]int{0, len(content.val)}) {
-			items = append(items, f.lit.parseItem(content.val[e[0]:e[1]]))
+	out, changed := w.assemble(r)
+	if !changed {
+		return result, w.stored, nil // the policy kept everything inline
+	}
+	return out, w.stored, nil
+}
+
+// resultPlan is what the plan stage decides for one tools/call result:
+// the result taken apart, and which of its parts leave.
+type resultPlan struct {
+	mem      objectMembers // the result's members, written back by assemble
+	sc       *member       // structuredContent; nil when absent
+	meta     *member       // _meta; nil when absent
+	items    []contentItem // content's items, when content is an array held in memory
+	bulk     Spilled       // content, when the transport moved it out whole; nil otherwise
+	scSize   int64         // structuredContent's weight as the agent would receive it
+	shrinkSC bool          // structuredContent leaves: shrunk, or else stored whole
+	content  contentPlan   // the content items that leave
+	// previewBudget is each offloaded part's share of the preview text.
+	previewBudget int
+}
+
+// planResult decides what leaves a tools/call result. ok is false when
+// nothing does: the result is not an object, or it fits as it is.
+func (f *Rewriter) planResult(result []byte) (r *resultPlan, ok bool) {
+	mem, ok := members(result)
+	if !ok {
+		return nil, false
+	}
+	r = &resultPlan{mem: mem, sc: mem.get("structuredContent"), meta: mem.get("_meta")}
+	if content := mem.get("content"); content != nil {
+		if bulk, spilled := f.lit.array(content.val); spilled {
+			r.bulk = bulk
+		} else if content.val[0] == '[' {
+			for _, e := range jsonrpc.Elements(content.val, [2]int{0, len(content.val)}) {
+				r.items = append(r.items, f.lit.parseItem(content.val[e[0]:e[1]]))
+			}
 		}
 	}
 	over := f.budget.over(f.lit.rawLen(result))
-	var scSize int64
-	if sc != nil {
-		scSize = f.lit.rawLen(sc.val)
+	if r.sc != nil {
+		r.scSize = f.lit.rawLen(r.sc.val)
 	}
-	shrinkSC := over && sc != nil && sc.val[0] == '{' && scSize > f.budget.structuredShare()
-	p := f.planContent(items, f.budget.forContent(sc != nil && !shrinkSC, scSize), over)
-	if len(p.alone) == 0 && len(p.group) == 0 && !shrinkSC && !spilledContent {
-		return result, nil, nil
+	r.shrinkSC = over && r.sc != nil && r.sc.val[0] == '{' && r.scSize > f.budget.structuredShare()
+	r.content = f.planContent(r.items, f.budget.forContent(r.sc != nil && !r.shrinkSC, r.scSize), over)
+	units := r.units()
+	if units == 0 {
+		return nil, false
 	}
-	units := len(p.alone)
-	if spilledContent {
-		units++
-	}
-	if len(p.group) > 0 {
-		units++
-	}
-	if shrinkSC {
-		units++
-	}
-	previewBudget := f.budget.perPreview(units)
+	r.previewBudget = f.budget.perPreview(units)
+	return r, true
+}
 
-	rw := &resultWriter{f: f, c: c, previewBudget: previewBudget}
-	newItems, err := rw.content(ctx, items, p)
-	if err != nil {
-		return f.withhold(c, result, rw.stored, err)
+// units counts the parts of the result that leave, each with a preview:
+// the items alone, the group, the bulk content and structuredContent.
+func (r *resultPlan) units() int {
+	n := len(r.content.alone)
+	if r.bulk != nil {
+		n++
 	}
-	if spilledContent {
-		u, count := contentUnit(bulk)
-		pub, err := rw.publish(ctx, u, "/content")
-		if err != nil {
-			return f.withhold(c, result, rw.stored, err)
+	if len(r.content.group) > 0 {
+		n++
+	}
+	if r.shrinkSC {
+		n++
+	}
+	return n
+}
+
+// publishResult stores what the plan r says leaves, in the result's
+// order: the content items (each alone, and the group at its first
+// item's place), the bulk content, then structuredContent (which may
+// reuse what content stored). What it made of each is kept in w for
+// assemble; the error is a failed store.
+func (w *resultWriter) publishResult(ctx context.Context, r *resultPlan) error {
+	if err := w.publishContent(ctx, r.items, r.content); err != nil {
+		return err
+	}
+	if r.bulk != nil {
+		if err := w.publishBulk(ctx, r.bulk); err != nil {
+			return err
 		}
-		if pub != nil {
-			rw.replaced[len(rw.replaced)-1].Count = count
-			newItems = [][]byte{textItem(pub.text), pub.link("text", "")}
+	}
+	if r.shrinkSC {
+		return w.publishStructured(ctx, r.sc.val, r.scSize)
+	}
+	return nil
+}
+
+// publishContent stores the content items the plan p takes out: each
+// alone, and the group as one artifact.
+func (w *resultWriter) publishContent(ctx context.Context, items []contentItem, p contentPlan) error {
+	w.alone = map[int]*published{}
+	for i, it := range items {
+		switch {
+		case p.alone[i]:
+			pub, err := w.publish(ctx, w.itemUnit(it), "/content/"+strconv.Itoa(i))
+			if err != nil {
+				return err
+			}
+			if pub != nil {
+				w.alone[i] = pub
+				w.byLiteral = append(w.byLiteral, literalLink{it.lit, pub})
+			}
+		case len(p.group) > 0 && i == p.group[0]:
+			pub, err := w.publish(ctx, w.f.lit.groupUnit(items, p.group), "/content/"+strconv.Itoa(i))
+			if err != nil {
+				return err
+			}
+			if pub != nil {
+				w.group = pub
+				w.replaced[len(w.replaced)-1].Count = len(p.group)
+			}
 		}
+	}
+	return nil
+}
+
+// publishBulk stores a content the transport moved out whole, s, as one
+// artifact.
+func (w *resultWriter) publishBulk(ctx context.Context, s Spilled) error {
+	u, count := contentUnit(s)
+	pub, err := w.publish(ctx, u, "/content")
+	if err != nil {
+		return err
+	}
+	if pub != nil {
+		w.replaced[len(w.replaced)-1].Count = count
+		w.bulk = pub
+	}
+	return nil
+}
+
+// publishStructured shrinks structuredContent, sc (scSize bytes as the
+// agent would receive it), to a preview valid for the tool's
+// outputSchema (structured). When no such value exists it stores sc
+// whole instead: assemble then makes the result a tool error without
+// structuredContent (clients skip the schema check on errors), with the
+// whole value behind a link.
+func (w *resultWriter) publishStructured(ctx context.Context, sc []byte, scSize int64) error {
+	v, ok := w.structured(ctx, sc)
+	switch {
+	case w.err != nil:
+		return w.err
+	case ok:
+		w.shrunk, w.scShrunk = v, true
+		return nil
+	}
+	l := w.f.lit
+	pub, err := w.publish(ctx, unit{kind: "structured", mime: "application/json", size: scSize, over: true, threshold: w.f.o.TextThreshold,
+		open: func() io.Reader { return l.reader(sc) }}, "/structuredContent")
+	w.scWhole = pub // nil when the policy keeps it inline, or the store failed
+	return err
+}
+
+// assemble writes the rewritten result: the plan r's members with what
+// w published in place of what left, the links that only
+// structuredContent names added to content, and MetaReplaced in _meta.
+// changed is false when the policy kept everything inline.
+func (w *resultWriter) assemble(r *resultPlan) (out []byte, changed bool) {
+	items := w.contentItems(r.items, r.content)
+	if w.bulk != nil {
+		items = [][]byte{textItem(w.bulk.text), w.bulk.link("text", "")}
 	}
 	// addItem appends to content, the items kept as they were if none
 	// was replaced.
 	addItem := func(it []byte) {
-		if newItems == nil {
-			for _, old := range items {
-				newItems = append(newItems, old.raw)
+		if items == nil {
+			for _, old := range r.items {
+				items = append(items, old.raw)
 			}
 		}
-		newItems = append(newItems, it)
+		items = append(items, it)
 	}
-	changed := newItems != nil
-	if shrinkSC {
-		v, ok := rw.structured(ctx, sc.val)
-		switch {
-		case rw.err != nil:
-			return f.withhold(c, result, rw.stored, rw.err)
-		case ok:
-			sc.val, changed = v, true
-		default:
-			// No small value valid for the tool's schema: the result
-			// becomes a tool error without structuredContent (clients skip
-			// the schema check on errors) and the whole value a link.
-			orig := sc.val
-			pub, err := rw.publish(ctx, unit{kind: "structured", mime: "application/json", size: scSize, over: true, threshold: f.o.TextThreshold,
-				open: func() io.Reader { return f.lit.reader(orig) }}, "/structuredContent")
-			if err != nil {
-				return f.withhold(c, result, rw.stored, err)
-			}
-			if pub == nil { // the policy keeps it inline
-				break
-			}
-			changed = true
-			mem.remove("structuredContent")
-			mem.setOrAdd("isError", []byte("true"))
-			addItem(textItem("The tool succeeded, but its structured output (" + humanSize(pub.a.Size) +
-				") does not fit this result in a form its output schema accepts, so it is marked as an error. " + pub.sentence))
-		}
+	changed = items != nil
+	switch {
+	case w.scShrunk:
+		r.sc.val, changed = w.shrunk, true
+	case w.scWhole != nil:
+		changed = true
+		r.mem.remove("structuredContent")
+		r.mem.setOrAdd("isError", []byte("true"))
+		addItem(textItem("The tool succeeded, but its structured output (" + humanSize(w.scWhole.a.Size) +
+			") does not fit this result in a form its output schema accepts, so it is marked as an error. " + w.scWhole.sentence))
 	}
 	if !changed {
-		return result, rw.stored, nil // the policy kept everything inline
+		return nil, false
 	}
-	if extra := rw.structuredLinks(); extra != "" {
+	if extra := w.structuredLinks(); extra != "" {
 		addItem(textItem(extra))
 	}
-	if newItems != nil {
-		mem.setOrAdd("content", jsonArray(newItems))
+	if items != nil {
+		r.mem.setOrAdd("content", jsonArray(items))
 	}
-	if len(rw.replaced) > 0 {
+	if len(w.replaced) > 0 {
 		m := []byte(`{}`)
-		if meta != nil && meta.val[0] == '{' {
-			m = meta.val
+		if r.meta != nil && r.meta.val[0] == '{' {
+			m = r.meta.val
 		}
-		list, _ := json.Marshal(rw.replaced)
+		list, _ := json.Marshal(w.replaced)
 		m, _ = jsonrpc.SetPath(m, list, MetaReplaced)
-		mem.setOrAdd("_meta", m)
+		r.mem.setOrAdd("_meta", m)
 	}
-	return mem.encode(), rw.stored, nil
+	return r.mem.encode(), true
+}
+
+// contentItems is content with each item publish stored in its place: a
+// text item with its preview and a resource_link (an image's thumbnail
+// first), the group's once at its first item's place. It is nil when
+// none was stored.
+func (w *resultWriter) contentItems(items []contentItem, p contentPlan) [][]byte {
+	if len(w.alone) == 0 && w.group == nil {
+		return nil
+	}
+	group := map[int]bool{}
+	for _, i := range p.group {
+		group[i] = true
+	}
+	var out [][]byte
+	for i, it := range items {
+		switch pub := w.alone[i]; {
+		case pub != nil:
+			if th := pub.thumbnail(); th != nil {
+				out = append(out, th)
+			}
+			out = append(out, textItem(pub.text), pub.link(it.kind, it.uri))
+		case group[i] && w.group != nil && i == p.group[0]:
+			out = append(out, textItem(w.group.text), w.group.link("text", ""))
+		case group[i] && w.group != nil:
+			// in the group's artifact
+		default:
+			out = append(out, it.raw)
+		}
+	}
+	return out
 }
 
 // withhold ends a rewrite whose store failed: a result over the budget,
@@ -378,63 +512,19 @@ type resultWriter struct {
 	byLiteral     []literalLink // content payloads stored, for structuredContent to reuse
 	scNew         []*published  // artifacts structuredContent added (not reused)
 	err           error
+
+	// What publishResult made of the plan, for assemble:
+	alone    map[int]*published // content items stored alone, by index; the ones kept inline are absent
+	group    *published         // the small text items stored as one; nil: none, or kept inline
+	bulk     *published         // the content the transport moved out whole, stored; nil: none, or kept
+	shrunk   []byte             // structuredContent shrunk, when scShrunk
+	scShrunk bool
+	scWhole  *published // structuredContent stored whole, as no small valid form exists; nil otherwise
 }
 
 type literalLink struct {
 	lit []byte
 	pub *published
-}
-
-// content returns the rewritten content items, or nil when none changed.
-func (w *resultWriter) content(ctx context.Context, items []contentItem, p plan) ([][]byte, error) {
-	group := map[int]bool{}
-	for _, i := range p.group {
-		group[i] = true
-	}
-	var out [][]byte
-	changed, groupKept := false, false
-	for i, it := range items {
-		switch {
-		case p.alone[i]:
-			pub, err := w.publish(ctx, w.itemUnit(it), "/content/"+strconv.Itoa(i))
-			if err != nil {
-				return nil, err
-			}
-			if pub == nil {
-				out = append(out, it.raw)
-				continue
-			}
-			changed = true
-			w.byLiteral = append(w.byLiteral, literalLink{it.lit, pub})
-			if th := pub.thumbnail(); th != nil {
-				out = append(out, th)
-			}
-			out = append(out, textItem(pub.text), pub.link(it.kind, it.uri))
-		case group[i] && i == p.group[0]:
-			pub, err := w.publish(ctx, w.f.lit.groupUnit(items, p.group), "/content/"+strconv.Itoa(i))
-			if err != nil {
-				return nil, err
-			}
-			if pub == nil {
-				groupKept = true
-				out = append(out, it.raw)
-				continue
-			}
-			changed = true
-			w.replaced[len(w.replaced)-1].Count = len(p.group)
-			out = append(out, textItem(pub.text), pub.link("text", ""))
-		case group[i]:
-			if groupKept {
-				out = append(out, it.raw)
-			} // else in the group's artifact
-		default:
-			out = append(out, it.raw)
-		}
-	}
-	if !changed {
-		return nil, nil
-	}
-	return out, nil
 }
 
 func (w *resultWriter) itemUnit(it contentItem) unit {
