@@ -201,6 +201,13 @@ func (f *Rewriter) Rewrite(ctx context.Context, c Call, result []byte) ([]byte, 
 	if c.Method != "resources/read" {
 		return f.rewriteResult(ctx, c, result)
 	}
+	return f.rewriteContents(ctx, c, result)
+}
+
+// rewriteContents is Rewrite for a resources/read result: each item of
+// contents is offloaded on its own (item), over its kind's threshold, as
+// such a result has no budget.
+func (f *Rewriter) rewriteContents(ctx context.Context, c Call, result []byte) ([]byte, []artifact.Artifact, error) {
 	arr, ok := jsonrpc.Member(result, "contents")
 	if !ok || result[arr[0]] != '[' {
 		return result, nil, nil

@@ -89,77 +89,25 @@ func (p *published) link(typ, uri string) []byte {
 	return b
 }
 
-// publish asks the policy about u and, unless it keeps u inline (nil, nil),
-// stores it, mints its link and records it under ptr (a JSON pointer into
-// the result; "" records nothing).
+// publish asks the policy about u and, unless it keeps u inline (nil,
+// nil), stores it, mints its link, builds its preview and records it
+// under ptr (a JSON pointer into the result; "" records nothing). The
+// error is a failed store, wrapping ErrStalled when the stall watch
+// stopped it; a failed decision keeps u inline instead.
 func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*published, error) {
-	f, c := w.f, w.c
-	d, err := f.dec.Offload(ctx, policy.OffloadInput{
-		Server: f.o.Server, Tool: c.Tool, Method: c.Method, Kind: u.kind,
-		MimeType: u.mime, Size: u.size, Tenant: c.Tenant, Threshold: u.threshold,
-		Budget: f.budget.Result, OverBudget: u.over,
-	})
-	if err != nil || !d.Offload {
-		if err != nil {
-			f.log.Warn("offload decision failed; keeping the item inline", "err", err)
-		}
+	d, ok := w.decide(ctx, u)
+	if !ok {
 		return nil, nil
 	}
-	ttl := f.o.TTL
-	if d.TTLSeconds > 0 {
-		ttl = time.Duration(d.TTLSeconds) * time.Second
-	}
-	mime := u.mime
-	if mime == "" {
-		mime = "application/octet-stream"
-	}
-	name, source := c.Tool, "tool:"+c.Tool
-	if c.Method == "resources/read" {
-		name, source = path.Base(c.URI), "resources/read"
-	}
-	// A name that says what the artifact is, unique in a listing:
-	// query-items-3f2abc.json, read_graph-structured-x7k2ab.json.
-	id := artifact.NewID()
-	fileName := fmt.Sprintf("%s-%s-%s%s", safeName(name), u.label(), id[:6], extension(mime))
-	thumb := u.kind == "image" && !f.o.NoThumbnails
+	meta := w.artifactFor(u)
 	src := u.open()
 	if c, ok := src.(io.Closer); ok {
 		defer c.Close() // a store that stops early must not leave the source's writer waiting
 	}
-	st, staged := artifact.StagingOf(src)
-	staged = staged && takesStaging(f.svc) // the store takes it as it is, reading none of it
-	if !staged {
-		src = artifact.ProgressReader(ctx, src) // what the store reads is progress (see StoreStall)
-	}
-	var pb *preview.Builder
-	var beside *aside
-	if !thumb {
-		pb = u.early.take(mime) // built while the text arrived: the store only copies
-	}
-	if pb != nil {
-		pb.SetBudget(w.previewBudget)
-	} else {
-		pb = preview.New(preview.Options{MimeType: mime, Name: fileName, Budget: w.previewBudget,
-			Thumbnail: thumb, ThumbMax: f.o.ThumbMax, Size: u.size, TempDir: f.o.StageDir})
-		if staged {
-			// Staged as it arrived, in the store: the preview reads it
-			// first, as far as it needs (an image's header, not its
-			// gigabyte).
-			pb.Feed(st, st.Size())
-		} else {
-			beside = newAside(pb) // the preview is built beside the store's write and hash
-			src = io.TeeReader(src, beside)
-		}
-	}
+	src, pb, beside := w.previewBeside(ctx, u, meta, src)
 	defer pb.Close() // an image to thumbnail waits in a file: freed at once if the store fails
 	endStoring := storing(ctx)
-	a, l, err := f.svc.Publish(ctx, artifact.Artifact{
-		ID:       id,
-		Name:     fileName,
-		MimeType: mime,
-		Tenant:   c.Tenant,
-		Source:   source,
-	}, src, artifact.LinkOptions{TTL: ttl, Tenant: c.Tenant, Audience: d.Audience, Source: "offload"})
+	a, l, err := w.f.svc.Publish(ctx, meta, src, artifact.LinkOptions{TTL: w.ttl(d), Tenant: w.c.Tenant, Audience: d.Audience, Source: "offload"})
 	endStoring()
 	if beside != nil {
 		beside.Close()
@@ -170,6 +118,93 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 		}
 		return nil, fmt.Errorf("storing the item failed: %w", err)
 	}
+	p := newPublished(ctx, a, l, meta.MimeType, pb)
+	w.stored = append(w.stored, a)
+	if ptr != "" {
+		w.replaced = append(w.replaced, newReplaced(ptr, p))
+	}
+	return p, nil
+}
+
+// decide asks the policy whether u leaves the result; false keeps it
+// inline, as a failed decision does.
+func (w *resultWriter) decide(ctx context.Context, u unit) (policy.OffloadDecision, bool) {
+	f, c := w.f, w.c
+	d, err := f.dec.Offload(ctx, policy.OffloadInput{
+		Server: f.o.Server, Tool: c.Tool, Method: c.Method, Kind: u.kind,
+		MimeType: u.mime, Size: u.size, Tenant: c.Tenant, Threshold: u.threshold,
+		Budget: f.budget.Result, OverBudget: u.over,
+	})
+	if err != nil {
+		f.log.Warn("offload decision failed; keeping the item inline", "err", err)
+		return d, false
+	}
+	return d, d.Offload
+}
+
+// ttl is how long the links to what d offloads last: the policy's
+// choice, else Options.TTL.
+func (w *resultWriter) ttl(d policy.OffloadDecision) time.Duration {
+	if d.TTLSeconds > 0 {
+		return time.Duration(d.TTLSeconds) * time.Second
+	}
+	return w.f.o.TTL
+}
+
+// artifactFor is the artifact u is stored as. Its name says what it is
+// and is unique in a listing: query-items-3f2abc.json,
+// read_graph-structured-x7k2ab.json.
+func (w *resultWriter) artifactFor(u unit) artifact.Artifact {
+	mime := mimeOr(u.mime, "application/octet-stream")
+	name, source := w.c.Tool, "tool:"+w.c.Tool
+	if w.c.Method == "resources/read" {
+		name, source = path.Base(w.c.URI), "resources/read"
+	}
+	id := artifact.NewID()
+	return artifact.Artifact{
+		ID:       id,
+		Name:     fmt.Sprintf("%s-%s-%s%s", safeName(name), u.label(), id[:6], extension(mime)),
+		MimeType: mime,
+		Tenant:   w.c.Tenant,
+		Source:   source,
+	}
+}
+
+// previewBeside sets up the preview of u, stored as a from src, and
+// returns the reader the store is to read. The preview is the one built
+// while a text arrived (early), when there is one for a's mime type. Else
+// a new one reads the staged copy the store takes as it is, first and as
+// far as it needs (an image's header, not its gigabyte), or is built
+// beside the store's write and hash (aside: the caller closes it once the
+// store is done).
+func (w *resultWriter) previewBeside(ctx context.Context, u unit, a artifact.Artifact, src io.Reader) (io.Reader, *preview.Builder, *aside) {
+	f := w.f
+	st, staged := artifact.StagingOf(src)
+	staged = staged && takesStaging(f.svc) // the store takes it as it is, reading none of it
+	if !staged {
+		src = artifact.ProgressReader(ctx, src) // what the store reads is progress (see StoreStall)
+	}
+	thumb := u.kind == "image" && !f.o.NoThumbnails
+	var pb *preview.Builder
+	if !thumb {
+		pb = u.early.take(a.MimeType) // built while the text arrived: the store only copies
+	}
+	if pb != nil {
+		pb.SetBudget(w.previewBudget)
+		return src, pb, nil
+	}
+	pb = preview.New(preview.Options{MimeType: a.MimeType, Name: a.Name, Budget: w.previewBudget,
+		Thumbnail: thumb, ThumbMax: f.o.ThumbMax, Size: u.size, TempDir: f.o.StageDir})
+	if staged {
+		pb.Feed(st, st.Size())
+		return src, pb, nil
+	}
+	beside := newAside(pb)
+	return io.TeeReader(src, beside), pb, beside
+}
+
+// newPublished is a stored as mime, with its link l and pb's preview.
+func newPublished(ctx context.Context, a artifact.Artifact, l artifact.Link, mime string, pb *preview.Builder) *published {
 	pv := previewWhileCalled(ctx, pb)
 	p := &published{a: a, l: l, thumb: pv.Thumbnail, body: pv.Text,
 		sentence: sentence(a.Size, mime, l.URL, l.Expires, artifact.URI(a.ID))}
@@ -177,11 +212,7 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 		p.body += "\n"
 	}
 	p.text = p.body + p.sentence
-	w.stored = append(w.stored, a)
-	if ptr != "" {
-		w.replaced = append(w.replaced, newReplaced(ptr, p))
-	}
-	return p, nil
+	return p
 }
 
 // callKey is the context key of the call's own context, which the

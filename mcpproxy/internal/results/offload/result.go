@@ -159,77 +159,108 @@ type contentPlan struct {
 }
 
 // planContent picks what leaves so that the content fits budget: first
-// every item over its kind's threshold, then the largest items, then the
-// remaining small text items together, then whatever else is large
-// enough to be worth a link.
+// every item over its kind's threshold, then (when the result is over
+// its budget) the largest items, then the remaining small text items
+// together, then whatever else is large enough to be worth a link.
 func (f *Rewriter) planContent(items []contentItem, budget int64, over bool) contentPlan {
-	p := contentPlan{alone: map[int]bool{}}
-	order := make([]int, len(items))
-	var inline int64
+	pl := newPlanner(items)
+	for _, i := range pl.order {
+		if it := items[i]; it.kind != "" && it.size > f.threshold(!it.textual) {
+			pl.take(i)
+		}
+	}
+	if !over || pl.takeLarge(budget) {
+		return pl.p
+	}
+	pl.groupTexts()
+	pl.takeRest(budget)
+	return pl.p
+}
+
+// planner is planContent's work: the plan so far, and what content
+// weighs with it.
+type planner struct {
+	items  []contentItem
+	order  []int // indexes of items, heaviest first
+	inline int64 // what content weighs with the plan so far
+	p      contentPlan
+}
+
+func newPlanner(items []contentItem) *planner {
+	pl := &planner{items: items, order: make([]int, len(items)), p: contentPlan{alone: map[int]bool{}}}
 	for i := range items {
-		order[i] = i
-		inline += items[i].weight
+		pl.order[i] = i
+		pl.inline += items[i].weight
 	}
-	sort.SliceStable(order, func(a, b int) bool { return items[order[a]].weight > items[order[b]].weight })
-	take := func(i int) {
-		p.alone[i] = true
-		inline += unitCost - items[i].weight
-	}
-	for _, i := range order {
-		it := items[i]
-		if it.kind != "" && it.size > f.threshold(!it.textual) {
-			take(i)
-		}
-	}
-	if !over {
-		return p
-	}
-	var texts []int
-	var textBytes int64
-	for i, it := range items {
-		if it.kind == "text" && !p.alone[i] {
+	sort.SliceStable(pl.order, func(a, b int) bool { return items[pl.order[a]].weight > items[pl.order[b]].weight })
+	return pl
+}
+
+// take plans item i to leave alone: its weight leaves, its preview and
+// link come in.
+func (pl *planner) take(i int) {
+	pl.p.alone[i] = true
+	pl.inline += unitCost - pl.items[i].weight
+}
+
+// texts returns the text items that stay so far, and their weight.
+func (pl *planner) texts() (texts []int, weight int64) {
+	for i, it := range pl.items {
+		if it.kind == "text" && !pl.p.alone[i] {
 			texts = append(texts, i)
-			textBytes += it.weight
+			weight += it.weight
 		}
 	}
-	// A text item goes alone when it holds a good part of the text (one
-	// log among small notes); many like-sized ones go together below.
-	for _, i := range order {
-		if inline <= budget {
-			return p
+	return texts, weight
+}
+
+// takeLarge takes the largest items, heaviest first, until content fits
+// budget; true when it does. A text item goes alone when it holds a good
+// part of the text (one log among small notes); many like-sized ones are
+// left to groupTexts.
+func (pl *planner) takeLarge(budget int64) bool {
+	texts, textBytes := pl.texts()
+	for _, i := range pl.order {
+		if pl.inline <= budget {
+			return true
 		}
-		it := items[i]
-		if it.kind == "" || p.alone[i] || it.weight <= 2*unitCost {
+		it := pl.items[i]
+		if it.kind == "" || pl.p.alone[i] || it.weight <= 2*unitCost {
 			continue
 		}
 		if it.kind != "text" || len(texts) <= 4 || it.weight >= textBytes/4 {
-			take(i)
+			pl.take(i)
 		}
 	}
-	texts, textBytes = texts[:0], 0
-	for i, it := range items {
-		if it.kind == "text" && !p.alone[i] {
-			texts = append(texts, i)
-			textBytes += it.weight
-		}
-	}
+	return false
+}
+
+// groupTexts plans the text items that stay to leave together, as one
+// artifact, when there are two or more and they weigh more than the
+// unit that replaces them.
+func (pl *planner) groupTexts() {
+	texts, textBytes := pl.texts()
 	if len(texts) >= 2 && textBytes > unitCost {
-		p.group = texts
-		inline += unitCost - textBytes
+		pl.p.group = texts
+		pl.inline += unitCost - textBytes
 	}
+}
+
+// takeRest takes whatever else is worth a link, heaviest first, until
+// content fits budget.
+func (pl *planner) takeRest(budget int64) {
 	grouped := map[int]bool{}
-	for _, i := range p.group {
+	for _, i := range pl.p.group {
 		grouped[i] = true
 	}
-	for _, i := range order {
-		if inline <= budget {
+	for _, i := range pl.order {
+		if pl.inline <= budget {
 			break
 		}
-		if it := items[i]; it.kind != "" && !p.alone[i] && !grouped[i] && it.weight > unitCost {
-			take(i)
+		if it := pl.items[i]; it.kind != "" && !pl.p.alone[i] && !grouped[i] && it.weight > unitCost {
+			pl.take(i)
 		}
 	}
-	return p
 }
 
 func (f *Rewriter) threshold(binary bool) int64 {

@@ -29,43 +29,7 @@ func (w *resultWriter) structured(ctx context.Context, sc []byte) (out []byte, o
 	orig := sc
 	sc, pre, err := w.unspill(ctx, sc)
 	notes := w.linkLines()
-	cut := func(c shrink.Cut) (string, error) {
-		ptr := "/structuredContent" + c.Pointer
-		if p := pre[c.Pointer]; p != nil { // stored whole before shrinking
-			if c.Kind == "string" {
-				return p.sentence + "\n" + p.body, nil
-			}
-			return "", nil
-		}
-		if c.Kind == "string" {
-			if p := w.reuse(c.Raw); p != nil {
-				w.replaced = append(w.replaced, newReplaced(ptr, p))
-				return p.sentence + "\n" + p.body, nil
-			}
-		}
-		raw, l := c.Raw, w.f.lit
-		if len(pre) > 0 && c.Kind != "string" {
-			if o := valueAt(orig, c.Pointer); o != nil {
-				raw = o // as sent, not with the previews unspill put in
-			}
-		}
-		u := unit{kind: "structured", mime: "application/json", size: l.rawLen(raw), over: true, threshold: w.f.o.TextThreshold,
-			open: func() io.Reader { return l.reader(raw) }}
-		if c.Kind == "string" {
-			u.open = func() io.Reader { return l.open(raw) }
-			u.mime = sniffText(l.open(raw))
-		}
-		p, err := w.publish(ctx, u, ptr)
-		if err != nil {
-			w.err = err
-			return "", err
-		}
-		if p == nil {
-			return "", errKeep
-		}
-		w.scNew = append(w.scNew, p)
-		return p.sentence + "\n" + p.body, nil
-	}
+	cut := func(c shrink.Cut) (string, error) { return w.cut(ctx, c, orig, pre) }
 	var v []byte
 	var cuts []shrink.Cut
 	if err == nil {
@@ -77,17 +41,70 @@ func (w *resultWriter) structured(ctx context.Context, sc []byte) (out []byte, o
 	if err != nil {
 		// What it stored stays for the sweeper; the result names none of it.
 		w.replaced, w.scNew = w.replaced[:nRep], w.scNew[:nNew]
-		switch {
-		case errors.Is(err, shrink.ErrSchema):
-			w.f.log.Warn("the tool's outputSchema is unusable for this structuredContent; the result becomes a tool error", "tool", w.c.Tool, "err", err)
-		case errors.Is(err, errSilent):
-			w.f.log.Warn("the tool's outputSchema refuses the note a shortened structuredContent needs; the result becomes a tool error", "tool", w.c.Tool)
-		case !errors.Is(err, shrink.ErrNoFit) && !errors.Is(err, errKeep) && w.err == nil:
-			w.f.log.Warn("shrinking structuredContent failed", "tool", w.c.Tool, "err", err)
-		}
+		w.shrinkFailed(err)
 		return nil, false
 	}
 	return v, true
+}
+
+// cut stores a member of structuredContent that the shrinker cuts, c,
+// and returns the text it stands for in the shrunk value: for a string,
+// its link and preview (reusing what content stored of the same bytes);
+// for an array or object, nothing (noted says so). orig is
+// structuredContent as sent, pre what unspill already stored of it. The
+// error is errKeep when the policy keeps the member inline, or a failed
+// store (also in w.err).
+func (w *resultWriter) cut(ctx context.Context, c shrink.Cut, orig []byte, pre map[string]*published) (string, error) {
+	ptr := "/structuredContent" + c.Pointer
+	if p := pre[c.Pointer]; p != nil { // stored whole before shrinking
+		if c.Kind == "string" {
+			return p.sentence + "\n" + p.body, nil
+		}
+		return "", nil
+	}
+	if c.Kind == "string" {
+		if p := w.reuse(c.Raw); p != nil {
+			w.replaced = append(w.replaced, newReplaced(ptr, p))
+			return p.sentence + "\n" + p.body, nil
+		}
+	}
+	raw, l := c.Raw, w.f.lit
+	if len(pre) > 0 && c.Kind != "string" {
+		if o := valueAt(orig, c.Pointer); o != nil {
+			raw = o // as sent, not with the previews unspill put in
+		}
+	}
+	u := unit{kind: "structured", mime: "application/json", size: l.rawLen(raw), over: true, threshold: w.f.o.TextThreshold,
+		open: func() io.Reader { return l.reader(raw) }}
+	if c.Kind == "string" {
+		u.open = func() io.Reader { return l.open(raw) }
+		u.mime = sniffText(l.open(raw))
+	}
+	p, err := w.publish(ctx, u, ptr)
+	if err != nil {
+		w.err = err
+		return "", err
+	}
+	if p == nil {
+		return "", errKeep
+	}
+	w.scNew = append(w.scNew, p)
+	return p.sentence + "\n" + p.body, nil
+}
+
+// shrinkFailed logs why structured found no shrunk value (err). The
+// expected cases are not logged here: no value fits (shrink.ErrNoFit),
+// the policy kept a member inline (errKeep), or a store failed (w.err:
+// withhold logs it).
+func (w *resultWriter) shrinkFailed(err error) {
+	switch {
+	case errors.Is(err, shrink.ErrSchema):
+		w.f.log.Warn("the tool's outputSchema is unusable for this structuredContent; the result becomes a tool error", "tool", w.c.Tool, "err", err)
+	case errors.Is(err, errSilent):
+		w.f.log.Warn("the tool's outputSchema refuses the note a shortened structuredContent needs; the result becomes a tool error", "tool", w.c.Tool)
+	case !errors.Is(err, shrink.ErrNoFit) && !errors.Is(err, errKeep) && w.err == nil:
+		w.f.log.Warn("shrinking structuredContent failed", "tool", w.c.Tool, "err", err)
+	}
 }
 
 // errSilent is noted's error for a shortened value that cannot say so.
