@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/preview"
 )
 
 // StallBytes is what storing must move within each Options.StoreStall:
@@ -109,4 +110,25 @@ func (w *stallWatch) check() {
 		return
 	}
 	w.cancel(fmt.Errorf("%w: less than %d KiB moved in %v, after %d bytes", ErrStalled, StallBytes>>10, w.stall, w.moved.Load()))
+}
+
+// callKey is the context key of the call's own context, which the
+// store's work outlives (Rewrite).
+type callKey struct{}
+
+// withCall keeps ctx as its call's context in the context it returns.
+func withCall(ctx context.Context) context.Context { return context.WithValue(ctx, callKey{}, ctx) }
+
+// previewWhileCalled builds pb's preview while both ctx (the store's
+// watch) and the call's own context last: a thumbnail is for the
+// client alone, and drawing one takes memory and CPU that the client's
+// leaving should give back at once.
+func previewWhileCalled(ctx context.Context, pb *preview.Builder) preview.Preview {
+	if call, ok := ctx.Value(callKey{}).(context.Context); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(call, cancel)()
+	}
+	return pb.PreviewContext(ctx)
 }

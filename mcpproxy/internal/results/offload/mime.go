@@ -138,3 +138,25 @@ func extension(mime string) string {
 	}
 	return ".bin"
 }
+
+// isDelimited guesses CSV/TSV from the mime type or the first lines.
+func isDelimited(mime string, head []byte) bool {
+	mime, _, _ = strings.Cut(mime, ";")
+	if mime == "text/csv" || mime == "text/tab-separated-values" {
+		return true
+	}
+	if mime != "" && mime != "text/plain" {
+		return false
+	}
+	lines := bytes.SplitN(head, []byte("\n"), 3)
+	if len(lines) < 3 { // two whole lines, the second ended
+		return false
+	}
+	for _, sep := range []string{",", "\t"} {
+		n := bytes.Count(lines[0], []byte(sep))
+		if n >= 1 && bytes.Count(lines[1], []byte(sep)) == n {
+			return true
+		}
+	}
+	return false
+}

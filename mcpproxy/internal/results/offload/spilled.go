@@ -3,12 +3,14 @@ package offload
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
+	"encoding/base64"
 	"io"
 	"strconv"
 	"strings"
 
+	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/spill"
 )
 
 // Spills resolves the string literals the transport moved out of memory
@@ -95,6 +97,71 @@ func (l lits) binary(lit []byte) io.Reader {
 	}
 	return base64Decoder(newStringReader(lit))
 }
+
+// Registry is the spill package's process-wide registry of spilled
+// strings, as a Rewriter asks it (Options.Spills). The zero value is
+// ready; it is safe for concurrent use.
+type Registry struct{}
+
+// Lookup is spill.Lookup.
+func (Registry) Lookup(lit []byte) (Spilled, bool) {
+	if s, ok := spill.Lookup(lit); ok {
+		return s, true
+	}
+	return nil, false
+}
+
+// Release releases the string lit stands for, if it is one.
+func (Registry) Release(lit []byte) {
+	if s, ok := spill.Lookup(lit); ok {
+		s.Release()
+	}
+}
+
+// ExpandedLen is spill.ExpandedLen.
+func (Registry) ExpandedLen(raw []byte) int64 { return spill.ExpandedLen(raw) }
+
+// Expand is spill.Expand.
+func (Registry) Expand(w io.Writer, raw []byte) error { return spill.Expand(w, raw) }
+
+// early returns the early work of lit, a spilled string, if it has any.
+func (l lits) early(lit []byte) *early {
+	s, ok := l.str(lit)
+	if !ok {
+		return nil
+	}
+	return earlyOf(s)
+}
+
+// earlyOf returns the early work of a spilled string, nil if none.
+func earlyOf(s Spilled) *early {
+	t, ok := s.(interface{ Tap() spill.Tap })
+	if !ok {
+		return nil
+	}
+	e, _ := t.Tap().(*early)
+	return e
+}
+
+// open returns a reader of the string's value as staged while it
+// arrived: its text, or with b64 its bytes decoded from base64. nil when
+// there is no such copy (the caller decodes the spilled string).
+func (e *early) open(b64 bool) io.Reader {
+	if e == nil || e.base64 != b64 {
+		return nil
+	}
+	<-e.done
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stg == nil {
+		return nil
+	}
+	return artifact.StagedReader(e.stg.w)
+}
+
+// base64Decoder decodes standard base64, the encoding MCP gives binary
+// data.
+func base64Decoder(r io.Reader) io.Reader { return base64.NewDecoder(base64.StdEncoding, r) }
 
 // len is lit's length as sent, without quotes.
 func (l lits) len(lit []byte) int64 {
@@ -197,22 +264,6 @@ var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
 
 func escapePointer(s string) string { return pointerEscaper.Replace(s) }
 
-// Spent frees the strings result spilled that rewritten (Rewrite's result
-// of it, the one the caller keeps) no longer holds: their bytes are in
-// the store, and holding them on disk until they expire would count them
-// twice against the spill space. Call it once rewritten replaced result
-// for good.
-func (f *Rewriter) Spent(result, rewritten []byte) {
-	if f.lit.s == nil || f.lit.rawLen(result) == int64(len(result)) {
-		return
-	}
-	f.lit.spilledValues(result, "", 0, func(sp [2]int, _ string) {
-		if lit := result[sp[0]:sp[1]]; !bytes.Contains(rewritten, lit) {
-			f.lit.s.Release(lit)
-		}
-	})
-}
-
 // valueAt returns the value at a JSON pointer in doc (valid JSON), nil if
 // there is none.
 func valueAt(doc []byte, ptr string) []byte {
@@ -241,50 +292,6 @@ func valueAt(doc []byte, ptr string) []byte {
 		}
 	}
 	return v
-}
-
-// contentUnit is a result's content the transport moved out whole (a
-// tool that answers with thousands of items): stored as groupUnit stores
-// many items, read twice from disk (once to see what the items are), or,
-// when not every item is text, as the items themselves in JSON. count is
-// the number of items (0 when not every item is text).
-func contentUnit(s Spilled) (u unit, count int) {
-	u = unit{kind: "text", group: true, size: s.Len(), over: true, mime: "application/json", open: s.Raw}
-	allText, allJSON := true, true
-	eachText(s.Raw(), func(text []byte, ok bool) bool {
-		count++
-		allText = allText && ok
-		allJSON = allJSON && ok && json.Valid(text)
-		return allText
-	})
-	if !allText {
-		return u, 0
-	}
-	sep, first, last := "\n\n", "", ""
-	if allJSON {
-		sep, first, last = ",", "[", "]"
-	} else {
-		u.mime = "text/plain; charset=utf-8"
-	}
-	u.open = func() io.Reader {
-		pr, pw := io.Pipe()
-		go func() {
-			bw := bufio.NewWriterSize(pw, 32<<10)
-			bw.WriteString(first)
-			n := 0
-			eachText(s.Raw(), func(text []byte, _ bool) bool {
-				if n++; n > 1 {
-					bw.WriteString(sep)
-				}
-				_, err := bw.Write(text)
-				return err == nil
-			})
-			bw.WriteString(last)
-			pw.CloseWithError(bw.Flush())
-		}()
-		return pr
-	}
-	return u, count
 }
 
 // eachText calls f with the text of each item of a content array read

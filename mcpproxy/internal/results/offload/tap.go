@@ -426,39 +426,6 @@ func drain(ch chan []byte) {
 	}
 }
 
-// take returns the early preview's builder, all the text written, when
-// it was built for mime, once; nil otherwise (publish builds one).
-func (e *early) take(mime string) *preview.Builder {
-	if e == nil {
-		return nil
-	}
-	<-e.done
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.complete || e.pb == nil || e.mime != mime {
-		return nil
-	}
-	pb := e.pb
-	e.pb = nil
-	return pb
-}
-
-// open returns a reader of the string's value as staged while it
-// arrived: its text, or with b64 its bytes decoded from base64. nil when
-// there is no such copy (the caller decodes the spilled string).
-func (e *early) open(b64 bool) io.Reader {
-	if e == nil || e.base64 != b64 {
-		return nil
-	}
-	<-e.done
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.stg == nil {
-		return nil
-	}
-	return artifact.StagedReader(e.stg.w)
-}
-
 // stager stages decoded strings (artifact.Service.Stage), within a
 // bound on the bytes staged at once. A nil *stager stages nothing.
 type stager struct {
@@ -533,48 +500,3 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 	r.cur = r.cur[n:]
 	return n, nil
 }
-
-// early returns the early work of lit, a spilled string, if it has any.
-func (l lits) early(lit []byte) *early {
-	s, ok := l.str(lit)
-	if !ok {
-		return nil
-	}
-	return earlyOf(s)
-}
-
-// earlyOf returns the early work of a spilled string, nil if none.
-func earlyOf(s Spilled) *early {
-	t, ok := s.(interface{ Tap() spill.Tap })
-	if !ok {
-		return nil
-	}
-	e, _ := t.Tap().(*early)
-	return e
-}
-
-// Registry is the spill package's process-wide registry of spilled
-// strings, as a Rewriter asks it (Options.Spills). The zero value is
-// ready; it is safe for concurrent use.
-type Registry struct{}
-
-// Lookup is spill.Lookup.
-func (Registry) Lookup(lit []byte) (Spilled, bool) {
-	if s, ok := spill.Lookup(lit); ok {
-		return s, true
-	}
-	return nil, false
-}
-
-// Release releases the string lit stands for, if it is one.
-func (Registry) Release(lit []byte) {
-	if s, ok := spill.Lookup(lit); ok {
-		s.Release()
-	}
-}
-
-// ExpandedLen is spill.ExpandedLen.
-func (Registry) ExpandedLen(raw []byte) int64 { return spill.ExpandedLen(raw) }
-
-// Expand is spill.Expand.
-func (Registry) Expand(w io.Writer, raw []byte) error { return spill.Expand(w, raw) }
