@@ -57,13 +57,7 @@ func (r *stringReader) Read(p []byte) (int, error) {
 			continue
 		}
 		if r.lit[r.i] >= utf8.RuneSelf {
-			// A byte that is not UTF-8 is U+FFFD, as encoding/json and
-			// the spilled strings' decoder read it: a string stores the
-			// same bytes whether it was spilled or not. (Or a character
-			// p has no room left for.)
-			ru, size := utf8.DecodeRune(r.lit[r.i:])
-			r.pp, r.np = 0, utf8.EncodeRune(r.pending[:], ru)
-			r.i += size
+			r.pendRune()
 			continue
 		}
 		r.unescape()
@@ -72,6 +66,16 @@ func (r *stringReader) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	return n, nil
+}
+
+// pendRune decodes the character at r.i into pending: a byte that is
+// not UTF-8 as U+FFFD, as encoding/json and the spilled strings' decoder
+// read it, so that a string stores the same bytes whether it was spilled
+// or not; or a whole character the caller's buffer had no room left for.
+func (r *stringReader) pendRune() {
+	ru, size := utf8.DecodeRune(r.lit[r.i:])
+	r.pp, r.np = 0, utf8.EncodeRune(r.pending[:], ru)
+	r.i += size
 }
 
 // unescape decodes the escape at r.i into pending.

@@ -46,15 +46,30 @@ const (
 // carrying the note stays valid; every other byte is kept. A result it
 // cannot read is returned as it is.
 func (s *Schemas) Present(result []byte) []byte {
-	span, ok := jsonrpc.Member(result, "tools")
-	if !ok || result[span[0]] != '[' {
+	out, tools, ok := withNoteProperty(result)
+	if !ok {
 		return result
 	}
-	type tool struct {
-		name   string
-		schema []byte // as presented; nil: none
+	s.learn(tools)
+	return out
+}
+
+// listedTool is one tool of a tools/list result: its name, and its
+// outputSchema as presented (nil: none).
+type listedTool struct {
+	name   string
+	schema []byte
+}
+
+// withNoteProperty returns result with NoteMember added to each outputSchema
+// that refuses it, and the tools the result lists; false when it has no
+// tools array.
+func withNoteProperty(result []byte) ([]byte, []listedTool, bool) {
+	span, ok := jsonrpc.Member(result, "tools")
+	if !ok || result[span[0]] != '[' {
+		return nil, nil, false
 	}
-	var tools []tool
+	var tools []listedTool
 	var out []byte // nil until a schema is edited
 	last := 0      // result[:last] is in out
 	for _, el := range jsonrpc.Elements(result, span) {
@@ -65,7 +80,7 @@ func (s *Schemas) Present(result []byte) []byte {
 		}
 		os, ok := jsonrpc.Member(t, "outputSchema")
 		if !ok || t[os[0]] != '{' {
-			tools = append(tools, tool{name, nil})
+			tools = append(tools, listedTool{name, nil})
 			continue
 		}
 		schema := t[os[0]:os[1]]
@@ -73,19 +88,23 @@ func (s *Schemas) Present(result []byte) []byte {
 			out = append(append(out, result[last:el[0]+os[0]]...), ns...)
 			last, schema = el[0]+os[1], ns
 		}
-		tools = append(tools, tool{name, schema})
+		tools = append(tools, listedTool{name, schema})
 	}
-	if out != nil {
-		out = append(out, result[last:]...)
-	} else {
-		out = result
+	if out == nil {
+		return result, tools, true
 	}
+	return append(out, result[last:]...), tools, true
+}
+
+// learn keeps the schemas of tools, a name listed twice the last, within
+// maxTools and maxTableBytes.
+func (s *Schemas) learn(tools []listedTool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.byTool == nil {
 		s.byTool = map[string]*toolSchema{}
 	}
-	for _, t := range tools { // a name listed twice: the last wins
+	for _, t := range tools {
 		if old, known := s.byTool[t.name]; known {
 			delete(s.byTool, t.name)
 			s.bytes -= len(t.name) + len(old.raw)
@@ -97,7 +116,6 @@ func (s *Schemas) Present(result []byte) []byte {
 		s.byTool[t.name] = &toolSchema{raw: t.schema}
 		s.bytes += n
 	}
-	return out
 }
 
 // size is the bytes of schemas s holds.
