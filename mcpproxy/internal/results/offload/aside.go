@@ -2,24 +2,27 @@ package offload
 
 import "io"
 
-// aside hands what is written to w on a goroutine of its own, a few
-// chunks ahead (bounded: asideChunks of what it is given at a time), so
-// that a large unit's preview is built beside the store's write and hash
+// aside passes what is written to it on to w, on a goroutine of its own
+// and a few chunks ahead (at most asideChunks writes wait), so that a
+// large unit's preview is built beside the store's write and hash
 // rather than after each chunk of it. Its asideChunks+1 buffers are
 // reused: a Write waits for one while w is behind, and allocates nothing
-// once they have grown. Close waits for w to have everything. Write never
-// fails; w's own errors are w's to keep.
+// once they have grown. Close waits until w has everything. Write never
+// fails: w's errors are not passed back, w keeps them itself.
 type aside struct {
 	ch   chan []byte
 	free chan []byte
 	done chan struct{}
 }
 
+// asideChunks is how many writes may wait for w; asideChunk is the
+// least size of a buffer.
 const (
 	asideChunks = 4
 	asideChunk  = 64 << 10 // a buffer's least size: what a reader gives at a time
 )
 
+// newAside starts passing what is written to it on to w.
 func newAside(w io.Writer) *aside {
 	a := &aside{ch: make(chan []byte, asideChunks), free: make(chan []byte, asideChunks+1), done: make(chan struct{})}
 	for range asideChunks + 1 {
@@ -35,6 +38,7 @@ func newAside(w io.Writer) *aside {
 	return a
 }
 
+// Write copies p into a free buffer and queues it for w.
 func (a *aside) Write(p []byte) (int, error) {
 	b := <-a.free
 	if cap(b) < len(p) {

@@ -8,6 +8,11 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 )
 
+// MetaReplaced is the result _meta key listing every place of a tools/call
+// result the offloader replaced, each with its link: code reading the
+// result learns there that what it holds is a preview.
+const MetaReplaced = "dev.spillway/replaced"
+
 // assemble writes the rewritten result: the plan r's members with what
 // w published in place of what left, the links that only
 // structuredContent names added to content, and MetaReplaced in _meta.
@@ -90,37 +95,6 @@ func (w *resultWriter) contentItems(items []contentItem, p contentPlan) [][]byte
 	return out
 }
 
-// structuredLinks is the sentence content gets for the artifacts only
-// structuredContent refers to, so that a model reading content alone
-// finds them too.
-func (w *resultWriter) structuredLinks() string {
-	if len(w.scNew) == 0 {
-		return ""
-	}
-	s := "structuredContent holds a shortened preview."
-	for _, p := range w.scNew {
-		s += " " + p.sentence
-	}
-	return s
-}
-
-// textItem is a text content item.
-func textItem(s string) []byte {
-	b, _ := json.Marshal(map[string]string{"type": "text", "text": s})
-	return b
-}
-
-func jsonArray(items [][]byte) []byte {
-	out := []byte{'['}
-	for i, it := range items {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, it...)
-	}
-	return append(out, ']')
-}
-
 // thumbnail is the image content item showing an offloaded image small,
 // nil when there is none.
 func (p *published) thumbnail() []byte {
@@ -143,12 +117,37 @@ func (p *published) link(typ, uri string) []byte {
 	return b
 }
 
-func (p *published) resourceLink() artifact.ResourceLink { return artifact.NewResourceLink(p.a, p.l) }
+// textItem is a text content item.
+func textItem(s string) []byte {
+	b, _ := json.Marshal(map[string]string{"type": "text", "text": s})
+	return b
+}
 
-// MetaReplaced is the result _meta key listing every place of a tools/call
-// result the offloader replaced, each with its link: code reading the
-// result learns there that what it holds is a preview.
-const MetaReplaced = "dev.spillway/replaced"
+// structuredLinks is the sentence content gets for the artifacts only
+// structuredContent refers to, so that a model reading content alone
+// finds them too.
+func (w *resultWriter) structuredLinks() string {
+	if len(w.scNew) == 0 {
+		return ""
+	}
+	s := "structuredContent holds a shortened preview."
+	for _, p := range w.scNew {
+		s += " " + p.sentence
+	}
+	return s
+}
+
+// jsonArray writes items as a JSON array.
+func jsonArray(items [][]byte) []byte {
+	out := []byte{'['}
+	for i, it := range items {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, it...)
+	}
+	return append(out, ']')
+}
 
 // MetaOffloaded is the _meta key under which an offloaded resources/read
 // item carries its link: the same resource_link object a tools/call
@@ -182,3 +181,7 @@ func resourceItem(orig []byte, preview string, link artifact.ResourceLink) []byt
 	out = append(out, meta...)
 	return append(out, '}')
 }
+
+// resourceLink is the resource_link of p: its URI, HTTP link, size,
+// mime type and hash.
+func (p *published) resourceLink() artifact.ResourceLink { return artifact.NewResourceLink(p.a, p.l) }

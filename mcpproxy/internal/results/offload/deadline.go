@@ -48,6 +48,7 @@ type stallWatch struct {
 	stopped bool
 }
 
+// watchKey is the context key of a rewrite's stallWatch.
 type watchKey struct{}
 
 // storing marks the start of a store's work under ctx's watch, if any,
@@ -116,7 +117,9 @@ func (w *stallWatch) check() {
 // store's work outlives (Rewrite).
 type callKey struct{}
 
-// withCall keeps ctx as its call's context in the context it returns.
+// withCall returns ctx carrying itself as the call's own context, which
+// previewWhileCalled reads once watchStall has detached the rewrite from
+// the call's cancellation.
 func withCall(ctx context.Context) context.Context { return context.WithValue(ctx, callKey{}, ctx) }
 
 // previewWhileCalled builds pb's preview while both ctx (the store's

@@ -104,6 +104,8 @@ func count(n int) int {
 	return n
 }
 
+// extension is the file name extension of a mime type, ".bin" for one
+// it does not know.
 func extension(mime string) string {
 	mime, _, _ = strings.Cut(mime, ";")
 	switch mime {

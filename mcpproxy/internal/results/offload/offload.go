@@ -5,6 +5,34 @@
 // becomes a text preview plus a resource_link carrying httpUrl and
 // httpUrlExpiresAt.
 //
+// Rewrite (rewrite.go) handles a result in three stages, each in a file
+// of its own, in this order:
+//
+//   - plan (plan.go) decides what leaves the result. A tools/call
+//     result has one Budget for content and structuredContent
+//     together: the items over their kind's threshold leave; then, while
+//     the result is over its budget, the largest items, the small text
+//     items together as one artifact, and whatever else is worth a link;
+//     and a large structuredContent is to be shrunk. A resources/read item
+//     leaves when it is over its kind's threshold.
+//   - publish (publish.go) asks the policy (Decider) about each part
+//     that leaves, stores it, builds its preview and mints its link. It
+//     shrinks a large structuredContent to a value valid for the tool's
+//     outputSchema (package shrink), storing the members it cuts.
+//   - assemble (assemble.go) writes the result back, with a preview and
+//     a resource_link in place of each part that left, and lists them in
+//     _meta (MetaReplaced).
+//
+// A spilled string's work may start before all that, while it is still
+// arriving (Rewriter.Tap, tap.go). After Rewrite, Spent frees the
+// spilled strings the rewritten result no longer holds. The other files
+// are helpers: spilled.go and jsonstr.go read the result's string
+// literals, spilled or not; members.go takes a JSON object apart and
+// writes it back; mime.go tells a text's type; deadline.go is the stall
+// watch on storing; aside.go builds a preview beside a store's write;
+// schemas.go keeps the outputSchemas the tools were shown with
+// (Learned).
+//
 // It works on raw JSON: a result is never decoded into Go values, the
 // bytes outside the replaced items are copied unchanged, and an item's
 // string literal is decoded on its way to the store, so a 50 MB text is
@@ -37,7 +65,8 @@ type Options struct {
 	// and links included. A result over it has its largest items
 	// offloaded (many small text items together, as one artifact) and a
 	// large structuredContent shrunk to a preview valid for the tool's
-	// outputSchema. Default 6 KiB.
+	// outputSchema. Default 6 KiB. Budget (the type) says how it is
+	// shared out.
 	Budget int64
 	// PreviewBudget is what the previews of one result share, in bytes of
 	// text (each gets an equal part, at least 256). Default 2 KiB.

@@ -7,14 +7,17 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 )
 
-// Budget is how a tools/call result's room is shared out. Result is
-// Options.Budget: what the agent receives inline of content and
-// structuredContent together, previews and links included. Previews is
-// Options.PreviewBudget: the preview text all the offloaded parts of one
-// result share. New makes it from Options; each split of the result's
-// room is one of its methods, so that a reader finds them in one place.
+// Budget says how much of a tools/call result stays inline and how that
+// room is shared out. New makes it from Options, and each split of the
+// result's room is one of its methods, so that a reader finds them all
+// in one place. The zero value keeps nothing inline.
 type Budget struct {
-	Result   int64
+	// Result is Options.Budget: the most the agent receives inline of
+	// content and structuredContent together, previews and links
+	// included.
+	Result int64
+	// Previews is Options.PreviewBudget: the preview text that all the
+	// parts offloaded from one result share.
 	Previews int
 }
 
@@ -34,8 +37,8 @@ const (
 
 // over reports whether size bytes, as the agent would receive them, are
 // over the result's budget. Such a result has its largest parts
-// offloaded, and one whose store fails is withheld instead of passed
-// inline.
+// offloaded, and it is withheld instead of passed inline when a store
+// fails.
 func (b Budget) over(size int64) bool { return size > b.Result }
 
 // structuredShare is the part of the budget structuredContent gets when it
@@ -61,8 +64,8 @@ func (b Budget) forShrunk(notes int) int {
 	return max(int(b.structuredShare())-notes-linkLineRoom, minShrunk)
 }
 
-// perPreview is the preview text each of parts offloaded parts gets: an
-// equal share of Previews, at least minPreview.
+// perPreview is the preview text each offloaded part gets when parts
+// of them share Previews: an equal share, at least minPreview.
 func (b Budget) perPreview(parts int) int { return max(minPreview, b.Previews/max(parts, 1)) }
 
 // resultPlan is what the plan stage decides for one tools/call result:
@@ -142,6 +145,8 @@ type contentItem struct {
 	weight  int64 // len(raw) as the client would receive it (spilled strings counted whole)
 }
 
+// parseItem reads a content item, it: its kind, payload literal, mime
+// type and sizes.
 func (l lits) parseItem(it []byte) contentItem {
 	c := contentItem{raw: it, weight: l.rawLen(it)}
 	if len(it) == 0 || it[0] != '{' {
@@ -200,8 +205,8 @@ type contentPlan struct {
 }
 
 // unitCost is about what one offloaded unit adds back to a result: its
-// preview (at its smallest) and its resource_link. Offloading less than
-// this would grow the result.
+// preview (at its smallest) and its resource_link. Offloading an item
+// that weighs less than this would make the result larger.
 const unitCost = 1024
 
 // planContent picks what leaves so that the content fits budget: first
@@ -232,6 +237,7 @@ type planner struct {
 	p      contentPlan
 }
 
+// newPlanner starts a plan that keeps every item of items.
 func newPlanner(items []contentItem) *planner {
 	pl := &planner{items: items, order: make([]int, len(items)), p: contentPlan{alone: map[int]bool{}}}
 	for i := range items {
@@ -309,6 +315,8 @@ func (pl *planner) takeRest(budget int64) {
 	}
 }
 
+// threshold is the size over which an item of its kind leaves even a
+// result within its budget: Options.BinaryThreshold or TextThreshold.
 func (f *Rewriter) threshold(binary bool) int64 {
 	if binary {
 		return f.o.BinaryThreshold

@@ -21,8 +21,10 @@ import (
 	"github.com/spillway-dev/spillway/policy"
 )
 
-// resultWriter carries one tools/call rewrite: what it stored and
-// replaced, and the items whose bytes structuredContent may repeat.
+// resultWriter carries the publish stage of one rewrite (of one item,
+// for resources/read): what it stored and replaced, the content payloads
+// structuredContent may repeat, and what it made of each part that
+// leaves, for assemble.
 type resultWriter struct {
 	f             *Rewriter
 	c             Call
@@ -42,9 +44,32 @@ type resultWriter struct {
 	scWhole  *published // structuredContent stored whole, as no small valid form exists; nil otherwise
 }
 
+// literalLink is a content payload publish stored, found again by its
+// literal when structuredContent repeats it (reuse).
 type literalLink struct {
 	lit []byte
 	pub *published
+}
+
+// unit is one thing the offloader may store: a content item, a group of
+// items, a member of structuredContent.
+type unit struct {
+	kind      string // the policy's kind: text, image, audio, resource, structured
+	mime      string
+	size      int64 // decoded bytes, as far as known before storing
+	threshold int64 // the kind's configured threshold, for the policy
+	over      bool  // chosen because the result is over its budget
+	group     bool  // many items as one
+	open      func() io.Reader
+	early     *early // the work done on it as it arrived (Tap); nil if none
+}
+
+// label is what the unit was, for its artifact's name.
+func (u unit) label() string {
+	if u.group {
+		return "items"
+	}
+	return u.kind
 }
 
 // publishResult stores what the plan r says leaves, in the result's
@@ -96,6 +121,9 @@ func (w *resultWriter) publishContent(ctx context.Context, items []contentItem, 
 	return nil
 }
 
+// itemUnit is the unit of a content item that leaves alone, it: its
+// payload, decoded from base64 or as text, with its mime type sniffed
+// when the item names none.
 func (w *resultWriter) itemUnit(it contentItem) unit {
 	lit, l := it.lit, w.f.lit
 	u := unit{kind: it.kind, mime: it.mime, size: it.size, over: true, threshold: w.f.threshold(!it.textual)}
@@ -111,9 +139,9 @@ func (w *resultWriter) itemUnit(it contentItem) unit {
 	return u
 }
 
-// groupUnit stores the texts of many small items as one artifact: a JSON
-// array when every text is JSON (FastMCP's one item per row), else the
-// texts separated by a blank line.
+// groupUnit is the unit of many small text items (items[idx]) stored as
+// one artifact: a JSON array when every text is JSON (FastMCP sends one
+// item per row), else the texts separated by a blank line.
 func (l lits) groupUnit(items []contentItem, idx []int) unit {
 	allJSON := true
 	var size int64
@@ -143,8 +171,8 @@ func (l lits) groupUnit(items []contentItem, idx []int) unit {
 	}}
 }
 
-// publishBulk stores a content the transport moved out whole, s, as one
-// artifact.
+// publishBulk stores content that the transport moved out whole, s, as
+// one artifact.
 func (w *resultWriter) publishBulk(ctx context.Context, s Spilled) error {
 	u, count := contentUnit(s)
 	pub, err := w.publish(ctx, u, "/content")
@@ -158,11 +186,12 @@ func (w *resultWriter) publishBulk(ctx context.Context, s Spilled) error {
 	return nil
 }
 
-// contentUnit is a result's content the transport moved out whole (a
-// tool that answers with thousands of items): stored as groupUnit stores
-// many items, read twice from disk (once to see what the items are), or,
-// when not every item is text, as the items themselves in JSON. count is
-// the number of items (0 when not every item is text).
+// contentUnit is the unit of a result's content that the transport
+// moved out whole, s (a tool that answers with thousands of items). When
+// every item is text it is stored as groupUnit stores many items, and s
+// is read twice from disk (once to see what the items are); otherwise
+// the items themselves are stored, as JSON. count is the number of
+// items, 0 when not every item is text.
 func contentUnit(s Spilled) (u unit, count int) {
 	u = unit{kind: "text", group: true, size: s.Len(), over: true, mime: "application/json", open: s.Raw}
 	allText, allJSON := true, true
@@ -438,27 +467,6 @@ func (w *resultWriter) shrinkFailed(err error) {
 	}
 }
 
-// unit is one thing the offloader may store: a content item, a group of
-// items, a member of structuredContent.
-type unit struct {
-	kind      string // the policy's kind: text, image, audio, resource, structured
-	mime      string
-	size      int64 // decoded bytes, as far as known before storing
-	threshold int64 // the kind's configured threshold, for the policy
-	over      bool  // chosen because the result is over its budget
-	group     bool  // many items as one
-	open      func() io.Reader
-	early     *early // its preview, built as it arrived, if it was
-}
-
-// label is what the unit was, for its artifact's name.
-func (u unit) label() string {
-	if u.group {
-		return "items"
-	}
-	return u.kind
-}
-
 // publish asks the policy about u and, unless it keeps u inline (nil,
 // nil), stores it, mints its link, builds its preview and records it
 // under ptr (a JSON pointer into the result; "" records nothing). The
@@ -591,8 +599,9 @@ func (w *resultWriter) previewBeside(ctx context.Context, u unit, a artifact.Art
 	return io.TeeReader(src, beside), pb, beside
 }
 
-// take returns the early preview's builder, all the text written, when
-// it was built for mime, once; nil otherwise (publish builds one).
+// take hands publish the preview built while the text arrived, with all
+// of the text written to it, if it was built for mime and not taken
+// before; otherwise it returns nil and publish builds one.
 func (e *early) take(mime string) *preview.Builder {
 	if e == nil {
 		return nil
@@ -615,7 +624,8 @@ func takesStaging(svc *artifact.Service) bool {
 	return ok
 }
 
-// newPublished is a stored as mime, with its link l and pb's preview.
+// newPublished is what the agent is shown of artifact a, stored as mime:
+// its link l, pb's preview, and a sentence saying where the whole is.
 func newPublished(ctx context.Context, a artifact.Artifact, l artifact.Link, mime string, pb *preview.Builder) *published {
 	pv := previewWhileCalled(ctx, pb)
 	p := &published{a: a, l: l, thumb: pv.Thumbnail, body: pv.Text,
@@ -638,16 +648,20 @@ type published struct {
 }
 
 // sentence says where the whole of what a preview shows is, and how to
-// get it.
+// get it. What the preview itself says of the bytes is package
+// preview's (artifact/preview).
 func sentence(size int64, mime, url string, expires time.Time, uri string) string {
 	return fmt.Sprintf("The full content (%s, %s) is at %s until %s: fetch it with a plain HTTP GET (no MCP session needed), or read %s.",
 		humanSize(size), mimeOr(mime, "application/octet-stream"), url, expires.UTC().Format(timeFormat), uri)
 }
 
+// timeFormat is how the links' expiry times are written.
 const timeFormat = time.RFC3339
 
+// humanSize writes a size in bytes as people read it ("1.5 MiB").
 var humanSize = preview.HumanSize
 
+// mimeOr returns m, or def when m is empty.
 func mimeOr(m, def string) string {
 	if m == "" {
 		return def
@@ -667,6 +681,8 @@ type replaced struct {
 	SHA256           string `json:"sha256"`
 }
 
+// newReplaced is the MetaReplaced entry for p, stored from the place ptr
+// of the result.
 func newReplaced(ptr string, p *published) replaced {
 	return replaced{Pointer: ptr, URI: artifact.URI(p.a.ID), HTTPURL: p.l.URL,
 		HTTPURLExpiresAt: p.l.Expires.UTC().Format(timeFormat), Size: p.a.Size,

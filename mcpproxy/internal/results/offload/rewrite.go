@@ -110,7 +110,9 @@ func (f *Rewriter) rewriteContents(ctx context.Context, c Call, result []byte) (
 	return append(out, result[last:]...), stored, nil
 }
 
-// item offloads one resources/read item, or returns nil to keep it.
+// item offloads one resources/read item, it, in the same three stages
+// as a tools/call result: resourceUnit (plan), publish, resourceItem
+// (assemble). It returns nil to keep the item as it is.
 func (f *Rewriter) item(ctx context.Context, c Call, it []byte) ([]byte, artifact.Artifact, error) {
 	u, ok := f.resourceUnit(it)
 	if !ok {
@@ -144,11 +146,11 @@ func withheld(size int64) []byte {
 	return []byte(`{"content":[{"type":"text","text":` + string(b) + `}],"isError":true}`)
 }
 
-// Spent frees the strings result spilled that rewritten (Rewrite's result
-// of it, the one the caller keeps) no longer holds: their bytes are in
-// the store, and holding them on disk until they expire would count them
-// twice against the spill space. Call it once rewritten replaced result
-// for good.
+// Spent releases the spilled strings of result that rewritten (what
+// Rewrite returned for it, which the caller keeps) no longer contains.
+// Their bytes are in the store now, and keeping them on disk until they
+// expire would count them twice against the spill space. Call it once
+// rewritten has replaced result for good.
 func (f *Rewriter) Spent(result, rewritten []byte) {
 	if f.lit.s == nil || f.lit.rawLen(result) == int64(len(result)) {
 		return

@@ -23,6 +23,8 @@ type Schemas struct {
 	bytes  int // the raw schemas held, with their names
 }
 
+// toolSchema is one tool's outputSchema as presented, compiled on first
+// use.
 type toolSchema struct {
 	raw  []byte
 	once sync.Once
@@ -125,6 +127,8 @@ func (s *Schemas) size() int {
 	return s.bytes
 }
 
+// noteProperty is the NoteMember property Present adds to an
+// outputSchema that refuses members it does not name.
 var noteProperty = []byte(`{"type":"string","description":"Set by Spillway when the value is a shortened preview: what was moved out, and links to the full values."}`)
 
 // Listed reports whether a tools/list result of the upstream named tool
@@ -203,6 +207,7 @@ type Learned struct {
 	now    func() time.Time
 }
 
+// table is one Key's Schemas, with its place in the LRU and its listing.
 type table struct {
 	key     Key
 	s       Schemas

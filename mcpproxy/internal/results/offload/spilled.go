@@ -57,6 +57,7 @@ type Spilled interface {
 // value reads only literals held in memory.
 type lits struct{ s Spills }
 
+// spilled returns the spilled value lit stands for, if lit is a marker.
 func (l lits) spilled(lit []byte) (Spilled, bool) {
 	if l.s == nil {
 		return nil, false
@@ -205,6 +206,7 @@ func (l lits) same(a, b []byte) bool {
 	return readersEqual(sa.Text(), sb.Text())
 }
 
+// readersEqual reports whether a and b read the same bytes.
 func readersEqual(a, b io.Reader) bool {
 	var ba, bb [32 << 10]byte
 	for {

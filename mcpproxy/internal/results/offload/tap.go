@@ -89,6 +89,8 @@ type early struct {
 	freed    sync.Once
 }
 
+// chunkPool holds the buffers the chunks of a string travel in to its
+// early work.
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, 0, 64<<10); return &b }}
 
 // Write takes the string's escaped bytes, once handed back.
@@ -105,6 +107,7 @@ func (e *early) Value(p []byte) { e.Write(p) }
 // Base64 tells the Spooler which values it takes (spill.Keeper).
 func (e *early) Base64() bool { return e.base64 }
 
+// End says the string ended, whole or not (spill.Tap).
 func (e *early) End(complete bool) {
 	e.mu.Lock()
 	e.complete = complete
@@ -151,6 +154,7 @@ func (e *early) Release() {
 	e.free()
 }
 
+// free gives the work's place back to the Rewriter's count, once.
 func (e *early) free() { e.freed.Do(func() { <-e.slot }) }
 
 // run decodes the string as it comes, into its preview and its staged
@@ -421,6 +425,7 @@ func (k *earlySink) finish() {
 	}
 }
 
+// drain reads ch until it is closed.
 func drain(ch chan []byte) {
 	for range ch {
 	}
@@ -443,6 +448,7 @@ type staged struct {
 	n  int64
 }
 
+// create starts a staged copy; nil when it cannot be made.
 func (st *stager) create() *staged {
 	if st == nil {
 		return nil
