@@ -266,100 +266,154 @@ func depth(raw []byte) (most, nested int) {
 // that Shrink follows the same schema the validator will. insts gives
 // each pattern's instructions (see programs).
 func (s *Schema) index(root *jsonschema.Schema, insts map[string]int) error {
-	draft7 := s.draft7
-	type node struct {
-		s    *jsonschema.Schema
-		base *url.URL
-	}
-	var all []node
-	uris := map[string]*jsonschema.Schema{"": root}
-	anchors := map[string]*jsonschema.Schema{}   // base URI + "#" + name
-	dynamic := map[string][]*jsonschema.Schema{} // $dynamicAnchor name
-	var walk func(sc *jsonschema.Schema, base *url.URL, path int) error
-	walk = func(sc *jsonschema.Schema, base *url.URL, path int) error {
-		if sc.ID != "" && !(draft7 && sc.Ref != "") {
-			id, err := url.Parse(sc.ID)
-			if err != nil {
-				return err
-			}
-			if draft7 && id.Fragment != "" && id.Path == "" && id.Host == "" {
-				anchors[base.String()+"#"+id.Fragment] = sc
-			} else {
-				base = base.ResolveReference(id)
-				uris[base.String()] = sc
-			}
-		}
-		if !draft7 {
-			if sc.Anchor != "" {
-				anchors[base.String()+"#"+sc.Anchor] = sc
-			}
-			if sc.DynamicAnchor != "" {
-				anchors[base.String()+"#"+sc.DynamicAnchor] = sc
-				dynamic[sc.DynamicAnchor] = append(dynamic[sc.DynamicAnchor], sc)
-			}
-		}
-		for _, pat := range sortedKeys(sc.PatternProperties) {
-			re, err := regexp.Compile(pat)
-			if err != nil {
-				return err
-			}
-			s.patterns[sc] = append(s.patterns[sc], patternProp{re, sc.PatternProperties[pat], insts[pat]})
-		}
-		s.info[sc] = newNodeInfo(sc, path, insts[sc.Pattern])
-		all = append(all, node{sc, base})
-		var err error
-		eachChild(sc, func(seg int, c *jsonschema.Schema) {
-			if err == nil {
-				err = walk(c, base, path+seg)
-			}
-		})
+	x := &indexer{s: s, insts: insts, uris: map[string]*jsonschema.Schema{"": root},
+		anchors: map[string]*jsonschema.Schema{}, dynamic: map[string][]*jsonschema.Schema{}}
+	if err := x.walk(root, &url.URL{}, 0); err != nil {
 		return err
 	}
-	if err := walk(root, &url.URL{}, 0); err != nil {
-		return err
-	}
-	resolve := func(n node, ref string) (*jsonschema.Schema, error) {
-		u, err := url.Parse(ref)
-		if err != nil {
-			return nil, err
-		}
-		u = n.base.ResolveReference(u)
-		frag := u.Fragment
-		u.Fragment, u.RawFragment = "", ""
-		doc := uris[u.String()]
-		switch {
-		case doc == nil:
-			return nil, fmt.Errorf("$ref %q: %w", ref, ErrRemoteRef)
-		case frag == "":
-			return doc, nil
-		case strings.HasPrefix(frag, "/"):
-			return pointer(doc, frag)
-		}
-		if a := anchors[u.String()+"#"+frag]; a != nil {
-			return a, nil
-		}
-		return nil, fmt.Errorf("$ref %q: no such anchor", ref)
-	}
-	for _, n := range all {
-		if n.s.Ref != "" {
-			t, err := resolve(n, n.s.Ref)
-			if err != nil {
-				return err
-			}
-			s.refs[n.s] = append(s.refs[n.s], t)
-		}
-		if n.s.DynamicRef != "" {
-			t, err := resolve(n, n.s.DynamicRef)
-			if err != nil {
-				return err
-			}
-			s.refs[n.s] = append(s.refs[n.s], t)
-			if i := strings.IndexByte(n.s.DynamicRef, '#'); i >= 0 {
-				s.refs[n.s] = append(s.refs[n.s], dynamic[n.s.DynamicRef[i+1:]]...)
-			}
+	// Every name is known once the whole schema is walked: a reference
+	// may name a subschema that comes after it.
+	for _, n := range x.all {
+		if err := x.link(n); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// indexer holds one run of Schema.index: every subschema met, and the
+// names a reference may use for them.
+type indexer struct {
+	s     *Schema
+	insts map[string]int
+	all   []located
+	// uris maps a base URI (from $id) to its schema, anchors a base URI,
+	// "#" and an anchor's name to its schema, and dynamic the name of a
+	// $dynamicAnchor to every schema that declares it.
+	uris    map[string]*jsonschema.Schema
+	anchors map[string]*jsonschema.Schema
+	dynamic map[string][]*jsonschema.Schema
+}
+
+// located is a subschema and the base URI its references resolve against.
+type located struct {
+	s    *jsonschema.Schema
+	base *url.URL
+}
+
+// walk indexes sc and every subschema under it. base is the base URI
+// around sc, and path the length of sc's path from the root (the
+// library's name for sc in its errors).
+func (x *indexer) walk(sc *jsonschema.Schema, base *url.URL, path int) error {
+	base, err := x.name(sc, base)
+	if err != nil {
+		return err
+	}
+	if err := x.compilePatterns(sc); err != nil {
+		return err
+	}
+	x.s.info[sc] = newNodeInfo(sc, path, x.insts[sc.Pattern])
+	x.all = append(x.all, located{sc, base})
+	eachChild(sc, func(seg int, c *jsonschema.Schema) {
+		if err == nil {
+			err = x.walk(c, base, path+seg)
+		}
+	})
+	return err
+}
+
+// name records the names sc answers to ($id, and $anchor and
+// $dynamicAnchor in 2020-12) and returns the base URI of the subschemas
+// under it. In draft-07 an $id beside a $ref is ignored, as the $ref's
+// siblings are, and an $id that is only "#name" is an anchor.
+func (x *indexer) name(sc *jsonschema.Schema, base *url.URL) (*url.URL, error) {
+	draft7 := x.s.draft7
+	if sc.ID != "" && !(draft7 && sc.Ref != "") {
+		id, err := url.Parse(sc.ID)
+		if err != nil {
+			return nil, err
+		}
+		if draft7 && id.Fragment != "" && id.Path == "" && id.Host == "" {
+			x.anchors[base.String()+"#"+id.Fragment] = sc
+		} else {
+			base = base.ResolveReference(id)
+			x.uris[base.String()] = sc
+		}
+	}
+	if !draft7 {
+		if sc.Anchor != "" {
+			x.anchors[base.String()+"#"+sc.Anchor] = sc
+		}
+		if sc.DynamicAnchor != "" {
+			x.anchors[base.String()+"#"+sc.DynamicAnchor] = sc
+			x.dynamic[sc.DynamicAnchor] = append(x.dynamic[sc.DynamicAnchor], sc)
+		}
+	}
+	return base, nil
+}
+
+// compilePatterns compiles sc's patternProperties into s.patterns, in
+// the order of their keys.
+func (x *indexer) compilePatterns(sc *jsonschema.Schema) error {
+	for _, pat := range sortedKeys(sc.PatternProperties) {
+		re, err := regexp.Compile(pat)
+		if err != nil {
+			return err
+		}
+		x.s.patterns[sc] = append(x.s.patterns[sc], patternProp{re, sc.PatternProperties[pat], x.insts[pat]})
+	}
+	return nil
+}
+
+// link records in s.refs the schemas n's $ref and $dynamicRef reach: a
+// $dynamicRef reaches its lexical target and, at validation time, any
+// $dynamicAnchor of the same name.
+func (x *indexer) link(n located) error {
+	refs := x.s.refs
+	if n.s.Ref != "" {
+		t, err := x.resolve(n, n.s.Ref)
+		if err != nil {
+			return err
+		}
+		refs[n.s] = append(refs[n.s], t)
+	}
+	if n.s.DynamicRef != "" {
+		t, err := x.resolve(n, n.s.DynamicRef)
+		if err != nil {
+			return err
+		}
+		refs[n.s] = append(refs[n.s], t)
+		if i := strings.IndexByte(n.s.DynamicRef, '#'); i >= 0 {
+			refs[n.s] = append(refs[n.s], x.dynamic[n.s.DynamicRef[i+1:]]...)
+		}
+	}
+	return nil
+}
+
+// resolve returns the schema ref names, from the subschema n: a whole
+// document, a JSON pointer into one, or an anchor. A document that is
+// not part of the schema is an error wrapping ErrRemoteRef.
+func (x *indexer) resolve(n located, ref string) (*jsonschema.Schema, error) {
+	u, err := url.Parse(ref)
+	if err != nil {
+		return nil, err
+	}
+	u = n.base.ResolveReference(u)
+	frag := u.Fragment
+	u.Fragment, u.RawFragment = "", ""
+	doc := x.uris[u.String()]
+	switch {
+	case doc == nil:
+		return nil, fmt.Errorf("$ref %q: %w", ref, ErrRemoteRef)
+	case frag == "":
+		return doc, nil
+	case strings.HasPrefix(frag, "/"):
+		return pointer(doc, frag)
+	}
+	if a := x.anchors[u.String()+"#"+frag]; a != nil {
+		return a, nil
+	}
+	return nil, fmt.Errorf("$ref %q: no such anchor", ref)
 }
 
 // inPlace returns the schemas that apply to the same instance as sc:
