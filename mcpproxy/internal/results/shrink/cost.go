@@ -84,7 +84,6 @@ type nodeInfo struct {
 // newNodeInfo describes sc, whose path from the root (the library's name
 // for it in errors) has path bytes; insts is its pattern's program size.
 func newNodeInfo(sc *jsonschema.Schema, path, insts int) *nodeInfo {
-	in := &nodeInfo{insts: int64(insts)}
 	name := int64(len("root"))
 	if path > 0 {
 		name = int64(path)
@@ -92,16 +91,30 @@ func newNodeInfo(sc *jsonschema.Schema, path, insts int) *nodeInfo {
 	if sc.ID != "" {
 		name = int64(len(sc.ID))
 	}
-	in.prefix = name + 32
+	in := &nodeInfo{insts: int64(insts), prefix: name + 32}
 	// Each message's fixed words, and the values it prints: the value
 	// itself, or the schema's own (%v of an enum, %q of required names).
 	in.text = 128
 	for _, t := range sc.Types {
 		in.text += int64(len(t)) + 4
 	}
-	// The library compares the value with each of enum and const, making
-	// two big.Rat and reflecting on both sides at each level (measured:
-	// 175 ns and 122 bytes a string).
+	in.addValues(sc)
+	in.text += 4 * int64(len(sc.Pattern))
+	if numeric(sc) {
+		in.text += 2048 // a number and a bound, each up to a few hundred digits
+	}
+	in.text += schemaNames(sc.AnyOf...) + schemaNames(sc.OneOf...) + schemaNames(sc.Not, sc.Contains)
+	in.text += quoted(sc.Required)
+	// A dependency's error names its member and the members it requires.
+	in.text = max(in.text, dependencyText(sc.DependentRequired), dependencyText(sc.DependencyStrings))
+	return in
+}
+
+// addValues counts sc's enum and const values: the text an error prints
+// of each, and the cost of comparing a value with each. The library makes
+// two big.Rat and reflects on both sides at each level of a comparison
+// (measured: 175 ns and 122 bytes a string).
+func (in *nodeInfo) addValues(sc *jsonschema.Schema) {
 	values := slices.Clone(sc.Enum)
 	if sc.Const != nil {
 		values = append(values, *sc.Const)
@@ -112,33 +125,35 @@ func newNodeInfo(sc *jsonschema.Schema, path, insts int) *nodeInfo {
 		in.compare += 2*int64(len(b)) + 128
 		in.compareAlloc += 160 * nodes(e)
 	}
-	in.text += 4 * int64(len(sc.Pattern))
-	if numeric(sc) {
-		in.text += 2048 // a number and a bound, each up to a few hundred digits
-	}
-	names := func(ss ...*jsonschema.Schema) (n int64) {
-		for _, s := range ss {
-			if s != nil {
-				n += int64(len(s.ID)+len(s.Anchor)+len(s.DynamicAnchor)) + 24
-			}
+}
+
+// schemaNames bounds the text an error prints to name the subschemas ss
+// (nil ones are skipped).
+func schemaNames(ss ...*jsonschema.Schema) (n int64) {
+	for _, s := range ss {
+		if s != nil {
+			n += int64(len(s.ID)+len(s.Anchor)+len(s.DynamicAnchor)) + 24
 		}
-		return n
 	}
-	in.text += names(sc.AnyOf...) + names(sc.OneOf...) + names(sc.Not, sc.Contains)
-	quoted := func(ss []string) (n int64) {
-		for _, s := range ss {
-			n += 4*int64(len(s)) + 3
-		}
-		return n
+	return n
+}
+
+// quoted bounds the text of the names ss printed with %q.
+func quoted(ss []string) (n int64) {
+	for _, s := range ss {
+		n += 4*int64(len(s)) + 3
 	}
-	in.text += quoted(sc.Required)
-	for _, k := range sortedKeys(sc.DependentRequired) {
-		in.text = max(in.text, 128+4*int64(len(k))+quoted(sc.DependentRequired[k]))
+	return n
+}
+
+// dependencyText bounds the text of the error of one dependency of deps
+// (dependentRequired, or draft-07's dependencies of names): the most any
+// one of them prints.
+func dependencyText(deps map[string][]string) (most int64) {
+	for k, names := range deps {
+		most = max(most, 128+4*int64(len(k))+quoted(names))
 	}
-	for _, k := range sortedKeys(sc.DependencyStrings) {
-		in.text = max(in.text, 128+4*int64(len(k))+quoted(sc.DependencyStrings[k]))
-	}
-	return in
+	return most
 }
 
 // nodes counts the values in the JSON value v.
@@ -284,7 +299,9 @@ func (ct *counter) charge(w int64) bool {
 }
 
 // visit bounds the validator's visit of the value n for sc (its function
-// validate in validate.go), following it keyword by keyword.
+// validate in validate.go), following it keyword by keyword. Its child
+// visits are counted in the order the validator makes them, so that a
+// count that passes a bound stops where the validator would be.
 func (ct *counter) visit(sc *jsonschema.Schema, n *vnode) vcost {
 	if ct.over {
 		return vcost{work: satMax}
@@ -295,32 +312,73 @@ func (ct *counter) visit(sc *jsonschema.Schema, n *vnode) vcost {
 	if !ct.charge(visitWork) {
 		return vcost{work: satMax}
 	}
-	s, in := ct.s, ct.s.info[sc]
-	c := vcost{work: visitWork, alloc: visitAlloc}
-	var failMore, childErr int64
-	// A child visit whose failure ends this one: its error is returned,
-	// and what it builds when it succeeds is built in either case.
-	seq := func(ch *jsonschema.Schema, cn *vnode) {
-		x := ct.visit(ch, cn)
-		c.work, c.alloc, c.okText = sat(c.work+x.work), sat(c.alloc+x.alloc), sat(c.okText+x.okText)
-		if x.mayFail {
-			c.mayFail = true
-			failMore, childErr = max(failMore, x.failText-x.okText), max(childErr, x.errLen)
+	in := ct.s.info[sc]
+	t := tally{ct: ct, c: vcost{work: visitWork, alloc: visitAlloc}}
+	var own int64
+	t.c.mayFail, own = ct.fails(sc, in, n)
+	for _, ref := range ct.s.refs[sc] {
+		t.seq(ref, n)
+	}
+	t.reads(sc, in, n)
+	anyErr := t.inPlace(sc, in, n)
+	switch n.v.(type) {
+	case []any:
+		ct.items(sc, n, &t)
+	case map[string]any:
+		if !ct.properties(sc, n, &t) {
+			return vcost{work: satMax}
 		}
 	}
-	// A child visit whose failure this one uses or ignores, and goes on.
-	branch := func(ch *jsonschema.Schema, cn *vnode) vcost {
-		x := ct.visit(ch, cn)
-		c.work, c.alloc, c.okText = sat(c.work+x.work), sat(c.alloc+x.alloc), sat(c.okText+max(x.okText, x.failText))
-		return x
+	c := t.c
+	if c.mayFail {
+		c.errLen = sat(in.prefix + max(own, t.childErr, anyErr))
+		c.failText = sat(c.okText + t.failMore + c.errLen)
 	}
-	fails, own := ct.fails(sc, in, n)
-	c.mayFail = fails
-	for _, t := range s.refs[sc] {
-		seq(t, n)
+	ct.memo[pair{sc, n}] = c
+	if w, a := c.total(); w > maxCheckWork || a > maxCheckAlloc {
+		ct.over = true // the whole check costs at least this pair
 	}
-	if sc.DynamicRef != "" { // a search of the stack of visits
-		c.work = sat(c.work + int64(n.depth+1)*int64(s.chain+1)*16)
+	return c
+}
+
+// A tally sums the cost of one visit as the count goes through its
+// keywords and child visits.
+type tally struct {
+	ct *counter
+	c  vcost
+	// failMore is the most text a failing child adds to what it builds
+	// when it succeeds, and childErr the longest error a child returns.
+	failMore, childErr int64
+}
+
+// seq counts a child visit whose failure ends this one: its error is
+// returned, and what it builds when it succeeds is built in either case.
+func (t *tally) seq(ch *jsonschema.Schema, cn *vnode) {
+	x := t.ct.visit(ch, cn)
+	c := &t.c
+	c.work, c.alloc, c.okText = sat(c.work+x.work), sat(c.alloc+x.alloc), sat(c.okText+x.okText)
+	if x.mayFail {
+		c.mayFail = true
+		t.failMore, t.childErr = max(t.failMore, x.failText-x.okText), max(t.childErr, x.errLen)
+	}
+}
+
+// branch counts a child visit whose failure this one uses or ignores
+// before it goes on (anyOf, oneOf, not, if, contains), and returns it.
+func (t *tally) branch(ch *jsonschema.Schema, cn *vnode) vcost {
+	x := t.ct.visit(ch, cn)
+	c := &t.c
+	c.work, c.alloc, c.okText = sat(c.work+x.work), sat(c.alloc+x.alloc), sat(c.okText+max(x.okText, x.failText))
+	return x
+}
+
+// reads counts sc's keywords that read the value n itself: a
+// $dynamicRef's search of the stack of visits, the comparisons with enum
+// and const, and a string's length and pattern.
+func (t *tally) reads(sc *jsonschema.Schema, in *nodeInfo, n *vnode) {
+	c := &t.c
+	if sc.DynamicRef != "" {
+		c.work = sat(c.work + int64(n.depth+1)*int64(t.ct.s.chain+1)*16)
 	}
 	if sc.Enum != nil || sc.Const != nil {
 		c.work, c.alloc = sat(c.work+in.compare), sat(c.alloc+in.compareAlloc)
@@ -331,51 +389,40 @@ func (ct *counter) visit(sc *jsonschema.Schema, n *vnode) vcost {
 			c.alloc = sat(c.alloc + matchAlloc(len(str), in.insts))
 		}
 	}
+}
+
+// inPlace counts the visits of the same value n by sc's allOf, anyOf,
+// oneOf, not, if, then and else. anyOf fails when every branch does, with
+// all their errors: anyErr is the text of that error when every branch
+// may fail, else 0.
+func (t *tally) inPlace(sc *jsonschema.Schema, in *nodeInfo, n *vnode) (anyErr int64) {
 	for _, ch := range sc.AllOf {
-		seq(ch, n)
+		t.seq(ch, n)
 	}
-	// anyOf fails when every branch does, with all their errors.
-	var anyErr int64
 	if sc.AnyOf != nil {
 		all, text := true, 128+in.text
 		for _, ch := range sc.AnyOf {
-			x := branch(ch, n)
+			x := t.branch(ch, n)
 			all, text = all && x.mayFail, sat(text+x.errLen+1)
 		}
 		if all {
-			c.mayFail, anyErr = true, text
+			t.c.mayFail, anyErr = true, text
 		}
 	}
 	for _, ch := range sc.OneOf {
-		branch(ch, n)
+		t.branch(ch, n)
 	}
 	for _, ch := range []*jsonschema.Schema{sc.Not, sc.If} {
 		if ch != nil {
-			branch(ch, n)
+			t.branch(ch, n)
 		}
 	}
 	for _, ch := range []*jsonschema.Schema{sc.Then, sc.Else} {
 		if ch != nil {
-			seq(ch, n)
+			t.seq(ch, n)
 		}
 	}
-	switch n.v.(type) {
-	case []any:
-		ct.items(sc, n, &c, seq, branch)
-	case map[string]any:
-		if !ct.properties(sc, n, &c, seq) {
-			return vcost{work: satMax}
-		}
-	}
-	if c.mayFail {
-		c.errLen = sat(in.prefix + max(own, childErr, anyErr))
-		c.failText = sat(c.okText + failMore + c.errLen)
-	}
-	ct.memo[pair{sc, n}] = c
-	if w, a := c.total(); w > maxCheckWork || a > maxCheckAlloc {
-		ct.over = true // the whole check costs at least this pair
-	}
-	return c
+	return anyErr
 }
 
 // fails reports whether a keyword of sc itself (not of a subschema) may
@@ -396,7 +443,6 @@ func (ct *counter) fails(sc *jsonschema.Schema, in *nodeInfo, n *vnode) (fails b
 	if len(sc.OneOf) > 0 || sc.Not != nil || sc.DynamicRef != "" {
 		note(false)
 	}
-	outside := func(k int, lo, hi *int) bool { return lo != nil && k < *lo || hi != nil && k > *hi }
 	switch v := n.v.(type) {
 	case string:
 		if sc.Pattern != "" || outside(utf8.RuneCountInString(v), sc.MinLength, sc.MaxLength) {
@@ -414,26 +460,9 @@ func (ct *counter) fails(sc *jsonschema.Schema, in *nodeInfo, n *vnode) (fails b
 			note(false)
 		}
 	case map[string]any:
-		if outside(len(v), sc.MinProperties, sc.MaxProperties) || missing(v, sc.Required) {
+		var objectFails bool
+		if objectFails, names = memberFails(sc, v); objectFails {
 			note(false)
-		}
-		for k, names := range sc.DependentRequired {
-			if _, ok := v[k]; ok && missing(v, names) {
-				note(false)
-			}
-		}
-		for k, names := range sc.DependencyStrings {
-			if _, ok := v[k]; ok && missing(v, names) {
-				note(false)
-			}
-		}
-		if sc.AdditionalProperties != nil && isFalse(sc.AdditionalProperties) {
-			for k := range v { // the names it may list (patterns aside)
-				if _, ok := sc.Properties[k]; !ok {
-					note(false)
-					names += 4*int64(len(k)) + 3
-				}
-			}
 		}
 	}
 	if fails {
@@ -444,6 +473,27 @@ func (ct *counter) fails(sc *jsonschema.Schema, in *nodeInfo, n *vnode) (fails b
 	}
 	return fails, text
 }
+
+// memberFails reports whether sc's keywords on the members of the object
+// v may fail (a count, a required or dependent member, a member
+// additionalProperties false refuses), and the text of the names the
+// last may list (patterns aside). None of them prints the value.
+func memberFails(sc *jsonschema.Schema, v map[string]any) (fails bool, names int64) {
+	fails = outside(len(v), sc.MinProperties, sc.MaxProperties) || missing(v, sc.Required) ||
+		missingDependency(v, sc.DependentRequired) || missingDependency(v, sc.DependencyStrings)
+	if sc.AdditionalProperties != nil && isFalse(sc.AdditionalProperties) {
+		for k := range v {
+			if _, ok := sc.Properties[k]; !ok {
+				fails = true
+				names += 4*int64(len(k)) + 3
+			}
+		}
+	}
+	return fails, names
+}
+
+// outside reports whether k is below lo or above hi (nil: no bound).
+func outside(k int, lo, hi *int) bool { return lo != nil && k < *lo || hi != nil && k > *hi }
 
 // typeOK reports whether v has a type sc's type keyword allows, as the
 // library decides it ("integer" for a float64 with no fraction).
@@ -470,9 +520,21 @@ func typeOK(sc *jsonschema.Schema, v any) bool {
 	return sc.Type != "" && ok(sc.Type) || slices.ContainsFunc(sc.Types, ok)
 }
 
+// missing reports whether the object v lacks one of names.
 func missing(v map[string]any, names []string) bool {
 	for _, k := range names {
 		if _, ok := v[k]; !ok {
+			return true
+		}
+	}
+	return false
+}
+
+// missingDependency reports whether the object v has a member of deps
+// but lacks one of the names it requires.
+func missingDependency(v map[string]any, deps map[string][]string) bool {
+	for k, names := range deps {
+		if _, ok := v[k]; ok && missing(v, names) {
 			return true
 		}
 	}
@@ -491,8 +553,9 @@ func numeric(sc *jsonschema.Schema) bool {
 }
 
 // items counts the array keywords of sc for the array n.
-func (ct *counter) items(sc *jsonschema.Schema, n *vnode, c *vcost, seq func(*jsonschema.Schema, *vnode), branch func(*jsonschema.Schema, *vnode) vcost) {
+func (ct *counter) items(sc *jsonschema.Schema, n *vnode, t *tally) {
 	n.members()
+	c := &t.c
 	// Annotations: the items evaluated, merged into the caller's.
 	c.work = sat(c.work + 16*int64(len(n.kids)))
 	c.alloc = sat(c.alloc + 16*int64(len(n.kids)))
@@ -503,79 +566,90 @@ func (ct *counter) items(sc *jsonschema.Schema, n *vnode, c *vcost, seq func(*js
 	for i, it := range n.kids {
 		switch {
 		case ct.s.draft7 && sc.ItemsArray != nil && i < len(sc.ItemsArray):
-			seq(sc.ItemsArray[i], it)
+			t.seq(sc.ItemsArray[i], it)
 		case ct.s.draft7 && sc.ItemsArray != nil && sc.AdditionalItems != nil:
-			seq(sc.AdditionalItems, it)
+			t.seq(sc.AdditionalItems, it)
 		case !ct.s.draft7 && i < len(sc.PrefixItems):
-			seq(sc.PrefixItems[i], it)
+			t.seq(sc.PrefixItems[i], it)
 		case sc.ItemsArray == nil && sc.Items != nil:
-			seq(sc.Items, it)
+			t.seq(sc.Items, it)
 		}
 		if sc.Contains != nil {
-			branch(sc.Contains, it)
+			t.branch(sc.Contains, it)
 		}
 		if sc.UnevaluatedItems != nil {
-			seq(sc.UnevaluatedItems, it)
+			t.seq(sc.UnevaluatedItems, it)
 		}
 	}
 }
 
 // properties counts the object keywords of sc for the object n; false
 // when a bound is passed while matching patterns.
-func (ct *counter) properties(sc *jsonschema.Schema, n *vnode, c *vcost, seq func(*jsonschema.Schema, *vnode)) bool {
+func (ct *counter) properties(sc *jsonschema.Schema, n *vnode, t *tally) bool {
 	n.members()
+	c := &t.c
 	m := int64(len(n.names))
 	// Each property of the schema is looked up; the members evaluated are
 	// noted in maps merged into the caller's annotations (measured: 530
 	// bytes more for a visit that evaluates one member).
 	look := int64(len(sc.Properties) + len(sc.Required) + len(sc.DependentRequired) + len(sc.DependencyStrings))
-	evaluated := int64(0)
-	defer func() {
-		if evaluated > 0 {
-			c.alloc = sat(c.alloc + 640 + 64*evaluated)
-		}
-	}()
 	c.work = sat(c.work + 32*look + 64*m)
 	c.alloc = sat(c.alloc + 16*look + 16*m)
 	pats := ct.s.patterns[sc]
-	ap := sc.AdditionalProperties
+	evaluated := int64(0)
 	for i, name := range n.names {
 		kid := n.kids[i]
-		matched := false
-		if p, ok := sc.Properties[name]; ok {
-			seq(p, kid)
-			matched = true
-		}
-		for _, pp := range pats {
-			w := (int64(len(name)) + 1) * int64(pp.insts) * regexWork
-			c.work, c.alloc = sat(c.work+w), sat(c.alloc+matchAlloc(len(name), int64(pp.insts)))
-			if !ct.charge(w) {
-				return false
-			}
-			if pp.re.MatchString(name) {
-				seq(pp.s, kid)
-				matched = true
-			}
-		}
-		if ap != nil && !matched && !isFalse(ap) {
-			seq(ap, kid)
-			matched = true
+		matched, ok := ct.member(sc, pats, name, kid, t)
+		if !ok {
+			return false
 		}
 		if matched || sc.UnevaluatedProperties != nil {
 			evaluated++
 		}
 		if sc.PropertyNames != nil {
-			seq(sc.PropertyNames, n.key(i))
+			t.seq(sc.PropertyNames, n.key(i))
 		}
 		if sc.UnevaluatedProperties != nil {
-			seq(sc.UnevaluatedProperties, kid)
+			t.seq(sc.UnevaluatedProperties, kid)
 		}
 		if d := sc.DependentSchemas[name]; d != nil {
-			seq(d, n)
+			t.seq(d, n)
 		}
 		if d := sc.DependencySchemas[name]; d != nil {
-			seq(d, n)
+			t.seq(d, n)
 		}
 	}
+	if evaluated > 0 {
+		c.alloc = sat(c.alloc + 640 + 64*evaluated)
+	}
 	return true
+}
+
+// member counts the visits of the member name, of value kid, by the
+// subschemas sc gives it: its property, each pattern of pats (sc's
+// patternProperties) it matches, and else additionalProperties. Each
+// pattern costs its match. matched reports whether any of them applies;
+// ok is false when a bound is passed while matching.
+func (ct *counter) member(sc *jsonschema.Schema, pats []patternProp, name string, kid *vnode, t *tally) (matched, ok bool) {
+	c := &t.c
+	if p, found := sc.Properties[name]; found {
+		t.seq(p, kid)
+		matched = true
+	}
+	for _, pp := range pats {
+		w := (int64(len(name)) + 1) * int64(pp.insts) * regexWork
+		c.work, c.alloc = sat(c.work+w), sat(c.alloc+matchAlloc(len(name), int64(pp.insts)))
+		if !ct.charge(w) {
+			return matched, false
+		}
+		if pp.re.MatchString(name) {
+			t.seq(pp.s, kid)
+			matched = true
+		}
+	}
+	if ap := sc.AdditionalProperties; ap != nil && !matched && !isFalse(ap) {
+		t.seq(ap, kid)
+		matched = true
+	}
+	return matched, true
 }
