@@ -315,6 +315,9 @@ func (z *shrinker) value(ctx context.Context, b []byte, v view, budget int, ptr 
 	return raw(b) // a number, true, false or null: kept as it is
 }
 
+// str replaces the string b by a spot for the cut's text, of its share
+// of the budget (at least minText bytes) and of a length its schemas
+// allow; a string that fits, or that a schema pins, stays as it is.
 func (z *shrinker) str(b []byte, v view, budget int, ptr string) result {
 	if v.pinned("string") {
 		return raw(b)
@@ -336,6 +339,24 @@ type span struct {
 	dropped  bool
 }
 
+// firstItems returns the first want items of the array b, and whether
+// more follow.
+func firstItems(b []byte, want int) (items []span, more bool) {
+	i := jsonrpc.SkipSpace(b, 1)
+	for len(items) < want && b[i] != ']' {
+		end := jsonrpc.SkipValue(b, i)
+		items = append(items, span{val: b[i:end]})
+		if i = jsonrpc.SkipSpace(b, end); b[i] == ',' {
+			i = jsonrpc.SkipSpace(b, i+1)
+		}
+	}
+	return items, b[i] != ']'
+}
+
+// array shrinks the array b: it keeps its first items (Options.Sample,
+// within minItems and maxItems), shrinks each within a share of the
+// budget, and drops items past minItems from the end while the rest does
+// not fit.
 func (z *shrinker) array(ctx context.Context, b []byte, v view, budget int, ptr string, depth int) result {
 	if v.pinned("array") {
 		return raw(b)
@@ -348,16 +369,7 @@ func (z *shrinker) array(ctx context.Context, b []byte, v view, budget int, ptr 
 	if hi >= 0 {
 		want = min(want, hi)
 	}
-	var items []span
-	i := jsonrpc.SkipSpace(b, 1)
-	for len(items) < want && b[i] != ']' {
-		end := jsonrpc.SkipValue(b, i)
-		items = append(items, span{val: b[i:end]})
-		if i = jsonrpc.SkipSpace(b, end); b[i] == ',' {
-			i = jsonrpc.SkipSpace(b, i+1)
-		}
-	}
-	more := b[i] != ']'
+	items, more := firstItems(b, want)
 	// Share the budget: the smallest items first, so what they leave goes
 	// to the larger ones.
 	rem := budget - 1 - len(items) // brackets and commas
@@ -387,56 +399,105 @@ func (z *shrinker) array(ctx context.Context, b []byte, v view, budget int, ptr 
 	return r
 }
 
+// object shrinks the object b: it shrinks its large members within
+// shares of the budget, drops optional members (the large ones first,
+// the largest first) while the rest does not fit, and keeps the small
+// optional ones that fit in what is left.
 func (z *shrinker) object(ctx context.Context, b []byte, v view, budget int, ptr string, depth int) result {
 	if v.pinned("object") {
 		return raw(b)
 	}
+	k := v.keeps(z.keepAll)
+	large, fixed, smalls := z.sizeUp(b, k)
+	// The small optional members may keep up to half of what is left;
+	// the large members share the rest, and what they leave goes back.
+	avail := budget - fixed
+	reserve := min(smalls, max(0, avail/2))
+	rem := z.shareBudget(ctx, large, v, avail-reserve, ptr, depth) + reserve
+	if k.droppable {
+		rem = dropLargest(large, k.required, rem)
+	}
+	r, kept, total := z.writeObject(b, large, k, rem)
+	if kept < total {
+		z.dropped = true
+		r.cutAt(Cut{Pointer: ptr, Raw: b, Kind: "object", Kept: kept})
+	}
+	return r
+}
+
+// keeps returns which members an object of v must keep: all of them
+// when none may be dropped (keepAll, or see view.required).
+func (v view) keeps(keepAll bool) keep {
 	required, droppable := v.required()
-	droppable = droppable && !z.keepAll
-	// First pass: note the large members; the small ones only count.
-	var large []span
-	fixed := 1 // the braces, less the comma the last member does not have
-	smalls := 0
+	return keep{required: required, droppable: droppable && !keepAll}
+}
+
+// keep is which members of an object must stay: the required ones, or
+// every one unless droppable.
+type keep struct {
+	required  map[string]bool
+	droppable bool
+}
+
+// must reports whether the member with the raw key must stay.
+func (k keep) must(key []byte) bool { return !k.droppable || isRequired(k.required, key) }
+
+// sizeUp is object's first pass over b. It returns the large members
+// (over MinCut), the bytes the object has whatever happens (the braces,
+// the members it must keep whole, each large member's key), and the
+// bytes of the small optional members.
+func (z *shrinker) sizeUp(b []byte, k keep) (large []span, fixed, smalls int) {
+	fixed = 1 // the braces, less the comma the last member does not have
 	scan(b, nil, func(key, val []byte, at int) {
 		cost := len(key) + 1 + len(val) + 1
 		if len(val) > z.o.MinCut {
 			name, _ := jsonrpc.Unquote(key)
 			large = append(large, span{key: key, val: val, at: at, name: name})
 			fixed += len(key) + 2
-		} else if !droppable || isRequired(required, key) {
+		} else if k.must(key) {
 			fixed += cost
 		} else {
 			smalls += cost
 		}
 	})
-	// The small optional members may keep up to half of what is left;
-	// the large members share the rest, and what they leave goes back.
-	avail := budget - fixed
-	reserve := min(smalls, max(0, avail/2))
-	rem := avail - reserve
+	return large, fixed, smalls
+}
+
+// shareBudget shrinks each large member of an object of v within its
+// share of rem bytes, the smallest first, so that what a small one does
+// not use goes to the larger ones. It returns the bytes left (negative
+// when they do not fit).
+func (z *shrinker) shareBudget(ctx context.Context, large []span, v view, rem int, ptr string, depth int) int {
 	for j, k := range bySize(large) {
 		m := &large[k]
 		mv := z.member(v, m.name, kindOf(m.val[0]))
 		m.res = z.value(ctx, m.val, mv, rem/(len(large)-j), ptr+"/"+escape(m.name), depth+1)
 		rem -= m.res.size
 	}
-	rem += reserve
-	// Still too large: drop optional large members, the largest first.
-	if droppable {
-		order := bySize(large)
-		for j := len(order) - 1; j >= 0 && rem < 0; j-- {
-			m := &large[order[j]]
-			if !required[m.name] {
-				m.dropped = true
-				rem += len(m.key) + 2 + m.res.size
-			}
+	return rem
+}
+
+// dropLargest drops optional large members, the largest first, while rem
+// is below zero, and returns rem with the bytes they freed.
+func dropLargest(large []span, required map[string]bool, rem int) int {
+	order := bySize(large)
+	for j := len(order) - 1; j >= 0 && rem < 0; j-- {
+		m := &large[order[j]]
+		if !required[m.name] {
+			m.dropped = true
+			rem += len(m.key) + 2 + m.res.size
 		}
 	}
-	// Second pass: write the members in their order; small optional ones
-	// while they fit.
-	var r result
+	return rem
+}
+
+// writeObject is object's second pass over b: it writes the members in
+// their order, each large one as shrunk unless dropped, and the small
+// optional ones while they fit in rem (past the first that does not, no
+// other). It returns how many of the total members it kept.
+func (z *shrinker) writeObject(b []byte, large []span, k keep, rem int) (r result, kept, total int) {
 	r.add(lbrace)
-	kept, total, li, full := 0, 0, 0, false
+	li, full := 0, false
 	scan(b, large, func(key, val []byte, _ int) {
 		total++
 		var res result
@@ -448,7 +509,7 @@ func (z *shrinker) object(ctx context.Context, b []byte, v view, budget int, ptr
 				return
 			}
 			res = m.res
-		case !droppable || isRequired(required, key):
+		case k.must(key):
 			res = raw(val)
 		default:
 			cost := len(key) + 2 + len(val)
@@ -468,11 +529,7 @@ func (z *shrinker) object(ctx context.Context, b []byte, v view, budget int, ptr
 		kept++
 	})
 	r.add(rbrace)
-	if kept < total {
-		z.dropped = true
-		r.cutAt(Cut{Pointer: ptr, Raw: b, Kind: "object", Kept: kept})
-	}
-	return r
+	return r, kept, total
 }
 
 // members calls f with the raw key and value of each member of the JSON
