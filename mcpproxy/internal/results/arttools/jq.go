@@ -29,37 +29,18 @@ import (
 // With long set, an answer past Limits.MaxAnswer is not cut: its outputs
 // go on to a Long (a file), up to Limits.MaxJQAnswer bytes.
 func (r *Runner) jqRun(ctx context.Context, c Call, src Source, long bool) (string, *Long, error) {
-	q, err := gojq.Parse(c.Program)
+	code, err := compileJQ(c.Program)
 	if err != nil {
-		return "", nil, invalid("jq program: %s", err)
-	}
-	code, err := gojq.Compile(q)
-	if err != nil {
-		return "", nil, invalid("jq program: %s", err)
+		return "", nil, err
 	}
 	if src.Size > r.lim.MaxJQInput {
 		return "", nil, invalid("the artifact is %d bytes; jq reads at most %d: use %s or %s on it", src.Size, r.lim.MaxJQInput, Grep, Read)
 	}
-	// One run per tenant at a time, so that one tenant cannot hold every
-	// slot (the map holds at most the runs at once and those waiting).
-	r.mu.Lock()
-	busy := r.running[src.Tenant]
-	r.running[src.Tenant] = true
-	r.mu.Unlock()
-	if busy {
-		return "", nil, invalid("another jq program of yours is running; run one at a time")
+	release, err := r.jqSlot(ctx, src.Tenant)
+	if err != nil {
+		return "", nil, err
 	}
-	defer func() {
-		r.mu.Lock()
-		delete(r.running, src.Tenant)
-		r.mu.Unlock()
-	}()
-	select {
-	case r.jq <- struct{}{}:
-		defer func() { <-r.jq }()
-	case <-ctx.Done():
-		return "", nil, ctx.Err()
-	}
+	defer release()
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	ctx, cancel := context.WithTimeoutCause(ctx, r.lim.JQTimeout, errJQTimeout)
@@ -71,48 +52,9 @@ func (r *Runner) jqRun(ctx context.Context, c Call, src Source, long bool) (stri
 	}
 	a := &jqAnswer{answer: answer{max: r.lim.MaxAnswer}, long: long, limit: r.lim.MaxJQAnswer, dir: r.lim.TempDir}
 	defer a.drop()
-	outputs, more := 0, false
-run:
-	for _, in := range inputs {
-		iter := code.RunWithContext(ctx, in)
-		for {
-			v, ok := iter.Next()
-			if !ok {
-				break
-			}
-			if err, ok := v.(error); ok {
-				var halt *gojq.HaltError
-				switch {
-				case errors.As(err, &halt) && halt.Value() == nil:
-					break run
-				case errors.Is(context.Cause(ctx), errJQTimeout):
-					return "", nil, invalid("jq program ran past its %s limit (%d outputs so far)", r.lim.JQTimeout, outputs)
-				case errors.Is(context.Cause(ctx), errJQMemory):
-					return "", nil, invalid("jq program stopped: the proxy's memory passed %d MiB while it ran (%d outputs so far)", r.lim.MaxJQHeap>>20, outputs)
-				case ctx.Err() != nil:
-					return "", nil, ctx.Err()
-				}
-				return "", nil, invalid("jq: %s (after %d outputs)", err, outputs)
-			}
-			if outputs == c.MaxOutputs {
-				more = true
-				break run
-			}
-			b, err := gojq.Marshal(v)
-			if err != nil {
-				return "", nil, invalid("jq output: %s", err)
-			}
-			full, err := a.add(append(b, '\n'))
-			if err != nil {
-				return "", nil, err
-			}
-			if !a.full { // an output past MaxJQAnswer is not in the answer
-				outputs++
-			}
-			if full {
-				break run
-			}
-		}
+	outputs, more, err := r.runJQ(ctx, code, inputs, c.MaxOutputs, a)
+	if err != nil {
+		return "", nil, err
 	}
 	head := fmt.Sprintf("%s: jq %s over %d input value(s): %d output(s)", src.URI, truncate(c.Program, 200), len(inputs), outputs)
 	switch {
@@ -123,10 +65,108 @@ run:
 	}
 	if a.file != nil {
 		l := &Long{Head: head, f: a.file, n: a.n}
-		a.file = nil
+		a.file = nil // handed on: a.drop leaves it open
 		return "", l, nil
 	}
 	return head + "\n" + a.String(), nil, nil
+}
+
+// compileJQ parses and compiles a jq program. Its errors wrap ErrInvalid.
+func compileJQ(program string) (*gojq.Code, error) {
+	q, err := gojq.Parse(program)
+	if err != nil {
+		return nil, invalid("jq program: %s", err)
+	}
+	code, err := gojq.Compile(q)
+	if err != nil {
+		return nil, invalid("jq program: %s", err)
+	}
+	return code, nil
+}
+
+// jqSlot waits for one of the slots of the jq runs at once, for tenant.
+// A tenant runs one program at a time, so that it cannot hold every
+// slot: while its first run holds or awaits a slot, a second is refused
+// (and r.running holds at most the runs at once and those waiting). The
+// wait ends with ctx's error when ctx ends first. release frees the slot
+// and the tenant's turn.
+func (r *Runner) jqSlot(ctx context.Context, tenant string) (release func(), err error) {
+	r.mu.Lock()
+	busy := r.running[tenant]
+	r.running[tenant] = true
+	r.mu.Unlock()
+	if busy {
+		return nil, invalid("another jq program of yours is running; run one at a time")
+	}
+	leave := func() {
+		r.mu.Lock()
+		delete(r.running, tenant)
+		r.mu.Unlock()
+	}
+	select {
+	case r.jq <- struct{}{}:
+		return func() { <-r.jq; leave() }, nil
+	case <-ctx.Done():
+		leave()
+		return nil, ctx.Err()
+	}
+}
+
+// runJQ runs code over each input in turn and adds each output to a, as
+// one line of compact JSON. It stops when the outputs end, when the
+// program halts, when a is full, or at maxOutputs (more is then true:
+// another output was on its way). outputs counts the outputs a holds.
+func (r *Runner) runJQ(ctx context.Context, code *gojq.Code, inputs []any, maxOutputs int, a *jqAnswer) (outputs int, more bool, err error) {
+	for _, in := range inputs {
+		iter := code.RunWithContext(ctx, in)
+		for {
+			v, ok := iter.Next()
+			if !ok {
+				break
+			}
+			if err, ok := v.(error); ok {
+				var halt *gojq.HaltError
+				if errors.As(err, &halt) && halt.Value() == nil {
+					return outputs, false, nil // halt: the run ends, its outputs stand
+				}
+				return outputs, false, r.jqError(ctx, err, outputs)
+			}
+			if outputs == maxOutputs {
+				return outputs, true, nil
+			}
+			b, err := gojq.Marshal(v)
+			if err != nil {
+				return outputs, false, invalid("jq output: %s", err)
+			}
+			full, err := a.add(append(b, '\n'))
+			if err != nil {
+				return outputs, false, err
+			}
+			if !a.full { // an output past MaxJQAnswer is not in the answer
+				outputs++
+			}
+			if full {
+				return outputs, false, nil
+			}
+		}
+	}
+	return outputs, false, nil
+}
+
+// jqError is the error a jq run ends with when the program stops with
+// err after outputs outputs: the run's time or the heap's cap was passed,
+// its caller's context ended, or the program failed (halt_error, error,
+// a type error).
+func (r *Runner) jqError(ctx context.Context, err error, outputs int) error {
+	switch {
+	case errors.Is(context.Cause(ctx), errJQTimeout):
+		return invalid("jq program ran past its %s limit (%d outputs so far)", r.lim.JQTimeout, outputs)
+	case errors.Is(context.Cause(ctx), errJQMemory):
+		return invalid("jq program stopped: the proxy's memory passed %d MiB while it ran (%d outputs so far)", r.lim.MaxJQHeap>>20, outputs)
+	case ctx.Err() != nil:
+		return ctx.Err()
+	}
+	return invalid("jq: %s (after %d outputs)", err, outputs)
 }
 
 // Causes of a jq run's end: its time is up, the heap is over its cap.
