@@ -265,30 +265,25 @@ type Runner struct {
 	running map[string]bool // tenants with a jq run holding or awaiting a slot
 }
 
-// New returns a Runner bounded by lim.
+// New returns a Runner bounded by lim, each field of it zero or less
+// replaced by its default.
 func New(lim Limits) *Runner {
-	if lim.MaxAnswer <= 0 {
-		lim.MaxAnswer = 1 << 20
-	}
-	if lim.MaxJQInput <= 0 {
-		lim.MaxJQInput = 64 << 20
-	}
-	if lim.JQTimeout <= 0 {
-		lim.JQTimeout = 10 * time.Second
-	}
-	if lim.JQConcurrent <= 0 {
-		lim.JQConcurrent = 2
-	}
-	if lim.Timeout <= 0 {
-		lim.Timeout = 30 * time.Second
-	}
-	if lim.MaxJQHeap == 0 {
-		lim.MaxJQHeap = 1 << 30
-	}
-	if lim.MaxJQAnswer <= 0 {
-		lim.MaxJQAnswer = 64 << 20
-	}
+	lim.MaxAnswer = orDefault(lim.MaxAnswer, 1<<20)
+	lim.MaxJQInput = orDefault(lim.MaxJQInput, 64<<20)
+	lim.JQTimeout = orDefault(lim.JQTimeout, 10*time.Second)
+	lim.JQConcurrent = orDefault(lim.JQConcurrent, 2)
+	lim.Timeout = orDefault(lim.Timeout, 30*time.Second)
+	lim.MaxJQHeap = orDefault(lim.MaxJQHeap, 1<<30)
+	lim.MaxJQAnswer = orDefault(lim.MaxJQAnswer, 64<<20)
 	return &Runner{lim: lim, jq: make(chan struct{}, lim.JQConcurrent), running: map[string]bool{}}
+}
+
+// orDefault returns v, or def when v is zero or less (a limit left unset).
+func orDefault[T int | int64 | uint64 | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }
 
 // Run answers c over src with the answer's text. Errors wrapping
