@@ -230,78 +230,100 @@ func (o *Methods) After(ctx context.Context, c *Call, resp *jsonrpc.Message) (ou
 			out = jsonrpc.ErrorResponse(resp.ID, jsonrpc.CodeUpstream, errInvalidResult)
 		}
 	}()
-	invalid := func(why string) *jsonrpc.Message {
-		o.log.Warn("upstream result cannot be rewritten; answering with an error", "method", c.Method, "why", why)
-		return jsonrpc.ErrorResponse(resp.ID, jsonrpc.CodeUpstream, errInvalidResult)
-	}
-	switch c.Method {
-	case "initialize", "server/discover", "resources/list", "resources/templates/list", "tools/list":
-		resp = inMemory(resp) // results the proxy reads and extends
-	}
+	// The results the proxy reads and extends are read whole (inMemory).
 	switch c.Method {
 	case "initialize", "server/discover":
-		if resp.Error != nil {
-			return resp
-		}
-		if !isObject(resp.Result) {
-			return invalid("the result is not an object")
-		}
-		o.upstreamStream.Store(string(jsonrpc.Path(resp.Result, "capabilities", "resources", "stream")) == "true")
-		if o.o.Artifacts == nil {
-			return resp
-		}
-		// resources/stream is for HTTP; over stdio it is not declared.
-		r, ok := addResourcesCapability(resp.Result, !c.Request.Stdio)
-		if !ok {
-			return invalid("capabilities or capabilities.resources is not an object")
-		}
-		if o.toolsOn() && jsonrpc.RawMember(jsonrpc.RawMember(r, "capabilities"), "tools") == nil {
-			// The artifact tools need the tools capability declared.
-			if withTools, ok := jsonrpc.SetPath(r, []byte(`{}`), "capabilities", "tools"); ok {
-				r = withTools
-			}
-		}
-		return resp.WithResult(r)
+		return o.afterInitialize(c, inMemory(resp))
 	case "resources/list", "resources/templates/list":
-		if c.More || o.o.Artifacts == nil {
-			return resp
-		}
-		key, items := "resourceTemplates", [][]byte{artifactTemplate}
-		if c.Method == "resources/list" {
-			key, items = "resources", o.listArtifacts(ctx, c.Request)
-		}
-		r, ok := addToList(resp, key, items, c.Request, c.Method == "resources/list")
-		if !ok {
-			return invalid("the result or its " + key + " is not what the method returns")
-		}
-		return r
+		return o.afterResourcesList(ctx, c, inMemory(resp))
 	case "tools/list":
-		if resp.Error == nil {
-			if !isObject(resp.Result) {
-				return invalid("the result is not an object")
-			}
-			if o.o.LearnTools != nil {
-				o.o.LearnTools(resp.Result)
-			}
-			// One record of the upstream's tools: their names (an
-			// artifact tool the upstream lists itself is the upstream's)
-			// and output schemas, shown with room for the offloader's note.
-			if presented := o.schemas.Present(c.Request.schemaKey(), resp.Result); o.o.Offloader != nil {
-				resp = resp.WithResult(presented)
-			}
-		}
-		if c.More || !o.toolsOn() {
-			return resp
-		}
-		r, ok := addToList(resp, "tools", o.toolItems(c.Request), c.Request, false)
-		if !ok {
-			return invalid("the result's tools is not a list")
-		}
-		return r
+		return o.afterToolsList(c, inMemory(resp))
 	case "tools/call", "resources/read":
 		return o.offload(ctx, c, resp)
 	}
 	return resp
+}
+
+// unreadable answers a response whose result the proxy must extend but
+// cannot read with a CodeUpstream error for the request, and logs why.
+func (o *Methods) unreadable(c *Call, resp *jsonrpc.Message, why string) *jsonrpc.Message {
+	o.log.Warn("upstream result cannot be rewritten; answering with an error", "method", c.Method, "why", why)
+	return jsonrpc.ErrorResponse(resp.ID, jsonrpc.CodeUpstream, errInvalidResult)
+}
+
+// afterInitialize notes whether the upstream streams resources, and
+// declares what the proxy adds to an initialize or server/discover
+// result: the resources capability for its artifact URIs (with stream
+// over HTTP; resources/stream is for HTTP only) and, for the artifact
+// tools, the tools capability when the upstream has none.
+func (o *Methods) afterInitialize(c *Call, resp *jsonrpc.Message) *jsonrpc.Message {
+	if resp.Error != nil {
+		return resp
+	}
+	if !isObject(resp.Result) {
+		return o.unreadable(c, resp, "the result is not an object")
+	}
+	o.upstreamStream.Store(string(jsonrpc.Path(resp.Result, "capabilities", "resources", "stream")) == "true")
+	if o.o.Artifacts == nil {
+		return resp
+	}
+	r, ok := addResourcesCapability(resp.Result, !c.Request.Stdio)
+	if !ok {
+		return o.unreadable(c, resp, "capabilities or capabilities.resources is not an object")
+	}
+	if o.toolsOn() && jsonrpc.RawMember(jsonrpc.RawMember(r, "capabilities"), "tools") == nil {
+		if withTools, ok := jsonrpc.SetPath(r, []byte(`{}`), "capabilities", "tools"); ok {
+			r = withTools
+		}
+	}
+	return resp.WithResult(r)
+}
+
+// afterResourcesList adds to the first page of resources/list the
+// caller's artifacts, and to that of resources/templates/list the
+// template of the proxy's artifact URIs.
+func (o *Methods) afterResourcesList(ctx context.Context, c *Call, resp *jsonrpc.Message) *jsonrpc.Message {
+	if c.More || o.o.Artifacts == nil {
+		return resp
+	}
+	key, items := "resourceTemplates", [][]byte{artifactTemplate}
+	if c.Method == "resources/list" {
+		key, items = "resources", o.listArtifacts(ctx, c.Request)
+	}
+	r, ok := addToList(resp, key, items, c.Request, c.Method == "resources/list")
+	if !ok {
+		return o.unreadable(c, resp, "the result or its "+key+" is not what the method returns")
+	}
+	return r
+}
+
+// afterToolsList learns the upstream's tools from a tools/list result
+// (their x-mcp-header bindings through Options.LearnTools, their names
+// and output schemas), shows each output schema with room for the
+// offloader's note, and adds the artifact tools to the first page.
+func (o *Methods) afterToolsList(c *Call, resp *jsonrpc.Message) *jsonrpc.Message {
+	if resp.Error == nil {
+		if !isObject(resp.Result) {
+			return o.unreadable(c, resp, "the result is not an object")
+		}
+		if o.o.LearnTools != nil {
+			o.o.LearnTools(resp.Result)
+		}
+		// One record of the upstream's tools: their names (an artifact
+		// tool the upstream lists itself is the upstream's) and output
+		// schemas, shown with room for the offloader's note.
+		if presented := o.schemas.Present(c.Request.schemaKey(), resp.Result); o.o.Offloader != nil {
+			resp = resp.WithResult(presented)
+		}
+	}
+	if c.More || !o.toolsOn() {
+		return resp
+	}
+	r, ok := addToList(resp, "tools", o.toolItems(c.Request), c.Request, false)
+	if !ok {
+		return o.unreadable(c, resp, "the result's tools is not a list")
+	}
+	return r
 }
 
 // maxInMemory bounds a result inMemory puts back together.

@@ -143,75 +143,118 @@ func (o *Methods) ServeStream(w http.ResponseWriter, r *http.Request, rq Request
 		writeJSON(w, jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeInvalidRequest, "resources/stream needs the resourceStreaming client capability"))
 		return true
 	}
-	ctx := r.Context()
-	svc := o.o.Artifacts
+	s := &streamCall{w: w, r: r, rq: rq, m: m, caps: caps, uri: uri, id: id}
 	mode := o.o.StreamMode
 	if mode == StreamRedirect {
-		if ps, ok := svc.Store.(artifact.Presigner); ok {
-			a, _, err := o.authorize(ctx, rq, id, artifact.ViaRedirect)
-			var denied *artifact.DeniedError
-			switch {
-			case errors.As(err, &denied):
-				// The policy may allow the read but not a storage URL.
-			case err != nil:
-				writeJSON(w, o.accessError(m.ID, id, err))
-				return true
-			case o.tooLarge(w, m, a, caps):
-				return true
-			default:
-				u, err := ps.PresignGet(ctx, id, 10*time.Second, a.MimeType, "attachment")
-				if err == nil {
-					w.Header().Set("MCP-Resource-Uri", uri)
-					// 302, not 307: the client must GET the storage URL,
-					// not post its JSON-RPC request there.
-					http.Redirect(w, r, u.String(), http.StatusFound)
-					return true
-				}
-				o.log.Warn("presigning failed; streaming directly", "err", err)
-			}
+		if o.redirect(s) {
+			return true
 		}
 		mode = StreamDirect
 	}
-	a, _, err := o.authorize(ctx, rq, id, artifact.ViaStream)
-	if err != nil {
-		writeJSON(w, o.accessError(m.ID, id, err))
+	o.stream(s, mode)
+	return true
+}
+
+// streamCall is one resources/stream request for an artifact of the
+// proxy's, and where its answer goes.
+type streamCall struct {
+	w    http.ResponseWriter
+	r    *http.Request
+	rq   Request
+	m    *jsonrpc.Message
+	caps StreamCaps
+	uri  string
+	id   string // the artifact's
+}
+
+// answer writes the JSON-RPC message m as the POST's response.
+func (s *streamCall) answer(m *jsonrpc.Message) { writeJSON(s.w, m) }
+
+// redirect answers s with a 302 to a storage URL presigned for seconds,
+// when the store presigns and the access rule allows a redirect. It
+// returns false, having written nothing, when the artifact is to be
+// streamed directly instead: the store does not presign, the policy
+// allows the read but not a storage URL, or presigning failed.
+func (o *Methods) redirect(s *streamCall) (answered bool) {
+	ps, ok := o.o.Artifacts.Store.(artifact.Presigner)
+	if !ok {
+		return false
+	}
+	ctx := s.r.Context()
+	a, _, err := o.authorize(ctx, s.rq, s.id, artifact.ViaRedirect)
+	var denied *artifact.DeniedError
+	switch {
+	case errors.As(err, &denied):
+		return false
+	case err != nil:
+		s.answer(o.accessError(s.m.ID, s.id, err))
+		return true
+	case o.tooLarge(s.w, s.m, a, s.caps):
 		return true
 	}
-	if o.tooLarge(w, m, a, caps) {
-		return true
+	u, err := ps.PresignGet(ctx, s.id, 10*time.Second, a.MimeType, "attachment")
+	if err != nil {
+		o.log.Warn("presigning failed; streaming directly", "err", err)
+		return false
+	}
+	s.w.Header().Set("MCP-Resource-Uri", s.uri)
+	// 302, not 307: the client must GET the storage URL, not post its
+	// JSON-RPC request there.
+	http.Redirect(s.w, s.r, u.String(), http.StatusFound)
+	return true
+}
+
+// stream answers s, once the access rule allows the stream, with the
+// artifact's bytes (direct mode, through the fetch endpoint) or a JSON
+// result with a short-lived downloadUrl (download mode, or no fetch
+// endpoint).
+func (o *Methods) stream(s *streamCall, mode string) {
+	ctx := s.r.Context()
+	a, _, err := o.authorize(ctx, s.rq, s.id, artifact.ViaStream)
+	if err != nil {
+		s.answer(o.accessError(s.m.ID, s.id, err))
+		return
+	}
+	if o.tooLarge(s.w, s.m, a, s.caps) {
+		return
 	}
 	ttl := time.Minute
 	if mode == StreamDirect {
-		ttl = 10 * time.Second // used at once, below
+		ttl = 10 * time.Second // used at once, by serveDirect
 	}
-	l, err := svc.Link(ctx, a, artifact.LinkOptions{TTL: ttl, Tenant: rq.Tenant, Source: "stream"})
+	l, err := o.o.Artifacts.Link(ctx, a, artifact.LinkOptions{TTL: ttl, Tenant: s.rq.Tenant, Source: "stream"})
 	if err != nil {
-		writeJSON(w, o.accessError(m.ID, id, err))
-		return true
+		s.answer(o.accessError(s.m.ID, s.id, err))
+		return
 	}
 	if mode == StreamDownload || o.o.Fetch == nil {
-		writeJSON(w, jsonrpc.Response(m.ID, result(rq, false, map[string]any{
-			"uri": uri, "mimeType": a.MimeType, "size": a.Size, "downloadUrl": l.URL,
+		s.answer(jsonrpc.Response(s.m.ID, result(s.rq, false, map[string]any{
+			"uri": s.uri, "mimeType": a.MimeType, "size": a.Size, "downloadUrl": l.URL,
 		})))
-		return true
+		return
 	}
-	// Direct: the fetch endpoint serves the bytes (Range, ETag, safe
-	// headers, the fetch policy) as the POST's response.
-	req := r.Clone(ctx)
+	o.serveDirect(s, l.URL)
+}
+
+// serveDirect has the fetch endpoint serve the artifact at link as the
+// POST's response, so that a stream gets what a fetch gets: Range, ETag,
+// the safe headers and the fetch policy. The request it passes on is a
+// GET whose only credential is the link's token.
+func (o *Methods) serveDirect(s *streamCall, link string) {
+	req := s.r.Clone(s.r.Context())
 	req.Method = http.MethodGet
 	req.Body = http.NoBody
 	req.ContentLength = 0
-	req.Header.Del("Authorization") // the token below is the only credential
+	req.Header.Del("Authorization")
 	req.Header.Del("Content-Type")
-	u, err := req.URL.Parse(l.URL)
+	u, err := req.URL.Parse(link)
 	if err != nil {
-		writeJSON(w, o.accessError(m.ID, id, err))
-		return true
+		s.answer(o.accessError(s.m.ID, s.id, err))
+		return
 	}
 	req.URL.Path, req.URL.RawQuery = u.Path, u.RawQuery
-	w.Header().Set("MCP-Resource-Uri", uri)
-	o.o.Fetch.ServeHTTP(w, req)
-	return true
+	s.w.Header().Set("MCP-Resource-Uri", s.uri)
+	o.o.Fetch.ServeHTTP(s.w, req)
 }
 
 // tooLarge answers -32004, before any byte, when a is over the client's
