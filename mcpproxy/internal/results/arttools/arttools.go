@@ -1,19 +1,20 @@
-// Package arttools is the proxy's own tools for reading an artifact
-// without a sandbox: a window of it by lines or bytes (read), its lines
-// that match a regular expression, with context (grep), and a jq program
-// run over it as JSON or NDJSON (jq, by gojq).
+// Package arttools runs the artifact tools, the tools Spillway offers an
+// agent for reading an artifact when the agent has no sandbox to fetch
+// it into: read returns a window of it by lines or bytes, grep the lines
+// that match a regular expression (with context lines), and jq the
+// outputs of a jq program run over it as JSON or NDJSON (by gojq).
 //
-// An agent whose host gives it neither code execution nor resources/read
-// would otherwise see only an offloaded result's preview. The package
-// knows nothing of MCP sessions, tenants or policy: the caller (package
-// owned) authorizes the artifact, hands Run a Source that opens its bytes,
-// and bounds the answer further (offloading it in turn). Every input is
-// the caller's, so every bound an attacker could grow is here: window
-// sizes, pattern and program lengths, matches and outputs, the bytes jq
-// decodes, jq's time and how many jq programs run at once. An answer is
-// cut at Limits.MaxAnswer, except a jq answer the caller stores
-// (RunLong): that one is kept whole in a file, up to
-// Limits.MaxJQAnswer.
+// Without them, an agent whose host gives it neither code execution nor
+// resources/read would see only an offloaded result's preview. The
+// package knows nothing of MCP sessions, tenants or policy: its caller
+// (package ownmethods) authorizes the artifact, hands Run a Source that
+// opens its bytes, and bounds the answer further (offloading it in
+// turn). Every input comes from the agent, so every size an attacker
+// could grow is bounded here: window sizes, pattern and program lengths,
+// matches and outputs, the bytes jq decodes, jq's time and memory, and
+// how many jq programs run at once. An answer is cut at
+// Limits.MaxAnswer, except a jq answer the caller stores (RunLong),
+// which is kept whole in a file up to Limits.MaxJQAnswer.
 package arttools
 
 import (
@@ -29,8 +30,9 @@ import (
 	"github.com/spillway-dev/spillway/artifact"
 )
 
-// The tools' names, namespaced so that they do not collide with an
-// upstream's (where one does, the upstream's wins: see package owned).
+// The tools' names, prefixed so that they do not collide with an
+// upstream's tools (where one does, the upstream's wins: see package
+// ownmethods).
 const (
 	Read = "spillway_artifact_read"
 	Grep = "spillway_artifact_grep"

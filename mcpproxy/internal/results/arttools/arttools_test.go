@@ -18,7 +18,7 @@ import (
 var ctx = context.Background()
 
 // source serves data as an artifact (Source is the package's own
-// interface to the store; package owned's tests use the real one).
+// interface to the store; package ownmethods' tests use the real one).
 func source(data []byte) Source {
 	return Source{URI: "spillway://artifacts/x", Size: int64(len(data)),
 		Open: func(_ context.Context, off, n int64) (io.ReadCloser, error) {

@@ -30,7 +30,7 @@ func result(rq Request, cacheable bool, fields map[string]any) []byte {
 	}
 	b, err := json.Marshal(fields)
 	if err != nil {
-		panic("owned: a result did not encode: " + err.Error()) // fields are the proxy's own
+		panic("ownmethods: a result did not encode: " + err.Error()) // fields are the proxy's own
 	}
 	return b
 }

@@ -190,7 +190,7 @@ func ListRequest(meta []byte, cursor string) *jsonrpc.Message {
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "spillway-tools", "method": "tools/list", "params": params})
 	m, err := jsonrpc.DecodeMessage(b)
 	if err != nil {
-		panic("owned: the proxy's own tools/list did not decode: " + err.Error())
+		panic("ownmethods: the proxy's own tools/list did not decode: " + err.Error())
 	}
 	return m
 }

@@ -1,24 +1,41 @@
-// Package ownmethods is the proxy's own methods, in one place: what it adds
-// to initialize and server/discover (the resources capability), the
-// artifacts it adds to resources/list and resources/templates/list,
-// resources/read and resources/stream of its spillway:// artifact URIs,
-// the artifact tools it adds to tools/list and answers (read, grep, jq of
-// an artifact; see package arttools), and the results it offloads
-// (tools/call, and upstream resources/read when configured).
+// Package ownmethods holds the MCP methods Spillway answers or changes
+// itself, instead of passing them untouched between client and upstream:
 //
-// A face calls Before with every request from a client; Before either
-// answers it (the proxy owns the request) or returns the Call to carry
-// with the request, and After rewrites the response to that Call. HTTP
-// faces give resources/stream to ServeStream first: its answer is bytes,
-// not a JSON-RPC message.
+//   - initialize and server/discover: it adds the resources capability
+//     (with stream on an HTTP face) and, for the artifact tools, the tools
+//     capability.
+//   - resources/list and resources/templates/list: it adds the caller's
+//     recent artifacts, and the spillway://artifacts/{id} template, to the
+//     first page of the upstream's list (or answers alone when the
+//     upstream lacks the method).
+//   - resources/read of a spillway:// URI: it answers from the artifact
+//     store, as text or base64, up to Options.MaxInlineRead bytes.
+//   - resources/stream of a spillway:// URI, on HTTP faces (ServeStream):
+//     it answers with the artifact's bytes, a redirect to a presigned
+//     storage URL, or a download link.
+//   - tools/list and tools/call: it lists the artifact tools
+//     (spillway_artifact_read, _grep and _jq, run by package arttools)
+//     after the upstream's tools and answers calls to them; an upstream
+//     tool of the same name wins.
+//   - tools/call results, and upstream resources/read results when
+//     Options.OffloadResources is set: it hands them to the offloader
+//     (package offload), which stores large values as artifacts and
+//     rewrites the result around links to them.
 //
-// Every read of an artifact's bytes, whatever the method, goes through
-// one access rule (authorize): the tenant rule of the /a/ link endpoint
-// and the policy's fetch decision. An artifact the caller may not see
-// does not exist for it (-32002).
+// A face calls Before with every request from a client. Before either
+// answers the request itself (it then goes no further) or returns a Call
+// that the face keeps with the request; the face gives the upstream's
+// response and that Call to After, which rewrites the response. HTTP
+// faces hand resources/stream to ServeStream first, because its answer
+// is raw bytes rather than a JSON-RPC message.
+//
+// Every read of an artifact's bytes, whatever the method, passes one
+// access rule (authorize): the tenant rule of the /a/ link endpoint and
+// the policy's fetch decision. An artifact the caller may not read is
+// answered as if it did not exist (-32002).
 //
 // Methods is safe for concurrent use. After never panics, whatever the
-// upstream sent: a result the proxy cannot rewrite becomes a JSON-RPC
+// upstream sent: a result Spillway cannot rewrite becomes a JSON-RPC
 // error for that request, never a dead process.
 package ownmethods
 
