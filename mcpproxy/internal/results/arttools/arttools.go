@@ -70,8 +70,8 @@ const (
 	MaxOutputs        = 10_000
 )
 
-// Call is one parsed tool call. Parse fills it; a zero field of the
-// other tools is unused.
+// Call is one parsed tool call. Parse fills it; the fields of the other
+// tools stay zero.
 type Call struct {
 	Tool string
 	ID   string // the artifact's id, from the uri argument
@@ -93,7 +93,8 @@ type Call struct {
 	MaxOutputs int
 }
 
-// args is every argument of every tool; pointers tell absent from zero.
+// args holds the arguments of all the tools; a pointer tells an absent
+// argument from a zero one.
 type args struct {
 	URI        *string `json:"uri"`
 	Offset     *int    `json:"offset"`
@@ -218,8 +219,9 @@ func jsonError(err error) string {
 	return err.Error()
 }
 
-// Source is the artifact a tool reads: its size and a way to open a
-// range of its bytes (length < 0: to the end), as artifact.Store.Open.
+// Source is the artifact a tool reads: its size, and a way to open a
+// range of its bytes (length < 0: to the end) as artifact.Store.Open
+// does.
 type Source struct {
 	URI    string // its spillway:// URI, for the answer's header
 	Tenant string // whose it is (and who asks: the caller may read only its own)
@@ -330,12 +332,12 @@ func (r *Runner) RunLong(ctx context.Context, c Call, src Source) (text string, 
 	return text, nil, err
 }
 
-// errTimeout is the cause of a read's or grep's context when its time is
-// up.
+// errTimeout is the cause a read's or grep's context ends with when its
+// time is up.
 var errTimeout = errors.New("scan timeout")
 
-// answer builds an answer up to a cap; past it, what is added is
-// dropped and the answer says so.
+// answer builds an answer of at most max bytes; past that, what is
+// added is dropped, and the answer ends with a note saying so.
 type answer struct {
 	b   strings.Builder
 	max int

@@ -278,9 +278,10 @@ func values(b []byte, limit int) ([]any, error) {
 	return vs, nil
 }
 
-// jqAnswer collects a jq run's outputs: in memory up to its cap; past it,
-// when long, in an unlinked temporary file, whole outputs up to limit
-// bytes (past it, full is set and the run stops); else cut, as answer.
+// jqAnswer collects a jq run's outputs in memory, up to its answer's cap.
+// Past the cap, a long answer moves to an unlinked temporary file and
+// takes whole outputs up to limit bytes (then full is set and the run
+// stops); any other answer is cut, as answer cuts.
 type jqAnswer struct {
 	answer
 	long  bool
@@ -321,7 +322,8 @@ func (a *jqAnswer) add(line []byte) (full bool, err error) {
 	return false, nil
 }
 
-// drop removes the file of an answer not handed on.
+// drop closes, and so removes, the file of an answer that was not handed
+// on as a Long.
 func (a *jqAnswer) drop() {
 	if a.file != nil {
 		a.file.Close()

@@ -63,7 +63,8 @@ import (
 // carry resultType, and its cacheable ones ttlMs and cacheScope.
 const Version20260728 = mcpheader.FirstStateless
 
-// Request is who asks, in which era, on which face.
+// Request says who sends a request, in which protocol era, and on which
+// face.
 type Request struct {
 	Tenant  string // the caller, from inbound auth ("" when auth is off)
 	Session string // the session-era session, "" in the stateless era
@@ -97,8 +98,9 @@ type Call struct {
 	List offload.ListFunc
 }
 
-// schemaKey is the table of learned schemas a request's results are
-// shrunk against: its tenant's (the gateway adds the upstream).
+// schemaKey returns the key of the learned schemas that a request's
+// results are shrunk against: its tenant (the gateway will add the
+// upstream).
 func (rq Request) schemaKey() offload.Key { return offload.Key{Tenant: rq.Tenant} }
 
 // Options configure Methods. Every field may be zero.
@@ -137,19 +139,20 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Methods answers and rewrites the messages the proxy owns. Create it
-// with New; it is safe for concurrent use.
+// Methods answers the requests the proxy handles itself and rewrites the
+// responses it extends (see the package doc). Create it with New; it is
+// safe for concurrent use.
 type Methods struct {
 	o   Options
 	log *slog.Logger
 
 	recent recent     // tenant → artifacts offloaded lately, for resources/list
 	caps   streamCaps // session → what its initialize declared
-	// schemas: each tool's outputSchema, as tools/list presented it to
-	// each tenant.
+	// schemas holds each tool's outputSchema as tools/list presented it
+	// to each tenant.
 	schemas offload.Learned
-	// upstreamStream: the upstream's last initialize or server/discover
-	// result declared resources.stream.
+	// upstreamStream is set when the upstream's last initialize or
+	// server/discover result declared resources.stream.
 	upstreamStream atomic.Bool
 	tools          *arttools.Runner
 }
@@ -228,12 +231,12 @@ func (o *Methods) ours(uri string) (string, bool) {
 	return strings.CutPrefix(uri, artifact.URIPrefix)
 }
 
-// errInvalidResult answers a request whose upstream result the proxy
-// must rewrite but cannot read.
+// errInvalidResult is the error message for a request whose upstream
+// result the proxy must rewrite but cannot read.
 const errInvalidResult = "upstream returned an invalid result"
 
-// After rewrites the response to a call the proxy owns (c from Before;
-// nil passes resp unchanged, as does anything but a response). A result
+// After rewrites the response to a call Before returned c for (a nil c
+// passes resp unchanged, as does anything but a response). A result
 // the proxy must extend but that is not what the method returns (null, a
 // string, capabilities that are not an object…) becomes a CodeUpstream
 // error for the request. After never panics.
@@ -343,13 +346,14 @@ func (o *Methods) afterToolsList(c *Call, resp *jsonrpc.Message) *jsonrpc.Messag
 	return r
 }
 
-// maxInMemory bounds a result inMemory puts back together.
+// maxInMemory bounds the size of a result inMemory puts back together.
 const maxInMemory = 64 << 20
 
-// inMemory returns resp with the values the transport spilled put back
-// (a tools/list of 10,000 tools has its array on disk), so that the
-// result can be read and extended, and frees them on disk; one past
-// maxInMemory stays as it is (and is refused as unreadable).
+// inMemory returns resp with the values the transport spilled to disk
+// put back (a tools/list of 10,000 tools has its array on disk), so that
+// the result can be read and extended, and frees the spilled copies. A
+// result that would pass maxInMemory stays as it is (and is then refused
+// as unreadable).
 func inMemory(resp *jsonrpc.Message) *jsonrpc.Message {
 	if r, ok := expand(resp.Result); ok {
 		return resp.WithResult(r)
@@ -357,8 +361,9 @@ func inMemory(resp *jsonrpc.Message) *jsonrpc.Message {
 	return resp
 }
 
-// expand is inMemory for a result: ok is false, and r is returned, when
-// nothing is spilled or too much is.
+// expand returns the result r with its spilled values put back. It
+// returns r itself and false when nothing is spilled, or when the whole
+// would pass maxInMemory.
 func expand(r []byte) (out []byte, ok bool) {
 	n := spill.ExpandedLen(r)
 	if n == int64(len(r)) || n > maxInMemory {

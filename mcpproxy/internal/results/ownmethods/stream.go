@@ -12,11 +12,11 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 )
 
-// resources/stream (draft SEP-2532): raw bytes of a resource over HTTP,
-// no base64, no JSON-RPC envelope, for clients that declared
-// resourceStreaming. Spillway serves it for its own artifacts; for an
-// upstream resource it passes the request on when the upstream streams
-// resources itself, and answers -32003 otherwise.
+// resources/stream (draft SEP-2532) sends the raw bytes of a resource
+// over HTTP, without base64 or a JSON-RPC envelope, to clients that
+// declared resourceStreaming. Spillway serves it for its own artifacts.
+// For an upstream resource it passes the request on when the upstream
+// streams resources itself, and answers -32003 otherwise.
 
 // Stream modes.
 const (
@@ -32,7 +32,7 @@ const (
 	CodeTooLarge      = -32004
 )
 
-// StreamCaps is what a client and its upstream declared about
+// StreamCaps holds what a client and its upstream declared about
 // resources/stream.
 type StreamCaps struct {
 	Client   bool  // the client declared resourceStreaming
@@ -90,10 +90,10 @@ func (o *Methods) Ended(session string) {
 	delete(o.caps.by, session)
 }
 
-// StreamCaps returns what applies to request m: in the stateless era (or
-// without a session) the client capabilities in its _meta, else what the
-// session's initialize declared; Upstream is what the upstream declared
-// last. A face whose upstream cannot stream over HTTP (a stdio child)
+// StreamCaps returns the stream capabilities that apply to request m:
+// in the stateless era (or without a session) the client capabilities in
+// its _meta, else what the session's initialize declared. Upstream is
+// what the upstream declared last. A face whose upstream cannot stream over HTTP (a stdio child)
 // clears Upstream.
 func (o *Methods) StreamCaps(rq Request, m *jsonrpc.Message) StreamCaps {
 	if rq.Version == "" {

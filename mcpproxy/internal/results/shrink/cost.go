@@ -26,18 +26,18 @@ import (
 // errors of all its branches, and several keywords print the whole value
 // (type, enum, const, contains, a string's length and pattern).
 //
-// Validate counts (affordable), before the validator is called, an upper
-// bound of what it would do for one value: every visit it could make
-// (then and else both, every target a $dynamicRef may reach, every
-// branch), the bytes it reads for keywords that read the value (a
+// Before it calls the validator, Validate counts (in affordable) an upper
+// bound of what the validator would do for one value: every visit it
+// could make (then and else both, every target a $dynamicRef may reach,
+// every branch), the bytes it reads for keywords that read the value (a
 // string's code points, each pattern instruction on each byte, enum and
 // const comparisons, uniqueItems hashing), and the text of the errors it
-// could build, where a keyword may fail (a type, length, count or
-// required member is checked; an enum, pattern or oneOf may always
-// fail). A pair (subschema, value) is counted once and its sum reused
-// wherever the pair recurs, so the count costs what the distinct pairs
-// cost, and it stops as soon as one pair's sum passes the bound: a pair's
-// visits are part of every validation that reaches it.
+// could build where a keyword may fail (a type, length, count or required
+// member is checked; an enum, pattern or oneOf may always fail). Each pair
+// of a subschema and a value is counted once and its sum reused wherever
+// the pair recurs, so the count costs what the distinct pairs cost. The
+// count stops as soon as one pair's sum passes the bound, because a
+// pair's visits are part of every validation that reaches it.
 //
 // The unit of work is about a nanosecond of one core; the constants were
 // measured against the library (v0.4.3) on this project's test machine: a
@@ -266,7 +266,8 @@ func (n *vnode) key(i int) *vnode {
 	return n.keys[i]
 }
 
-// A counter counts the visits of one value by the validator.
+// A counter bounds the visits the validator would make to check one
+// value, and what they would cost.
 type counter struct {
 	s    *Schema
 	memo map[pair]vcost

@@ -101,8 +101,9 @@ type Cut struct {
 // member around it goes instead).
 const minText = 64
 
-// maxWork bounds the bytes Shrink scans, in instances: envelopes of 16
-// levels, each as large as the instance, are still descended into.
+// maxWork bounds the bytes Shrink scans, as a multiple of the instance's
+// size: 16 levels of envelopes, each as large as the instance, are still
+// descended into.
 const maxWork = 16
 
 // maxSteps bounds the subschemas the walk visits (see shrinker.steps).
@@ -115,9 +116,8 @@ const maxDepth = 64
 // Shrink returns a copy of instance, a JSON object, that is at most
 // o.Budget bytes long and valid against s (nil: any object). If the
 // instance fits and validates, it is returned unchanged (copied, without
-// the space around it). Otherwise cut is
-// called for every value replaced or truncated (see Cut), and cuts lists
-// the same, in the same order; for a string, the text cut returns takes
+// the space around it). Otherwise cut is called for every value replaced
+// or truncated (see Cut), and cuts lists the same, in the same order; for a string, the text cut returns takes
 // the string's place, cut to fit (a nil cut stands for one that returns
 // ""). cut is called only for the result returned, once the result is
 // known to fit and validate with stand-in texts. An error from cut ends
@@ -200,7 +200,8 @@ func prepare(instance []byte, o Options) ([]byte, Options, error) {
 	return body, o, nil
 }
 
-// shrinker holds one attempt's settings.
+// shrinker is one attempt of Shrink: its settings, and the work it has
+// done so far.
 type shrinker struct {
 	s       *Schema
 	o       Options

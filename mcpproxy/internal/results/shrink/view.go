@@ -12,9 +12,9 @@ import (
 // the subschemas that apply to it, with references and allOf, anyOf,
 // oneOf, then, else and dependentSchemas followed. Branches (of anyOf,
 // oneOf, if, dependentSchemas) are all included, whichever one applies to
-// the value: that is conservative (a
-// string a branch pins with a pattern is never replaced), and the final
-// validation catches what a view cannot see. A nil view is "no schema".
+// the value: that is conservative (a string a branch pins with a pattern
+// is never replaced), and the final validation catches what a view cannot
+// see. A nil view is "no schema".
 type view []*jsonschema.Schema
 
 // expand returns the view of the schemas roots for a value of JSON type
