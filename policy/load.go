@@ -37,84 +37,24 @@ type source struct {
 }
 
 // load reads the built-in policy, a folder (all .rego files and
-// data.json/data.yaml documents under it) or a bundle.
+// data.json/data.yaml documents under it) or a bundle, vets its modules and
+// fixes its digest and revision.
 func load(dir, bundlePath string, o Options) (*source, error) {
-	s := &source{modules: map[string]*ast.Module{}}
-	var data map[string]any
+	var (
+		s    *source
+		data map[string]any
+		err  error
+	)
 	switch {
 	case bundlePath != "":
-		fl := loader.NewFileLoader()
-		if o.BundleKey != "" {
-			id := o.BundleKeyID
-			if id == "" {
-				id = "default"
-			}
-			alg := o.BundleAlg
-			if alg == "" {
-				alg = "RS256"
-			}
-			key, err := os.ReadFile(o.BundleKey)
-			if err != nil {
-				return nil, fmt.Errorf("bundle key: %w", err)
-			}
-			vc := bundle.NewVerificationConfig(map[string]*bundle.KeyConfig{id: {Key: string(key), Algorithm: alg}}, id, "", nil)
-			fl = fl.WithBundleVerificationConfig(vc)
-		}
-		b, err := fl.AsBundle(bundlePath)
-		if err != nil {
-			return nil, err
-		}
-		for _, m := range b.Modules {
-			s.modules[m.Path] = m.Parsed
-		}
-		data = b.Data
-		if b.Manifest.Revision != "" {
-			s.revision = b.Manifest.Revision
-		}
+		s, data, err = readBundle(bundlePath, o)
 	case dir != "":
-		root, err := os.OpenRoot(dir)
-		if err != nil {
-			return nil, err
-		}
-		defer root.Close()
-		var odd []string
-		res, err := loader.NewFileLoader().WithFS(root.FS()).Filtered([]string{"."}, func(p string, info fs.FileInfo, depth int) bool {
-			skip, bad := skipEntry(p, info, depth)
-			if bad != nil {
-				odd = append(odd, bad.Error())
-			}
-			return skip
-		})
-		if len(odd) > 0 {
-			return nil, fmt.Errorf("%s: %s", dir, strings.Join(odd, "; "))
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", dir, err)
-		}
-		for name, m := range res.Modules {
-			s.modules[name] = m.Parsed
-		}
-		data = res.Documents
+		s, data, err = readDir(dir)
 	default:
-		err := fs.WalkDir(defaultFS, "default", func(p string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
-			}
-			b, err := defaultFS.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			m, err := ast.ParseModuleWithOpts(p, string(b), ast.ParserOptions{RegoVersion: ast.RegoV1})
-			if err != nil {
-				return err
-			}
-			s.modules[p] = m
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		s.builtin = true
+		s, err = readBuiltin()
+	}
+	if err != nil {
+		return nil, err
 	}
 	if o.afterRead != nil {
 		o.afterRead()
@@ -132,22 +72,123 @@ func load(dir, bundlePath string, o Options) (*source, error) {
 		data = map[string]any{}
 	}
 	s.store = inmem.NewFromObject(data)
-	h := sha256.New()
-	names := make([]string, 0, len(s.modules))
-	for n := range s.modules {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		h.Write([]byte(n + "\x00" + s.modules[n].String() + "\x00"))
-	}
-	db, _ := json.Marshal(data)
-	h.Write(db)
-	s.digest = hex.EncodeToString(h.Sum(nil))
+	s.digest = digest(s.modules, data)
 	if s.revision == "" {
 		s.revision = s.digest[:16]
 	}
 	return s, nil
+}
+
+// readBundle reads an OPA bundle, checking its signature first when
+// o.BundleKey is set. The bundle's manifest names its revision.
+func readBundle(bundlePath string, o Options) (*source, map[string]any, error) {
+	fl := loader.NewFileLoader()
+	if o.BundleKey != "" {
+		vc, err := verification(o)
+		if err != nil {
+			return nil, nil, err
+		}
+		fl = fl.WithBundleVerificationConfig(vc)
+	}
+	b, err := fl.AsBundle(bundlePath)
+	if err != nil {
+		return nil, nil, err
+	}
+	s := &source{modules: map[string]*ast.Module{}, revision: b.Manifest.Revision}
+	for _, m := range b.Modules {
+		s.modules[m.Path] = m.Parsed
+	}
+	return s, b.Data, nil
+}
+
+// verification is the signature check for a bundle signed with the key in
+// o.BundleKey, named o.BundleKeyID ("default" if empty), of algorithm
+// o.BundleAlg (RS256 if empty).
+func verification(o Options) (*bundle.VerificationConfig, error) {
+	id := o.BundleKeyID
+	if id == "" {
+		id = "default"
+	}
+	alg := o.BundleAlg
+	if alg == "" {
+		alg = "RS256"
+	}
+	key, err := os.ReadFile(o.BundleKey)
+	if err != nil {
+		return nil, fmt.Errorf("bundle key: %w", err)
+	}
+	return bundle.NewVerificationConfig(map[string]*bundle.KeyConfig{id: {Key: string(key), Algorithm: alg}}, id, "", nil), nil
+}
+
+// readDir reads a policy folder through an os.Root, by the rules of
+// skipEntry; every entry those rules refuse is named in the error.
+func readDir(dir string) (*source, map[string]any, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer root.Close()
+	var odd []string
+	res, err := loader.NewFileLoader().WithFS(root.FS()).Filtered([]string{"."}, func(p string, info fs.FileInfo, depth int) bool {
+		skip, bad := skipEntry(p, info, depth)
+		if bad != nil {
+			odd = append(odd, bad.Error())
+		}
+		return skip
+	})
+	if len(odd) > 0 {
+		return nil, nil, fmt.Errorf("%s: %s", dir, strings.Join(odd, "; "))
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	s := &source{modules: map[string]*ast.Module{}}
+	for name, m := range res.Modules {
+		s.modules[name] = m.Parsed
+	}
+	return s, res.Documents, nil
+}
+
+// readBuiltin parses the policy embedded in the binary (default/*.rego),
+// which has no data.
+func readBuiltin() (*source, error) {
+	s := &source{modules: map[string]*ast.Module{}, builtin: true}
+	err := fs.WalkDir(defaultFS, "default", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := defaultFS.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		m, err := ast.ParseModuleWithOpts(p, string(b), ast.ParserOptions{RegoVersion: ast.RegoV1})
+		if err != nil {
+			return err
+		}
+		s.modules[p] = m
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// digest is the SHA-256, in hex, of the modules (by name, in name order)
+// and the data: what is enforced, whatever revision the policy claims.
+func digest(modules map[string]*ast.Module, data map[string]any) string {
+	h := sha256.New()
+	names := make([]string, 0, len(modules))
+	for n := range modules {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		h.Write([]byte(n + "\x00" + modules[n].String() + "\x00"))
+	}
+	db, _ := json.Marshal(data)
+	h.Write(db)
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // test runs the policy's own Rego tests; any failure refuses the policy.
