@@ -113,7 +113,7 @@ type Conn struct {
 	conn    *ndjson.Conn
 	cmd     *exec.Cmd
 	log     *slog.Logger
-	stdin   io.Closer
+	stdin   io.WriteCloser
 	stdout  *trackedReader
 	stderr  *stderrLog
 	closing chan struct{} // closed when Close starts
@@ -129,27 +129,57 @@ func Start(c Command, o Options) (*Conn, error) {
 	if c.Path == "" {
 		return nil, errors.New("child: empty command")
 	}
-	env, err := Env(os.Environ(), c.Env)
+	env, home, err := environment(c)
 	if err != nil {
 		return nil, err
 	}
-	home := ""
-	if !names(c.Env, "HOME") {
-		if home, err = privateHome(c.User); err != nil {
-			return nil, err
-		}
-		env = setEnv(env, "HOME", home)
-	}
-	ok := false
-	defer func() {
-		if !ok && home != "" {
-			os.RemoveAll(home)
-		}
-	}()
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	ch, err := start(c, env, home, log.With("upstream", c.Path))
+	if err != nil {
+		if home != "" {
+			os.RemoveAll(home)
+		}
+		return nil, err
+	}
+	if o.StallTimeout > 0 {
+		ch.stopOnStall(o.StallTimeout)
+	}
+	go ch.safely("reaping the upstream", ch.reap)
+	ch.conn = ndjson.NewConn(ch.stdout, ch.stdin, ndjson.Options{
+		MaxMessage: o.MaxMessage,
+		Spool:      o.Spool,
+		Peer:       "upstream",
+		Logger:     ch.log,
+		End:        ch.ended,
+		Stop:       ch.stop,
+	})
+	return ch, nil
+}
+
+// environment is the child's environment (the allow-list and c.Env) and,
+// unless c.Env names HOME, the private HOME made for it ("" otherwise),
+// which the caller removes if the child does not start.
+func environment(c Command) (env []string, home string, err error) {
+	env, err = Env(os.Environ(), c.Env)
+	if err != nil {
+		return nil, "", err
+	}
+	if names(c.Env, "HOME") {
+		return env, "", nil
+	}
+	if home, err = privateHome(c.User); err != nil {
+		return nil, "", err
+	}
+	return setEnv(env, "HOME", home), home, nil
+}
+
+// start starts the process of c, in a process group of its own, with its
+// stdin, stdout and stderr connected to a new Conn (whose conn is not yet
+// set), and logs to log.
+func start(c Command, env []string, home string, log *slog.Logger) (*Conn, error) {
 	cmd := exec.Command(c.Path, c.Args...)
 	cmd.Dir, cmd.Env = c.Dir, env
 	ownGroup(cmd)
@@ -169,10 +199,9 @@ func Start(c Command, o Options) (*Conn, error) {
 		return nil, err
 	}
 	cmd.Stdout = pw
-	ch := &Conn{cmd: cmd, stdin: stdin, stdout: &trackedReader{f: pr}, closing: make(chan struct{}),
+	ch := &Conn{cmd: cmd, log: log, stdin: stdin, stdout: &trackedReader{f: pr},
+		stderr: &stderrLog{log: log}, closing: make(chan struct{}),
 		exited: make(chan struct{}), reaped: make(chan struct{}), home: home}
-	ch.log = log.With("upstream", c.Path)
-	ch.stderr = &stderrLog{log: ch.log}
 	cmd.Stderr = ch.stderr // drained by exec's goroutine, bounded by WaitDelay
 	err = cmd.Start()
 	pw.Close()
@@ -184,29 +213,22 @@ func Start(c Command, o Options) (*Conn, error) {
 		}
 		return nil, fmt.Errorf("starting upstream %s: %w", c.Path, err)
 	}
-	ok = true
 	ch.stdout.grown = growPipe(pr)
 	ch.log = ch.log.With("pid", cmd.Process.Pid)
 	ch.stderr.setLogger(ch.log)
 	ch.log.Debug("upstream started")
-	if o.StallTimeout > 0 {
-		// Killed, not closed: its stdout ends as when a child dies, and
-		// the connection's error (ended) says why.
-		ch.stdout.stall = stall.New(o.StallTimeout, func() {
-			ch.log.Warn("upstream stalled mid-message: stopping it", "stalled", o.StallTimeout)
-			signalGroup(cmd.Process, killSignal)
-		})
-	}
-	go ch.safely("reaping the upstream", ch.reap)
-	ch.conn = ndjson.NewConn(ch.stdout, stdin, ndjson.Options{
-		MaxMessage: o.MaxMessage,
-		Spool:      o.Spool,
-		Peer:       "upstream",
-		Logger:     ch.log,
-		End:        ch.ended,
-		Stop:       ch.stop,
-	})
 	return ch, nil
+}
+
+// stopOnStall kills the child when it writes part of a message and then
+// stalls for longer than d (see Options.StallTimeout). It is killed, not
+// closed: its stdout ends as when a child dies, and the connection's error
+// (ended) says why.
+func (c *Conn) stopOnStall(d time.Duration) {
+	c.stdout.stall = stall.New(d, func() {
+		c.log.Warn("upstream stalled mid-message: stopping it", "stalled", d)
+		signalGroup(c.cmd.Process, killSignal)
+	})
 }
 
 // Send writes m to the child's stdin as one line. A write the child does
