@@ -299,52 +299,81 @@ func (c *Conn) initialize(ctx context.Context, m, refusal *jsonrpc.Message) erro
 	c.caps, c.info = objectOr(p.Capabilities), objectOr(p.ClientInfo)
 	c.mu.Unlock()
 	_, err := c.ask(ctx, "server/discover", map[string]any{}, c.o.DiscoverWait, func(r *jsonrpc.Message) {
-		fail := func(msg string) {
-			if c.o.Mismatch != nil {
-				c.o.Mismatch()
-			}
-			if refusal != nil {
-				c.mode.Store(passing)
-				c.push(refusal)
-				return
-			}
-			c.push(jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeUpstream, msg))
-		}
-		if r.Error != nil {
-			fail("the upstream answered neither initialize nor server/discover: " + string(r.Error))
-			return
-		}
-		var d struct {
-			SupportedVersions []string        `json:"supportedVersions"`
-			Capabilities      json.RawMessage `json:"capabilities"`
-			Instructions      string          `json:"instructions,omitempty"`
-		}
-		var meta struct {
-			Meta map[string]json.RawMessage `json:"_meta"`
-		}
-		json.Unmarshal(r.Result, &meta)
-		if err := json.Unmarshal(r.Result, &d); err != nil || !slices.Contains(d.SupportedVersions, Version) {
-			fail("the upstream's server/discover does not offer " + Version)
-			return
-		}
-		caps := withoutMembers(objectOr(d.Capabilities), "tasks") // not bridged
-		info := meta.Meta[metaServerInfo]
-		if info == nil {
-			info = json.RawMessage(`{"name":"unknown","version":"0"}`)
-		}
-		res, _ := json.Marshal(struct {
-			ProtocolVersion string          `json:"protocolVersion"`
-			Capabilities    json.RawMessage `json:"capabilities"`
-			ServerInfo      json.RawMessage `json:"serverInfo"`
-			Instructions    string          `json:"instructions,omitempty"`
-		}{version, caps, info, d.Instructions})
-		c.mu.Lock()
-		c.server = caps
-		c.mu.Unlock()
-		c.push(jsonrpc.Response(m.ID, res))
-		go c.firstListen() // it sends upstream: never on the routing goroutine
+		c.discovered(m, refusal, version, r)
 	}, nil)
 	return err
+}
+
+// discovered answers the session's initialize m, in the protocol version
+// chosen for it, from r, the upstream's answer to server/discover. It runs
+// on the routing goroutine.
+func (c *Conn) discovered(m, refusal *jsonrpc.Message, version string, r *jsonrpc.Message) {
+	if r.Error != nil {
+		c.initializeFailed(m, refusal, "the upstream answered neither initialize nor server/discover: "+string(r.Error))
+		return
+	}
+	d, ok := parseDiscover(r.Result)
+	if !ok {
+		c.initializeFailed(m, refusal, "the upstream's server/discover does not offer "+Version)
+		return
+	}
+	res, _ := json.Marshal(struct {
+		ProtocolVersion string          `json:"protocolVersion"`
+		Capabilities    json.RawMessage `json:"capabilities"`
+		ServerInfo      json.RawMessage `json:"serverInfo"`
+		Instructions    string          `json:"instructions,omitempty"`
+	}{version, d.caps, d.info, d.instructions})
+	c.mu.Lock()
+	c.server = d.caps
+	c.mu.Unlock()
+	c.push(jsonrpc.Response(m.ID, res))
+	go c.firstListen() // it sends upstream: never on the routing goroutine
+}
+
+// initializeFailed answers the session's initialize m when the upstream
+// does not speak 2026-07-28: with refusal (the upstream's own answer to
+// m) when there is one, and the Conn passes messages as they are from then
+// on; otherwise with an error saying msg.
+func (c *Conn) initializeFailed(m, refusal *jsonrpc.Message, msg string) {
+	if c.o.Mismatch != nil {
+		c.o.Mismatch()
+	}
+	if refusal != nil {
+		c.mode.Store(passing)
+		c.push(refusal)
+		return
+	}
+	c.push(jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeUpstream, msg))
+}
+
+// discovery is what a server/discover result tells the session's
+// initialize result.
+type discovery struct {
+	caps, info   json.RawMessage // tasks removed from caps: not bridged
+	instructions string
+}
+
+// parseDiscover reads a server/discover result; ok is false when it is
+// not one or does not offer 2026-07-28. A server without serverInfo in
+// its _meta is named "unknown".
+func parseDiscover(result json.RawMessage) (d discovery, ok bool) {
+	var r struct {
+		SupportedVersions []string        `json:"supportedVersions"`
+		Capabilities      json.RawMessage `json:"capabilities"`
+		Instructions      string          `json:"instructions,omitempty"`
+	}
+	var meta struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	json.Unmarshal(result, &meta)
+	if err := json.Unmarshal(result, &r); err != nil || !slices.Contains(r.SupportedVersions, Version) {
+		return discovery{}, false
+	}
+	d = discovery{caps: withoutMembers(objectOr(r.Capabilities), "tasks"), info: meta.Meta[metaServerInfo], instructions: r.Instructions}
+	if d.info == nil {
+		d.info = json.RawMessage(`{"name":"unknown","version":"0"}`)
+	}
+	return d, true
 }
 
 // ask sends a request of the Conn's own upstream and returns its id; done
@@ -448,6 +477,25 @@ func (c *Conn) relistenLocked(reply [][]byte) {
 	c.mu.Lock()
 	old := c.listen
 	c.listen = nil
+	want := c.wantedLocked()
+	c.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if old != nil {
+		c.endListen(ctx, old)
+	}
+	settle := c.settler(reply)
+	if len(want) == 0 {
+		settle("")
+		return
+	}
+	c.openListen(ctx, want, settle)
+}
+
+// wantedLocked is the notifications a subscriptions/listen asks for: the
+// list changes the upstream's capabilities announce and the session's
+// subscribed resources; empty when there are none. c.mu is held.
+func (c *Conn) wantedLocked() map[string]any {
 	want := map[string]any{}
 	for member, capability := range map[string]string{"toolsListChanged": "tools", "promptsListChanged": "prompts", "resourcesListChanged": "resources"} {
 		if string(jsonrpc.Path(c.server, capability, "listChanged")) == "true" {
@@ -457,28 +505,35 @@ func (c *Conn) relistenLocked(reply [][]byte) {
 	if len(c.subs) > 0 {
 		want["resourceSubscriptions"] = slices.Clone(c.subs)
 	}
-	c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if old != nil {
-		n := jsonrpc.Notification(jsonrpc.MethodCancelled, map[string]any{"requestId": json.RawMessage(old), "reason": "subscriptions changed"})
-		if err := c.up.Send(ctx, n); err != nil {
-			c.log.Debug("ending a subscriptions/listen failed", "err", err)
-		} else if c.o.OneSession {
-			// The upstream keeps one listen per session and forgets
-			// it when any listen ends (the Go SDK does): the next one
-			// is opened only once the old one has ended.
-			select {
-			case <-c.listenEnded:
-			case <-ctx.Done():
-			}
+	return want
+}
+
+// endListen cancels the subscriptions/listen whose id is old. With
+// Options.OneSession it then waits (within ctx) for that listen to end,
+// because such an upstream keeps one listen per session and forgets it
+// when any listen ends (the Go SDK does): the next one is opened only once
+// the old one has ended.
+func (c *Conn) endListen(ctx context.Context, old []byte) {
+	n := jsonrpc.Notification(jsonrpc.MethodCancelled, map[string]any{"requestId": json.RawMessage(old), "reason": "subscriptions changed"})
+	if err := c.up.Send(ctx, n); err != nil {
+		c.log.Debug("ending a subscriptions/listen failed", "err", err)
+		return
+	}
+	if c.o.OneSession {
+		select {
+		case <-c.listenEnded:
+		case <-ctx.Done():
 		}
 	}
-	// settle answers the client's (un)subscribe once: {} when the listen
-	// is acknowledged (or not heard of within ackWait), an error when it
-	// could not be opened.
+}
+
+// settler returns the function that answers the client's (un)subscribe
+// requests reply, once whatever calls it first: with {} when refused is ""
+// (the listen is acknowledged, or not heard of within ackWait), with an
+// error saying refused when the listen could not be opened or ended.
+func (c *Conn) settler(reply [][]byte) func(refused string) {
 	var once sync.Once
-	settle := func(refused string) {
+	return func(refused string) {
 		once.Do(func() {
 			for _, id := range reply {
 				if refused != "" {
@@ -489,11 +544,13 @@ func (c *Conn) relistenLocked(reply [][]byte) {
 			}
 		})
 	}
+}
+
+// openListen sends a subscriptions/listen for want and settles the
+// client's (un)subscribe when the upstream acknowledges it, when it ends
+// or fails, or after ackWait, whichever comes first.
+func (c *Conn) openListen(ctx context.Context, want map[string]any, settle func(refused string)) {
 	acked := func() { settle("") }
-	if len(want) == 0 {
-		acked()
-		return
-	}
 	ended := make(chan struct{})
 	c.listenEnded = ended
 	id, err := c.ask(ctx, "subscriptions/listen", map[string]any{"notifications": want}, 0, func(r *jsonrpc.Message) {
@@ -744,30 +801,62 @@ func (c *Conn) response(m *jsonrpc.Message) {
 }
 
 // inputLocked turns an input_required result into the server requests
-// that ask the client, and records them as cl's asks.
+// that ask the client, and records them as cl's asks. c.mu is held.
 func (c *Conn) inputLocked(cl *call, result []byte) ([]*jsonrpc.Message, error) {
 	cl.rounds++
 	if cl.rounds > c.o.MaxRounds {
 		return nil, fmt.Errorf("the upstream asked for input more than %d times", c.o.MaxRounds)
 	}
 	var r struct {
-		InputRequests map[string]struct {
-			Method string          `json:"method"`
-			Params json.RawMessage `json:"params"`
-		} `json:"inputRequests"`
-		RequestState json.RawMessage `json:"requestState"`
+		InputRequests map[string]inputRequest `json:"inputRequests"`
+		RequestState  json.RawMessage         `json:"requestState"`
 	}
 	if err := json.Unmarshal(result, &r); err != nil {
 		return nil, fmt.Errorf("the upstream's input_required result is malformed: %w", err)
 	}
-	if len(r.InputRequests) == 0 {
+	keys, err := c.askableLocked(r.InputRequests)
+	if err != nil {
+		return nil, err
+	}
+	cl.state, cl.answers, cl.failed, cl.askIDs = nil, map[string]json.RawMessage{}, nil, nil
+	if len(r.RequestState) > 0 && string(r.RequestState) != "null" {
+		if cl.state, err = expandState(r.RequestState); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]*jsonrpc.Message, 0, len(keys))
+	for _, key := range keys {
+		m, err := c.askLocked(cl, key, r.InputRequests[key])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	cl.waiting = len(keys)
+	return out, nil
+}
+
+// inputRequest is one member of an input_required result's inputRequests:
+// a server request for the client.
+type inputRequest struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+// askableLocked returns the keys of reqs in a stable order (the order the
+// client is asked in), or an error when they cannot be asked: none at all
+// (the upstream is busy), more than the Conn holds at once, a method the
+// proxy cannot ask a session-era client for, or one that needs a
+// capability the client did not declare. c.mu is held.
+func (c *Conn) askableLocked(reqs map[string]inputRequest) ([]string, error) {
+	if len(reqs) == 0 {
 		return nil, errors.New("the upstream is busy (input_required without input requests); try again later")
 	}
-	if len(c.asks)+len(r.InputRequests) > c.o.MaxAsks {
+	if len(c.asks)+len(reqs) > c.o.MaxAsks {
 		return nil, errors.New("the upstream asked the client for more input at once than the proxy holds")
 	}
-	keys := make([]string, 0, len(r.InputRequests))
-	for key, in := range r.InputRequests {
+	keys := make([]string, 0, len(reqs))
+	for key, in := range reqs {
 		if need, ok := capabilityOf[in.Method]; !ok {
 			return nil, fmt.Errorf("the upstream asked for %q, which the proxy cannot ask a session-era client for", in.Method)
 		} else if jsonrpc.RawMember(c.caps, need) == nil {
@@ -775,37 +864,39 @@ func (c *Conn) inputLocked(cl *call, result []byte) ([]*jsonrpc.Message, error) 
 		}
 		keys = append(keys, key)
 	}
-	slices.Sort(keys) // asked in a stable order
-	cl.state, cl.answers, cl.failed, cl.askIDs = nil, map[string]json.RawMessage{}, nil, nil
-	if len(r.RequestState) > 0 && string(r.RequestState) != "null" {
-		cl.state = r.RequestState
-		if spill.HasMarkers(cl.state) {
-			// It goes back upstream, where a spilled string's marker
-			// means nothing: its bytes go instead.
-			var b bytes.Buffer
-			if err := spill.Expand(&b, cl.state); err != nil {
-				return nil, fmt.Errorf("the upstream's requestState is lost: %w", err)
-			}
-			cl.state = b.Bytes()
-		}
+	slices.Sort(keys)
+	return keys, nil
+}
+
+// expandState returns the requestState to send back upstream with its
+// spilled strings expanded: upstream, a spilled string's marker means
+// nothing, so its bytes go instead.
+func expandState(state json.RawMessage) (json.RawMessage, error) {
+	if !spill.HasMarkers(state) {
+		return state, nil
 	}
-	var out []*jsonrpc.Message
-	for _, key := range keys {
-		in := r.InputRequests[key]
-		c.next++
-		id := strconv.AppendUint([]byte(askPrefix), c.next, 10)
-		id = append(id, '"')
-		c.asks[jsonrpc.Key(id)] = &ask{c: cl, key: key, method: in.Method}
-		cl.askIDs = append(cl.askIDs, string(id))
-		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": in.Method, "params": json.RawMessage(objectOr(in.Params))})
-		r, err := jsonrpc.DecodeMessage(b)
-		if err != nil {
-			return nil, fmt.Errorf("the upstream's %s request is malformed: %w", in.Method, err)
-		}
-		out = append(out, r)
+	var b bytes.Buffer
+	if err := spill.Expand(&b, state); err != nil {
+		return nil, fmt.Errorf("the upstream's requestState is lost: %w", err)
 	}
-	cl.waiting = len(keys)
-	return out, nil
+	return b.Bytes(), nil
+}
+
+// askLocked mints an id for the server request in (the input key of cl
+// named key), records it as one of cl's asks, and returns the request to
+// send the client. c.mu is held.
+func (c *Conn) askLocked(cl *call, key string, in inputRequest) (*jsonrpc.Message, error) {
+	c.next++
+	id := strconv.AppendUint([]byte(askPrefix), c.next, 10)
+	id = append(id, '"')
+	c.asks[jsonrpc.Key(id)] = &ask{c: cl, key: key, method: in.Method}
+	cl.askIDs = append(cl.askIDs, string(id))
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(id), "method": in.Method, "params": json.RawMessage(objectOr(in.Params))})
+	m, err := jsonrpc.DecodeMessage(b)
+	if err != nil {
+		return nil, fmt.Errorf("the upstream's %s request is malformed: %w", in.Method, err)
+	}
+	return m, nil
 }
 
 // askPrefix starts the ids of the Conn's server requests, raw.
