@@ -133,9 +133,32 @@ func (c *Conn) openLegacy(ctx context.Context) (post string, rd *sse.Reader, bod
 		}
 		return "", nil, nil, nil, fmt.Errorf("httpclient: connecting to the legacy upstream: %w", err)
 	}
-	req, err := http.NewRequestWithContext(sctx, http.MethodGet, c.o.URL, nil)
+	resp, err := c.getEventStream(sctx)
 	if err != nil {
 		return fail(err)
+	}
+	guard = stall.Events(resp.Body, c.o.StallTimeout)
+	rd = sse.NewReader(guard, c.o.MaxMessage)
+	if c.o.Spool != nil {
+		rd.Spool(c.o.Spool) // the answers of a legacy server come on this stream
+	}
+	post, err = c.readEndpoint(rd)
+	if err == nil && (!timer.Stop() || !stop()) {
+		err = errors.New("timed out")
+	}
+	if err != nil {
+		resp.Body.Close()
+		return fail(err)
+	}
+	return post, rd, &bodyCloser{resp.Body, cancel}, guard, nil
+}
+
+// getEventStream sends the GET that opens a legacy event stream and
+// returns the response when it is one: 200 and text/event-stream.
+func (c *Conn) getEventStream(ctx context.Context) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.o.URL, nil)
+	if err != nil {
+		return nil, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	if c.o.Header != nil {
@@ -143,41 +166,37 @@ func (c *Conn) openLegacy(ctx context.Context) (post string, rd *sse.Reader, bod
 	}
 	resp, err := c.roundTrip(req)
 	if err != nil {
-		return fail(err)
+		return nil, err
 	}
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
 		discard(resp)
-		return fail(fmt.Errorf("GET answered %s (%s)", resp.Status, ct))
+		return nil, fmt.Errorf("GET answered %s (%s)", resp.Status, ct)
 	}
-	guard = stall.Events(resp.Body, c.o.StallTimeout)
-	rd = sse.NewReader(guard, c.o.MaxMessage)
-	if c.o.Spool != nil {
-		rd.Spool(c.o.Spool) // the answers of a legacy server come on this stream
-	}
+	return resp, nil
+}
+
+// readEndpoint reads the stream's first event, which must be the endpoint
+// event, and returns the URL to post messages to: the endpoint resolved
+// against the configured URL, on its origin (messages and credentials are
+// never posted to another), with the configured URL's query added.
+func (c *Conn) readEndpoint(rd *sse.Reader) (string, error) {
 	var ev sse.Event
 	for ev.Name != "endpoint" {
+		var err error
 		if ev, err = rd.Next(); err != nil {
-			resp.Body.Close()
-			return fail(fmt.Errorf("no endpoint event: %w", err))
+			return "", fmt.Errorf("no endpoint event: %w", err)
 		}
 		if ev.HasData && ev.Name != "endpoint" {
-			resp.Body.Close()
-			return fail(errors.New("the stream did not start with an endpoint event"))
+			return "", errors.New("the stream did not start with an endpoint event")
 		}
 	}
 	ep, err := c.base.Parse(strings.TrimSpace(string(ev.Data)))
 	if err != nil || !httpx.SameOrigin(ep, c.base) {
-		// Never post messages (and credentials) to another origin.
-		resp.Body.Close()
-		return fail(fmt.Errorf("a bad endpoint %q", truncate(ev.Data)))
+		return "", fmt.Errorf("a bad endpoint %q", truncate(ev.Data))
 	}
 	addQuery(ep, c.base)
-	if !timer.Stop() || !stop() {
-		resp.Body.Close()
-		return fail(errors.New("timed out"))
-	}
-	return ep.String(), rd, &bodyCloser{resp.Body, cancel}, guard, nil
+	return ep.String(), nil
 }
 
 // addQuery adds to the endpoint the configured URL's query parameters it

@@ -76,17 +76,38 @@ func (c *Conn) reinit(ctx context.Context, old *session) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
+	s, err := c.replayInitialize(ctx, init)
+	if err != nil {
+		return err
+	}
+	if ready != nil {
+		if err := c.replayInitialized(ctx, ready, s); err != nil {
+			s.end()
+			return err
+		}
+	}
+	c.useSession(s)
+	if ready != nil {
+		c.sessionReady()
+	}
+	return nil
+}
+
+// replayInitialize sends the remembered initialize again, with an id of
+// the Conn's own so that its answer stays here, and returns the new
+// session once the upstream answered it without an error.
+func (c *Conn) replayInitialize(ctx context.Context, init *jsonrpc.Message) (*session, error) {
 	answer := make(chan *jsonrpc.Message, 1)
 	ex := c.start(init.WithID([]byte(`"spillway-reinitialize"`)), answer)
 	resp, _, err := c.do(ctx, ex, nil, nil)
 	if err != nil {
 		c.finish(ex)
-		return err
+		return nil, err
 	}
 	if resp.StatusCode >= 300 {
 		discard(resp)
 		c.finish(ex)
-		return fmt.Errorf("httpclient: initializing again: the upstream answered %s", resp.Status)
+		return nil, fmt.Errorf("httpclient: initializing again: the upstream answered %s", resp.Status)
 	}
 	s := c.makeSession(resp.Header.Get("Mcp-Session-Id"))
 	c.goSafe("reading a replayed initialize", func() { c.read(ex, resp) })
@@ -98,24 +119,25 @@ func (c *Conn) reinit(ctx context.Context, old *session) error {
 	case <-ctx.Done():
 		err = fmt.Errorf("httpclient: initializing again: %w", ctx.Err())
 	}
-	if err == nil && ready != nil {
-		ex := c.start(ready, nil)
-		var resp *http.Response
-		if resp, _, err = c.do(ctx, ex, s, nil); err == nil {
-			discard(resp)
-			if resp.StatusCode >= 300 {
-				err = fmt.Errorf("httpclient: initializing again: the upstream answered %s to notifications/initialized", resp.Status)
-			}
-		}
-		c.finish(ex)
-	}
 	if err != nil {
 		s.end()
+		return nil, err
+	}
+	return s, nil
+}
+
+// replayInitialized sends the remembered notifications/initialized again,
+// in the new session s.
+func (c *Conn) replayInitialized(ctx context.Context, ready *jsonrpc.Message, s *session) error {
+	ex := c.start(ready, nil)
+	defer c.finish(ex)
+	resp, _, err := c.do(ctx, ex, s, nil)
+	if err != nil {
 		return err
 	}
-	c.useSession(s)
-	if ready != nil {
-		c.sessionReady()
+	discard(resp)
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("httpclient: initializing again: the upstream answered %s to notifications/initialized", resp.Status)
 	}
 	return nil
 }
