@@ -382,28 +382,13 @@ type FetchOptions struct {
 // http.DefaultClient. Errors: ErrMalformedDigest, ErrNoDigest, ErrExpired
 // before any request; ErrIntegrity; the service's *Error; ErrUnavailable.
 func Fetch(ctx context.Context, hc *http.Client, url string, w io.Writer, o FetchOptions) (int64, error) {
-	var err error
-	if o.SHA256 != "" {
-		if o.SHA256, err = parseDigest(o.SHA256); err != nil {
-			return 0, err
-		}
-	} else if o.RequireSHA256 {
-		return 0, fmt.Errorf("%w: pass the link's %s", ErrNoDigest, MetaSHA256)
-	}
-	if !o.ExpiresAt.IsZero() && !time.Now().Before(o.ExpiresAt) {
-		return 0, fmt.Errorf("link expired at %s: %w", o.ExpiresAt.Format(time.RFC3339), ErrExpired)
+	if err := o.prepare(); err != nil {
+		return 0, err
 	}
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	retries := o.Retries
-	if retries == 0 {
-		retries = 5
-	}
-	maxWait := o.MaxRetryWait
-	if maxWait <= 0 {
-		maxWait = 10 * time.Second
-	}
+	retries, maxWait := o.retryLimits()
 	h := sha256.New()
 	var done, total int64 = 0, -1
 	etag := ""
@@ -417,17 +402,12 @@ func Fetch(ctx context.Context, hc *http.Client, url string, w io.Writer, o Fetc
 			attempt-- // not a failure: each such answer brings at least a byte
 			continue
 		}
-		if errors.Is(err, ErrIntegrity) || ctx.Err() != nil || attempt >= retries {
+		if ctx.Err() != nil || attempt >= retries {
 			return done, err
 		}
-		wait := min(time.Duration(50<<min(attempt, 16))*time.Millisecond, maxWait) // a broken connection
-		if se := (*Error)(nil); errors.As(err, &se) {
-			if !errors.Is(se, ErrUnavailable) {
-				return done, err
-			}
-			if se.RetryAfter > 0 {
-				wait = min(se.RetryAfter, maxWait)
-			}
+		wait, ok := retryWait(err, attempt, maxWait)
+		if !ok {
+			return done, err
 		}
 		select {
 		case <-time.After(wait):
@@ -438,6 +418,64 @@ func Fetch(ctx context.Context, hc *http.Client, url string, w io.Writer, o Fetc
 	return done, verify(h, done, total, etag, o)
 }
 
+// prepare checks o before any request is sent: the digest, when given, is
+// well-formed (and is kept in its canonical form), one is given when
+// RequireSHA256 is set, and the link has not expired.
+func (o *FetchOptions) prepare() error {
+	var err error
+	if o.SHA256 != "" {
+		if o.SHA256, err = parseDigest(o.SHA256); err != nil {
+			return err
+		}
+	} else if o.RequireSHA256 {
+		return fmt.Errorf("%w: pass the link's %s", ErrNoDigest, MetaSHA256)
+	}
+	if !o.ExpiresAt.IsZero() && !time.Now().Before(o.ExpiresAt) {
+		return fmt.Errorf("link expired at %s: %w", o.ExpiresAt.Format(time.RFC3339), ErrExpired)
+	}
+	return nil
+}
+
+// retryLimits is o's Retries and MaxRetryWait, with their defaults.
+func (o *FetchOptions) retryLimits() (retries int, maxWait time.Duration) {
+	retries, maxWait = o.Retries, o.MaxRetryWait
+	if retries == 0 {
+		retries = 5
+	}
+	if maxWait <= 0 {
+		maxWait = 10 * time.Second
+	}
+	return retries, maxWait
+}
+
+// retryWait says whether a failed attempt (the attempt-th, from 0) is
+// worth another, and after how long: a broken connection is retried after
+// a pause that doubles from 50 ms, an unavailable service after its
+// Retry-After; neither waits past maxWait. A failed integrity check or
+// any other answer of the service is final.
+func retryWait(err error, attempt int, maxWait time.Duration) (time.Duration, bool) {
+	if errors.Is(err, ErrIntegrity) {
+		return 0, false
+	}
+	wait := min(time.Duration(50<<min(attempt, 16))*time.Millisecond, maxWait)
+	if se := (*Error)(nil); errors.As(err, &se) {
+		if !errors.Is(se, ErrUnavailable) {
+			return 0, false
+		}
+		if se.RetryAfter > 0 {
+			wait = min(se.RetryAfter, maxWait)
+		}
+	}
+	return wait, true
+}
+
+// fetchOnce sends one GET for the bytes of url from offset from on (a
+// Range request, If-Range on etag, once some arrived) and copies what it
+// answers to w, returning how many bytes it wrote. It keeps the response's
+// ETag in *etag and the artifact's size, once known, in *total (-1 until
+// then). An answer that does not fit what was asked or announced is
+// ErrIntegrity; a broken connection is ErrUnavailable; a 206 that ends
+// before the artifact does is errRangeShort.
 func fetchOnce(ctx context.Context, hc *http.Client, url string, w io.Writer, from int64, etag *string, total *int64, progress func(int64, int64)) (int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -454,25 +492,9 @@ func fetchOnce(ctx context.Context, hc *http.Client, url string, w io.Writer, fr
 		return 0, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
 	defer resp.Body.Close()
-	end := int64(-1) // the offset the body ends at, when announced
-	switch {
-	case resp.StatusCode == http.StatusOK && from == 0:
-		*total = resp.ContentLength
-		end = *total
-	case resp.StatusCode == http.StatusPartialContent && from > 0:
-		cr := resp.Header.Get("Content-Range")
-		start, last, size, ok := contentRange(cr)
-		if !ok || start != from || (*total >= 0 && size != *total) || (resp.ContentLength >= 0 && resp.ContentLength != last-start+1) {
-			return 0, fmt.Errorf("asked for bytes %d-, got %q with %d bytes: %w", from, cr, resp.ContentLength, ErrIntegrity)
-		}
-		*total, end = size, last+1
-	case resp.StatusCode == http.StatusPartialContent:
-		return 0, fmt.Errorf("a 206 (%s) to a request for the whole artifact: %w", resp.Header.Get("Content-Range"), ErrIntegrity)
-	case resp.StatusCode == http.StatusOK:
-		// The bytes already written cannot be taken back.
-		return 0, fmt.Errorf("the artifact changed during the download: %w", ErrIntegrity)
-	default:
-		return 0, errorFrom(resp)
+	end, err := checkAnswer(resp, from, total)
+	if err != nil {
+		return 0, err
 	}
 	if e := resp.Header.Get("ETag"); e != "" {
 		*etag = e
@@ -481,6 +503,44 @@ func fetchOnce(ctx context.Context, hc *http.Client, url string, w io.Writer, fr
 	if end >= 0 { // one byte past the end shows a body longer than announced
 		body = io.LimitReader(resp.Body, end-from+1)
 	}
+	return copyBody(w, body, from, end, *total, progress)
+}
+
+// checkAnswer checks that resp answers a request for the bytes from offset
+// from on: a 200 to a request from 0, a 206 whose Content-Range starts at
+// from and agrees with *total otherwise. It sets *total to the artifact's
+// size as announced (-1 when not) and returns the offset the body ends at
+// (-1 when not announced).
+func checkAnswer(resp *http.Response, from int64, total *int64) (end int64, err error) {
+	switch {
+	case resp.StatusCode == http.StatusOK && from == 0:
+		*total = resp.ContentLength
+		return *total, nil
+	case resp.StatusCode == http.StatusPartialContent && from > 0:
+		cr := resp.Header.Get("Content-Range")
+		start, last, size, ok := contentRange(cr)
+		if !ok || start != from || (*total >= 0 && size != *total) || (resp.ContentLength >= 0 && resp.ContentLength != last-start+1) {
+			return -1, fmt.Errorf("asked for bytes %d-, got %q with %d bytes: %w", from, cr, resp.ContentLength, ErrIntegrity)
+		}
+		*total = size
+		return last + 1, nil
+	case resp.StatusCode == http.StatusPartialContent:
+		return -1, fmt.Errorf("a 206 (%s) to a request for the whole artifact: %w", resp.Header.Get("Content-Range"), ErrIntegrity)
+	case resp.StatusCode == http.StatusOK:
+		// The bytes already written cannot be taken back.
+		return -1, fmt.Errorf("the artifact changed during the download: %w", ErrIntegrity)
+	default:
+		return -1, errorFrom(resp)
+	}
+}
+
+// copyBody copies body, the bytes of an artifact of total bytes (-1:
+// unknown) from offset from on, to w, and reports progress after each
+// write. end is the offset the body should end at (-1: not announced): a
+// body that goes past it is ErrIntegrity, one that ends before it
+// ErrUnavailable (the connection broke), and one that ends before total
+// errRangeShort.
+func copyBody(w io.Writer, body io.Reader, from, end, total int64, progress func(int64, int64)) (int64, error) {
 	var n int64
 	buf := make([]byte, 256<<10)
 	for {
@@ -494,14 +554,14 @@ func fetchOnce(ctx context.Context, hc *http.Client, url string, w io.Writer, fr
 			}
 			n += int64(k)
 			if progress != nil {
-				progress(from+n, *total)
+				progress(from+n, total)
 			}
 		}
 		if rerr == io.EOF {
 			switch {
 			case end >= 0 && from+n < end:
-				return n, fmt.Errorf("%w: connection closed at %d of %d bytes", ErrUnavailable, from+n, *total)
-			case *total >= 0 && from+n < *total: // a 206 whose range ends early
+				return n, fmt.Errorf("%w: connection closed at %d of %d bytes", ErrUnavailable, from+n, total)
+			case total >= 0 && from+n < total: // a 206 whose range ends early
 				return n, errRangeShort
 			}
 			return n, nil
@@ -540,6 +600,11 @@ func digits(s string) (int64, bool) {
 	return n, err == nil
 }
 
+// verify checks a whole download of done bytes whose SHA-256 is in h: its
+// size against o.Size and the size the server announced (total, -1 if
+// none), and its digest against o.SHA256 or, without one, the digest the
+// ETag carries (none for a weak or foreign ETag). A mismatch is
+// ErrIntegrity.
 func verify(h hash.Hash, done, total int64, etag string, o FetchOptions) error {
 	if o.Size > 0 && done != o.Size {
 		return fmt.Errorf("got %d bytes, want %d: %w", done, o.Size, ErrIntegrity)
