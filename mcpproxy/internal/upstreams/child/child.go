@@ -392,6 +392,9 @@ func (r *trackedReader) close() {
 	})
 }
 
+// Read reads the child's stdout, noting when a read is in progress for
+// blockedFor and timing a read that starts mid-message for the stall
+// watch.
 func (r *trackedReader) Read(p []byte) (int, error) {
 	r.readAt.Store(time.Now().UnixNano())
 	timed := r.mid && r.stall != nil
@@ -415,8 +418,10 @@ func (r *trackedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// finished reports whether a read returned an error (the end of stdout).
 func (r *trackedReader) finished() bool { return r.done.Load() }
 
+// blockedFor is how long the read in progress has waited; 0 if none is.
 func (r *trackedReader) blockedFor() time.Duration {
 	at := r.readAt.Load()
 	if at == 0 {

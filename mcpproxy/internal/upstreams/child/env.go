@@ -19,6 +19,8 @@ var inherited = []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "TZ
 // inheritedWindows are what programs on Windows cannot start without.
 var inheritedWindows = []string{"SYSTEMROOT", "WINDIR", "COMSPEC", "PATHEXT", "TEMP", "TMP", "USERPROFILE", "APPDATA", "LOCALAPPDATA"}
 
+// isInherited reports whether a child gets the variable name from
+// Spillway's environment without it being configured.
 func isInherited(name string) bool {
 	if strings.HasPrefix(name, "LC_") {
 		return true

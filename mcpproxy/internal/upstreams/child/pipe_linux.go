@@ -18,12 +18,13 @@ const stdoutPipe = 256 << 10
 // default) every new pipe of the user gets two pages.
 var maxGrownPipes int64 = 64 // a var for tests
 
+// grownPipes counts the pipes growPipe grew that are not closed yet.
 var grownPipes atomic.Int64
 
-// growPipe gives the read end f of a pipe stdoutPipe of capacity, if
-// fewer than maxGrownPipes are grown; it reports whether it did (the
-// caller then calls shrunk once the pipe is closed). Failure leaves the
-// pipe as it was: it is only slower.
+// growPipe raises the capacity of the pipe whose read end is f to
+// stdoutPipe bytes, unless maxGrownPipes pipes are grown already. It
+// reports whether it did; the caller then calls shrunk once the pipe is
+// closed. On failure the pipe keeps its capacity: it is only slower.
 func growPipe(f *os.File) bool {
 	if grownPipes.Add(1) > maxGrownPipes {
 		grownPipes.Add(-1)

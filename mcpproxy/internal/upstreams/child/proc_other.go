@@ -15,9 +15,11 @@ var (
 	killSignal = os.Kill
 )
 
+// ownGroup does nothing: process groups are a Unix mechanism.
 func ownGroup(*exec.Cmd) {}
 
-// runAs: another user's credentials are a Unix mechanism.
+// runAs fails unless u is nil: running a child as another user needs
+// Unix credentials.
 func runAs(_ *exec.Cmd, u *User) error {
 	if u != nil {
 		return errors.New("child: running an upstream as another user is supported on Unix only")
@@ -25,4 +27,5 @@ func runAs(_ *exec.Cmd, u *User) error {
 	return nil
 }
 
+// signalGroup kills the child, whatever the signal (see termSignal).
 func signalGroup(p *os.Process, _ os.Signal) { _ = p.Kill() }

@@ -37,12 +37,15 @@ type stderrLog struct {
 	skipped int              // lines not logged since the last one that was
 }
 
+// setLogger replaces the logger, once the child's pid is known.
 func (s *stderrLog) setLogger(log *slog.Logger) {
 	s.mu.Lock()
 	s.log = log
 	s.mu.Unlock()
 }
 
+// Write logs every line p completes and keeps the start of the next. It
+// always takes all of p and never fails.
 func (s *stderrLog) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -80,6 +83,8 @@ func (s *stderrLog) flush() {
 	}
 }
 
+// emit logs the current line, if the rate limit allows, and starts the
+// next.
 func (s *stderrLog) emit() {
 	defer func() { s.line, s.dropped = s.line[:0], 0 }()
 	if !s.log.Enabled(context.Background(), slog.LevelDebug) || !s.allow() {

@@ -151,6 +151,8 @@ type Conn struct {
 	calls   map[string]*exchange
 }
 
+// sendReq is one Send waiting for the sender goroutine; res gets the
+// result of sending m.
 type sendReq struct {
 	ctx context.Context
 	m   *jsonrpc.Message
@@ -274,7 +276,9 @@ func (c *Conn) fail(err error) {
 	})
 }
 
-// sleep waits d, or less when the connection or ctx ends (false then).
+// sleep waits d and reports true, or returns false as soon as ctx ends.
+// Its callers pass a context that ends with the connection (c.life, or
+// one derived from it).
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -29,6 +29,9 @@ import (
 // endpointWait bounds the wait for a legacy stream's endpoint event.
 const endpointWait = 10 * time.Second
 
+// legacyConn is a Conn's state when the upstream speaks the legacy
+// transport: the endpoint of the current stream and the requests that wait
+// for their answers on it.
 type legacyConn struct {
 	c *Conn
 
@@ -115,10 +118,11 @@ func (l *legacyConn) connectLocked(ctx context.Context) error {
 	return nil
 }
 
-// openLegacy opens a legacy event stream and waits (≤ 10 s) for its
-// endpoint event; the stream lives until the Conn closes or body is. Its
-// events' data goes through Options.Spool, and guard closes it when it
-// stalls mid-event (Options.StallTimeout).
+// openLegacy opens a legacy event stream and waits (at most endpointWait)
+// for its endpoint event, whose URL it returns as post. The stream lives
+// until the Conn closes or the caller closes body. Its events' data goes
+// through Options.Spool, and guard closes it when it stalls mid-event
+// (Options.StallTimeout).
 func (c *Conn) openLegacy(ctx context.Context) (post string, rd *sse.Reader, body io.ReadCloser, guard *stall.Reader, err error) {
 	sctx, cancel := context.WithCancel(c.life)
 	timer := time.AfterFunc(endpointWait, cancel)

@@ -294,6 +294,7 @@ func (c *Conn) answerError(ex *exchange, msg string) {
 	c.deliver(ex, jsonrpc.ErrorResponse(ex.m.ID, jsonrpc.CodeUpstream, msg))
 }
 
+// tooLarge is the error message for an upstream message over MaxMessage.
 func (c *Conn) tooLarge() string {
 	return fmt.Sprintf("upstream message exceeds the %d byte limit", c.o.MaxMessage)
 }
@@ -352,6 +353,7 @@ func discard(resp *http.Response) {
 	resp.Body.Close()
 }
 
+// describe names m in an error: its method, or "a response".
 func describe(m *jsonrpc.Message) string {
 	if m.HasMethod() {
 		return m.Method

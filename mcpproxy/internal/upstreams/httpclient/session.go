@@ -24,6 +24,8 @@ type session struct {
 // newSession starts the session an initialize response created.
 func (c *Conn) newSession(id string) { c.useSession(c.makeSession(id)) }
 
+// makeSession returns a session with the id the server gave ("" for
+// none) whose context ends with the connection's.
 func (c *Conn) makeSession(id string) *session {
 	s := &session{id: id}
 	s.ctx, s.end = context.WithCancel(c.life)

@@ -76,8 +76,8 @@ func (c *Conn) stream(ex *exchange, body io.ReadCloser) {
 	}
 }
 
-// errNoStream: the server answered a GET with something other than an
-// event stream (405: it offers none).
+// errNoStream is the error of a GET the server answered with something
+// other than an event stream (405: it offers none).
 var errNoStream = errors.New("no event stream")
 
 // get opens the session's event stream with GET, resuming after last

@@ -164,11 +164,13 @@ func New(up mux.Conn, o Options) *Conn { return start(up, o, bridging) }
 // the Conn passes everything on as it is for ever (a session-era server
 // costs nothing more); if the upstream refuses it and its server/discover
 // offers 2026-07-28, the Conn bridges from then on and answers the
-// initialize from server/discover. For upstreams that refuse what they
-// do not speak (a stdio child is asked nothing before its client's first
-// message).
+// initialize from server/discover. It is meant for an upstream that
+// refuses what it does not speak and cannot be asked beforehand, such as a
+// stdio child, which is sent nothing before its client's first message.
 func NewAuto(up mux.Conn, o Options) *Conn { return start(up, o, unknown) }
 
+// start returns a Conn over up in mode, o's defaults filled in, and starts
+// the goroutine that routes what the upstream sends.
 func start(up mux.Conn, o Options, mode int32) *Conn {
 	if o.MaxRounds <= 0 {
 		o.MaxRounds = DefaultMaxRounds
@@ -193,7 +195,7 @@ func start(up mux.Conn, o Options, mode int32) *Conn {
 // upstream connection ends.
 func (c *Conn) Recv() <-chan *jsonrpc.Message { return c.recv }
 
-// Err is the upstream connection's.
+// Err says why the upstream connection ended (its own Err).
 func (c *Conn) Err() error { return c.up.Err() }
 
 // Close closes the upstream connection; Recv closes once it has ended.
@@ -240,6 +242,10 @@ func (c *Conn) Send(ctx context.Context, m *jsonrpc.Message) error {
 	}
 }
 
+// request takes a request of the bridged session's client: it answers
+// what the session era keeps in the session (initialize, ping,
+// logging/setLevel, resources/(un)subscribe), refuses tasks, and sends
+// anything else upstream with the session's _meta.
 func (c *Conn) request(ctx context.Context, m *jsonrpc.Message) error {
 	switch {
 	case m.Method == "initialize":
@@ -597,6 +603,9 @@ func (c *Conn) firstListen() {
 	}
 }
 
+// notification takes a notification of the bridged session's client:
+// those the stateless era has no use for are dropped, a cancellation also
+// ends the call's asks, and the rest go upstream.
 func (c *Conn) notification(ctx context.Context, m *jsonrpc.Message) error {
 	switch m.Method {
 	case "notifications/initialized", "notifications/roots/list_changed":
@@ -760,6 +769,10 @@ func (c *Conn) learn(m *jsonrpc.Message) {
 	}()
 }
 
+// response routes an upstream response while bridging: to the Conn's own
+// request it answers, or to the client's call, whose input_required result
+// becomes requests to the client and whose final answer is passed on as
+// the session era reads it. It runs on the routing goroutine.
 func (c *Conn) response(m *jsonrpc.Message) {
 	k := jsonrpc.Key(m.ID)
 	c.mu.Lock()
@@ -909,8 +922,9 @@ var capabilityOf = map[string]string{
 	"roots/list":             "roots",
 }
 
-// serverNotification is what the client gets of an upstream
-// notification; nil drops it.
+// serverNotification returns the upstream notification m as the client
+// gets it, or nil to drop it: a listen's acknowledgement is the Conn's own
+// business, and a log message below the session's level is dropped.
 func (c *Conn) serverNotification(m *jsonrpc.Message) *jsonrpc.Message {
 	switch m.Method {
 	case "notifications/subscriptions/acknowledged":
