@@ -38,6 +38,9 @@ type decisionLog struct {
 	lastErrLog, errsAtLastLog int64 // writer goroutine only
 }
 
+// newDecisionLog starts the goroutine that writes lines to w: at most
+// lines wait (defaultLogQueue if ≤ 0); flush bounds how long Close waits
+// for them (defaultLogFlush if ≤ 0).
 func newDecisionLog(w io.Writer, lines int, flush time.Duration, log *slog.Logger) *decisionLog {
 	if lines <= 0 {
 		lines = defaultLogQueue
@@ -71,6 +74,8 @@ func (d *decisionLog) enqueue(line []byte) {
 	}
 }
 
+// run writes queued lines until stop is closed, then the lines still
+// queued, and closes done.
 func (d *decisionLog) run() {
 	defer close(d.done)
 	for {
@@ -90,6 +95,8 @@ func (d *decisionLog) run() {
 	}
 }
 
+// write writes one line; a failure is counted and logged at most once
+// per logErrorEvery.
 func (d *decisionLog) write(line []byte) {
 	d.queued.Add(-int64(len(line)))
 	n, err := d.w.Write(line)

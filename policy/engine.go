@@ -61,7 +61,9 @@ type Options struct {
 	DecisionTimeout time.Duration
 	// PollInterval is how often Watch looks for changes; default 1s.
 	PollInterval time.Duration
-	Logger       *slog.Logger
+	// Logger receives the engine's own messages (reloads, refusals,
+	// failed decisions); nil means slog.Default().
+	Logger *slog.Logger
 
 	// afterRead, when set (tests only), runs once the policy's files are
 	// read, before they are compiled.
@@ -97,6 +99,9 @@ type Engine struct {
 	evalTimeouts  atomic.Int64
 }
 
+// compiled is one policy ready to evaluate: its prepared queries and
+// what names it. It is never changed once built, so a decision reads the
+// one it loaded while a reload swaps in another.
 type compiled struct {
 	revision, digest     string
 	fetch, offload, mint rego.PreparedEvalQuery
@@ -104,8 +109,9 @@ type compiled struct {
 	builtin              bool                    // the embedded policy: Fetch decides natively
 }
 
-// New compiles the policy named by o and, for a folder or bundle, runs
-// its Rego tests: a policy whose tests fail is refused.
+// New loads the policy named by o, runs its Rego tests (the built-in
+// policy's too) and compiles it: a policy whose tests fail is refused.
+// With o.Candidate, the dry-run candidate is loaded the same way.
 func New(ctx context.Context, o Options) (*Engine, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -160,6 +166,8 @@ func checkBundleKey(o Options) error {
 	return nil
 }
 
+// describe names the policy o selects in a message: its bundle, its
+// folder, or "built-in".
 func describe(o Options) string {
 	switch {
 	case o.Bundle != "":
@@ -196,6 +204,9 @@ func (e *Engine) build(ctx context.Context, dir, bundle string) (*compiled, stri
 	return c, fp, nil
 }
 
+// compile prepares the policy's queries (fetch, offload, mint, and the
+// decision log's mask when the policy defines one) in the sandbox of
+// Capabilities.
 func (s *source) compile(ctx context.Context) (*compiled, error) {
 	caps := Capabilities()
 	prep := func(q string) (rego.PreparedEvalQuery, error) {
@@ -252,6 +263,8 @@ type input interface{ value() (ast.Value, error) }
 // noMetrics spares each evaluation a fresh metrics registry nobody reads.
 var noMetrics = metrics.NoOp()
 
+// evalOne evaluates the prepared query pq on in and returns its one
+// result as JSON; an undefined decision is an error.
 func evalOne(ctx context.Context, pq rego.PreparedEvalQuery, in input) (json.RawMessage, error) {
 	v, err := in.value()
 	if err != nil {
@@ -267,6 +280,11 @@ func evalOne(ctx context.Context, pq rego.PreparedEvalQuery, in input) (json.Raw
 	return json.Marshal(rs[0].Expressions[0].Value)
 }
 
+// eval evaluates the decision point with the enforced policy, within the
+// decision deadline, logs it and compares it with the dry-run candidate
+// when either is on, and returns the decision. On any failure it returns
+// the zero T, which denies, and an error wrapping ErrEval (and ErrDeadline
+// when the deadline passed), counted by its cause.
 func eval[T any](ctx context.Context, e *Engine, point string, pq func(*compiled) rego.PreparedEvalQuery, in input) (T, error) {
 	var zero T
 	c := e.cur.Load()
@@ -354,6 +372,8 @@ func (e *Engine) record(ctx context.Context, c *compiled, point string, pq func(
 	e.dlog.enqueue(append(line, '\n'))
 }
 
+// jsonEqual reports whether a and b are the same JSON value, whatever
+// their spacing and member order.
 func jsonEqual(a, b json.RawMessage) bool {
 	var x, y any
 	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
@@ -364,6 +384,7 @@ func jsonEqual(a, b json.RawMessage) bool {
 	return bytes.Equal(xa, ya)
 }
 
+// newID is a random decision id: 32 hex digits.
 func newID() string {
 	b := make([]byte, 16)
 	rand.Read(b)
@@ -479,6 +500,10 @@ func (e *Engine) changed(dir, bundle string, last *string) bool {
 	return fp != *last
 }
 
+// reloadEnforced loads the enforced policy again if its files changed and
+// reports whether a new one now serves. A policy that fails to load, its
+// tests, or (signed) the check against older revisions is refused, and
+// the last good one keeps serving.
 func (e *Engine) reloadEnforced(ctx context.Context) bool {
 	if !e.changed(e.o.Dir, e.o.Bundle, &e.lastPrint) {
 		return false
@@ -510,6 +535,8 @@ func (e *Engine) reloadEnforced(ctx context.Context) bool {
 	return true
 }
 
+// reloadCandidate loads the dry-run candidate again if its files changed;
+// a refused one leaves the last good candidate in place.
 func (e *Engine) reloadCandidate(ctx context.Context) {
 	if !e.changed(e.o.Candidate, "", &e.dryPrint) {
 		return

@@ -18,24 +18,30 @@ type (
 	mintInput    MintInput
 )
 
+// fields are the members of an input object, in the order they are added.
 type fields [][2]*ast.Term
 
+// add appends the member k: v.
 func (f *fields) add(k string, v *ast.Term) { *f = append(*f, ast.Item(ast.StringTerm(k), v)) }
 
+// str adds the string member k, unless omitEmpty is set and v is "".
 func (f *fields) str(k, v string, omitEmpty bool) {
 	if v != "" || !omitEmpty {
 		f.add(k, ast.StringTerm(v))
 	}
 }
 
+// num adds the number member k, unless omitEmpty is set and v is 0.
 func (f *fields) num(k string, v int64, omitEmpty bool) {
 	if v != 0 || !omitEmpty {
 		f.add(k, ast.NewTerm(ast.Number(strconv.FormatInt(v, 10))))
 	}
 }
 
+// term is the object of the members.
 func (f fields) term() *ast.Term { return ast.NewTerm(ast.NewObject(f...)) }
 
+// strArray is ss as an array of strings; nil is null.
 func strArray(ss []string) *ast.Term {
 	if ss == nil {
 		return ast.NullTerm()
@@ -47,6 +53,7 @@ func strArray(ss []string) *ast.Term {
 	return ast.ArrayTerm(ts...)
 }
 
+// artifactTerm is input.artifact, as a's JSON tags name its members.
 func artifactTerm(a ArtifactInfo) *ast.Term {
 	f := make(fields, 0, 9)
 	f.str("id", a.ID, false)
@@ -61,6 +68,7 @@ func artifactTerm(a ArtifactInfo) *ast.Term {
 	return f.term()
 }
 
+// requestTerm is input.request, as r's JSON tags name its members.
 func requestTerm(r Request) *ast.Term {
 	f := make(fields, 0, 4)
 	f.str("method", r.Method, false)
@@ -78,6 +86,7 @@ func requestTerm(r Request) *ast.Term {
 	return f.term()
 }
 
+// tokenTerm is input.token, as c's JSON tags name its members.
 func tokenTerm(c TokenClaims) *ast.Term {
 	f := make(fields, 0, 8)
 	f.str("id", c.ID, false)
@@ -91,6 +100,7 @@ func tokenTerm(c TokenClaims) *ast.Term {
 	return f.term()
 }
 
+// value is the fetch decision's input document.
 func (in fetchInput) value() (ast.Value, error) {
 	f := make(fields, 0, 5)
 	f.str("via", in.Via, false)
@@ -103,6 +113,7 @@ func (in fetchInput) value() (ast.Value, error) {
 	return f.term().Value, nil
 }
 
+// value is the offload decision's input document.
 func (in offloadInput) value() (ast.Value, error) {
 	f := make(fields, 0, 11)
 	f.str("server", in.Server, true)
@@ -121,6 +132,7 @@ func (in offloadInput) value() (ast.Value, error) {
 	return f.term().Value, nil
 }
 
+// value is the mint decision's input document.
 func (in mintInput) value() (ast.Value, error) {
 	f := make(fields, 0, 7)
 	f.add("artifact", artifactTerm(in.Artifact))
@@ -137,4 +149,5 @@ func (in mintInput) value() (ast.Value, error) {
 // query, which is off the hot path).
 type goInput struct{ v any }
 
+// value converts the Go value through OPA's JSON round trip.
 func (g goInput) value() (ast.Value, error) { return ast.InterfaceToValue(g.v) }

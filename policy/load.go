@@ -203,6 +203,8 @@ func (s *source) test(ctx context.Context) error {
 	return nil
 }
 
+// runTests runs the policy's Rego tests and reports each result, with
+// coverage when cov is set.
 func (s *source) runTests(ctx context.Context, cov *cover.Cover) (TestReport, error) {
 	r := newTestRunner(s.store)
 	if cov != nil {
@@ -238,19 +240,20 @@ func (s *source) definesMask() bool {
 	return false
 }
 
+// skipEntry reports whether the loader and fingerprint skip the entry p
+// (info, depth folders below the top), and the error that refuses the
+// folder when there is one.
+//
 // A policy folder is read through an os.Root: a symlink is followed only
 // while it stays inside the folder (a Kubernetes ConfigMap volume links
 // each file into its hidden ..data folder), and one that leaves it fails
 // the load, so a folder assembled from a less trusted source (a checkout,
 // an unpacked archive) cannot pull a host file into data. skipEntry is
-// the rest of the rule, shared by the loader and fingerprint: hidden
-// entries below the top are skipped (..data and its timestamped target
-// are reached through the visible links), and anything that is neither a
-// folder nor a regular file (a named pipe, a device, which would block or
-// never end) is an error, as is a folder nested deeper than maxDepth (a
-// link to one of its own parents).
-const maxDepth = 32
-
+// the rest of the rule: hidden entries below the top are skipped (..data
+// and its timestamped target are reached through the visible links), and
+// anything that is neither a folder nor a regular file (a named pipe, a
+// device, which would block or never end) is an error, as is a folder
+// nested deeper than maxDepth (a link to one of its own parents).
 func skipEntry(p string, info fs.FileInfo, depth int) (skip bool, err error) {
 	switch {
 	case depth > 0 && strings.HasPrefix(info.Name(), "."):
@@ -262,6 +265,9 @@ func skipEntry(p string, info fs.FileInfo, depth int) (skip bool, err error) {
 	}
 	return false, nil
 }
+
+// maxDepth is how deep a policy folder may nest folders (see skipEntry).
+const maxDepth = 32
 
 // fingerprint changes when any file of the policy changes: names and
 // contents (not modification times, which a copy or a reproducible build

@@ -12,6 +12,7 @@ type Buffer struct {
 	b  bytes.Buffer
 }
 
+// Write appends p to the buffer.
 func (s *Buffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -32,11 +32,13 @@ type Trap struct {
 	conns, reqs, opens atomic.Int64
 }
 
+// countingListener counts the connections it accepts in n.
 type countingListener struct {
 	net.Listener
 	n *atomic.Int64
 }
 
+// Accept accepts a connection and counts it.
 func (l countingListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err == nil {
