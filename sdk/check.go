@@ -65,6 +65,7 @@ func sameOrigin(a, b *url.URL) bool {
 	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
 }
 
+// port is u's port, or its scheme's default ("" for another scheme).
 func port(u *url.URL) string {
 	if p := u.Port(); p != "" {
 		return p

@@ -72,6 +72,7 @@ type Error struct {
 	RetryAfter time.Duration
 }
 
+// Error says the status, the code and the service's message.
 func (e *Error) Error() string {
 	return fmt.Sprintf("spillway: HTTP %d %s: %s", e.Status, e.Code, e.Message)
 }
@@ -99,6 +100,9 @@ func (e *Error) Is(target error) bool {
 	return false
 }
 
+// errorFrom reads the service's error answer resp into an *Error: the
+// code and message of its JSON body (the first 64 KiB), and its
+// Retry-After.
 func errorFrom(resp *http.Response) error {
 	var body struct{ Code, Message string }
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
@@ -161,6 +165,7 @@ type Client struct {
 	HTTP    *http.Client // nil: http.DefaultClient
 }
 
+// http is c.HTTP, or http.DefaultClient when it is nil.
 func (c *Client) http() *http.Client {
 	if c.HTTP != nil {
 		return c.HTTP
@@ -189,6 +194,10 @@ func (c *Client) apiClient() *http.Client {
 	return &hc
 }
 
+// do sends an API request with the client's token and decodes the JSON
+// answer into out (unless nil) when its status is want; any other status
+// is the service's *Error, and a request that got no answer
+// ErrUnavailable.
 func (c *Client) do(req *http.Request, want int, out any) error {
 	if c.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
@@ -207,6 +216,7 @@ func (c *Client) do(req *http.Request, want int, out any) error {
 	return json.NewDecoder(resp.Body).Decode(out)
 }
 
+// url is the API URL of path, with the query q.
 func (c *Client) url(path string, q url.Values) string {
 	u := strings.TrimSuffix(c.BaseURL, "/") + path
 	if len(q) > 0 {
@@ -217,12 +227,12 @@ func (c *Client) url(path string, q url.Values) string {
 
 // UploadOptions describe an upload. All fields are optional.
 type UploadOptions struct {
-	Name     string
-	MimeType string        // default application/octet-stream
-	TTL      time.Duration // 0: the service's default
-	Size     int64         // when known: sent as Content-Length, checked by the service
-	SHA256   string        // when known: checked by the service before any link exists
-	Progress func(sent int64)
+	Name     string           // the artifact's name, shown in its link
+	MimeType string           // default application/octet-stream
+	TTL      time.Duration    // 0: the service's default
+	Size     int64            // when known: sent as Content-Length, checked by the service
+	SHA256   string           // when known: checked by the service before any link exists
+	Progress func(sent int64) // when set: called with the bytes sent so far, after each read of r
 }
 
 // Upload streams r to the service and returns the link to the stored
@@ -342,6 +352,7 @@ func (c *Client) Revoke(ctx context.Context, id, tokenID string) error {
 	return c.do(req, http.StatusNoContent, nil)
 }
 
+// artifactPath is the API path of the artifact id.
 func artifactPath(id string) string { return "/v1/artifacts/" + url.PathEscape(id) }
 
 // Delete deletes an artifact; every link to it stops working.
@@ -372,7 +383,9 @@ type FetchOptions struct {
 	// MaxRetryWait caps the pause before a retry, whatever the server's
 	// Retry-After asks (delta-seconds or HTTP-date); default 10s.
 	MaxRetryWait time.Duration
-	Progress     func(done, total int64)
+	// Progress, when set, is called after each write to w with the bytes
+	// written so far and the artifact's size (-1 while unknown).
+	Progress func(done, total int64)
 }
 
 // Fetch streams the link at url to w and returns the bytes written. It
@@ -636,12 +649,15 @@ func (c *Client) FetchBytes(ctx context.Context, l Link) ([]byte, error) {
 	return b.Bytes(), err
 }
 
+// progressReader reports to f the bytes read from r so far, after each
+// read that returned some.
 type progressReader struct {
 	r io.Reader
 	n int64
 	f func(int64)
 }
 
+// Read reads from r and reports the progress.
 func (p *progressReader) Read(b []byte) (int, error) {
 	n, err := p.r.Read(b)
 	p.n += int64(n)

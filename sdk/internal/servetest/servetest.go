@@ -101,6 +101,7 @@ func waitReady(t testing.TB, addr string) {
 	}
 }
 
+// buildError is a failed build; its message is the compiler's output.
 type buildError struct{ out string }
 
 func (e *buildError) Error() string { return e.out }
