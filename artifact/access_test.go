@@ -98,8 +98,8 @@ func TestRevocationListUnreadableFailsClosed(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "revocation") {
 		t.Fatalf("stale revocation list: %v, want ErrUnavailable naming it", err)
 	}
-	if toHTTP(err).status != http.StatusServiceUnavailable {
-		t.Fatalf("answered %d", toHTTP(err).status)
+	if HTTPError(err).Status != http.StatusServiceUnavailable {
+		t.Fatalf("answered %d", HTTPError(err).Status)
 	}
 }
 
@@ -189,8 +189,8 @@ func TestAuthorizeTenantRule(t *testing.T) {
 			if tt.ok != (err == nil) || (!tt.ok && !errors.Is(err, ErrNotFound)) {
 				t.Errorf("%s via %s: %v", tt.name, via, err)
 			}
-			if err != nil && *toHTTP(err) != *toHTTP(ErrNotFound) {
-				t.Errorf("%s via %s answers %+v, not what an unknown id answers", tt.name, via, toHTTP(err))
+			if err != nil && *HTTPError(err) != *HTTPError(ErrNotFound) {
+				t.Errorf("%s via %s answers %+v, not what an unknown id answers", tt.name, via, HTTPError(err))
 			}
 		}
 	}
@@ -211,8 +211,8 @@ func TestAuthorizeDecision(t *testing.T) {
 	in := Access{ID: a.ID, Via: ViaRead}
 	var de *DeniedError
 	f.pol.err = errors.New("boom")
-	if _, _, err := f.svc.Authorize(ctx, in); !errors.As(err, &de) || strings.Contains(toHTTP(err).message, "boom") {
-		t.Fatalf("evaluation error: %v (client sees %q)", err, toHTTP(err).message)
+	if _, _, err := f.svc.Authorize(ctx, in); !errors.As(err, &de) || strings.Contains(HTTPError(err).Message, "boom") {
+		t.Fatalf("evaluation error: %v (client sees %q)", err, HTTPError(err).Message)
 	}
 	f.pol.err, f.pol.deny = nil, "not today"
 	if _, _, err := f.svc.Authorize(ctx, in); !errors.As(err, &de) || de.Reason != "not today" {

@@ -5,7 +5,9 @@
 //
 // The package imports no storage vendor. Backends live in sub-packages
 // (fsstore, s3store) and convert their vendor's errors into the sentinel
-// errors declared here.
+// errors declared here. HTTPError is the one place those errors become
+// HTTP answers; what every HTTP route shares (safety headers, the error
+// body, the write-stall rule) is in the httpsafe sub-package.
 package artifact
 
 import (

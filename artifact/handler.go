@@ -2,7 +2,6 @@ package artifact
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/spillway-dev/spillway/artifact/httpsafe"
 	"github.com/spillway-dev/spillway/artifact/token"
 )
 
@@ -72,7 +72,7 @@ func (h *Handler) Register(r *mux.Router) {
 	r.MatcherFunc(fetchRoute).Methods(http.MethodGet, http.MethodHead).Handler(h)
 	r.MatcherFunc(fetchRoute).Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, &httpError{http.StatusMethodNotAllowed, "method_not_allowed", "only GET and HEAD"})
+		writeError(w, httpsafe.NewError(http.StatusMethodNotAllowed, "method_not_allowed", "only GET and HEAD"))
 	}))
 }
 
@@ -92,7 +92,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if id == "" {
 		id = r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
 	}
-	setSafetyHeaders(w.Header())
+	httpsafe.SetSafetyHeaders(w.Header())
 	cw := &countingWriter{ResponseWriter: w}
 	claims, err := h.serve(cw, r, id)
 	if err != nil {
@@ -110,7 +110,7 @@ func (h *Handler) serve(w *countingWriter, r *http.Request, id string) (token.Cl
 	c, err := h.svc.Signer.Verify(tok, id, h.svc.now())
 	switch {
 	case errors.Is(err, token.ErrExpired):
-		return c, &httpError{http.StatusGone, "expired", "this link has expired; ask for a fresh one"}
+		return c, httpsafe.NewError(http.StatusGone, "expired", "this link has expired; ask for a fresh one")
 	case err != nil:
 		return c, fmt.Errorf("%w: %w", ErrLinkRefused, err)
 	}
@@ -166,7 +166,7 @@ func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, a Artifac
 	// RFC 9110 13.2.2: If-Match first, compared strongly; a false one
 	// answers 412 before anything else is considered.
 	if im := r.Header.Get("If-Match"); im != "" && !etagMatch(im, etag, false) {
-		writeError(w, &httpError{http.StatusPreconditionFailed, "precondition_failed", "the artifact does not match If-Match"})
+		writeError(w, httpsafe.NewError(http.StatusPreconditionFailed, "precondition_failed", "the artifact does not match If-Match"))
 		return
 	}
 	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, etag, true) {
@@ -179,7 +179,7 @@ func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, a Artifac
 		switch {
 		case errors.Is(err, errRangeUnsatisfiable):
 			hdr.Set("Content-Range", "bytes */"+strconv.FormatInt(a.Size, 10))
-			writeError(w, &httpError{http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable", "the requested range is outside the artifact"})
+			writeError(w, httpsafe.NewError(http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable", "the requested range is outside the artifact"))
 			return
 		case err == nil && len(rs) == 1:
 			// Several ranges would need multipart/byteranges; serving the whole
@@ -302,29 +302,7 @@ func remoteAddr(r *http.Request) netip.Addr {
 	return a.Unmap()
 }
 
-// safetyHeaders are set on every response, errors included. The value
-// slices are shared by all responses: the server only reads them, and a
-// later Set or Add replaces a slice (of capacity 1) rather than writing
-// into it.
-var safetyHeaders = []struct {
-	name  string // canonical
-	value []string
-}{
-	{"X-Content-Type-Options", []string{"nosniff"}},
-	{"Content-Security-Policy", []string{"sandbox; default-src 'none'"}},
-	{"Referrer-Policy", []string{"no-referrer"}},
-	{"Cache-Control", []string{"private, no-store"}},
-	{"Cross-Origin-Resource-Policy", []string{"same-origin"}},
-}
-
 var acceptRanges = []string{"bytes"}
-
-// setSafetyHeaders applies to every response, errors included.
-func setSafetyHeaders(h http.Header) {
-	for _, sh := range safetyHeaders {
-		h[sh.name] = sh.value[:1:1]
-	}
-}
 
 // protectedHeader reports whether a policy may not set header k.
 func protectedHeader(k string) bool {
@@ -463,97 +441,58 @@ func ifRangeOK(r *http.Request, etag string) bool {
 	return ir == "" || ir == etag
 }
 
-// httpError is an error with a safe client message; the cause is logged.
-type httpError struct {
-	status  int
-	code    string
-	message string
-}
-
-func (e *httpError) Error() string { return e.code + ": " + e.message }
-
-// toHTTP maps any error to the response the client gets: the one place where
-// artifact errors become HTTP statuses.
-func toHTTP(err error) *httpError {
-	var he *httpError
+// HTTPError returns what a client is told of err: the one place where the
+// domain's errors become HTTP statuses, used by the fetch endpoint and the
+// management API (artifact/api). An *httpsafe.Error in err's chain is
+// answered as it is; a DeniedError with the policy's reason; an error it does not
+// know with 503 "unavailable", the store being the likely cause. The
+// message never includes err's text, which may hold what only the log
+// should see.
+func HTTPError(err error) *httpsafe.Error {
+	var he *httpsafe.Error
 	var de *DeniedError
 	switch {
 	case errors.As(err, &he):
 		return he
 	case errors.As(err, &de):
-		return &httpError{http.StatusForbidden, "denied", de.message()}
+		return httpsafe.NewError(http.StatusForbidden, "denied", de.message())
 	case errors.Is(err, ErrLinkRefused):
 		// One answer to every token problem, whatever it was.
-		return &httpError{http.StatusForbidden, "forbidden", "this link is not valid for this request"}
+		return httpsafe.NewError(http.StatusForbidden, "forbidden", "this link is not valid for this request")
 	case errors.Is(err, ErrNotFound):
-		return &httpError{http.StatusNotFound, "not_found", "no such artifact"}
+		return httpsafe.NewError(http.StatusNotFound, "not_found", "no such artifact")
 	case errors.Is(err, ErrExpired):
-		return &httpError{http.StatusGone, "expired", "this artifact has expired"}
+		return httpsafe.NewError(http.StatusGone, "expired", "this artifact has expired")
 	case errors.Is(err, ErrTooLarge):
-		return &httpError{http.StatusRequestEntityTooLarge, "too_large", "the artifact exceeds the size limit"}
+		return httpsafe.NewError(http.StatusRequestEntityTooLarge, "too_large", "the artifact exceeds the size limit")
 	case errors.Is(err, ErrIntegrity):
-		return &httpError{http.StatusBadRequest, "integrity", "size or checksum mismatch"}
+		return httpsafe.NewError(http.StatusBadRequest, "integrity", "size or checksum mismatch")
 	case errors.Is(err, ErrInvalid):
-		return &httpError{http.StatusBadRequest, "invalid", "invalid request"}
+		return httpsafe.NewError(http.StatusBadRequest, "invalid", "invalid request")
 	case errors.Is(err, ErrIncomplete):
-		return &httpError{http.StatusBadRequest, "incomplete", "the request body was malformed or ended early"}
+		return httpsafe.NewError(http.StatusBadRequest, "incomplete", "the request body was malformed or ended early")
 	case errors.Is(err, ErrNoSpace):
-		return &httpError{http.StatusInsufficientStorage, "insufficient_storage", "the store is full; retry later"}
+		return httpsafe.NewError(http.StatusInsufficientStorage, "insufficient_storage", "the store is full; retry later")
 	case errors.Is(err, ErrExists):
-		return &httpError{http.StatusConflict, "exists", "artifact already exists"}
+		return httpsafe.NewError(http.StatusConflict, "exists", "artifact already exists")
 	case errors.Is(err, ErrBusy):
-		return &httpError{http.StatusServiceUnavailable, "busy", "too many uploads at once; retry shortly"}
+		return httpsafe.NewError(http.StatusServiceUnavailable, "busy", "too many uploads at once; retry shortly")
 	case errors.Is(err, ErrRevocationLimit):
-		return &httpError{http.StatusConflict, "revocation_limit",
-			"too many revoked links for this artifact or tenant; delete the artifact to refuse all its links"}
+		return httpsafe.NewError(http.StatusConflict, "revocation_limit",
+			"too many revoked links for this artifact or tenant; delete the artifact to refuse all its links")
 	case errors.Is(err, context.Canceled):
-		return &httpError{499, "canceled", "request canceled"}
+		return httpsafe.NewError(499, "canceled", "request canceled")
 	case errors.Is(err, ErrMisconfigured):
 		// Not passing: no Retry-After, and the operator's log says which.
-		return &httpError{http.StatusInternalServerError, "store_misconfigured", "the server's storage is misconfigured"}
+		return httpsafe.NewError(http.StatusInternalServerError, "store_misconfigured", "the server's storage is misconfigured")
 	}
 	// ErrUnavailable and anything unexpected: the store is the likely cause.
-	return &httpError{http.StatusServiceUnavailable, "unavailable", "storage is unavailable; retry shortly"}
+	return httpsafe.NewError(http.StatusServiceUnavailable, "unavailable", "storage is unavailable; retry shortly")
 }
 
-// WriteError writes err as a small JSON body {"code","message"} with the
-// status toHTTP chooses, and returns that status. Other handlers of the
-// artifact service use it too.
-func WriteError(w http.ResponseWriter, err error) int { return writeError(w, err) }
-
-// NewHTTPError returns an error that WriteError answers with status and a
-// stable code and message, which must be safe for any client to read.
-func NewHTTPError(status int, code, message string) error {
-	return &httpError{status, code, message}
-}
-
-// SetSafetyHeaders sets the headers every response of the service carries
-// (nosniff, CSP sandbox, no referrer, no caching, same-origin resources).
-func SetSafetyHeaders(h http.Header) { setSafetyHeaders(h) }
-
+// writeError answers err as HTTPError maps it, and returns the status.
 func writeError(w http.ResponseWriter, err error) int {
-	he := toHTTP(err)
-	h := w.Header()
-	setSafetyHeaders(h)
-	for _, k := range []string{"Content-Disposition", "Etag", "Accept-Ranges", "Expires"} {
-		h.Del(k)
-	}
-	if he.status != http.StatusRequestedRangeNotSatisfiable {
-		h.Del("Content-Range")
-	}
-	if he.status == http.StatusServiceUnavailable {
-		h.Set("Retry-After", "5")
-	}
-	h.Set("Content-Type", "application/json")
-	body, _ := json.Marshal(struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	}{he.code, he.message})
-	body = append(body, '\n')
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(he.status)
-	w.Write(body)
-	return he.status
+	return httpsafe.WriteError(w, HTTPError(err))
 }
 
 type countingWriter struct {

@@ -10,6 +10,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
+
+	"github.com/spillway-dev/spillway/artifact/httpsafe"
 )
 
 // Limits bound what one client can hold of a server through the artifact
@@ -48,10 +50,10 @@ func NewLimiter(o Limits) *Limiter {
 }
 
 // errBusy answers a request over the per-address cap (503 adds Retry-After).
-var errBusy = &httpError{http.StatusServiceUnavailable, "busy", "too many requests in flight from this address; retry shortly"}
+var errBusy = httpsafe.NewError(http.StatusServiceUnavailable, "busy", "too many requests in flight from this address; retry shortly")
 
 // errTooSlow ends a request body slower than the minimum upload rate.
-var errTooSlow = &httpError{http.StatusRequestTimeout, "too_slow", "the request body arrived slower than the minimum upload rate"}
+var errTooSlow = httpsafe.NewError(http.StatusRequestTimeout, "too_slow", "the request body arrived slower than the minimum upload rate")
 
 // Middleware wraps h with the limits; it fits mux.Router.Use.
 func (l *Limiter) Middleware(h http.Handler) http.Handler {
@@ -144,14 +146,11 @@ func (b *rateBody) Read(p []byte) (int, error) {
 
 func (b *rateBody) Close() error { return b.rc.Close() }
 
-// stallChunk is the most one write deadline covers: at the default
-// WriteStallTimeout of 30 s, a client reading under about 2 KiB/s is cut.
-const stallChunk = 64 << 10
-
-// stallWriter writes a response body in chunks of stallChunk, each under
-// a fresh write deadline, so a client that stops reading is cut after
-// timeout while one that reads slowly but steadily never is. No global
-// WriteTimeout could tell the two apart on a long download.
+// stallWriter writes a response body by the write-stall rule
+// (httpsafe.WriteWithin): each httpsafe.StallChunk under a fresh write
+// deadline, so a client that stops reading is cut after timeout while one
+// that reads slowly but steadily never is. No global WriteTimeout could
+// tell the two apart on a long download.
 type stallWriter struct {
 	w       io.Writer
 	ctl     http.ResponseController // a value: one allocation less per fetch
@@ -162,33 +161,7 @@ func (s *stallWriter) Write(p []byte) (int, error) {
 	if s.timeout < 0 {
 		return s.w.Write(p)
 	}
-	return WriteWithin(s.w, p, stallChunk, s.timeout, func(t time.Time) error {
-		if err := s.ctl.SetWriteDeadline(t); !errors.Is(err, http.ErrNotSupported) {
-			return err
-		}
-		return nil
-	})
-}
-
-// WriteWithin writes p to w in chunks of at most chunk bytes, calling
-// setDeadline with now+timeout before each: a write deadline that extends
-// on progress, so a peer that stops reading fails the write after timeout
-// while a slow one that keeps reading never does. It returns the bytes
-// written and the first error of setDeadline or w.
-func WriteWithin(w io.Writer, p []byte, chunk int, timeout time.Duration, setDeadline func(time.Time) error) (int, error) {
-	n := 0
-	for len(p) > 0 {
-		if err := setDeadline(time.Now().Add(timeout)); err != nil {
-			return n, err
-		}
-		m, err := w.Write(p[:min(len(p), chunk)])
-		n += m
-		if err != nil {
-			return n, err
-		}
-		p = p[m:]
-	}
-	return n, nil
+	return httpsafe.WriteWithin(s.w, p, s.timeout, s.setDeadlineAt)
 }
 
 // sendFile writes n bytes of f from offset off, as Write would, but
@@ -196,13 +169,14 @@ func WriteWithin(w io.Writer, p []byte, chunk int, timeout time.Duration, setDea
 // them from the file to the socket (sendfile) instead of through a buffer
 // here. It moves f's offset, which sendfile reads from.
 //
-// The write-stall rule is Write's: the client must take stallChunk bytes
-// within each timeout. On Linux, where sendfile advances the file's offset
-// as the socket takes the bytes, one call sends the whole section while
-// watchOffset moves the deadline on each time the offset has moved
-// stallChunk further: a call and a deadline per stallChunk cost a fifth of
-// the throughput of a 100 MiB fetch. Elsewhere the offset moves only when
-// the call returns, so each stallChunk is a call of its own.
+// The write-stall rule is Write's: the client must take StallChunk bytes
+// (httpsafe.StallChunk) within each timeout. On Linux, where sendfile
+// advances the file's offset as the socket takes the bytes, one call sends
+// the whole section while watchOffset moves the deadline on each time the
+// offset has moved StallChunk further: a call and a deadline per
+// StallChunk cost a fifth of the throughput of a 100 MiB fetch. Elsewhere
+// the offset moves only when the call returns, so each StallChunk is a
+// call of its own.
 func (s *stallWriter) sendFile(f *os.File, off, n int64) error {
 	rf, ok := s.w.(io.ReaderFrom)
 	if !ok {
@@ -221,7 +195,7 @@ func (s *stallWriter) sendFile(f *os.File, off, n int64) error {
 	}
 	chunk := int64(0)
 	if chunked {
-		chunk = stallChunk
+		chunk = httpsafe.StallChunk
 	}
 	return s.readFrom(rf, f, n, chunk)
 }
@@ -253,15 +227,21 @@ func (s *stallWriter) readFrom(rf io.ReaderFrom, r io.Reader, n, chunk int64) er
 
 // setDeadline gives the next write the stall timeout.
 func (s *stallWriter) setDeadline() error {
-	if err := s.ctl.SetWriteDeadline(time.Now().Add(s.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+	return s.setDeadlineAt(time.Now().Add(s.timeout))
+}
+
+// setDeadlineAt sets the write deadline t, if the connection has one (an
+// http.ResponseWriter of a test may not).
+func (s *stallWriter) setDeadlineAt(t time.Time) error {
+	if err := s.ctl.SetWriteDeadline(t); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}
 	return nil
 }
 
 // watchOffset moves the write deadline on by the timeout each time f's
-// offset has advanced stallChunk bytes past where it last did, looking
-// eight times per timeout (so a client must take stallChunk within seven
+// offset has advanced StallChunk bytes past where it last did, looking
+// eight times per timeout (so a client must take StallChunk within seven
 // eighths of it), until the returned stop, which waits for it to end.
 func (s *stallWriter) watchOffset(f *os.File, from int64) (stop func()) {
 	quit := make(chan struct{})
@@ -280,7 +260,7 @@ func (s *stallWriter) watchOffset(f *os.File, from int64) (stop func()) {
 			if err != nil {
 				return
 			}
-			if pos-mark >= stallChunk {
+			if pos-mark >= httpsafe.StallChunk {
 				mark = pos
 				s.setDeadline()
 			}

@@ -3,6 +3,8 @@ package artifact
 import (
 	"io"
 	"net"
+
+	"github.com/spillway-dev/spillway/artifact/httpsafe"
 )
 
 // ConnSection is implemented by a reader Store.Open returns when its bytes
@@ -32,12 +34,12 @@ type ConnSection interface {
 //
 // Each call moves at most spliceChunk bytes under a fresh write deadline:
 // a client that stops reading is cut after the timeout, as by Write, but
-// one must take spliceChunk (not stallChunk) within each timeout, so at
-// the default WriteStallTimeout of 30 s a client reading under about
-// 34 KiB/s is cut. The calls are what it costs: of a 100 MiB fetch from
-// MinIO, Spillway's CPU was 33.5-34.6 ms spliced in slices of 256 KiB,
-// 26.4-28.5 ms in slices of 1 MiB (a bare Go proxy copying through a
-// buffer: 30-32 ms; see BENCHMARKS.md).
+// one must take spliceChunk (not httpsafe.StallChunk) within each
+// timeout, so at the default WriteStallTimeout of 30 s a client reading
+// under about 34 KiB/s is cut. The calls are what it costs: of a 100 MiB
+// fetch from MinIO, Spillway's CPU was 33.5-34.6 ms spliced in slices of
+// 256 KiB, 26.4-28.5 ms in slices of 1 MiB (a bare Go proxy copying
+// through a buffer: 30-32 ms; see BENCHMARKS.md).
 func (s *stallWriter) splice(head []byte, c *net.TCPConn, n int64) error {
 	if _, err := s.Write(head); err != nil {
 		return err
@@ -58,4 +60,4 @@ func (s *stallWriter) splice(head []byte, c *net.TCPConn, n int64) error {
 }
 
 // spliceChunk is the most one write deadline covers when splicing.
-const spliceChunk = 16 * stallChunk
+const spliceChunk = 16 * httpsafe.StallChunk

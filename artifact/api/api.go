@@ -18,6 +18,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/httpsafe"
 	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/artifact/token"
 )
@@ -76,7 +77,7 @@ func (a *API) Register(r *mux.Router) {
 	r.Handle("/v1/artifacts/{id}/links/{token}", a.route(a.revoke)).Methods(http.MethodDelete)
 }
 
-var errOff = artifact.NewHTTPError(http.StatusNotFound, "api_off",
+var errOff = httpsafe.NewError(http.StatusNotFound, "api_off",
 	"the management API is off: no inbound authentication is configured")
 
 // route admits a request (API on, token, Guard) and calls h with the
@@ -122,22 +123,25 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // writeError answers err and returns the status. Identity's errors are
-// mapped here; the domain's by artifact.WriteError, the one mapping the
+// mapped here; the domain's by artifact.HTTPError, the one mapping the
 // fetch endpoint uses too.
 func writeError(w http.ResponseWriter, err error) int {
 	msg := strings.TrimPrefix(err.Error(), "identity: ")
+	var he *httpsafe.Error
 	switch {
 	case errors.Is(err, identity.ErrUnauthenticated):
 		w.Header().Set("WWW-Authenticate", `Bearer realm="spillway"`)
-		err = artifact.NewHTTPError(http.StatusUnauthorized, "unauthenticated", "a valid bearer token is required")
+		he = httpsafe.NewError(http.StatusUnauthorized, "unauthenticated", "a valid bearer token is required")
 	case errors.Is(err, identity.ErrHost):
-		err = artifact.NewHTTPError(http.StatusForbidden, "forbidden_host", msg)
+		he = httpsafe.NewError(http.StatusForbidden, "forbidden_host", msg)
 	case errors.Is(err, identity.ErrOrigin):
-		err = artifact.NewHTTPError(http.StatusForbidden, "forbidden_origin", msg)
+		he = httpsafe.NewError(http.StatusForbidden, "forbidden_origin", msg)
 	case errors.Is(err, identity.ErrCrossSite):
-		err = artifact.NewHTTPError(http.StatusForbidden, "cross_site", msg)
+		he = httpsafe.NewError(http.StatusForbidden, "cross_site", msg)
+	default:
+		he = artifact.HTTPError(err)
 	}
-	return artifact.WriteError(w, err)
+	return httpsafe.WriteError(w, he)
 }
 
 func (a *API) upload(w http.ResponseWriter, r *http.Request, tenant string) {
@@ -284,7 +288,7 @@ func durationParam(s string) (time.Duration, error) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	artifact.SetSafetyHeaders(w.Header())
+	httpsafe.SetSafetyHeaders(w.Header())
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)

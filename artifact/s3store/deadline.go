@@ -13,6 +13,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/httpsafe"
 )
 
 // Deadlines. A store that accepts connections and never answers, or stops
@@ -43,8 +44,6 @@ const (
 	DefaultTimeout = 5 * time.Second
 	// DefaultIdleTimeout is Options.IdleTimeout when it is 0.
 	DefaultIdleTimeout = 15 * time.Second
-	// maxWriteChunk bounds what one deadline covers when sending a body.
-	maxWriteChunk = 64 << 10
 )
 
 // newTransport is minio-go's default transport with the deadlines above.
@@ -66,16 +65,16 @@ func newTransport(secure bool, timeout, idle time.Duration) (http.RoundTripper, 
 	return &watchTransport{base: tr, idle: idle}, nil
 }
 
-// stallConn fails a write that makes no progress for idle. Writes are cut
-// into chunks of maxWriteChunk, each with a fresh deadline, so a slow link
-// that keeps accepting bytes is never cut.
+// stallConn fails a write that makes no progress for idle, by the
+// write-stall rule (httpsafe.WriteWithin): each chunk of a write gets a
+// fresh deadline, so a slow link that keeps accepting bytes is never cut.
 type stallConn struct {
 	net.Conn
 	idle time.Duration
 }
 
 func (c *stallConn) Write(p []byte) (int, error) {
-	return artifact.WriteWithin(c.Conn, p, maxWriteChunk, c.idle, c.Conn.SetWriteDeadline)
+	return httpsafe.WriteWithin(c.Conn, p, c.idle, c.Conn.SetWriteDeadline)
 }
 
 // opKey carries a store call's opState in its context.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/httpsafe"
 	"github.com/spillway-dev/spillway/artifact/s3store"
 	"github.com/spillway-dev/spillway/artifact/s3store/miniotest"
 )
@@ -72,7 +73,7 @@ func TestUploadsBounded(t *testing.T) {
 			continue
 		}
 		rec := httptest.NewRecorder()
-		if artifact.WriteError(rec, err); rec.Code != 503 || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), `"busy"`) {
+		if httpsafe.WriteError(rec, artifact.HTTPError(err)); rec.Code != 503 || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), `"busy"`) {
 			t.Errorf("ErrBusy answered %d %v %s, want 503 busy with Retry-After", rec.Code, rec.Header(), rec.Body)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/api"
+	"github.com/spillway-dev/spillway/artifact/httpsafe"
 	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/artifact/token"
 	"github.com/spillway-dev/spillway/mcpproxy"
@@ -271,12 +272,12 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout, st
 func newRouter() *mux.Router {
 	r := mux.NewRouter().SkipClean(true)
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		artifact.WriteError(w, errNoRoute)
+		httpsafe.WriteError(w, errNoRoute)
 	})
 	return r
 }
 
-var errNoRoute = artifact.NewHTTPError(http.StatusNotFound, "no_route", "nothing is served at this path")
+var errNoRoute = httpsafe.NewError(http.StatusNotFound, "no_route", "nothing is served at this path")
 
 // mcpFirst serves /mcp, the path every MCP message takes, without the
 // router, which would try the pattern of every other route first.
@@ -439,7 +440,7 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request, detail bool) {
 		// replica stays ready, and says what was refused.
 		body["checks"], body["policy"] = checks, s.deps.engine.Status()
 	}
-	artifact.SetSafetyHeaders(w.Header())
+	httpsafe.SetSafetyHeaders(w.Header())
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(body)
@@ -451,10 +452,10 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request, detail bool) {
 func (s *server) refuseMetrics(w http.ResponseWriter) {
 	if s.tenants.Required() {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="spillway"`)
-		artifact.WriteError(w, artifact.NewHTTPError(http.StatusUnauthorized, "unauthenticated", "a valid bearer token is required"))
+		httpsafe.WriteError(w, httpsafe.NewError(http.StatusUnauthorized, "unauthenticated", "a valid bearer token is required"))
 		return
 	}
-	artifact.WriteError(w, artifact.NewHTTPError(http.StatusForbidden, "forbidden",
+	httpsafe.WriteError(w, httpsafe.NewError(http.StatusForbidden, "forbidden",
 		"metrics are served on --api-listen, or here with an inbound token"))
 }
 

@@ -31,7 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/httpsafe"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/offload"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/httpx"
@@ -978,7 +978,7 @@ func tooLargeOf(err error) *sse.TooLargeError {
 }
 
 // stallWriter writes a response body under a write deadline that extends
-// on progress (artifact.WriteWithin): a client that stops reading fails
+// on progress (httpsafe.WriteWithin): a client that stops reading fails
 // the write after timeout, one that reads slowly never does. It keeps
 // the first error. Once ctx is done every later write fails. Not safe
 // for concurrent use (sse.Writer serialises).
@@ -1026,9 +1026,6 @@ func (s *stallWriter) arm() {
 	}
 }
 
-// stallChunk is the most one write deadline covers.
-const stallChunk = 64 << 10
-
 // deadlineSlack is how close to the deadline in force a new one may be
 // and not be set: an event's write and its flush, microseconds apart,
 // share one (each SetWriteDeadline takes the connection's lock and moves
@@ -1068,7 +1065,7 @@ func (s *stallWriter) Write(p []byte) (int, error) {
 		n, err := s.w.Write(p)
 		return n, s.keep(err)
 	}
-	n, err := artifact.WriteWithin(s.w, p, stallChunk, s.timeout, s.deadline)
+	n, err := httpsafe.WriteWithin(s.w, p, s.timeout, s.deadline)
 	return n, s.keep(err)
 }
 

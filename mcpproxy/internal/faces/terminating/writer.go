@@ -6,16 +6,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/httpsafe"
 )
 
 // errCut is a write refused because the face closed.
 var errCut = errors.New("terminate: the face closed")
-
-// stallChunk is the most one write deadline covers, as on the fetch path:
-// a client reading steadily, however slowly, is never cut; one that stops
-// reading is, after Options.WriteStall.
-const stallChunk = 64 << 10
 
 // out is the ResponseWriter of one request the face serves: every write is
 // under a write deadline that extends on progress, and Close cuts it at
@@ -98,7 +93,9 @@ func (o *out) deadline() time.Time {
 	return time.Now().Add(o.stall)
 }
 
-// Write writes p in chunks, each under a fresh deadline.
+// Write writes p by the write-stall rule (httpsafe.WriteWithin), as on the
+// fetch path: a client reading steadily, however slowly, is never cut; one
+// that stops reading is, after Options.WriteStall.
 func (o *out) Write(p []byte) (int, error) {
 	if o.stall < 0 {
 		if err := o.SetWriteDeadline(time.Time{}); err != nil {
@@ -106,7 +103,7 @@ func (o *out) Write(p []byte) (int, error) {
 		}
 		return o.w.Write(p)
 	}
-	return artifact.WriteWithin(o.w, p, stallChunk, o.stall, o.SetWriteDeadline)
+	return httpsafe.WriteWithin(o.w, p, o.stall, o.SetWriteDeadline)
 }
 
 // FlushError sends what is buffered, under a deadline
