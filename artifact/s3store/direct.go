@@ -66,13 +66,41 @@ func directOK(endpoint string, secure bool) bool {
 // never 0) on a connection of its own. It returns errIndirect for anything
 // it does not expect, after which minio-go makes the call again.
 func (s *Store) openDirect(ctx context.Context, id string, offset, length int64) (io.ReadCloser, error) {
-	u, err := s.presign(ctx, id)
+	req, err := s.directRequest(ctx, id, offset, length)
 	if err != nil {
 		return nil, errIndirect
 	}
+	// Bounded like minio-go's GET until the headers are in: Timeout.
+	deadline := time.Now().Add(s.timeout)
+	c, err := dialDirect(ctx, id, req.URL.Host, deadline)
+	if err != nil {
+		return nil, err
+	}
+	b := &directBody{c: c, id: id, idle: s.idle, quit: make(chan struct{})}
+	b.stopCtx = context.AfterFunc(ctx, func() { b.end(ctx.Err()) })
+	res, br, err := b.head(req, deadline)
+	if err != nil {
+		b.Close()
+		return nil, directFailure(ctx, id, err)
+	}
+	if err := s.startBody(b, res, br, offset, req.Header.Get("Range") != ""); err != nil {
+		b.Close()
+		return nil, err
+	}
+	b.wg.Go(b.watch)
+	return b, nil
+}
+
+// directRequest is the presigned GET of length bytes of id from offset,
+// on a connection that is closed after it.
+func (s *Store) directRequest(ctx context.Context, id string, offset, length int64) (*http.Request, error) {
+	u, err := s.presign(ctx, id)
+	if err != nil {
+		return nil, err
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, errIndirect
+		return nil, err
 	}
 	switch {
 	case length > 0 && length <= 1<<62-offset:
@@ -81,55 +109,57 @@ func (s *Store) openDirect(ctx context.Context, id string, offset, length int64)
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(offset, 10)+"-")
 	}
 	req.Close = true
-	// Bounded like minio-go's GET until the headers are in: Timeout.
-	deadline := time.Now().Add(s.timeout)
+	return req, nil
+}
+
+// dialDirect connects to host for a direct GET of id, by deadline.
+func dialDirect(ctx context.Context, id, host string, deadline time.Time) (*net.TCPConn, error) {
 	d := net.Dialer{Deadline: deadline, KeepAlive: 30 * time.Second}
-	nc, err := d.DialContext(ctx, "tcp", u.Host)
+	nc, err := d.DialContext(ctx, "tcp", host)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("open %s: %w", id, ctx.Err())
-		}
-		if timedOut(err) {
-			return nil, fmt.Errorf("open %s: %w: %w", id, artifact.ErrUnavailable, err)
-		}
-		return nil, errIndirect // refused and the like: minio-go retries
+		return nil, directFailure(ctx, id, err)
 	}
 	c, ok := nc.(*net.TCPConn)
 	if !ok {
 		nc.Close()
 		return nil, errIndirect
 	}
-	b := &directBody{c: c, id: id, idle: s.idle, quit: make(chan struct{})}
-	b.stopCtx = context.AfterFunc(ctx, func() { b.end(ctx.Err()) })
-	res, br, err := b.head(req, deadline)
-	if err != nil {
-		b.Close()
-		switch {
-		case ctx.Err() != nil:
-			return nil, fmt.Errorf("open %s: %w", id, ctx.Err())
-		case timedOut(err):
-			return nil, fmt.Errorf("open %s: %w: %w", id, artifact.ErrUnavailable, err)
-		}
-		return nil, errIndirect
+	return c, nil
+}
+
+// directFailure is what Open returns when a direct GET of id failed with
+// err before its body: the caller's own end, ErrUnavailable for a service
+// that did not answer in time (not asked again), or errIndirect for the
+// rest (refused and the like), which minio-go then retries.
+func directFailure(ctx context.Context, id string, err error) error {
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("open %s: %w", id, ctx.Err())
+	case timedOut(err):
+		return fmt.Errorf("open %s: %w: %w", id, artifact.ErrUnavailable, err)
 	}
-	n, ok := directLength(res, offset, req.Header.Get("Range") != "")
+	return errIndirect
+}
+
+// startBody checks res, the answer to a direct GET from offset (ranged: a
+// Range was asked for), and positions b at its body, whose first bytes br
+// holds. An answer it does not expect is errIndirect; metadata that
+// decode refuses is decode's error.
+func (s *Store) startBody(b *directBody, res *http.Response, br *bufio.Reader, offset int64, ranged bool) error {
+	n, ok := directLength(res, offset, ranged)
 	if !ok {
-		b.Close()
-		return nil, errIndirect
+		return errIndirect
 	}
-	info, err := minio.ToObjectInfo(s.bucket, s.key(id), res.Header)
+	info, err := minio.ToObjectInfo(s.bucket, s.key(b.id), res.Header)
 	if err != nil {
-		b.Close()
-		return nil, errIndirect
+		return errIndirect
 	}
-	if _, err := s.decode("open", id, info); err != nil {
-		b.Close()
-		return nil, err
+	if _, err := s.decode("open", b.id, info); err != nil {
+		return err
 	}
 	head, _ := br.Peek(int(min(int64(br.Buffered()), n)))
 	b.headBuf, b.rest = head, n-int64(len(head))
-	b.wg.Go(b.watch)
-	return b, nil
+	return nil
 }
 
 // presign signs a GET of id's object, locally (minio-go asks the bucket's

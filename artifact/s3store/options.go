@@ -149,21 +149,9 @@ func checkPrefix(p string) error {
 func ParseURL(s string) (Options, error) { return parseURL(s, os.Getenv) }
 
 func parseURL(s string, getenv func(string) string) (Options, error) {
-	bad := func(format string, args ...any) (Options, error) {
-		return Options{}, fmt.Errorf("s3store: store URL: "+format+": %w", append(args, artifact.ErrInvalid)...)
-	}
-	u, err := url.Parse(s)
+	u, err := parseStoreURL(s)
 	if err != nil {
-		return bad("%v", err)
-	}
-	if u.Scheme != "s3" || u.Opaque != "" || u.Host == "" {
-		return bad("want s3://BUCKET[/PREFIX]?endpoint=HOST:PORT")
-	}
-	if u.User != nil {
-		return bad("credentials in the URL; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY instead")
-	}
-	if u.Fragment != "" || u.RawFragment != "" || strings.Contains(s, "#") {
-		return bad("unexpected fragment")
+		return Options{}, err
 	}
 	o := Options{
 		Bucket:       u.Host,
@@ -178,78 +166,124 @@ func parseURL(s string, getenv func(string) string) (Options, error) {
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return bad("query: %v", err)
+		return Options{}, badURL("query: %v", err)
 	}
 	for k, vs := range q {
 		if len(vs) != 1 {
-			return bad("parameter %q given %d times", k, len(vs))
+			return Options{}, badURL("parameter %q given %d times", k, len(vs))
 		}
-		v := vs[0]
-		switch k {
-		case "endpoint":
-			o.Endpoint = v
-		case "secure", "create":
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				return bad("%s=%q: want true or false", k, v)
-			}
-			if k == "secure" {
-				o.Secure = b
-			} else {
-				o.CreateBucket = b
-			}
-		case "region":
-			if v != "" { // empty: as if absent, AWS_REGION applies
-				o.Region = v
-			}
-		case "lifecycle-days":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 || n > 36500 {
-				return bad("lifecycle-days=%q: want a whole number of days", v)
-			}
-			o.LifecycleDays = n
-		case "max-puts", "max-puts-per-tenant":
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 || n > 100000 {
-				return bad("%s=%q: want a positive whole number", k, v)
-			}
-			if k == "max-puts" {
-				o.MaxPuts = n
-			} else {
-				o.MaxPutsPerTenant = n
-			}
-		case "part-size":
-			n, err := parseSize(v)
-			if err != nil {
-				return bad("part-size=%q: %v", v, err)
-			}
-			o.PartSize = n
-		case "timeout", "idle-timeout":
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 || d > MaxTimeout {
-				return bad("%s=%q: want a duration such as 5s, up to %v", k, v, MaxTimeout)
-			}
-			if k == "timeout" {
-				o.Timeout = d
-			} else {
-				o.IdleTimeout = d
-			}
-		default:
-			return bad("unknown parameter %q", k)
+		if err := o.setParam(k, vs[0]); err != nil {
+			return Options{}, err
 		}
 	}
 	if strings.ContainsFunc(o.Region, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
 	}) {
-		return bad("region %q", o.Region)
+		return Options{}, badURL("region %q", o.Region)
 	}
 	if o.Endpoint == "" {
-		return bad("the endpoint parameter is required (e.g. endpoint=127.0.0.1:9000&secure=false)")
+		return Options{}, badURL("the endpoint parameter is required (e.g. endpoint=127.0.0.1:9000&secure=false)")
 	}
 	if err := o.check(); err != nil {
 		return Options{}, err
 	}
 	return o, nil
+}
+
+// badURL is the error of a store URL ParseURL refuses; it wraps
+// artifact.ErrInvalid.
+func badURL(format string, args ...any) error {
+	return fmt.Errorf("s3store: store URL: "+format+": %w", append(args, artifact.ErrInvalid)...)
+}
+
+// parseStoreURL parses s and refuses what no store URL may hold: another
+// scheme, no bucket, credentials (they come from the environment only),
+// a fragment.
+func parseStoreURL(s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil {
+		return nil, badURL("%v", err)
+	}
+	if u.Scheme != "s3" || u.Opaque != "" || u.Host == "" {
+		return nil, badURL("want s3://BUCKET[/PREFIX]?endpoint=HOST:PORT")
+	}
+	if u.User != nil {
+		return nil, badURL("credentials in the URL; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY instead")
+	}
+	if u.Fragment != "" || u.RawFragment != "" || strings.Contains(s, "#") {
+		return nil, badURL("unexpected fragment")
+	}
+	return u, nil
+}
+
+// setParam sets the option that query parameter k of a store URL names
+// to v, or says why v is not a value for it.
+func (o *Options) setParam(k, v string) error {
+	switch k {
+	case "endpoint":
+		o.Endpoint = v
+	case "secure":
+		return boolParam(k, v, &o.Secure)
+	case "create":
+		return boolParam(k, v, &o.CreateBucket)
+	case "region":
+		if v != "" { // empty: as if absent, AWS_REGION applies
+			o.Region = v
+		}
+	case "lifecycle-days":
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 36500 {
+			return badURL("lifecycle-days=%q: want a whole number of days", v)
+		}
+		o.LifecycleDays = n
+	case "max-puts":
+		return countParam(k, v, &o.MaxPuts)
+	case "max-puts-per-tenant":
+		return countParam(k, v, &o.MaxPutsPerTenant)
+	case "part-size":
+		n, err := parseSize(v)
+		if err != nil {
+			return badURL("part-size=%q: %v", v, err)
+		}
+		o.PartSize = n
+	case "timeout":
+		return timeoutParam(k, v, &o.Timeout)
+	case "idle-timeout":
+		return timeoutParam(k, v, &o.IdleTimeout)
+	default:
+		return badURL("unknown parameter %q", k)
+	}
+	return nil
+}
+
+// boolParam sets *dst to v, true or false.
+func boolParam(k, v string, dst *bool) error {
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return badURL("%s=%q: want true or false", k, v)
+	}
+	*dst = b
+	return nil
+}
+
+// countParam sets *dst to v, a whole number from 1 to 100000.
+func countParam(k, v string, dst *int) error {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 100000 {
+		return badURL("%s=%q: want a positive whole number", k, v)
+	}
+	*dst = n
+	return nil
+}
+
+// timeoutParam sets *dst to v, a positive duration up to MaxTimeout.
+func timeoutParam(k, v string, dst *time.Duration) error {
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 || d > MaxTimeout {
+		return badURL("%s=%q: want a duration such as 5s, up to %v", k, v, MaxTimeout)
+	}
+	*dst = d
+	return nil
 }
 
 func parseSize(v string) (int64, error) {

@@ -130,15 +130,20 @@ func (s *Store) putSmall(ctx context.Context, a artifact.Artifact, b []byte, sum
 	return a, nil
 }
 
+// partChecksum is a multipart upload's checksum, full-object
+// CRC-64/NVME: each part and, at completion, the whole object are verified
+// by the server. It also lets MinIO replace the metadata (finishPending)
+// without copying the data (it recomputes a checksum, copying, for an
+// object that has none).
+const partChecksum = minio.ChecksumCRC64NVME
+
+// putMultipart uploads a larger artifact, whose first part is buf and the
+// rest src, as a multipart upload that is completed only once the whole
+// stream's size and SHA-256 check out, and aborted otherwise.
 func (s *Store) putMultipart(ctx context.Context, a artifact.Artifact, buf []byte, src *source) (artifact.Artifact, error) {
 	key := s.key(a.ID)
-	// A full-object CRC-64/NVME checksum: each part and, at completion, the
-	// whole object are verified by the server. It also lets MinIO replace
-	// the metadata below without copying the data (it recomputes a checksum,
-	// copying, for an object that has none).
-	crc := minio.ChecksumCRC64NVME
 	opts := minio.PutObjectOptions{ContentType: a.MimeType, UserMetadata: encodeMeta(a, true)}
-	opts.UserMetadata[checksumAlgorithm] = crc.String()
+	opts.UserMetadata[checksumAlgorithm] = partChecksum.String()
 	opts.UserMetadata[checksumType] = fullObject
 	opts.SetMatchETagExcept("*")
 	uploadID, err := s.core.NewMultipartUpload(ctx, s.bucket, key, opts)
@@ -154,32 +159,9 @@ func (s *Store) putMultipart(ctx context.Context, a artifact.Artifact, buf []byt
 			cancel()
 		}
 	}()
-
-	whole, part := crc.Hasher(), crc.Hasher()
-	var parts []minio.CompletePart
-	for eof := false; len(buf) > 0; {
-		if len(parts) == maxParts {
-			return artifact.Artifact{}, fmt.Errorf("put %s: more than %d parts of %d bytes: %w", a.ID, maxParts, s.partSize, artifact.ErrTooLarge)
-		}
-		whole.Write(buf)
-		part.Reset()
-		part.Write(buf)
-		hdr := http.Header{}
-		hdr.Set(crc.Key(), base64.StdEncoding.EncodeToString(part.Sum(nil)))
-		hdr.Set(checksumAlgorithm, crc.String())
-		hdr.Set(checksumType, fullObject)
-		p, err := s.core.PutObjectPart(ctx, s.bucket, key, uploadID, len(parts)+1, bytes.NewReader(buf), int64(len(buf)),
-			minio.PutObjectPartOptions{CustomHeader: hdr, DisableContentSha256: true})
-		if err != nil {
-			return artifact.Artifact{}, convert(ctx, "put", a.ID, err)
-		}
-		parts = append(parts, minio.CompletePart{PartNumber: p.PartNumber, ETag: p.ETag, ChecksumCRC64NVME: p.ChecksumCRC64NVME})
-		if eof {
-			break
-		}
-		if buf, eof, err = fill(src, buf[:0], int(s.partSize)); err != nil {
-			return artifact.Artifact{}, fmt.Errorf("put %s: %w", a.ID, err)
-		}
+	parts, whole, err := s.putParts(ctx, a.ID, uploadID, buf, src)
+	if err != nil {
+		return artifact.Artifact{}, err
 	}
 	sum := hex.EncodeToString(src.hash.Sum(nil))
 	if err := verify(a, src.n, sum); err != nil {
@@ -188,8 +170,8 @@ func (s *Store) putMultipart(ctx context.Context, a artifact.Artifact, buf []byt
 	a.Size, a.SHA256 = src.n, sum
 
 	copts := minio.PutObjectOptions{UserMetadata: map[string]string{
-		crc.Key():    base64.StdEncoding.EncodeToString(whole.Sum(nil)),
-		checksumType: fullObject,
+		partChecksum.Key(): base64.StdEncoding.EncodeToString(whole),
+		checksumType:       fullObject,
 	}}
 	copts.SetMatchETagExcept("*")
 	info, err := s.core.CompleteMultipartUpload(ctx, s.bucket, key, uploadID, parts, copts)
@@ -197,20 +179,64 @@ func (s *Store) putMultipart(ctx context.Context, a artifact.Artifact, buf []byt
 		return artifact.Artifact{}, convert(ctx, "put", a.ID, err)
 	}
 	completed = true
-	// The object exists, marked pending. Make its metadata final in place;
-	// the ETag condition makes sure it is still the object we uploaded.
-	_, err = s.c.CopyObject(ctx,
-		minio.CopyDestOptions{Bucket: s.bucket, Object: key, ContentType: a.MimeType, UserMetadata: encodeMeta(a, false), ReplaceMetadata: true},
-		minio.CopySrcOptions{Bucket: s.bucket, Object: key, MatchETag: info.ETag})
-	if err != nil {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		s.c.RemoveObject(dctx, s.bucket, key, minio.RemoveObjectOptions{})
-		cancel()
-		if minio.ToErrorResponse(err).Code == "PreconditionFailed" {
-			// Someone replaced our pending object: not our artifact any more.
-			return artifact.Artifact{}, fmt.Errorf("put %s: object changed during upload: %w", a.ID, artifact.ErrUnavailable)
-		}
-		return artifact.Artifact{}, convert(ctx, "put", a.ID, err)
+	if err := s.finishPending(ctx, a, info.ETag); err != nil {
+		return artifact.Artifact{}, err
 	}
 	return a, nil
+}
+
+// putParts uploads buf and then the rest of src, a part of PartSize at a
+// time, as the parts of uploadID. It returns the parts and the checksum of
+// the whole stream.
+func (s *Store) putParts(ctx context.Context, id, uploadID string, buf []byte, src *source) ([]minio.CompletePart, []byte, error) {
+	key := s.key(id)
+	whole, part := partChecksum.Hasher(), partChecksum.Hasher()
+	var parts []minio.CompletePart
+	for eof := false; len(buf) > 0; {
+		if len(parts) == maxParts {
+			return nil, nil, fmt.Errorf("put %s: more than %d parts of %d bytes: %w", id, maxParts, s.partSize, artifact.ErrTooLarge)
+		}
+		whole.Write(buf)
+		part.Reset()
+		part.Write(buf)
+		hdr := http.Header{}
+		hdr.Set(partChecksum.Key(), base64.StdEncoding.EncodeToString(part.Sum(nil)))
+		hdr.Set(checksumAlgorithm, partChecksum.String())
+		hdr.Set(checksumType, fullObject)
+		p, err := s.core.PutObjectPart(ctx, s.bucket, key, uploadID, len(parts)+1, bytes.NewReader(buf), int64(len(buf)),
+			minio.PutObjectPartOptions{CustomHeader: hdr, DisableContentSha256: true})
+		if err != nil {
+			return nil, nil, convert(ctx, "put", id, err)
+		}
+		parts = append(parts, minio.CompletePart{PartNumber: p.PartNumber, ETag: p.ETag, ChecksumCRC64NVME: p.ChecksumCRC64NVME})
+		if eof {
+			break
+		}
+		if buf, eof, err = fill(src, buf[:0], int(s.partSize)); err != nil {
+			return nil, nil, fmt.Errorf("put %s: %w", id, err)
+		}
+	}
+	return parts, whole.Sum(nil), nil
+}
+
+// finishPending makes the metadata of a's completed upload, created marked
+// pending, final in place. The ETag condition makes sure it is still the
+// object we uploaded; if it is not, or the copy fails, the object is
+// removed.
+func (s *Store) finishPending(ctx context.Context, a artifact.Artifact, etag string) error {
+	key := s.key(a.ID)
+	_, err := s.c.CopyObject(ctx,
+		minio.CopyDestOptions{Bucket: s.bucket, Object: key, ContentType: a.MimeType, UserMetadata: encodeMeta(a, false), ReplaceMetadata: true},
+		minio.CopySrcOptions{Bucket: s.bucket, Object: key, MatchETag: etag})
+	if err == nil {
+		return nil
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	s.c.RemoveObject(dctx, s.bucket, key, minio.RemoveObjectOptions{})
+	cancel()
+	if minio.ToErrorResponse(err).Code == "PreconditionFailed" {
+		// Someone replaced our pending object: not our artifact any more.
+		return fmt.Errorf("put %s: object changed during upload: %w", a.ID, artifact.ErrUnavailable)
+	}
+	return convert(ctx, "put", a.ID, err)
 }

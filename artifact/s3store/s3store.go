@@ -133,11 +133,35 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		return nil, err
 	}
 	timeout, idle := cmp.Or(o.Timeout, DefaultTimeout), cmp.Or(o.IdleTimeout, DefaultIdleTimeout)
-	tr, err := newTransport(o.Secure, timeout, idle)
+	c, err := newClient(o, timeout, idle)
 	if err != nil {
 		return nil, fmt.Errorf("s3store: %w: %w", artifact.ErrInvalid, err)
 	}
-	c, err := minio.New(o.Endpoint, &minio.Options{
+	s := &Store{c: c, core: minio.Core{Client: c}, bucket: o.Bucket, prefix: o.Prefix, partSize: o.PartSize,
+		timeout: timeout, idle: idle, errTimeout: newTimeoutError(timeout), direct: directOK(o.Endpoint, o.Secure),
+		gate: newGate(cmp.Or(o.MaxPuts, DefaultMaxPuts), cmp.Or(o.MaxPutsPerTenant, DefaultMaxPutsPerTenant), cmp.Or(o.PutWait, DefaultPutWait))}
+	if s.partSize == 0 {
+		s.partSize = DefaultPartSize
+	}
+	if err := s.ensureBucket(ctx, o); err != nil {
+		return nil, err
+	}
+	if o.LifecycleDays > 0 {
+		if err := s.setLifecycle(ctx, o.LifecycleDays); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// newClient returns a minio-go client for o whose requests carry the
+// deadlines of deadline.go.
+func newClient(o Options, timeout, idle time.Duration) (*minio.Client, error) {
+	tr, err := newTransport(o.Secure, timeout, idle)
+	if err != nil {
+		return nil, err
+	}
+	return minio.New(o.Endpoint, &minio.Options{
 		Creds:     credentials.NewStaticV4(o.AccessKey, o.SecretKey, o.SessionToken),
 		Secure:    o.Secure,
 		Region:    o.Region,
@@ -149,19 +173,16 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		// down, rather than retrying for the better part of a minute.
 		MaxRetries: 3,
 	})
-	if err != nil {
-		return nil, fmt.Errorf("s3store: %w: %w", artifact.ErrInvalid, err)
-	}
-	s := &Store{c: c, core: minio.Core{Client: c}, bucket: o.Bucket, prefix: o.Prefix, partSize: o.PartSize,
-		timeout: timeout, idle: idle, errTimeout: newTimeoutError(timeout), direct: directOK(o.Endpoint, o.Secure),
-		gate: newGate(cmp.Or(o.MaxPuts, DefaultMaxPuts), cmp.Or(o.MaxPutsPerTenant, DefaultMaxPutsPerTenant), cmp.Or(o.PutWait, DefaultPutWait))}
-	if s.partSize == 0 {
-		s.partSize = DefaultPartSize
-	}
+}
+
+// ensureBucket checks that o.Bucket exists, waiting up to 10 s for a
+// service that is still starting, and creates it when it does not and
+// o.CreateBucket is set.
+func (s *Store) ensureBucket(ctx context.Context, o Options) error {
 	exists := func() (bool, error) {
 		bctx, cancel := s.bounded(ctx)
 		defer cancel()
-		ok, err := c.BucketExists(bctx, o.Bucket)
+		ok, err := s.c.BucketExists(bctx, o.Bucket)
 		return ok, convert(bctx, "bucket", o.Bucket, err)
 	}
 	ok, err := exists()
@@ -171,28 +192,21 @@ func New(ctx context.Context, o Options) (*Store, error) {
 		time.Sleep(250 * time.Millisecond)
 		ok, err = exists()
 	}
-	if err != nil {
-		return nil, err
+	switch {
+	case err != nil:
+		return err
+	case ok:
+		return nil
+	case !o.CreateBucket:
+		return fmt.Errorf("s3store: bucket %s does not exist (create it, or set create=true): %w", o.Bucket, artifact.ErrMisconfigured)
 	}
-	if !ok {
-		if !o.CreateBucket {
-			return nil, fmt.Errorf("s3store: bucket %s does not exist (create it, or set create=true): %w", o.Bucket, artifact.ErrMisconfigured)
-		}
-		bctx, cancel := s.bounded(ctx)
-		err := c.MakeBucket(bctx, o.Bucket, minio.MakeBucketOptions{Region: o.Region})
-		if err != nil && minio.ToErrorResponse(err).Code != "BucketAlreadyOwnedByYou" {
-			err = convert(bctx, "create bucket", o.Bucket, err)
-			cancel()
-			return nil, err
-		}
-		cancel()
+	bctx, cancel := s.bounded(ctx)
+	defer cancel()
+	err = s.c.MakeBucket(bctx, o.Bucket, minio.MakeBucketOptions{Region: o.Region})
+	if err != nil && minio.ToErrorResponse(err).Code != "BucketAlreadyOwnedByYou" {
+		return convert(bctx, "create bucket", o.Bucket, err)
 	}
-	if o.LifecycleDays > 0 {
-		if err := s.setLifecycle(ctx, o.LifecycleDays); err != nil {
-			return nil, err
-		}
-	}
-	return s, nil
+	return nil
 }
 
 // starting reports an error of a service that is still starting up.
@@ -329,14 +343,8 @@ func (s *Store) Open(ctx context.Context, id string, offset, length int64) (io.R
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("open %s: %w", id, err)
 	}
-	empty := func() (io.ReadCloser, error) {
-		if _, err := s.Stat(ctx, id); err != nil {
-			return nil, err
-		}
-		return io.NopCloser(bytes.NewReader(nil)), nil
-	}
 	if length == 0 {
-		return empty()
+		return s.openEmpty(ctx, id)
 	}
 	if s.direct && (length < 0 || length >= directMin) {
 		rc, err := s.openDirect(ctx, id, offset, length)
@@ -344,6 +352,20 @@ func (s *Store) Open(ctx context.Context, id string, offset, length int64) (io.R
 			return rc, err
 		}
 	}
+	return s.getObject(ctx, id, rangeOptions(offset, length))
+}
+
+// openEmpty returns an empty reader of id, or Stat's error when id is
+// not there to read.
+func (s *Store) openEmpty(ctx context.Context, id string) (io.ReadCloser, error) {
+	if _, err := s.Stat(ctx, id); err != nil {
+		return nil, err
+	}
+	return io.NopCloser(bytes.NewReader(nil)), nil
+}
+
+// rangeOptions asks for length bytes from offset (length < 0: to the end).
+func rangeOptions(offset, length int64) minio.GetObjectOptions {
 	var opts minio.GetObjectOptions
 	switch {
 	case length > 0 && length <= 1<<62-offset:
@@ -351,8 +373,13 @@ func (s *Store) Open(ctx context.Context, id string, offset, length int64) (io.R
 	case offset > 0:
 		opts.SetRange(offset, 0)
 	}
-	// Bounded like Stat until the body starts; the body then has the
-	// transport's idle deadline only, however long it takes.
+	return opts
+}
+
+// getObject opens id through minio-go. It is bounded like Stat until the
+// body starts; the body then has the transport's idle deadline only,
+// however long it takes.
+func (s *Store) getObject(ctx context.Context, id string, opts minio.GetObjectOptions) (io.ReadCloser, error) {
 	rctx, cancel := startOp(ctx)
 	timer := time.AfterFunc(s.timeout, func() { cancel(s.errTimeout) })
 	body, info, _, err := s.core.GetObject(rctx, s.bucket, s.key(id), opts)
@@ -363,7 +390,7 @@ func (s *Store) Open(ctx context.Context, id string, offset, length int64) (io.R
 	if err != nil {
 		defer cancel(nil)
 		if minio.ToErrorResponse(err).Code == "InvalidRange" {
-			return empty() // the object exists; the offset is past its end
+			return s.openEmpty(ctx, id) // the object exists; the offset is past its end
 		}
 		return nil, convert(rctx, "open", id, err)
 	}
