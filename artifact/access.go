@@ -97,8 +97,18 @@ func (s *Service) Authorize(ctx context.Context, in Access) (Artifact, decision.
 			return Artifact{}, d, err
 		}
 	}
+	if d, err = s.decideFetch(ctx, in, a, method); err != nil {
+		return Artifact{}, d, err
+	}
+	return a, d, nil
+}
+
+// decideFetch asks the fetch policy (s.Fetch) about in, a request with
+// method for a. No policy, a failed evaluation, a denial and a redirect
+// the decision does not allow are each a *DeniedError: an error denies.
+func (s *Service) decideFetch(ctx context.Context, in Access, a Artifact, method string) (decision.Fetch, error) {
 	if s.Fetch == nil {
-		return Artifact{}, d, &DeniedError{Reason: "no fetch policy is configured"}
+		return decision.Fetch{}, &DeniedError{Reason: "no fetch policy is configured"}
 	}
 	pin := decision.FetchInput{
 		Via: in.Via,
@@ -115,16 +125,16 @@ func (s *Service) Authorize(ctx context.Context, in Access) (Artifact, decision.
 		t := tokenInfo(*in.Token)
 		pin.Token = &t
 	}
-	d, err = s.Fetch.Fetch(ctx, pin)
+	d, err := s.Fetch.Fetch(ctx, pin)
 	switch {
 	case err != nil:
-		return Artifact{}, decision.Fetch{}, &DeniedError{Err: fmt.Errorf("fetch decision: %w", err)}
+		return decision.Fetch{}, &DeniedError{Err: fmt.Errorf("fetch decision: %w", err)}
 	case !d.Allow:
-		return Artifact{}, d, &DeniedError{Reason: d.Reason}
+		return d, &DeniedError{Reason: d.Reason}
 	case in.Via == ViaRedirect && !d.Redirect:
-		return Artifact{}, d, &DeniedError{Reason: "redirect is not allowed for this artifact"}
+		return d, &DeniedError{Reason: "redirect is not allowed for this artifact"}
 	}
-	return a, d, nil
+	return d, nil
 }
 
 // Owned returns id's metadata if tenant owns it: the tenant rule of every

@@ -152,7 +152,26 @@ func (h *Handler) serve(w *countingWriter, r *http.Request, id string) (token.Cl
 // Memory stays constant: bytes stream from the store unless the cache holds them.
 func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, a Artifact) {
 	hdr := w.Header()
-	etag := `"` + a.SHA256 + `"`
+	etag := setContentHeaders(hdr, a)
+	if answerPreconditions(w, r, etag) {
+		return
+	}
+	off, n, status, ok := contentRange(w, r, a, etag)
+	if !ok {
+		return
+	}
+	hdr.Set("Content-Length", strconv.FormatInt(n, 10))
+	if r.Method == http.MethodHead {
+		w.WriteHeader(status)
+		return
+	}
+	h.sendBody(w, r, a, off, n, status)
+}
+
+// setContentHeaders sets the headers that describe a (type, disposition,
+// entity tag, ranges, expiry) and returns its entity tag.
+func setContentHeaders(hdr http.Header, a Artifact) (etag string) {
+	etag = `"` + a.SHA256 + `"`
 	ct, disp := typeAndDisposition(a)
 	// Direct assignments: the names are canonical already, and Set would
 	// check each again.
@@ -163,55 +182,64 @@ func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, a Artifac
 	if !a.Expires.IsZero() {
 		hdr.Set("Expires", a.Expires.UTC().Format(http.TimeFormat))
 	}
-	// RFC 9110 13.2.2: If-Match first, compared strongly; a false one
-	// answers 412 before anything else is considered.
+	return etag
+}
+
+// answerPreconditions answers a request whose If-Match or If-None-Match
+// rules out sending the artifact tagged etag (412, 304), and reports
+// whether it did. RFC 9110 13.2.2: If-Match first, compared strongly; a
+// false one answers 412 before anything else is considered.
+func answerPreconditions(w http.ResponseWriter, r *http.Request, etag string) bool {
 	if im := r.Header.Get("If-Match"); im != "" && !etagMatch(im, etag, false) {
 		writeError(w, httpsafe.NewError(http.StatusPreconditionFailed, "precondition_failed", "the artifact does not match If-Match"))
-		return
+		return true
 	}
 	if inm := r.Header.Get("If-None-Match"); inm != "" && etagMatch(inm, etag, true) {
 		w.WriteHeader(http.StatusNotModified)
-		return
+		return true
 	}
-	off, n, status := int64(0), a.Size, http.StatusOK
-	if rh := r.Header.Get("Range"); rh != "" && ifRangeOK(r, etag) {
-		rs, err := parseRange(rh, a.Size)
-		switch {
-		case errors.Is(err, errRangeUnsatisfiable):
-			hdr.Set("Content-Range", "bytes */"+strconv.FormatInt(a.Size, 10))
-			writeError(w, httpsafe.NewError(http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable", "the requested range is outside the artifact"))
-			return
-		case err == nil && len(rs) == 1:
-			// Several ranges would need multipart/byteranges; serving the whole
-			// representation instead is what RFC 9110 allows.
-			off, n, status = rs[0].start, rs[0].length, http.StatusPartialContent
-			hdr.Set("Content-Range", rs[0].contentRange(a.Size))
-		}
+	return false
+}
+
+// contentRange chooses what of a to send: the one range the request asks
+// for (206, with Content-Range set), or else all of it (200). A range
+// outside a is answered here with 416, and ok is false.
+func contentRange(w http.ResponseWriter, r *http.Request, a Artifact, etag string) (off, n int64, status int, ok bool) {
+	rh := r.Header.Get("Range")
+	if rh == "" || !ifRangeOK(r, etag) {
+		return 0, a.Size, http.StatusOK, true
 	}
-	hdr.Set("Content-Length", strconv.FormatInt(n, 10))
-	if r.Method == http.MethodHead {
-		w.WriteHeader(status)
-		return
+	rs, err := parseRange(rh, a.Size)
+	switch {
+	case errors.Is(err, errRangeUnsatisfiable):
+		w.Header().Set("Content-Range", "bytes */"+strconv.FormatInt(a.Size, 10))
+		writeError(w, httpsafe.NewError(http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable", "the requested range is outside the artifact"))
+		return 0, 0, 0, false
+	case err == nil && len(rs) == 1:
+		// Several ranges would need multipart/byteranges; serving the whole
+		// representation instead is what RFC 9110 allows.
+		w.Header().Set("Content-Range", rs[0].contentRange(a.Size))
+		return rs[0].start, rs[0].length, http.StatusPartialContent, true
 	}
+	return 0, a.Size, http.StatusOK, true
+}
+
+// sendBody writes status and then n bytes of a from off: from memory when
+// the cache holds a or takes it now (smallBytes), streamed from the store
+// otherwise.
+func (h *Handler) sendBody(w http.ResponseWriter, r *http.Request, a Artifact, off, n int64, status int) {
 	body := h.bodyWriter(w)
-	if b, ok := h.svc.Cache.blob(a.ID); ok && int64(len(b)) == a.Size {
+	ctx := r.Context()
+	b, ok, err := h.smallBytes(ctx, a, status == http.StatusOK)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if ok {
 		w.WriteHeader(status)
 		body.Write(b[off : off+n])
 		body.done()
 		return
-	}
-	ctx := r.Context()
-	if status == http.StatusOK && h.svc.Cache.wantsBlob(a.Size) {
-		if b, err := h.readSmall(ctx, a); err == nil {
-			h.svc.Cache.addBlob(a.ID, b)
-			w.WriteHeader(status)
-			body.Write(b)
-			body.done()
-			return
-		} else {
-			writeError(w, err)
-			return
-		}
 	}
 	rc, err := h.svc.Store.Open(ctx, a.ID, off, n)
 	if err != nil {
@@ -227,6 +255,24 @@ func (h *Handler) serveContent(w http.ResponseWriter, r *http.Request, a Artifac
 	} else {
 		body.done()
 	}
+}
+
+// smallBytes returns all of a's bytes, with ok, when the cache holds them,
+// or when whole (the request is for all of a) and the cache wants a: it
+// reads a from the store once and keeps it. ok false: stream a from the
+// store instead.
+func (h *Handler) smallBytes(ctx context.Context, a Artifact, whole bool) (b []byte, ok bool, err error) {
+	if b, ok := h.svc.Cache.blob(a.ID); ok && int64(len(b)) == a.Size {
+		return b, true, nil
+	}
+	if !whole || !h.svc.Cache.wantsBlob(a.Size) {
+		return nil, false, nil
+	}
+	if b, err = h.readSmall(ctx, a); err != nil {
+		return nil, false, err
+	}
+	h.svc.Cache.addBlob(a.ID, b)
+	return b, true, nil
 }
 
 // copyBody streams a store reader to r's client: a section of a local

@@ -36,39 +36,13 @@ func parseRange(h string, size int64) ([]byteRange, error) {
 		if n++; n > maxRanges {
 			return nil, errRangeSyntax
 		}
-		first, last, ok := strings.Cut(part, "-")
-		if !ok {
-			return nil, errRangeSyntax
+		r, ok, err := parseRangeSpec(part, size)
+		if err != nil {
+			return nil, err
 		}
-		first, last = strings.TrimSpace(first), strings.TrimSpace(last)
-		if first == "" {
-			// Suffix range: the last N bytes.
-			k, ok := parseDigits(last)
-			if !ok {
-				return nil, errRangeSyntax
-			}
-			if k == 0 || size == 0 {
-				continue
-			}
-			k = min(k, size)
-			out = append(out, byteRange{size - k, k})
-			continue
+		if ok {
+			out = append(out, r)
 		}
-		a, ok := parseDigits(first)
-		if !ok {
-			return nil, errRangeSyntax
-		}
-		b := size - 1
-		if last != "" {
-			if b, ok = parseDigits(last); !ok || b < a {
-				return nil, errRangeSyntax
-			}
-		}
-		if a >= size {
-			continue
-		}
-		b = min(b, size-1)
-		out = append(out, byteRange{a, b - a + 1})
 	}
 	if n == 0 {
 		return nil, errRangeSyntax
@@ -77,6 +51,45 @@ func parseRange(h string, size int64) ([]byteRange, error) {
 		return nil, errRangeUnsatisfiable
 	}
 	return out, nil
+}
+
+// parseRangeSpec parses one element of a Range header's list ("a-b",
+// "a-" or the suffix "-k") against a representation of size bytes. ok is
+// false for a well-formed range that selects none of it; err is
+// errRangeSyntax for a malformed one.
+func parseRangeSpec(part string, size int64) (r byteRange, ok bool, err error) {
+	first, last, found := strings.Cut(part, "-")
+	if !found {
+		return byteRange{}, false, errRangeSyntax
+	}
+	first, last = strings.TrimSpace(first), strings.TrimSpace(last)
+	if first == "" {
+		// Suffix range: the last N bytes.
+		k, ok := parseDigits(last)
+		if !ok {
+			return byteRange{}, false, errRangeSyntax
+		}
+		if k == 0 || size == 0 {
+			return byteRange{}, false, nil
+		}
+		k = min(k, size)
+		return byteRange{size - k, k}, true, nil
+	}
+	a, ok := parseDigits(first)
+	if !ok {
+		return byteRange{}, false, errRangeSyntax
+	}
+	b := size - 1
+	if last != "" {
+		if b, ok = parseDigits(last); !ok || b < a {
+			return byteRange{}, false, errRangeSyntax
+		}
+	}
+	if a >= size {
+		return byteRange{}, false, nil
+	}
+	b = min(b, size-1)
+	return byteRange{a, b - a + 1}, true, nil
 }
 
 // parseDigits accepts 1*DIGIT that fits an int64.

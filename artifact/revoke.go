@@ -234,27 +234,6 @@ var errEnough = errors.New("enough")
 func (s *Service) revocationRoom(ctx context.Context, a Artifact, tokenID string, now time.Time) (recorded time.Time, _ error) {
 	perArtifact := cmpOr(s.MaxRevocationsPerArtifact, DefaultMaxRevocationsPerArtifact)
 	perTenant := cmpOr(s.MaxRevocationsPerTenant, DefaultMaxRevocationsPerTenant)
-	// count counts distinct revocations, up to limit (0: all of them).
-	count := func(artifactID string, limit int) (n int, again bool, err error) {
-		seen := map[string]bool{}
-		err = s.Store.Revocations(ctx, a.Tenant, artifactID, now, func(r Revocation) error {
-			if r.Artifact == a.ID && r.TokenID == tokenID {
-				again = true
-				if r.Expires.After(recorded) {
-					recorded = r.Expires
-				}
-			}
-			seen[r.Artifact+"/"+r.TokenID] = true
-			if limit > 0 && len(seen) >= limit {
-				return errEnough
-			}
-			return nil
-		})
-		if errors.Is(err, errEnough) {
-			err = nil
-		}
-		return len(seen), again, err
-	}
 	// A tenant found at its bound a moment ago costs the store nothing.
 	if s.revoked.fullUntil(a.Tenant, time.Time{}) {
 		s.Metrics.revocationRefused()
@@ -262,7 +241,7 @@ func (s *Service) revocationRoom(ctx context.Context, a Artifact, tokenID string
 	}
 	// All of the artifact's: they are few, and a token revoked again must
 	// be found even at the bound.
-	n, again, err := count(a.ID, 0)
+	n, again, recorded, err := s.countRevocations(ctx, a, a.ID, tokenID, now, 0)
 	switch {
 	case err != nil:
 		return time.Time{}, fmt.Errorf("revoke: count: %w", err)
@@ -272,7 +251,7 @@ func (s *Service) revocationRoom(ctx context.Context, a Artifact, tokenID string
 		s.Metrics.revocationRefused()
 		return time.Time{}, fmt.Errorf("revoke: artifact %s has %d revoked links, the most allowed: %w", a.ID, n, ErrRevocationLimit)
 	}
-	if n, _, err = count("", perTenant); err != nil {
+	if n, _, _, err = s.countRevocations(ctx, a, "", tokenID, now, perTenant); err != nil {
 		return time.Time{}, fmt.Errorf("revoke: count: %w", err)
 	}
 	if n >= perTenant {
@@ -281,6 +260,31 @@ func (s *Service) revocationRoom(ctx context.Context, a Artifact, tokenID string
 		return time.Time{}, fmt.Errorf("revoke: the tenant has %d revoked links, the most allowed: %w", n, ErrRevocationLimit)
 	}
 	return time.Time{}, nil
+}
+
+// countRevocations counts the distinct live revocations of a's tenant
+// recorded under artifactID ("": all of the tenant's), up to limit (0: all
+// of them). again reports that tokenID is among a's, and recorded is then
+// the latest expiry of its records.
+func (s *Service) countRevocations(ctx context.Context, a Artifact, artifactID, tokenID string, now time.Time, limit int) (n int, again bool, recorded time.Time, err error) {
+	seen := map[string]bool{}
+	err = s.Store.Revocations(ctx, a.Tenant, artifactID, now, func(r Revocation) error {
+		if r.Artifact == a.ID && r.TokenID == tokenID {
+			again = true
+			if r.Expires.After(recorded) {
+				recorded = r.Expires
+			}
+		}
+		seen[r.Artifact+"/"+r.TokenID] = true
+		if limit > 0 && len(seen) >= limit {
+			return errEnough
+		}
+		return nil
+	})
+	if errors.Is(err, errEnough) {
+		err = nil
+	}
+	return len(seen), again, recorded, err
 }
 
 // fullUntil reports whether tenant was found at its bound a moment ago;

@@ -210,32 +210,9 @@ func (s *Service) Link(ctx context.Context, a Artifact, o LinkOptions) (Link, er
 		o.Method = token.MethodGet
 	}
 	if s.Mint != nil {
-		in := decision.MintInput{
-			Artifact:            Info(a),
-			Tenant:              o.Tenant,
-			Source:              o.Source,
-			RequestedTTLSeconds: int64(ttl / time.Second),
-			Audience:            o.Audience,
-			Now:                 now.Unix(),
-		}
-		if o.CIDR.IsValid() {
-			in.CIDR = o.CIDR.String()
-		}
-		d, err := s.Mint.Mint(ctx, in)
-		if err != nil {
-			return Link{}, fmt.Errorf("mint decision: %w", err)
-		}
-		if !d.Allow {
-			return Link{}, &DeniedError{Reason: d.Reason}
-		}
-		if d.MaxTTLSeconds > 0 {
-			ttl = min(ttl, time.Duration(d.MaxTTLSeconds)*time.Second)
-		}
-		// The decision narrows what the caller asked for, never widens it.
-		if o.CIDR, o.Audience, err = d.Narrow(o.CIDR, o.Audience); errors.Is(err, decision.ErrWiden) {
-			return Link{}, &DeniedError{Reason: err.Error()}
-		} else if err != nil {
-			return Link{}, fmt.Errorf("mint decision: %w", err)
+		var err error
+		if o, ttl, err = s.decideMint(ctx, a, o, ttl, now); err != nil {
+			return Link{}, err
 		}
 	}
 	exp := now.Add(ttl).Truncate(time.Second)
@@ -260,6 +237,41 @@ func (s *Service) Link(ctx context.Context, a Artifact, o LinkOptions) (Link, er
 		return Link{}, fmt.Errorf("link %s: %w: %w", a.ID, ErrInvalid, err)
 	}
 	return Link{URL: s.fetchURL(a.ID, tok), Expires: exp, TokenID: tokenID}, nil
+}
+
+// decideMint asks the mint policy (s.Mint) for a link to a with o,
+// living ttl from now. It returns o and ttl as the decision narrowed them
+// (never widened), a *DeniedError when the decision denies or would widen
+// them, or the evaluation's error.
+func (s *Service) decideMint(ctx context.Context, a Artifact, o LinkOptions, ttl time.Duration, now time.Time) (LinkOptions, time.Duration, error) {
+	in := decision.MintInput{
+		Artifact:            Info(a),
+		Tenant:              o.Tenant,
+		Source:              o.Source,
+		RequestedTTLSeconds: int64(ttl / time.Second),
+		Audience:            o.Audience,
+		Now:                 now.Unix(),
+	}
+	if o.CIDR.IsValid() {
+		in.CIDR = o.CIDR.String()
+	}
+	d, err := s.Mint.Mint(ctx, in)
+	if err != nil {
+		return o, ttl, fmt.Errorf("mint decision: %w", err)
+	}
+	if !d.Allow {
+		return o, ttl, &DeniedError{Reason: d.Reason}
+	}
+	if d.MaxTTLSeconds > 0 {
+		ttl = min(ttl, time.Duration(d.MaxTTLSeconds)*time.Second)
+	}
+	// The decision narrows what the caller asked for, never widens it.
+	if o.CIDR, o.Audience, err = d.Narrow(o.CIDR, o.Audience); errors.Is(err, decision.ErrWiden) {
+		return o, ttl, &DeniedError{Reason: err.Error()}
+	} else if err != nil {
+		return o, ttl, fmt.Errorf("mint decision: %w", err)
+	}
+	return o, ttl, nil
 }
 
 // Publish stores r and mints a link to it: the offloader's one call.
