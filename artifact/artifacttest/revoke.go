@@ -110,6 +110,10 @@ func testCrossTenantRevoke(t *testing.T, store artifact.Store) {
 // floodAttempts is how many revocations the flooding tenant asks for.
 const floodAttempts = 10_000
 
+// testRevocationFlood: a tenant revoking floodAttempts times is held to
+// its bounds (perTenant in all, perArtifact per artifact) while another
+// tenant's link, and the flooder's own unrevoked one, keep answering 200;
+// the metrics count what was recorded and refused.
 func testRevocationFlood(t *testing.T, store artifact.Store) {
 	svc, _ := Serve(t, store, Options{Cache: artifact.NewCache(artifact.CacheOptions{})})
 	svc.Metrics = &artifact.Metrics{}
@@ -124,21 +128,7 @@ func testRevocationFlood(t *testing.T, store artifact.Store) {
 		arts[i], _ = publish(t, svc, "mallory", "mallory's")
 	}
 	_, own := publish(t, svc, "mallory", "mallory's own, never revoked")
-	accepted, perArt := 0, map[string]int{}
-	for i := range floodAttempts {
-		a := arts[i%len(arts)]
-		err := svc.Revoke(ctx, "mallory", a.ID, fmt.Sprintf("tok%05d", i))
-		switch {
-		case err == nil:
-			accepted++
-			perArt[a.ID]++
-		case !errors.Is(err, artifact.ErrRevocationLimit):
-			t.Fatalf("revocation %d: %v, want nil or ErrRevocationLimit", i, err)
-		}
-		if i%2000 == 0 {
-			wantStatus(t, fmt.Sprintf("alice's link after %d of mallory's revocations", i), "GET", victim.URL, 200)
-		}
-	}
+	accepted, perArt := flood(t, svc, arts, victim)
 	if accepted != perTenant {
 		t.Errorf("mallory recorded %d revocations of %d asked, want her bound %d", accepted, floodAttempts, perTenant)
 	}
@@ -156,7 +146,37 @@ func testRevocationFlood(t *testing.T, store artifact.Store) {
 	}
 	wantStatus(t, "alice's link after the flood", "GET", victim.URL, 200)
 	wantStatus(t, "mallory's unrevoked link after the flood", "GET", own.URL, 200)
+	checkRevocationMetrics(t, svc, accepted)
+}
 
+// flood has mallory revoke floodAttempts token ids, spread over arts,
+// checking now and then that victim's link still answers 200. It returns
+// how many revocations were recorded, in all and per artifact; any error
+// but ErrRevocationLimit fails the test.
+func flood(t *testing.T, svc *artifact.Service, arts []artifact.Artifact, victim artifact.Link) (accepted int, perArt map[string]int) {
+	t.Helper()
+	perArt = map[string]int{}
+	for i := range floodAttempts {
+		a := arts[i%len(arts)]
+		err := svc.Revoke(context.Background(), "mallory", a.ID, fmt.Sprintf("tok%05d", i))
+		switch {
+		case err == nil:
+			accepted++
+			perArt[a.ID]++
+		case !errors.Is(err, artifact.ErrRevocationLimit):
+			t.Fatalf("revocation %d: %v, want nil or ErrRevocationLimit", i, err)
+		}
+		if i%2000 == 0 {
+			wantStatus(t, fmt.Sprintf("alice's link after %d of mallory's revocations", i), "GET", victim.URL, 200)
+		}
+	}
+	return accepted, perArt
+}
+
+// checkRevocationMetrics: the metrics name the revocation series and
+// count the accepted revocations and the refused rest of the flood.
+func checkRevocationMetrics(t *testing.T, svc *artifact.Service, accepted int) {
+	t.Helper()
 	var m bytes.Buffer
 	svc.Metrics.WritePrometheus(&m)
 	for _, name := range []string{"spillway_revocation_entries", "spillway_revocation_read_seconds_count",

@@ -448,10 +448,32 @@ func testMetaLimits(t *testing.T, s artifact.Store) {
 	}
 }
 
+// testRange: Open returns what a range selects, cut at the artifact's
+// end; a negative offset is ErrInvalid and an absent id ErrNotFound,
+// whatever the range; a reader closed before its end closes cleanly.
 func testRange(t *testing.T, s artifact.Store) {
 	g := Gen{Seed: 7, Size: 1000}
 	data := g.Bytes(0, g.Size)
 	a := mustPut(t, s, newMeta(), data)
+	checkRangeReads(t, s, a.ID, data)
+	checkRangeRefusals(t, s, a.ID)
+	// Closing before reading everything must be fine.
+	rc, err := s.Open(t.Context(), a.ID, 0, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(rc, make([]byte, 10)); err != nil {
+		t.Errorf("short read: %v", err)
+	}
+	if err := rc.Close(); err != nil {
+		t.Errorf("Close after a partial read: %v", err)
+	}
+}
+
+// checkRangeReads reads ranges of id, whose bytes are data (1000 of them),
+// and compares each with the bytes it selects.
+func checkRangeReads(t *testing.T, s artifact.Store, id string, data []byte) {
+	t.Helper()
 	for _, r := range []struct{ off, n, from, to int64 }{
 		{0, -1, 0, 1000},
 		{0, 1000, 0, 1000},
@@ -468,13 +490,19 @@ func testRange(t *testing.T, s artifact.Store) {
 		{5000, -1, 5000, 5000},
 		{5000, 10, 5000, 5000},
 	} {
-		got := read(t, s, a.ID, r.off, r.n)
+		got := read(t, s, id, r.off, r.n)
 		want := data[min(r.from, 1000):min(r.to, 1000)]
 		if !bytes.Equal(got, want) {
 			t.Errorf("Open(%d, %d): got %d bytes, want %d (bytes %d-%d)", r.off, r.n, len(got), len(want), r.from, r.to)
 		}
 	}
-	if rc, err := s.Open(t.Context(), a.ID, -1, 5); !errors.Is(err, artifact.ErrInvalid) {
+}
+
+// checkRangeRefusals: a negative offset of id is ErrInvalid; any range of
+// an absent id is ErrNotFound.
+func checkRangeRefusals(t *testing.T, s artifact.Store, id string) {
+	t.Helper()
+	if rc, err := s.Open(t.Context(), id, -1, 5); !errors.Is(err, artifact.ErrInvalid) {
 		if err == nil {
 			rc.Close()
 		}
@@ -488,17 +516,6 @@ func testRange(t *testing.T, s artifact.Store) {
 			}
 			t.Errorf("Open(absent, %d, %d): err = %v, want ErrNotFound", r[0], r[1], err)
 		}
-	}
-	// Closing before reading everything must be fine.
-	rc, err := s.Open(t.Context(), a.ID, 0, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := io.ReadFull(rc, make([]byte, 10)); err != nil {
-		t.Errorf("short read: %v", err)
-	}
-	if err := rc.Close(); err != nil {
-		t.Errorf("Close after a partial read: %v", err)
 	}
 }
 
@@ -535,34 +552,24 @@ func testDelete(t *testing.T, s artifact.Store) {
 	}
 }
 
+// testListExpired: ListExpired hands out exactly the artifacts expired at
+// the time it is given, stops at its function's first error, and lets
+// that function delete what it is given.
 func testListExpired(t *testing.T, s artifact.Store) {
 	now := time.Now()
-	put := func(exp time.Time) string {
-		meta := newMeta()
-		meta.Expires = exp
-		return mustPut(t, s, meta, []byte(meta.ID)).ID
-	}
 	want := []string{
-		put(now.Add(-48 * time.Hour)),
-		put(now.Add(-time.Second)),
-		put(now.Add(-time.Nanosecond)),
-		put(now), // Expired(now) is true at the instant itself
+		putExpiring(t, s, now.Add(-48*time.Hour)),
+		putExpiring(t, s, now.Add(-time.Second)),
+		putExpiring(t, s, now.Add(-time.Nanosecond)),
+		putExpiring(t, s, now), // Expired(now) is true at the instant itself
 	}
-	future := []string{put(now.Add(time.Nanosecond)), put(now.Add(time.Hour)), put(time.Time{})}
+	future := []string{putExpiring(t, s, now.Add(time.Nanosecond)), putExpiring(t, s, now.Add(time.Hour)), putExpiring(t, s, time.Time{})}
 
-	list := func(at time.Time) []string {
-		var ids []string
-		if err := s.ListExpired(t.Context(), at, func(id string) error { ids = append(ids, id); return nil }); err != nil {
-			t.Fatalf("ListExpired: %v", err)
-		}
-		slices.Sort(ids)
-		return ids
-	}
 	slices.Sort(want)
-	if got := list(now); !slices.Equal(got, want) {
+	if got := listExpired(t, s, now); !slices.Equal(got, want) {
 		t.Errorf("ListExpired(now) = %v\nwant %v (not %v)", got, want, future)
 	}
-	if got := list(now.Add(-72 * time.Hour)); len(got) != 0 {
+	if got := listExpired(t, s, now.Add(-72*time.Hour)); len(got) != 0 {
 		t.Errorf("ListExpired(3 days ago) = %v, want none", got)
 	}
 
@@ -579,7 +586,7 @@ func testListExpired(t *testing.T, s artifact.Store) {
 	if err != nil {
 		t.Fatalf("ListExpired deleting: %v", err)
 	}
-	if got := list(now); len(got) != 0 {
+	if got := listExpired(t, s, now); len(got) != 0 {
 		t.Errorf("after sweeping, ListExpired = %v", got)
 	}
 	for _, id := range future {
@@ -587,6 +594,26 @@ func testListExpired(t *testing.T, s artifact.Store) {
 			t.Errorf("unexpired %s: %v", id, err)
 		}
 	}
+}
+
+// putExpiring stores a small artifact that expires at exp (zero: never)
+// and returns its id.
+func putExpiring(t *testing.T, s artifact.Store, exp time.Time) string {
+	t.Helper()
+	meta := newMeta()
+	meta.Expires = exp
+	return mustPut(t, s, meta, []byte(meta.ID)).ID
+}
+
+// listExpired returns the ids ListExpired hands out at at, sorted.
+func listExpired(t *testing.T, s artifact.Store, at time.Time) []string {
+	t.Helper()
+	var ids []string
+	if err := s.ListExpired(t.Context(), at, func(id string) error { ids = append(ids, id); return nil }); err != nil {
+		t.Fatalf("ListExpired: %v", err)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // streamCheck reads rc to the end, hashing, and compares with g.
