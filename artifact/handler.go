@@ -481,7 +481,8 @@ func etagMatch(header, etag string, weak bool) bool {
 	return false
 }
 
-// ifRangeOK: a Range applies unless If-Range names another representation.
+// ifRangeOK reports whether r's Range applies: it does unless If-Range
+// names another representation than the one tagged etag.
 func ifRangeOK(r *http.Request, etag string) bool {
 	ir := r.Header.Get("If-Range")
 	return ir == "" || ir == etag

@@ -49,10 +49,12 @@ func NewLimiter(o Limits) *Limiter {
 	return &Limiter{o: o, inUse: map[netip.Prefix]int{}}
 }
 
-// errBusy answers a request over the per-address cap (503 adds Retry-After).
+// errBusy is the answer to a request over the per-address cap: 503,
+// which carries Retry-After.
 var errBusy = httpsafe.NewError(http.StatusServiceUnavailable, "busy", "too many requests in flight from this address; retry shortly")
 
-// errTooSlow ends a request body slower than the minimum upload rate.
+// errTooSlow is the answer to a request whose body arrives slower than
+// the minimum upload rate.
 var errTooSlow = httpsafe.NewError(http.StatusRequestTimeout, "too_slow", "the request body arrived slower than the minimum upload rate")
 
 // Middleware wraps h with the limits; it fits mux.Router.Use.

@@ -79,8 +79,9 @@ type revocations struct {
 	full  *simplelru.LRU[string, time.Time]    // tenant at its bound → until when to believe it
 }
 
-// turn serialises one tenant's Revokes: a slot in a channel, so that
-// waiting for it ends with the caller's context.
+// turn lets one Revoke of a tenant run at a time. It is a slot in a
+// channel rather than a mutex, so that a caller waiting for it stops
+// waiting when its context ends.
 type turn struct {
 	slot  chan struct{}
 	users int // holders and waiters; guarded by turnsMu

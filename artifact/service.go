@@ -31,11 +31,11 @@ type LinkOptions struct {
 	Source   string // for the mint decision: "offload", "api", "cli", "stream"
 }
 
-// Link is a minted httpUrl.
+// Link is a minted link to an artifact.
 type Link struct {
-	URL     string
-	Expires time.Time
-	TokenID string
+	URL     string    // the httpUrl a client fetches the bytes from, token included
+	Expires time.Time // when the link stops working; never after the artifact's expiry
+	TokenID string    // the id of the link's token, which Service.Revoke takes
 }
 
 // Service ties a Store to a Signer: it stores artifacts, mints links to them,
@@ -274,7 +274,8 @@ func (s *Service) decideMint(ctx context.Context, a Artifact, o LinkOptions, ttl
 	return o, ttl, nil
 }
 
-// Publish stores r and mints a link to it: the offloader's one call.
+// Publish stores r and mints a link to it. It is the one call the
+// offloader makes.
 func (s *Service) Publish(ctx context.Context, meta Artifact, r io.Reader, o LinkOptions) (Artifact, Link, error) {
 	a, err := s.Put(ctx, meta, o.TTL, r)
 	if err != nil {
@@ -326,7 +327,8 @@ func (e *DeniedError) Error() string {
 
 func (e *DeniedError) Unwrap() error { return e.Err }
 
-// message is what the client is told.
+// message returns what the client is told of e: the policy's reason,
+// never why an evaluation failed (that is for the log).
 func (e *DeniedError) message() string {
 	switch {
 	case e.Err != nil:

@@ -53,7 +53,8 @@ type stagedReader struct {
 	st Staging
 }
 
-// Staging is what a Stager's Put looks for.
+// Staging returns the Staging r reads. A Stager's Put looks for it, to
+// take the staged bytes as they are instead of copying them.
 func (r *stagedReader) Staging() Staging { return r.st }
 
 // StagingOf returns the Staging r reads (StagedReader), if it is one.

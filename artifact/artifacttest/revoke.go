@@ -110,10 +110,10 @@ func testCrossTenantRevoke(t *testing.T, store artifact.Store) {
 // floodAttempts is how many revocations the flooding tenant asks for.
 const floodAttempts = 10_000
 
-// testRevocationFlood: a tenant revoking floodAttempts times is held to
-// its bounds (perTenant in all, perArtifact per artifact) while another
-// tenant's link, and the flooder's own unrevoked one, keep answering 200;
-// the metrics count what was recorded and refused.
+// testRevocationFlood checks that a tenant revoking floodAttempts times
+// is held to its bounds (perTenant in all, perArtifact per artifact)
+// while another tenant's link, and the flooder's own unrevoked one, keep
+// answering 200, and that the metrics count what was recorded and refused.
 func testRevocationFlood(t *testing.T, store artifact.Store) {
 	svc, _ := Serve(t, store, Options{Cache: artifact.NewCache(artifact.CacheOptions{})})
 	svc.Metrics = &artifact.Metrics{}
@@ -173,8 +173,9 @@ func flood(t *testing.T, svc *artifact.Service, arts []artifact.Artifact, victim
 	return accepted, perArt
 }
 
-// checkRevocationMetrics: the metrics name the revocation series and
-// count the accepted revocations and the refused rest of the flood.
+// checkRevocationMetrics checks that the metrics name the revocation
+// series and count the accepted revocations and the refused rest of the
+// flood.
 func checkRevocationMetrics(t *testing.T, svc *artifact.Service, accepted int) {
 	t.Helper()
 	var m bytes.Buffer

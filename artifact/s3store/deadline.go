@@ -120,7 +120,8 @@ func timedOut(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errStalled)
 }
 
-// errStalled is a response body that made no progress for IdleTimeout.
+// errStalled fails the reads of a response body that made no progress
+// for IdleTimeout.
 var errStalled = errors.New("s3store: no data from the service within the idle timeout")
 
 // watchTransport refuses further attempts of a call whose request timed

@@ -35,7 +35,8 @@ import (
 // closed after the body, never reused; the same deadlines hold (Timeout
 // until the headers, IdleTimeout without data after them, see watch).
 
-// errIndirect makes Open take minio-go's way.
+// errIndirect tells Open that a direct GET met something it does not
+// handle, so the call is to be made again through minio-go.
 var errIndirect = errors.New("s3store: not a direct GET")
 
 const (

@@ -33,12 +33,13 @@ func revocations(t *testing.T, s artifact.Store, tenant, id string, now time.Tim
 	return got
 }
 
-// testRevocations: revocations are stored by tenant, artifact and token id
-// with whole-second expiries, the later expiry wins, expired ones are not
-// reported and are removed by SweepRevocations only, ids and tenants are
-// case-sensitive, one tenant's listing never shows another's, and
-// revocations and artifacts never see each other. Its steps run in this
-// order on one store: each expects what the ones before it left.
+// testRevocations checks that revocations are stored by tenant, artifact
+// and token id with whole-second expiries; that the later expiry wins;
+// that expired ones are not reported and are removed by SweepRevocations
+// only; that ids and tenants are case-sensitive; that one tenant's listing
+// never shows another's; and that revocations and artifacts never see
+// each other. Its steps run in this order on one store: each expects what
+// the ones before it left.
 func testRevocations(t *testing.T, s artifact.Store) {
 	now := time.Now().Truncate(time.Second)
 	if got := revocations(t, s, "t1", "", now); len(got) != 0 {
@@ -112,8 +113,9 @@ func (f *revocationFixture) recordAndList() {
 	f.check("t1", "", now.Add(90*time.Minute), map[string]time.Time{"a/abc": now.Add(2 * time.Hour)})
 }
 
-// sweepAndDelete: sweeping removes what has expired, of every tenant, and
-// nothing else; deleting an artifact's revocations leaves every other's.
+// sweepAndDelete checks that sweeping removes what has expired, of every
+// tenant, and nothing else, and that deleting an artifact's revocations
+// leaves every other's.
 func (f *revocationFixture) sweepAndDelete() {
 	t, ctx, s, now, idA, idB := f.t, f.t.Context(), f.s, f.now, f.idA, f.idB
 	if n, err := s.SweepRevocations(ctx, now); err != nil || n != 1 {
@@ -139,8 +141,8 @@ func (f *revocationFixture) sweepAndDelete() {
 	f.check("T1", "", now, map[string]time.Time{"a/again": now.Add(time.Hour)})
 }
 
-// apartFromArtifacts: artifacts and revocations do not mix; ListExpired
-// sees the one expired artifact and none of the revocations.
+// apartFromArtifacts checks that artifacts and revocations do not mix:
+// ListExpired sees the one expired artifact and none of the revocations.
 func (f *revocationFixture) apartFromArtifacts() {
 	t, s, now := f.t, f.s, f.now
 	meta := newMeta()
@@ -155,8 +157,8 @@ func (f *revocationFixture) apartFromArtifacts() {
 	}
 }
 
-// failures: a listing stops at its function's first error, and every
-// revocation call fails on a canceled context.
+// failures checks that a listing stops at its function's first error,
+// and that every revocation call fails on a canceled context.
 func (f *revocationFixture) failures() {
 	t, ctx, s, now, idA, idB := f.t, f.t.Context(), f.s, f.now, f.idA, f.idB
 	errStop := errors.New("stop")

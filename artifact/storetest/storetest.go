@@ -448,9 +448,10 @@ func testMetaLimits(t *testing.T, s artifact.Store) {
 	}
 }
 
-// testRange: Open returns what a range selects, cut at the artifact's
-// end; a negative offset is ErrInvalid and an absent id ErrNotFound,
-// whatever the range; a reader closed before its end closes cleanly.
+// testRange checks that Open returns what a range selects, cut at the
+// artifact's end; that a negative offset is ErrInvalid and an absent id
+// ErrNotFound, whatever the range; and that a reader closed before its end
+// closes cleanly.
 func testRange(t *testing.T, s artifact.Store) {
 	g := Gen{Seed: 7, Size: 1000}
 	data := g.Bytes(0, g.Size)
@@ -498,8 +499,8 @@ func checkRangeReads(t *testing.T, s artifact.Store, id string, data []byte) {
 	}
 }
 
-// checkRangeRefusals: a negative offset of id is ErrInvalid; any range of
-// an absent id is ErrNotFound.
+// checkRangeRefusals checks that a negative offset of id is ErrInvalid
+// and any range of an absent id ErrNotFound.
 func checkRangeRefusals(t *testing.T, s artifact.Store, id string) {
 	t.Helper()
 	if rc, err := s.Open(t.Context(), id, -1, 5); !errors.Is(err, artifact.ErrInvalid) {
@@ -552,9 +553,9 @@ func testDelete(t *testing.T, s artifact.Store) {
 	}
 }
 
-// testListExpired: ListExpired hands out exactly the artifacts expired at
-// the time it is given, stops at its function's first error, and lets
-// that function delete what it is given.
+// testListExpired checks that ListExpired hands out exactly the artifacts
+// expired at the time it is given, stops at its function's first error,
+// and lets that function delete what it is given.
 func testListExpired(t *testing.T, s artifact.Store) {
 	now := time.Now()
 	want := []string{
