@@ -52,16 +52,6 @@ func put(t *testing.T, s artifact.Store, meta artifact.Artifact, b []byte) artif
 	return a
 }
 
-func listExpired(t *testing.T, s artifact.Store, now time.Time) []string {
-	t.Helper()
-	var ids []string
-	if err := s.ListExpired(t.Context(), now, func(id string) error { ids = append(ids, id); return nil }); err != nil {
-		t.Fatalf("ListExpired: %v", err)
-	}
-	slices.Sort(ids)
-	return ids
-}
-
 // TestPrefixes checks that stores on one bucket under different prefixes
 // (and none) do not see each other's artifacts.
 func TestPrefixes(t *testing.T) {
@@ -87,10 +77,10 @@ func TestPrefixes(t *testing.T) {
 	if _, err := sub.Stat(t.Context(), ra.ID); !errors.Is(err, artifact.ErrNotFound) {
 		t.Errorf("prefixed store sees the root artifact: %v", err)
 	}
-	if got := listExpired(t, root, time.Now()); !slices.Equal(got, []string{ra.ID}) {
+	if got := storetest.ListExpired(t, root, time.Now()); !slices.Equal(got, []string{ra.ID}) {
 		t.Errorf("root ListExpired = %v, want only %s", got, ra.ID)
 	}
-	if got := listExpired(t, sub, time.Now()); !slices.Equal(got, []string{sa.ID}) {
+	if got := storetest.ListExpired(t, sub, time.Now()); !slices.Equal(got, []string{sa.ID}) {
 		t.Errorf("prefixed ListExpired = %v, want only %s", got, sa.ID)
 	}
 }
@@ -175,11 +165,11 @@ func TestForeignAndPending(t *testing.T) {
 			t.Errorf("Open(%s) = %v, want ErrNotFound", id, err)
 		}
 	}
-	if got := listExpired(t, s, time.Now()); len(got) != 0 {
+	if got := storetest.ListExpired(t, s, time.Now()); len(got) != 0 {
 		t.Errorf("ListExpired(now) = %v: a fresh pending object or a foreign one was listed", got)
 	}
 	later := time.Now().Add(s3store.PendingMaxAge + time.Minute)
-	if got := listExpired(t, s, later); !slices.Equal(got, []string{pending}) {
+	if got := storetest.ListExpired(t, s, later); !slices.Equal(got, []string{pending}) {
 		t.Errorf("ListExpired(a day later) = %v, want the stale pending object %s", got, pending)
 	}
 	// The id is taken while pending.

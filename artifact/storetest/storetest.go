@@ -567,10 +567,10 @@ func testListExpired(t *testing.T, s artifact.Store) {
 	future := []string{putExpiring(t, s, now.Add(time.Nanosecond)), putExpiring(t, s, now.Add(time.Hour)), putExpiring(t, s, time.Time{})}
 
 	slices.Sort(want)
-	if got := listExpired(t, s, now); !slices.Equal(got, want) {
+	if got := ListExpired(t, s, now); !slices.Equal(got, want) {
 		t.Errorf("ListExpired(now) = %v\nwant %v (not %v)", got, want, future)
 	}
-	if got := listExpired(t, s, now.Add(-72*time.Hour)); len(got) != 0 {
+	if got := ListExpired(t, s, now.Add(-72*time.Hour)); len(got) != 0 {
 		t.Errorf("ListExpired(3 days ago) = %v, want none", got)
 	}
 
@@ -587,7 +587,7 @@ func testListExpired(t *testing.T, s artifact.Store) {
 	if err != nil {
 		t.Fatalf("ListExpired deleting: %v", err)
 	}
-	if got := listExpired(t, s, now); len(got) != 0 {
+	if got := ListExpired(t, s, now); len(got) != 0 {
 		t.Errorf("after sweeping, ListExpired = %v", got)
 	}
 	for _, id := range future {
@@ -606,8 +606,9 @@ func putExpiring(t *testing.T, s artifact.Store, exp time.Time) string {
 	return mustPut(t, s, meta, []byte(meta.ID)).ID
 }
 
-// listExpired returns the ids ListExpired hands out at at, sorted.
-func listExpired(t *testing.T, s artifact.Store, at time.Time) []string {
+// ListExpired returns the ids s.ListExpired hands out at at, sorted,
+// failing the test if it fails. Stores' own tests use it too.
+func ListExpired(t *testing.T, s artifact.Store, at time.Time) []string {
 	t.Helper()
 	var ids []string
 	if err := s.ListExpired(t.Context(), at, func(id string) error { ids = append(ids, id); return nil }); err != nil {
