@@ -52,16 +52,11 @@ func fetches() error {
 // line per fetch, as deployed), its log thrown away by the kernel rather
 // than copied through a pipe into this process.
 func startSpillwayLogging(extra ...string) string {
-	dir := tempDir("spillway-load-")
-	if err := os.WriteFile(filepath.Join(dir, "mcp.token"), []byte(mcpToken+"\n"), 0o600); err != nil {
-		panic(err)
-	}
+	cmd := spillwayCommand("info", extra...)
 	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
 		panic(err)
 	}
-	args := append([]string{"serve", "--data", dir, "--log-level", "info"}, extra...)
-	cmd := exec.Command(*spillwayBin, append(args, "--listen", addr())...)
 	cmd.Stderr = null
 	return launch(cmd)
 }
@@ -74,14 +69,9 @@ func fetchLocal() error {
 	const token = mcpToken
 	dir, _ := os.MkdirTemp("", "spillway-load-fetch-")
 	defer os.RemoveAll(dir)
-	small := make([]byte, *smallKiB<<10)
-	big := make([]byte, *fetchMiB<<20)
-	rand.Read(small)
-	rand.Read(big)
-	for name, b := range map[string][]byte{"small.bin": small, "big.bin": big} {
-		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
-			return err
-		}
+	small, big, err := writeFetchFiles(dir)
+	if err != nil {
+		return err
 	}
 	sp := startSpillwayLogging("--auth-tokens", token+"=load")
 	smallLink, err := upload(sp, token, small)
@@ -104,24 +94,49 @@ func fetchLocal() error {
 		{name: "http.FileServer, same bytes (anchor)", url: "http://" + an + "/small.bin", pid: pid(an)},
 		{name: "Spillway link, local-directory store", url: smallLink.HTTPURL, pid: pid(sp)},
 	}
+	if err := smallFetches(sides, len(small)); err != nil {
+		return err
+	}
+
+	fmt.Printf("## %d MiB fetch from the local-directory store vs http.FileServer, %d runs, interleaved\n\n", *fetchMiB, *fetchN)
+	return bigRuns(len(big), bigSide{"http.FileServer (anchor)", "http://" + an + "/big.bin", pid(an)}, bigSide{"Spillway link", bigLink.HTTPURL, pid(sp)})
+}
+
+// writeFetchFiles writes the small and the big artifact of the fetch
+// comparison (random bytes, -fetch-small-kib and -fetch-mib) into dir as
+// small.bin and big.bin, for the anchor to serve, and returns them.
+func writeFetchFiles(dir string) (small, big []byte, err error) {
+	small = make([]byte, *smallKiB<<10)
+	big = make([]byte, *fetchMiB<<20)
+	rand.Read(small)
+	rand.Read(big)
+	for name, b := range map[string][]byte{"small.bin": small, "big.bin": big} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			return nil, nil, err
+		}
+	}
+	return small, big, nil
+}
+
+// smallFetches measures the small fetch on the anchor and Spillway: a
+// warm-up round each (connections, Spillway's cache), then -fetch-rounds
+// rounds with the two sides in alternating order, and prints each side's
+// figures and the ratio of Spillway's requests per second to the
+// anchor's.
+func smallFetches(sides []*hammerSide, size int) error {
 	load0 := loadAvg()
-	var ratios []float64
-	for _, sd := range sides { // warm-up: connections, Spillway's cache
-		if err := sd.round(*smallConc, *smallRound/2, len(small), false); err != nil {
+	for _, sd := range sides {
+		if err := sd.round(*smallConc, *smallRound/2, size, false); err != nil {
 			return err
 		}
 	}
+	var ratios []float64
 	for r := range *smallRoundN {
-		var rps [2]float64
-		for i := range sides {
-			sd := sides[(r+i)%2]
-			t0, n0 := sd.elapsed, len(sd.lat)
-			if err := sd.round(*smallConc, *smallRound, len(small), true); err != nil {
-				return err
-			}
-			rps[(r+i)%2] = float64(len(sd.lat)-n0) / (sd.elapsed - t0).Seconds()
+		ratio, err := hammerRound(sides, r, size)
+		if err != nil {
+			return err
 		}
-		ratios = append(ratios, rps[1]/rps[0])
+		ratios = append(ratios, ratio)
 	}
 	fmt.Printf("load average (1 min) before / after: %s / %s\n\n", load0, loadAvg())
 	fmt.Printf("| path | requests/s | p50 | p99 | server CPU per request |\n|---|---|---|---|---|\n")
@@ -134,9 +149,23 @@ func fetchLocal() error {
 	fmt.Printf("\nSpillway / FileServer: requests/s %.2f× (per round: min %.2f, median %.2f, max %.2f), p99 %.2f×\n\n",
 		s.rps()/a.rps(), ratios[0], ratios[len(ratios)/2], ratios[len(ratios)-1],
 		float64(percentile(s.lat, .99))/float64(percentile(a.lat, .99)))
+	return nil
+}
 
-	fmt.Printf("## %d MiB fetch from the local-directory store vs http.FileServer, %d runs, interleaved\n\n", *fetchMiB, *fetchN)
-	return bigRuns(len(big), bigSide{"http.FileServer (anchor)", "http://" + an + "/big.bin", pid(an)}, bigSide{"Spillway link", bigLink.HTTPURL, pid(sp)})
+// hammerRound runs round r of the small fetch: each of the two sides
+// once, the first to go alternating from round to round. It returns the
+// round's ratio of the second side's requests per second to the first's.
+func hammerRound(sides []*hammerSide, r, size int) (float64, error) {
+	var rps [2]float64
+	for i := range sides {
+		sd := sides[(r+i)%2]
+		t0, n0 := sd.elapsed, len(sd.lat)
+		if err := sd.round(*smallConc, *smallRound, size, true); err != nil {
+			return 0, err
+		}
+		rps[(r+i)%2] = float64(len(sd.lat)-n0) / (sd.elapsed - t0).Seconds()
+	}
+	return rps[1] / rps[0], nil
 }
 
 // hammerSide is one server of the small-fetch comparison: its latencies,
@@ -256,7 +285,6 @@ func bigRuns(size int, sides ...bigSide) error {
 		return nil // -fetch-n 0: the small fetches only
 	}
 	per := max(*fetchPer, 1)
-	mbps := func(d time.Duration) float64 { return float64(per*size) / 1e6 / d.Seconds() }
 	for _, sd := range sides { // warm-up: page cache, connections
 		if _, err := getAll(sd.url, size); err != nil {
 			return fmt.Errorf("%s: %w", sd.name, err)
@@ -270,30 +298,57 @@ func bigRuns(size int, sides ...bigSide) error {
 	ratios := make([][]float64, len(sides))
 	cpu := make([]time.Duration, len(sides))
 	for r := range *fetchN {
-		took := make([]time.Duration, len(sides))
-		for i := range per * len(sides) {
-			k := (r + i) % len(sides)
-			cpu0 := cpuTime(sides[k].pid)
-			d, err := getAll(sides[k].url, size)
-			cpu[k] += cpuTime(sides[k].pid) - cpu0
-			if err != nil {
-				return fmt.Errorf("%s: %w", sides[k].name, err)
-			}
-			took[k] += d
+		took, err := bigRun(sides, r, per, size, cpu)
+		if err != nil {
+			return err
 		}
-		fmt.Printf("| %d | %s |", r+1, loadAvg())
-		for k := range sides {
-			ratio := mbps(took[k]) / mbps(took[0])
-			ratios[k] = append(ratios[k], ratio)
-			if k == 0 {
-				fmt.Printf(" %.0f MB/s |", mbps(took[k]))
-			} else {
-				fmt.Printf(" %.0f MB/s (%.2f) |", mbps(took[k]), ratio)
-			}
-		}
-		fmt.Println()
+		printBigRun(r, float64(per*size), took, ratios)
 	}
 	fmt.Println()
+	printBigRatios(sides, ratios, cpu, per)
+	return nil
+}
+
+// bigRun is run r of a big-fetch comparison: per fetches of each side,
+// the sides taken in turn from a first that rotates from run to run. It
+// returns each side's total time and adds each serving process's CPU
+// time to cpu.
+func bigRun(sides []bigSide, r, per, size int, cpu []time.Duration) ([]time.Duration, error) {
+	took := make([]time.Duration, len(sides))
+	for i := range per * len(sides) {
+		k := (r + i) % len(sides)
+		cpu0 := cpuTime(sides[k].pid)
+		d, err := getAll(sides[k].url, size)
+		cpu[k] += cpuTime(sides[k].pid) - cpu0
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", sides[k].name, err)
+		}
+		took[k] += d
+	}
+	return took, nil
+}
+
+// printBigRun prints the table row of run r: each side's throughput over
+// the bytes it fetched, and its ratio to the first side's, which it also
+// appends to ratios.
+func printBigRun(r int, bytes float64, took []time.Duration, ratios [][]float64) {
+	mbps := func(d time.Duration) float64 { return bytes / 1e6 / d.Seconds() }
+	fmt.Printf("| %d | %s |", r+1, loadAvg())
+	for k := range took {
+		ratio := mbps(took[k]) / mbps(took[0])
+		ratios[k] = append(ratios[k], ratio)
+		if k == 0 {
+			fmt.Printf(" %.0f MB/s |", mbps(took[k]))
+		} else {
+			fmt.Printf(" %.0f MB/s (%.2f) |", mbps(took[k]), ratio)
+		}
+	}
+	fmt.Println()
+}
+
+// printBigRatios prints, after the runs, the range of each side's ratio
+// to the first and each serving process's CPU time per fetch.
+func printBigRatios(sides []bigSide, ratios [][]float64, cpu []time.Duration, per int) {
 	for k := 1; k < len(sides); k++ {
 		rs := ratios[k]
 		sort.Float64s(rs)
@@ -309,7 +364,6 @@ func bigRuns(size int, sides ...bigSide) error {
 	}
 	fmt.Println()
 	fmt.Println()
-	return nil
 }
 
 var (
@@ -340,19 +394,53 @@ func copyProxy() int {
 }
 
 // fetchVsMinIO compares a link to an artifact on MinIO with a direct,
-// presigned MinIO GET of the same object.
+// presigned MinIO GET of the same object and with a bare Go proxy of
+// that GET.
 func fetchVsMinIO() error {
 	if _, err := os.Stat(*minioBin); err != nil {
 		fmt.Printf("(no MinIO at %s: fetch comparison skipped)\n", *minioBin)
 		return nil
 	}
+	minio, maddr, err := startMinIO()
+	if err != nil {
+		return err
+	}
+	storeURL := "s3://load?endpoint=" + maddr + "&secure=false&create=true"
+	const token = mcpToken
+	sp := startSpillwayLogging("--store", storeURL, "--auth-tokens", token+"=load")
+
+	body := make([]byte, *fetchMiB<<20)
+	rand.Read(body)
+	link, err := upload(sp, token, body)
+	if err != nil {
+		return err
+	}
+	direct, err := presignedGet(storeURL, link.URI)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("## %d MiB fetch of an artifact on MinIO vs MinIO's presigned GET of the same object, %d runs, interleaved\n\n", *fetchMiB, *fetchN)
+	bare, err := startSelf("-copy-proxy", direct, "-copy-proxy-listen", addr())
+	if err != nil {
+		return err
+	}
+	return bigRuns(len(body), bigSide{"presigned MinIO GET (anchor)", direct, minio.Process.Pid},
+		bigSide{"bare Go proxy of it (anchor)", "http://" + bare + "/", pid(bare)},
+		bigSide{"Spillway link (verify, policy, stream)", link.HTTPURL, pid(sp)})
+}
+
+// startMinIO runs MinIO on a fresh folder, waits until it reports itself
+// ready, and sets the credentials the S3 store reads from the
+// environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY). It returns the
+// command and MinIO's address.
+func startMinIO() (*exec.Cmd, string, error) {
 	dir := tempDir("spillway-load-minio-")
 	maddr := addr()
 	user, pass := "loadtest", "loadtest-secret-0123"
 	cmd := exec.Command(*minioBin, "server", "--quiet", "--address", maddr, "--console-address", addr(), dir)
 	cmd.Env = append(os.Environ(), "MINIO_ROOT_USER="+user, "MINIO_ROOT_PASSWORD="+pass)
 	if err := cmd.Start(); err != nil {
-		return err
+		return nil, "", err
 	}
 	children = append(children, cmd)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
@@ -364,47 +452,30 @@ func fetchVsMinIO() error {
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("minio not ready")
+			return nil, "", fmt.Errorf("minio not ready")
 		}
 	}
 	os.Setenv("AWS_ACCESS_KEY_ID", user)
 	os.Setenv("AWS_SECRET_ACCESS_KEY", pass)
-	storeURL := "s3://load?endpoint=" + maddr + "&secure=false&create=true"
-	const token = mcpToken
-	sp := startSpillwayLogging("--store", storeURL, "--auth-tokens", token+"=load")
+	return cmd, maddr, nil
+}
 
-	body := make([]byte, *fetchMiB<<20)
-	rand.Read(body)
-	link, err := upload(sp, token, body)
-	if err != nil {
-		return err
-	}
+// presignedGet is a presigned GET URL, straight from the S3 store at
+// storeURL, of the object behind the artifact URI uri.
+func presignedGet(storeURL, uri string) (string, error) {
 	opts, err := s3store.ParseURL(storeURL)
 	if err != nil {
-		return err
+		return "", err
 	}
 	store, err := s3store.New(context.Background(), opts)
 	if err != nil {
-		return err
+		return "", err
 	}
-	u, _ := url.Parse(link.URI)
+	u, _ := url.Parse(uri)
 	id := u.Path[strings.LastIndexByte(u.Path, '/')+1:]
 	direct, err := store.PresignGet(context.Background(), id, time.Hour, "application/octet-stream", "attachment")
 	if err != nil {
-		return err
+		return "", err
 	}
-	fmt.Printf("## %d MiB fetch of an artifact on MinIO vs MinIO's presigned GET of the same object, %d runs, interleaved\n\n", *fetchMiB, *fetchN)
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	cp := exec.Command(self, "-copy-proxy", direct.String(), "-copy-proxy-listen", addr())
-	// The pipe is held by cp until Wait; its closing tells the child to go.
-	if _, err := cp.StdinPipe(); err != nil {
-		return err
-	}
-	bare := launch(cp)
-	return bigRuns(len(body), bigSide{"presigned MinIO GET (anchor)", direct.String(), cmd.Process.Pid},
-		bigSide{"bare Go proxy of it (anchor)", "http://" + bare + "/", pid(bare)},
-		bigSide{"Spillway link (verify, policy, stream)", link.HTTPURL, pid(sp)})
+	return direct.String(), nil
 }

@@ -39,6 +39,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -164,33 +165,49 @@ func removeTempDirs() {
 	}
 }
 
+// run prints a line about the machine, then runs the measurement an
+// -X-only flag names, or else all of them.
 func run() error {
-	cpu := "unknown CPU"
+	fmt.Printf("machine: %s, %d cores, %s; %s; %s\n\n", cpuModel(), runtime.NumCPU(), memTotal(), runtime.Version(), time.Now().UTC().Format("2006-01-02"))
+	if only := onlyRun(); only != nil {
+		return only()
+	}
+	return runAll()
+}
+
+// cpuModel is the machine's CPU model from /proc/cpuinfo.
+func cpuModel() string {
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(l, "model name\t: "); ok {
-				cpu = v
-				break
+				return v
 			}
 		}
 	}
-	fmt.Printf("machine: %s, %d cores, %s; %s; %s\n\n", cpu, runtime.NumCPU(), memTotal(), runtime.Version(), time.Now().UTC().Format("2006-01-02"))
-	if *slowOnly {
-		return slowClients()
-	}
-	if *fetchOnly {
-		return fetches()
-	}
-	if *stdioOnly {
-		return stdioComparisons()
-	}
-	if *sseOnly {
-		return sseComparisons()
-	}
-	if *hostileOnly {
-		return hostileRuns()
-	}
+	return "unknown CPU"
+}
 
+// onlyRun is the measurement an -X-only flag asks for, nil if no such
+// flag is set.
+func onlyRun() func() error {
+	switch {
+	case *slowOnly:
+		return slowClients
+	case *fetchOnly:
+		return fetches
+	case *stdioOnly:
+		return stdioComparisons
+	case *sseOnly:
+		return sseComparisons
+	case *hostileOnly:
+		return hostileRuns
+	}
+	return nil
+}
+
+// runAll runs the small-call comparison against bigtool over HTTP and,
+// unless -small-only is set, every other measurement after it.
+func runAll() error {
 	up := start(*bigtoolBin, "-http", addr())
 	upURL := "http://" + up + "/mcp"
 	rproxy, err := startReverseProxy("http://" + up)
@@ -211,17 +228,10 @@ func run() error {
 			return err
 		}
 	}
-	if err := stdioComparisons(); err != nil {
-		return err
-	}
-	if err := sseComparisons(); err != nil {
-		return err
-	}
-	if err := fetches(); err != nil {
-		return err
-	}
-	if err := hostileRuns(); err != nil {
-		return err
+	for _, measure := range []func() error{stdioComparisons, sseComparisons, fetches, hostileRuns} {
+		if err := measure(); err != nil {
+			return err
+		}
 	}
 	if *slowN > 0 {
 		return slowClients()
@@ -238,14 +248,24 @@ func memTotal() string {
 
 // meminfoKB is one kB figure of /proc/meminfo, -1 if unknown.
 func meminfoKB(key string) int64 {
-	b, _ := os.ReadFile("/proc/meminfo")
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, key+":"); ok {
-			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-			return kb
-		}
+	if kb, ok := procKB("/proc/meminfo", key); ok {
+		return kb
 	}
 	return -1
+}
+
+// procKB reads the figure of the line "key: N kB" in a /proc file such as
+// /proc/meminfo or /proc/PID/status; ok is false when the file or the
+// line is missing.
+func procKB(path, key string) (kb int64, ok bool) {
+	b, _ := os.ReadFile(path)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, found := strings.CutPrefix(l, key+":"); found {
+			kb, _ = strconv.ParseInt(strings.Fields(v)[0], 10, 64)
+			return kb, true
+		}
+	}
+	return 0, false
 }
 
 func addr() string {
@@ -296,21 +316,57 @@ type setupError struct{ err error }
 // token without --auth-tokens, and the one inbound token with them.
 const mcpToken = "load-token-0123456789abcdef"
 
+// startSpillway runs `spillway serve` with the extra arguments, on a
+// fresh data folder, and returns its listen address.
 func startSpillway(extra ...string) string { return startSpillwayEnv(nil, extra...) }
 
 // startSpillwayEnv is startSpillway with env added to this program's
 // environment.
 func startSpillwayEnv(env []string, extra ...string) string {
-	dir := tempDir("spillway-load-")
-	if err := os.WriteFile(filepath.Join(dir, "mcp.token"), []byte(mcpToken+"\n"), 0o600); err != nil {
-		panic(err)
-	}
-	args := append([]string{"serve", "--data", dir, "--log-level", "error"}, extra...)
-	cmd := exec.Command(*spillwayBin, append(args, "--listen", addr())...)
+	cmd := spillwayCommand("error", extra...)
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
 	return launch(cmd)
+}
+
+// spillwayCommand prepares `spillway serve` at the given log level on a
+// fresh data folder whose mcp.token is mcpToken, with the extra arguments,
+// listening on a free loopback address (its last argument, as launch
+// wants).
+func spillwayCommand(logLevel string, extra ...string) *exec.Cmd {
+	dir := tempDir("spillway-load-")
+	if err := os.WriteFile(filepath.Join(dir, "mcp.token"), []byte(mcpToken+"\n"), 0o600); err != nil {
+		panic(err)
+	}
+	args := append([]string{"serve", "--data", dir, "--log-level", logLevel}, extra...)
+	return exec.Command(*spillwayBin, append(args, "--listen", addr())...)
+}
+
+// selfServer prepares this binary in one of its internal server modes
+// (-rproxy, -relay-cmd, -copy-proxy, -upstream-sse). The command holds
+// the child's stdin pipe until Wait; the pipe closing tells the child to
+// exit (see exitWithParent), so no child outlives this process.
+func selfServer(args ...string) (*exec.Cmd, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(self, args...)
+	if _, err := cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	return cmd, nil
+}
+
+// startSelf runs selfServer(args...), whose last argument must be its
+// listen address, and returns that address once it accepts connections.
+func startSelf(args ...string) (string, error) {
+	cmd, err := selfServer(args...)
+	if err != nil {
+		return "", err
+	}
+	return launch(cmd), nil
 }
 
 // listens maps the listen address of each server started to its command.
@@ -333,10 +389,7 @@ func stopChild(a string) {
 	}
 	delete(listens, a)
 	children = slices.DeleteFunc(children, func(x *exec.Cmd) bool { return x == c })
-	c.Process.Signal(os.Interrupt)
-	t := time.AfterFunc(10*time.Second, func() { c.Process.Kill() })
-	c.Wait()
-	t.Stop()
+	stopGently(c)
 }
 
 // peakRSS is a process's high-water resident set, in bytes.
@@ -345,21 +398,22 @@ func peakRSS(pid int) int64 { return procStatusKB(pid, "VmHWM") << 10 }
 // procStatusKB is one kB figure of /proc/PID/status (VmRSS, VmHWM), 0 if
 // the process is gone.
 func procStatusKB(pid int, key string) int64 {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, key+":"); ok {
-			kb, _ := strconv.ParseInt(strings.Fields(v)[0], 10, 64)
-			return kb
-		}
-	}
-	return 0
+	kb, _ := procKB(fmt.Sprintf("/proc/%d/status", pid), key)
+	return kb
 }
 
-// session is a raw session-era MCP client.
+// session is a raw session-era MCP client: it posts messages to url and
+// sends back the session id the server gave. It is not safe for
+// concurrent use.
 type session struct {
 	url, id string
-	n       int
+	n       int // the id of the last request sent by call
 	c       *http.Client
+	// token is the bearer token sent; empty sends mcpToken, which
+	// Spillway's /mcp needs and the anchors ignore.
+	token string
+	// accept is the Accept header; empty asks for JSON or SSE.
+	accept string
 }
 
 func open(url string) (*session, error) {
@@ -389,10 +443,9 @@ func (s *session) post(body string) ([]byte, error) {
 func (s *session) do(ctx context.Context, body string) (*http.Response, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Accept", cmp.Or(s.accept, "application/json, text/event-stream"))
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	// Spillway's /mcp needs it; the anchors ignore it.
-	req.Header.Set("Authorization", "Bearer "+mcpToken)
+	req.Header.Set("Authorization", "Bearer "+cmp.Or(s.token, mcpToken))
 	if s.id != "" {
 		req.Header.Set("Mcp-Session-Id", s.id)
 	}
@@ -530,54 +583,52 @@ var (
 // (resources/read: parse the JSON and decode the base64; resources/stream:
 // read the bytes), then prints bytes, seconds and its own peak RSS.
 func client() int {
-	s := &session{url: *clientURL, c: &http.Client{}}
-	post := func(body string) (*http.Response, error) {
-		req, _ := http.NewRequest(http.MethodPost, s.url, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream, */*")
-		req.Header.Set("Authorization", "Bearer "+*clientToken)
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-		if s.id != "" {
-			req.Header.Set("Mcp-Session-Id", s.id)
-		}
-		return s.c.Do(req)
-	}
-	resp, err := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"resourceStreaming":{}},"clientInfo":{"name":"load","version":"1"}}}`)
+	s := &session{url: *clientURL, c: &http.Client{}, token: *clientToken, accept: "application/json, text/event-stream, */*"}
+	ctx := context.Background()
+	resp, err := s.do(ctx, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"resourceStreaming":{}},"clientInfo":{"name":"load","version":"1"}}}`)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	s.id = resp.Header.Get("Mcp-Session-Id")
 	t0 := time.Now()
-	resp, err = post(fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":%q,"params":{"uri":%q}}`, *clientMode, *clientURI))
+	resp, err = s.do(ctx, fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":%q,"params":{"uri":%q}}`, *clientMode, *clientURI))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	var n int64
-	if *clientMode == "resources/read" {
-		b, _ := io.ReadAll(resp.Body)
-		n = int64(len(b))
-		var r struct {
-			Result struct {
-				Contents []struct{ Blob string } `json:"contents"`
-			} `json:"result"`
-		}
-		if json.Unmarshal(b, &r) != nil || len(r.Result.Contents) != 1 {
-			fmt.Fprintf(os.Stderr, "resources/read: %.200s\n", b)
-			return 1
-		}
-		if _, err := base64.StdEncoding.DecodeString(r.Result.Contents[0].Blob); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 1
-		}
-	} else {
-		n, _ = io.Copy(io.Discard, resp.Body)
+	n, err := consumeArtifact(resp.Body)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	resp.Body.Close()
 	secs := time.Since(t0).Seconds()
 	json.NewEncoder(os.Stdout).Encode(map[string]any{"bytes": n, "seconds": secs, "rss": peakRSS(os.Getpid())})
 	return 0
+}
+
+// consumeArtifact reads the answer to the client's request as a real
+// client would: for resources/read it parses the JSON and decodes the
+// base64, for resources/stream it reads the bytes. It returns the bytes
+// read.
+func consumeArtifact(body io.Reader) (int64, error) {
+	if *clientMode != "resources/read" {
+		n, _ := io.Copy(io.Discard, body)
+		return n, nil
+	}
+	b, _ := io.ReadAll(body)
+	var r struct {
+		Result struct {
+			Contents []struct{ Blob string } `json:"contents"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(b, &r) != nil || len(r.Result.Contents) != 1 {
+		return 0, fmt.Errorf("resources/read: %.200s", b)
+	}
+	if _, err := base64.StdEncoding.DecodeString(r.Result.Contents[0].Blob); err != nil {
+		return 0, err
+	}
+	return int64(len(b)), nil
 }

@@ -8,7 +8,6 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -85,13 +84,8 @@ func exitWithParent() {
 // startReverseProxy runs this binary in -rproxy mode in front of upstream
 // and returns its listen address.
 func startReverseProxy(upstream string) (string, error) {
-	self, err := os.Executable()
+	cmd, err := selfServer("-rproxy", upstream, "-rproxy-listen", addr())
 	if err != nil {
-		return "", err
-	}
-	cmd := exec.Command(self, "-rproxy", upstream, "-rproxy-listen", addr())
-	// The pipe is held by cmd until Wait; its closing tells the child to go.
-	if _, err := cmd.StdinPipe(); err != nil {
 		return "", err
 	}
 	cmd.Stderr = os.Stderr
@@ -124,21 +118,8 @@ func smallCalls(upstream, rproxy, spillway string) error {
 		{name: "bare httputil.ReverseProxy (anchor)", url: "http://" + rproxy + "/mcp", pid: pid(rproxy)},
 		{name: "through Spillway", url: "http://" + spillway + "/mcp", pid: pid(spillway)},
 	}
-	call := func(sd *side) (time.Duration, error) {
-		t0 := time.Now()
-		_, err := sd.s.call("tools/call", `{"name":"small","arguments":{"echo":"x"}}`)
-		return time.Since(t0), err
-	}
-	for _, sd := range sides {
-		var err error
-		if sd.s, err = open(sd.url); err != nil {
-			return fmt.Errorf("%s: %w", sd.name, err)
-		}
-		for range 200 {
-			if _, err := call(sd); err != nil {
-				return fmt.Errorf("%s: %w", sd.name, err)
-			}
-		}
+	if err := openSmallSides(sides); err != nil {
+		return err
 	}
 	cpu0 := make([]time.Duration, len(sides))
 	for i, sd := range sides {
@@ -151,20 +132,8 @@ func smallCalls(upstream, rproxy, spillway string) error {
 	total := 0
 	for run := range runs {
 		load0 := loadAvg()
-		for _, sd := range sides {
-			sd.lat = sd.lat[:0]
-		}
-		for r := range smallRounds {
-			for i := range sides {
-				sd := sides[(run+r+i)%len(sides)]
-				for range per {
-					d, err := call(sd)
-					if err != nil {
-						return fmt.Errorf("%s: %w", sd.name, err)
-					}
-					sd.lat = append(sd.lat, d)
-				}
-			}
+		if err := smallRun(sides, run, per); err != nil {
+			return err
 		}
 		total += len(sides[0].lat)
 		loads[run] = load0 + "–" + loadAvg()
@@ -174,8 +143,65 @@ func smallCalls(upstream, rproxy, spillway string) error {
 			res[run][i] = pcts{us(.5), us(.9), us(.99)}
 		}
 	}
-	// CPU per round trip is less at the mercy of the shared machine than
-	// latency: it is each server's own work (bigtool's serves all sides).
+	perCall := smallCPUPerCall(sides, cpu0, total)
+	q := printSmallRuns(res, loads, total)
+	printSmallMedians(sides, res, perCall, q)
+	return nil
+}
+
+// smallCall makes the small tools/call of the comparisons on s and
+// returns how long it took.
+func smallCall(s *session) (time.Duration, error) {
+	t0 := time.Now()
+	_, err := s.call("tools/call", `{"name":"small","arguments":{"echo":"x"}}`)
+	return time.Since(t0), err
+}
+
+// openSmallSides opens each side's session and warms it up with 200
+// calls (connections, the servers' code and caches).
+func openSmallSides(sides []*side) error {
+	for _, sd := range sides {
+		var err error
+		if sd.s, err = open(sd.url); err != nil {
+			return fmt.Errorf("%s: %w", sd.name, err)
+		}
+		for range 200 {
+			if _, err := smallCall(sd.s); err != nil {
+				return fmt.Errorf("%s: %w", sd.name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// smallRun is one run of the small calls: smallRounds rounds of per calls
+// on each side, the sides' order rotating from round to round and from
+// run to run. Each side's latencies replace those of the run before.
+func smallRun(sides []*side, run, per int) error {
+	for _, sd := range sides {
+		sd.lat = sd.lat[:0]
+	}
+	for r := range smallRounds {
+		for i := range sides {
+			sd := sides[(run+r+i)%len(sides)]
+			for range per {
+				d, err := smallCall(sd.s)
+				if err != nil {
+					return fmt.Errorf("%s: %w", sd.name, err)
+				}
+				sd.lat = append(sd.lat, d)
+			}
+		}
+	}
+	return nil
+}
+
+// smallCPUPerCall is each server's CPU time per round trip since cpu0,
+// over total round trips per side. CPU per round trip is less at the
+// mercy of the shared machine than latency: it is each server's own work.
+// bigtool (the first side) serves every side, so its time is spread over
+// all of their round trips.
+func smallCPUPerCall(sides []*side, cpu0 []time.Duration, total int) []time.Duration {
 	perCall := make([]time.Duration, len(sides))
 	for i, sd := range sides {
 		n := total
@@ -184,18 +210,36 @@ func smallCalls(upstream, rproxy, spillway string) error {
 		}
 		perCall[i] = ((cpuTime(sd.pid) - cpu0[i]) / time.Duration(n)).Round(100 * time.Nanosecond)
 	}
-	ratio := func(a, b time.Duration) float64 { return float64(a) / float64(b) }
+	return perCall
+}
+
+// smallRatios are Spillway's latency ratios in each run of the small
+// calls: to the bare reverse proxy at p50, p90 and p99, and to the direct
+// path at p50.
+type smallRatios struct{ p50, p90, p99, direct50 []float64 }
+
+// printSmallRuns prints the heading of the small calls and a row per run,
+// and returns the run's ratios.
+func printSmallRuns(res [][]pcts, loads []string, total int) smallRatios {
+	runs := len(res)
 	fmt.Printf("## small tools/call, %d runs of %d round trips per side, each in %d interleaved rounds (session era, HTTP upstream)\n\n", runs, total/runs, smallRounds)
 	fmt.Printf("| run | load average (1 min) | direct p50 | bare proxy p50 | Spillway p50 | Spillway / bare proxy p50 | p90 | p99 |\n|---|---|---|---|---|---|---|---|\n")
-	var rp50, rp90, rp99, rd50 []float64
+	var q smallRatios
 	for run, r := range res {
 		d, rp, sp := r[0], r[1], r[2]
-		rp50 = append(rp50, ratio(sp.p50, rp.p50))
-		rp90 = append(rp90, ratio(sp.p90, rp.p90))
-		rp99 = append(rp99, ratio(sp.p99, rp.p99))
-		rd50 = append(rd50, ratio(sp.p50, d.p50))
-		fmt.Printf("| %d | %s | %v | %v | %v | %.3f× | %.3f× | %.3f× |\n", run+1, loads[run], d.p50, rp.p50, sp.p50, rp50[run], rp90[run], rp99[run])
+		q.p50 = append(q.p50, ratio(sp.p50, rp.p50))
+		q.p90 = append(q.p90, ratio(sp.p90, rp.p90))
+		q.p99 = append(q.p99, ratio(sp.p99, rp.p99))
+		q.direct50 = append(q.direct50, ratio(sp.p50, d.p50))
+		fmt.Printf("| %d | %s | %v | %v | %v | %.3f× | %.3f× | %.3f× |\n", run+1, loads[run], d.p50, rp.p50, sp.p50, q.p50[run], q.p90[run], q.p99[run])
 	}
+	return q
+}
+
+// printSmallMedians prints each side's median percentiles over the runs,
+// its CPU per round trip and peak RSS, then the median ratios.
+func printSmallMedians(sides []*side, res [][]pcts, perCall []time.Duration, q smallRatios) {
+	runs := len(res)
 	fmt.Printf("\nMedian over the runs, cell by cell:\n\n| path | p50 | p90 | p99 | server process CPU per round trip | server process peak RSS |\n|---|---|---|---|---|---|\n")
 	for i, sd := range sides {
 		col := func(f func(pcts) time.Duration) time.Duration {
@@ -208,10 +252,9 @@ func smallCalls(upstream, rproxy, spillway string) error {
 		fmt.Printf("| %s | %v | %v | %v | %v | %.1f MB |\n", sd.name, col(func(p pcts) time.Duration { return p.p50 }),
 			col(func(p pcts) time.Duration { return p.p90 }), col(func(p pcts) time.Duration { return p.p99 }), perCall[i], float64(peakRSS(sd.pid))/1e6)
 	}
-	fmt.Printf("\nSpillway / bare reverse proxy, median [range] of %d runs: p50 **%s** (target ≤ 1.02×), p90 %s, p99 %s\n", runs, medianRange(rp50), medianRange(rp90), medianRange(rp99))
-	fmt.Printf("Spillway / direct: p50 %s\n", medianRange(rd50))
+	fmt.Printf("\nSpillway / bare reverse proxy, median [range] of %d runs: p50 **%s** (target ≤ 1.02×), p90 %s, p99 %s\n", runs, medianRange(q.p50), medianRange(q.p90), medianRange(q.p99))
+	fmt.Printf("Spillway / direct: p50 %s\n", medianRange(q.direct50))
 	fmt.Printf("(bigtool serves all three sides: its RSS covers them all, its CPU is per round trip of any side)\n\n")
-	return nil
 }
 
 // medianRange formats the median of ratios and their range, as 1.234× [1.1–1.3].
