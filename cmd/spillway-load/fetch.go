@@ -179,6 +179,7 @@ type hammerSide struct {
 	cpu       time.Duration
 }
 
+// rps is the side's requests per second over its measured rounds.
 func (sd *hammerSide) rps() float64 { return float64(len(sd.lat)) / sd.elapsed.Seconds() }
 
 // round runs c clients, each fetching sd.url over its own keep-alive
@@ -233,6 +234,7 @@ func (sd *hammerSide) round(c int, d time.Duration, size int, keep bool) error {
 	return nil
 }
 
+// cmpOr returns a if it is not nil, else b: the first error kept.
 func cmpOr(a, b error) error {
 	if a != nil {
 		return a

@@ -78,14 +78,17 @@ func hostileRuns() error {
 		f.close()
 	}
 
-	relay := exec.Command(self, "-relay-cmd", strings.Join(up, " "), "-relay-listen", addr())
-	if _, err := relay.StdinPipe(); err != nil {
+	if a, err = startRelay(up); err != nil {
 		return err
 	}
-	a = launch(relay)
 	rs = append(rs, heldOpen("bare relay (anchor)", newHTTPFace("http://"+a+"/mcp", pid(a))))
 	stopChild(a)
+	printHostile(rs)
+	return nil
+}
 
+// printHostile prints the held-open run's table, a row per side.
+func printHostile(rs []hostileResult) {
 	fmt.Println("| side | peak RSS above idle | pings answered | ping p50 | ping p99 | ping max | results answered | tool errors | thumbnails | with a link | wall |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rs {
@@ -102,12 +105,13 @@ func hostileRuns() error {
 			r.answered, *hostileN**hostileRounds, r.isError, r.thumbnails, r.linked, r.wall.Seconds())
 	}
 	fmt.Println()
-	return nil
 }
 
+// ms is d in milliseconds, to the microsecond.
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// hostileCall is the params of the held-open run's i-th call of a round.
+// hostileCall returns the params of the i-th call in a round of the
+// held-open run.
 func hostileCall(i int) string {
 	image := `{"name":"big","arguments":{"kind":"jpeg","bytes":1}}`
 	schema := `{"name":"shaped","arguments":{}}`
@@ -176,47 +180,61 @@ func heldOpen(name string, f face) (r hostileResult) {
 	time.Sleep(500 * time.Millisecond) // let the process settle before its idle figure
 	r.idle = procStatusKB(f.pid(), "VmRSS") << 10
 	start := time.Now()
-	var mu sync.Mutex
+	var mu sync.Mutex // guards r against the calls' goroutines
 	id := 1000
 	for range *hostileRounds {
-		var wg sync.WaitGroup
-		for i := range *hostileN {
-			id++
-			n := id
-			wg.Go(func() {
-				b, err := f.ask(ctx, n, "tools/call", hostileCall(i))
-				mu.Lock()
-				defer mu.Unlock()
-				if err == nil && !r.tally(b) {
-					err = fmt.Errorf("an answer that is no result: %.200q", b)
-				}
-				if err != nil && r.err == nil {
-					r.err = err
-				}
-			})
-		}
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-	pinging:
-		for {
-			select {
-			case <-done:
-				break pinging
-			case <-time.After(pingEvery):
-			}
-			id++
-			t := time.Now()
-			if _, err := f.ask(ctx, id, "ping", `{}`); err == nil {
-				r.pings = append(r.pings, time.Since(t))
-			}
-		}
+		done := r.callAll(ctx, f, &mu, &id)
+		r.pingUntil(ctx, f, done, &id)
 	}
 	r.wall = time.Since(start)
 	r.peak = peakRSS(f.pid())
 	return r
 }
 
-// httpFace is a session-era session of a proxy's /mcp.
+// callAll sends one round of -hostile calls at once on f, taking their
+// ids from *id, and tallies each answer into r under mu. The channel it
+// returns is closed once every call has its answer.
+func (r *hostileResult) callAll(ctx context.Context, f face, mu *sync.Mutex, id *int) <-chan struct{} {
+	var wg sync.WaitGroup
+	for i := range *hostileN {
+		*id++
+		n := *id
+		wg.Go(func() {
+			b, err := f.ask(ctx, n, "tools/call", hostileCall(i))
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil && !r.tally(b) {
+				err = fmt.Errorf("an answer that is no result: %.200q", b)
+			}
+			if err != nil && r.err == nil {
+				r.err = err
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	return done
+}
+
+// pingUntil pings on f every pingEvery until done is closed, taking ids
+// from *id, and records each answered ping's latency.
+func (r *hostileResult) pingUntil(ctx context.Context, f face, done <-chan struct{}, id *int) {
+	for {
+		select {
+		case <-done:
+			return
+		case <-time.After(pingEvery):
+		}
+		*id++
+		t := time.Now()
+		if _, err := f.ask(ctx, *id, "ping", `{}`); err == nil {
+			r.pings = append(r.pings, time.Since(t))
+		}
+	}
+}
+
+// httpFace is one session-era MCP session on a proxy's /mcp. An error
+// opening it is kept and returned by every ask.
 type httpFace struct {
 	s       *session
 	process int
@@ -243,8 +261,8 @@ func (f *httpFace) ask(ctx context.Context, id int, method, params string) ([]by
 	return sseData(b), err
 }
 
-// sseData is the JSON-RPC message of an answer given as JSON or as SSE
-// (its last data line).
+// sseData returns the JSON-RPC message in an answer: the body itself if
+// it is JSON, else its last SSE data line.
 func sseData(b []byte) []byte {
 	if !bytes.HasPrefix(bytes.TrimSpace(b), []byte("{")) {
 		var last []byte
@@ -258,8 +276,9 @@ func sseData(b []byte) []byte {
 	return b
 }
 
-// stdioFace is `spillway serve --stdio`: requests are lines on its stdin,
-// answers lines on its stdout, told apart by id.
+// stdioFace drives `spillway serve --stdio`: it writes each request as a
+// line to its stdin and hands each line of its stdout to the request with
+// the same id.
 type stdioFace struct {
 	cmd     *exec.Cmd
 	in      io.WriteCloser
@@ -339,7 +358,8 @@ func (f *stdioFace) ask(ctx context.Context, id int, method, params string) ([]b
 	}
 }
 
-// close ends the process: stdin closed, killed if it has not gone in 10 s.
+// close closes the process's stdin and waits for it to exit, killing it
+// if it has not gone in 10 s.
 func (f *stdioFace) close() {
 	f.in.Close()
 	t := time.AfterFunc(10*time.Second, func() { f.cmd.Process.Kill() })

@@ -87,7 +87,7 @@ func main() {
 	os.Exit(mainCode(os.Stderr))
 }
 
-// mainCode is main after the flags: it runs the measurements, stops the
+// mainCode runs the measurements once the flags are parsed, stops the
 // children it started, and returns the exit code.
 func mainCode(stderr io.Writer) (code int) {
 	defer func() {
@@ -124,7 +124,8 @@ func stopGently(c *exec.Cmd) {
 }
 
 // internalMode runs this binary as one of the processes it starts (a
-// client, an anchor, the stdio upstream), if the flags ask for one.
+// client, an anchor, the stdio upstream) when the flags ask for one, and
+// returns its exit code; ok is false when they do not.
 func internalMode() (int, bool) {
 	switch {
 	case *clientMode != "":
@@ -283,13 +284,15 @@ func start(bin string, args ...string) string {
 	return launch(exec.Command(bin, args...))
 }
 
-// launch is start for a prepared command.
+// launch starts a prepared command whose last argument is its listen
+// address and waits until it accepts connections.
 func launch(cmd *exec.Cmd) string {
 	return launchAt(cmd, cmd.Args[len(cmd.Args)-1])
 }
 
-// launchAt is launch for a command that listens on a, wherever a stands
-// in its arguments.
+// launchAt starts cmd and waits until it accepts connections on a, which
+// may stand anywhere in its arguments. A command that does not start or
+// never listens panics with a setupError.
 func launchAt(cmd *exec.Cmd, a string) string {
 	if cmd.Stderr == nil {
 		cmd.Stderr = io.Discard
@@ -308,12 +311,15 @@ func launchAt(cmd *exec.Cmd, a string) string {
 	panic(setupError{fmt.Errorf("%s never listened on %s", cmd.Path, a)})
 }
 
-// setupError is a panic of the tool's setup (a binary that does not
-// start, a server that never listens), which main reports in a line.
+// setupError is the panic value of a failed setup (a binary that does not
+// start, a server that never listens). mainCode recovers it and reports
+// it in one line, because the fix is the user's and a stack would not
+// help.
 type setupError struct{ err error }
 
-// mcpToken opens /mcp of every Spillway this program starts: the local
-// token without --auth-tokens, and the one inbound token with them.
+// mcpToken is the bearer token for /mcp of every Spillway this program
+// starts: it is written as the local token, and runs that pass
+// --auth-tokens name it as the one inbound token.
 const mcpToken = "load-token-0123456789abcdef"
 
 // startSpillway runs `spillway serve` with the extra arguments, on a
@@ -438,8 +444,8 @@ func (s *session) post(body string) ([]byte, error) {
 	return b, err
 }
 
-// do posts one message of the session and returns the response, its
-// session id noted.
+// do posts one message in the session and returns the response; it
+// keeps the session id the server sends.
 func (s *session) do(ctx context.Context, body string) (*http.Response, error) {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")

@@ -26,7 +26,8 @@ var (
 	anchorAt  = flag.String("anchor", "", "internal: the anchor's listen address")
 )
 
-// The four kinds of hostile connection, a quarter each.
+// slowKinds are the four kinds of hostile connection; each kind is a
+// quarter of the connections.
 var slowKinds = []string{"silent (no request)", "idle keep-alive", "upload dripping 1 B / 5 s", "fetch never read"}
 
 // slowClients opens n hostile connections to Spillway and, in the same
@@ -79,12 +80,16 @@ func slowClients() error {
 	return nil
 }
 
+// sample is one reading of a server process at a moment of the watch:
+// resident memory, its high-water mark and open descriptors (-1 if
+// unknown).
 type sample struct {
 	at       time.Duration
 	rss, hwm int64
 	fds      int
 }
 
+// sampleOf reads the process pid now, at moment at of the watch.
 func sampleOf(pid int, at time.Duration) sample {
 	s := sample{at: at, hwm: peakRSS(pid), rss: procStatusKB(pid, "VmRSS") << 10, fds: -1}
 	if es, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid)); err == nil {
@@ -93,38 +98,69 @@ func sampleOf(pid int, at time.Duration) sample {
 	return s
 }
 
-// slowSide runs one side: baseline, connect, then samples every second.
+// slowSide runs one side: a baseline sample, the connections, then a
+// sample every second until the watch ends, and prints what it saw.
 func slowSide(name, srv, get, small, upload, auth string) error {
 	pid := pid(srv)
 	base := sampleOf(pid, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), *slowWatch)
 	defer cancel()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	refused := 0 // answered with an error status at once (the per-address cap, say)
 	t0 := time.Now()
+	conns, err := openSlow(ctx, srv, get, small, upload, auth)
+	if err != nil {
+		return err
+	}
+	connected := time.Since(t0)
+	samples, peak := sampleUntil(ctx, pid, t0)
+	cancel()
+	conns.wg.Wait()
+	time.Sleep(2 * time.Second) // the server notices the closed connections
+	end := sampleOf(pid, time.Since(t0))
+	fmt.Printf("### %s\n\n", name)
+	fmt.Printf("%d connections opened in %v; answered with an error at once: %d.\n\n", *slowN, connected.Round(time.Millisecond), conns.refused)
+	printSlowSamples(base, peak, end, samples)
+	return nil
+}
+
+// slowConns are the hostile connections of one side, each held by a
+// goroutine in wg until the watch ends.
+type slowConns struct {
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	refused int // answered with an error status at once (the per-address cap, say)
+}
+
+// openSlow opens -slow-clients connections to srv, each from its own
+// loopback address, and has each played by hold (the kinds in turn)
+// until ctx ends.
+func openSlow(ctx context.Context, srv, get, small, upload, auth string) (*slowConns, error) {
+	conns := &slowConns{}
 	for i := range *slowN {
 		local := &net.TCPAddr{IP: net.IPv4(127, 0, byte(1+i/250), byte(2+i%250))}
 		c, err := (&net.Dialer{LocalAddr: local}).Dial("tcp", srv)
 		if err != nil {
-			return fmt.Errorf("connection %d: %w", i, err)
+			return nil, fmt.Errorf("connection %d: %w", i, err)
 		}
 		c.(*net.TCPConn).SetReadBuffer(4 << 10)
-		wg.Add(1)
+		conns.wg.Add(1)
 		go func() {
-			defer wg.Done()
+			defer conns.wg.Done()
 			defer c.Close()
 			kind := i % len(slowKinds)
 			if !hold(ctx, c, kind, srv, get, small, upload, auth) {
-				mu.Lock()
-				refused++
-				mu.Unlock()
+				conns.mu.Lock()
+				conns.refused++
+				conns.mu.Unlock()
 			}
 		}()
 	}
-	connected := time.Since(t0)
-	var samples []sample
-	peak := sampleOf(pid, 0)
+	return conns, nil
+}
+
+// sampleUntil samples the process every second until ctx ends, and
+// returns the samples and the one with the most descriptors.
+func sampleUntil(ctx context.Context, pid int, t0 time.Time) (samples []sample, peak sample) {
+	peak = sampleOf(pid, 0)
 	for tick := time.NewTicker(time.Second); ctx.Err() == nil; {
 		select {
 		case <-ctx.Done():
@@ -136,13 +172,13 @@ func slowSide(name, srv, get, small, upload, auth string) error {
 			}
 		}
 	}
-	cancel()
-	wg.Wait()
-	time.Sleep(2 * time.Second) // the server notices the closed connections
-	end := sampleOf(pid, time.Since(t0))
+	return samples, peak
+}
+
+// printSlowSamples prints a side's memory and descriptors before, at the
+// peak, at fixed times of the watch, and once the clients have gone.
+func printSlowSamples(base, peak, end sample, samples []sample) {
 	mb := func(n int64) string { return fmt.Sprintf("%.1f MB", float64(n)/1e6) }
-	fmt.Printf("### %s\n\n", name)
-	fmt.Printf("%d connections opened in %v; answered with an error at once: %d.\n\n", *slowN, connected.Round(time.Millisecond), refused)
 	fmt.Printf("| when | VmRSS | descriptors |\n|---|---|---|\n")
 	row := func(label string, s sample) {
 		fmt.Printf("| %s | %s | %d |\n", label, mb(s.rss), s.fds)
@@ -160,7 +196,6 @@ func slowSide(name, srv, get, small, upload, auth string) error {
 	row("clients gone", end)
 	fmt.Printf("\nVmHWM over the run: %s (%s before): %.1f KB per connection at the peak.\n\n",
 		mb(end.hwm), mb(base.hwm), float64(end.hwm-base.hwm)/1e3/float64(*slowN))
-	return nil
 }
 
 // hold plays one hostile client of the given kind until ctx ends or the

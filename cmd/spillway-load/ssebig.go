@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
@@ -59,10 +58,10 @@ func upstreamSSEServe() int {
 	return 1
 }
 
-// sseComparisons runs the big outputs from the SSE upstream through the
-// bare reverse proxy and Spillway (offloading, on both cores and on one,
-// and with --offload=false),
-// as stdioComparisons does from the stdio upstream.
+// sseComparisons runs the big outputs from the SSE upstream, as
+// stdioComparisons does from the stdio upstream, through the bare reverse
+// proxy and through Spillway: offloading on both cores and on one, and
+// with --offload=false.
 func sseComparisons() error {
 	up, err := startSSEUpstream()
 	if err != nil {
@@ -75,15 +74,11 @@ func sseComparisons() error {
 // startSSEUpstream runs this binary in -upstream-sse mode and returns its
 // base URL.
 func startSSEUpstream() (string, error) {
-	self, err := os.Executable()
+	a, err := startSelf("-upstream-sse", addr())
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command(self, "-upstream-sse", addr())
-	if _, err := cmd.StdinPipe(); err != nil { // held until Wait; its closing stops the upstream
-		return "", err
-	}
-	return "http://" + launch(cmd), nil
+	return "http://" + a, nil
 }
 
 // sseProxies are the sides of the SSE comparison that -stdio-sides

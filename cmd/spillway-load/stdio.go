@@ -68,29 +68,39 @@ func chosenSides(ps []stdioProxy) []stdioProxy {
 	return slices.DeleteFunc(ps, func(p stdioProxy) bool { return !slices.Contains(strings.Split(*stdioSides, ","), p.key) })
 }
 
+// allStdioProxies are every side of the stdio comparisons: the bare
+// relay, Spillway with and without offloading, and with -node the npm
+// proxies.
 func allStdioProxies() ([]stdioProxy, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
+	spillway := func(extra ...string) func([]string) (string, error) {
+		return func(up []string) (string, error) {
+			args := append([]string{"--upstream-cmd", strings.Join(up, " "), "--max-message", strconv.FormatInt(maxMessage(), 10)}, extra...)
+			return startSpillway(args...), nil
+		}
 	}
 	ps := []stdioProxy{
-		{"relay", "bare relay (anchor)", func(up []string) (string, error) {
-			cmd := exec.Command(self, "-relay-cmd", strings.Join(up, " "), "-relay-listen", addr())
-			if _, err := cmd.StdinPipe(); err != nil { // held until Wait; its closing stops the relay
-				return "", err
-			}
-			return launch(cmd), nil
-		}},
-		{"spillway", "Spillway", func(up []string) (string, error) {
-			return startSpillway("--upstream-cmd", strings.Join(up, " "), "--max-message", strconv.FormatInt(maxMessage(), 10)), nil
-		}},
-		{"spillway-nooffload", "Spillway --offload=false", func(up []string) (string, error) {
-			return startSpillway("--upstream-cmd", strings.Join(up, " "), "--max-message", strconv.FormatInt(maxMessage(), 10), "--offload=false"), nil
-		}},
+		{"relay", "bare relay (anchor)", startRelay},
+		{"spillway", "Spillway", spillway()},
+		{"spillway-nooffload", "Spillway --offload=false", spillway("--offload=false")},
 	}
 	if *nodeBin == "" {
 		return ps, nil
 	}
+	npm, err := npmProxies()
+	if err != nil {
+		return nil, err
+	}
+	return append(ps, npm...), nil
+}
+
+// startRelay runs the bare relay (this binary in -relay-cmd mode) in
+// front of the stdio command up and returns its listen address.
+func startRelay(up []string) (string, error) {
+	return startSelf("-relay-cmd", strings.Join(up, " "), "-relay-listen", addr())
+}
+
+// npmProxies are mcp-proxy and supergateway, run by -node from -npm.
+func npmProxies() ([]stdioProxy, error) {
 	for _, f := range []string{*nodeBin, filepath.Join(*npmDir, "mcp-proxy/dist/bin/mcp-proxy.mjs"), filepath.Join(*npmDir, "supergateway/dist/index.js")} {
 		if _, err := os.Stat(f); err != nil {
 			return nil, fmt.Errorf("%w (make tools installs the npm proxies; -node '' leaves them out)", err)
@@ -102,22 +112,22 @@ func allStdioProxies() ([]stdioProxy, error) {
 	if err := os.WriteFile(loopback, []byte(loopbackJS), 0o600); err != nil {
 		return nil, err
 	}
-	return append(ps,
-		stdioProxy{"mcp-proxy", "mcp-proxy 6.7.19", func(up []string) (string, error) {
+	return []stdioProxy{
+		{"mcp-proxy", "mcp-proxy 6.7.19", func(up []string) (string, error) {
 			a := addr()
 			_, port, _ := net.SplitHostPort(a)
 			args := append([]string{filepath.Join(*npmDir, "mcp-proxy/dist/bin/mcp-proxy.mjs"),
 				"--host", "127.0.0.1", "--port", port, "--server", "stream", "--"}, up...)
 			return launchAt(exec.Command(*nodeBin, args...), a), nil
 		}},
-		stdioProxy{"supergateway", "supergateway 4.0.0 (--stateful)", func(up []string) (string, error) {
+		{"supergateway", "supergateway 4.0.0 (--stateful)", func(up []string) (string, error) {
 			a := addr()
 			_, port, _ := net.SplitHostPort(a)
 			return launchAt(exec.Command(*nodeBin, "-r", loopback, filepath.Join(*npmDir, "supergateway/dist/index.js"),
 				"--stdio", strings.Join(up, " "), "--outputTransport", "streamableHttp", "--stateful",
 				"--port", port, "--logLevel", "none"), a), nil
 		}},
-	), nil
+	}, nil
 }
 
 const loopbackJS = `// spillway-load: listen on loopback only (the proxy has no host option).
@@ -190,79 +200,30 @@ type smallResult struct {
 	p50, p99 time.Duration
 }
 
+// stdioSide is one proxy of the stdio small-call comparison: its
+// sessions and what was measured of it.
+type stdioSide struct {
+	smallResult
+	addr    string
+	pid     int
+	ss      []*session
+	lat     []time.Duration
+	elapsed time.Duration
+	cpu     time.Duration // of the proxy process (not its children) over the measured rounds
+}
+
 // stdioSmall measures a small tools/call through every proxy in front of
 // the same stdio server, c sessions per side calling back to back: n round
 // trips per side in ten rounds, the sides interleaved in rotating order.
 func stdioSmall(ps []stdioProxy, upstream []string, c, n int) ([]smallResult, error) {
 	const rounds = 10
-	type sideT struct {
-		smallResult
-		pid     int
-		ss      []*session
-		lat     []time.Duration
-		elapsed time.Duration
-		cpu     time.Duration // of the proxy process (not its children) over the measured rounds
+	sides, err := startStdioSides(ps, upstream, c)
+	defer stopStdioSides(sides)
+	if err != nil {
+		return nil, err
 	}
-	var sides []*sideT
-	for _, p := range ps {
-		if p.name == "Spillway --offload=false" {
-			continue // the same path as Spillway for a small result
-		}
-		a, err := p.start(upstream)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", p.name, err)
-		}
-		defer stopChild(a)
-		sd := &sideT{smallResult: smallResult{name: p.name}, pid: pid(a)}
-		for range c {
-			s, err := open("http://" + a + "/mcp")
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", p.name, err)
-			}
-			sd.ss = append(sd.ss, s)
-		}
-		sides = append(sides, sd)
-	}
-	call := func(s *session) (time.Duration, error) {
-		t0 := time.Now()
-		_, err := s.call("tools/call", `{"name":"small","arguments":{"echo":"x"}}`)
-		return time.Since(t0), err
-	}
-	// round has every session of sd make k calls back to back.
-	round := func(sd *sideT, k int, keep bool) error {
-		var mu sync.Mutex
-		var first error
-		var wg sync.WaitGroup
-		cpu0 := cpuTime(sd.pid)
-		t0 := time.Now()
-		for _, s := range sd.ss {
-			wg.Go(func() {
-				for range k {
-					d, err := call(s)
-					mu.Lock()
-					first = cmpOr(first, err)
-					if keep {
-						sd.lat = append(sd.lat, d)
-					}
-					mu.Unlock()
-					if err != nil {
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		if keep {
-			sd.elapsed += time.Since(t0)
-			sd.cpu += cpuTime(sd.pid) - cpu0
-		}
-		if first != nil {
-			return fmt.Errorf("%s: %w", sd.name, first)
-		}
-		return nil
-	}
-	for _, sd := range sides {
-		if err := round(sd, 50, false); err != nil {
+	for _, sd := range sides { // warm-up
+		if err := sd.round(50, false); err != nil {
 			return nil, err
 		}
 	}
@@ -270,26 +231,112 @@ func stdioSmall(ps []stdioProxy, upstream []string, c, n int) ([]smallResult, er
 	per := max(n/rounds/c, 1)
 	for r := range rounds {
 		for i := range sides {
-			if err := round(sides[(r+i)%len(sides)], per, true); err != nil {
+			if err := sides[(r+i)%len(sides)].round(per, true); err != nil {
 				return nil, err
 			}
 		}
 	}
 	fmt.Printf("## small tools/call, stdio upstream (bigtool), %d session(s) per side, %d round trips per side in %d interleaved rounds\n\n", c, len(sides[0].lat), rounds)
 	fmt.Printf("load average (1 min) before / after: %s / %s\n\n", load0, loadAvg())
+	out := printStdioSmall(sides)
+	printStdioRatios(out)
+	return out, nil
+}
+
+// startStdioSides starts each proxy of ps in front of upstream and opens
+// c sessions on it. Spillway --offload=false is left out: a small result
+// takes the same path through it as through Spillway. The sides started
+// are returned even with an error, for stopStdioSides to stop.
+func startStdioSides(ps []stdioProxy, upstream []string, c int) ([]*stdioSide, error) {
+	var sides []*stdioSide
+	for _, p := range ps {
+		if p.name == "Spillway --offload=false" {
+			continue
+		}
+		a, err := p.start(upstream)
+		if err != nil {
+			return sides, fmt.Errorf("%s: %w", p.name, err)
+		}
+		sd := &stdioSide{smallResult: smallResult{name: p.name}, addr: a, pid: pid(a)}
+		sides = append(sides, sd)
+		for range c {
+			s, err := open("http://" + a + "/mcp")
+			if err != nil {
+				return sides, fmt.Errorf("%s: %w", p.name, err)
+			}
+			sd.ss = append(sd.ss, s)
+		}
+	}
+	return sides, nil
+}
+
+// stopStdioSides stops the proxies of sides, the last started first.
+func stopStdioSides(sides []*stdioSide) {
+	for _, sd := range slices.Backward(sides) {
+		stopChild(sd.addr)
+	}
+}
+
+// round has every session of sd make k small calls back to back, all
+// sessions at once. With keep, it records the latencies, the time the
+// round took and the proxy's CPU time over it.
+func (sd *stdioSide) round(k int, keep bool) error {
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	cpu0 := cpuTime(sd.pid)
+	t0 := time.Now()
+	for _, s := range sd.ss {
+		wg.Go(func() {
+			for range k {
+				d, err := smallCall(s)
+				mu.Lock()
+				first = cmpOr(first, err)
+				if keep {
+					sd.lat = append(sd.lat, d)
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if keep {
+		sd.elapsed += time.Since(t0)
+		sd.cpu += cpuTime(sd.pid) - cpu0
+	}
+	if first != nil {
+		return fmt.Errorf("%s: %w", sd.name, first)
+	}
+	return nil
+}
+
+// printStdioSmall works out each side's requests per second and
+// percentiles, prints its row, and returns the figures.
+func printStdioSmall(sides []*stdioSide) []smallResult {
 	fmt.Printf("| path | requests/s | p50 | p99 | proxy process CPU per round trip |\n|---|---|---|---|---|\n")
 	out := make([]smallResult, len(sides))
-	var mp *smallResult
 	for i, sd := range sides {
 		sd.rps = float64(len(sd.lat)) / sd.elapsed.Seconds()
 		sd.p50, sd.p99 = percentile(sd.lat, .5).Round(time.Microsecond), percentile(sd.lat, .99).Round(time.Microsecond)
 		out[i] = sd.smallResult
-		if strings.HasPrefix(sd.name, "mcp-proxy") {
-			mp = &out[i]
-		}
 		fmt.Printf("| %s | %.0f | %v | %v | %v |\n", sd.name, sd.rps, sd.p50, sd.p99, (sd.cpu / time.Duration(len(sd.lat))).Round(time.Microsecond))
 	}
 	fmt.Println()
+	return out
+}
+
+// printStdioRatios prints Spillway's figures against the bare relay's
+// (the first side) and, when it ran, mcp-proxy's.
+func printStdioRatios(out []smallResult) {
+	var mp *smallResult
+	for i := range out {
+		if strings.HasPrefix(out[i].name, "mcp-proxy") {
+			mp = &out[i]
+		}
+	}
 	for _, r := range out {
 		if r.name != "Spillway" {
 			continue
@@ -301,9 +348,9 @@ func stdioSmall(ps []stdioProxy, upstream []string, c, n int) ([]smallResult, er
 		}
 	}
 	fmt.Println()
-	return out, nil
 }
 
+// ratio is a / b.
 func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
 
 // bigResult is one proxy's figures for n concurrent big outputs.
@@ -324,14 +371,14 @@ type bigResult struct {
 	load       string
 }
 
-// bigOutputs has each proxy, fresh, carry n concurrent outputs of size
-// bytes from the upstream (one session each; from, for the heading, says
-// which; upstream is the stdio command, nil for an HTTP upstream the
-// proxies were given), runs times with the
-// proxies in rotating order, and prints each proxy's median wall time
-// against the first proxy's (the anchor), what the client received and its largest peak RSS
-// above idle. A proxy that failed or was killed in its first run is not
-// run again (each failure can cost -big-timeout).
+// bigOutputs has each proxy, freshly started, carry n concurrent outputs
+// of size bytes from the upstream, one session each, runs times with the
+// proxies in rotating order. upstream is the stdio command, or nil for an
+// HTTP upstream the proxies already know; from names the upstream in the
+// heading. It prints each proxy's median wall time against the first
+// proxy's (the anchor), what the client received and the largest peak
+// RSS above idle. A proxy that failed or was killed in its first run is
+// not run again, since each failure can cost -big-timeout.
 func bigOutputs(ps []stdioProxy, from string, upstream []string, n int, size int64, runs int) ([]bigResult, error) {
 	a := bigArgs{Bytes: size, Kind: *bigKind, Seed: 1}
 	h := sha256.New()
@@ -340,8 +387,26 @@ func bigOutputs(ps []stdioProxy, from string, upstream []string, n int, size int
 		return nil, err
 	}
 	want := hex.EncodeToString(h.Sum(nil))
+	out, err := bigRunsThrough(ps, upstream, n, a, total, want, max(runs, 1))
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("## %d× %d MiB tool output%s from %s (%s, %.1f MB decoded each), a fresh proxy for each of %d run(s)\n\n",
+		n, size>>20, map[bool]string{true: "s at once", false: ""}[n > 1], from, bigKindWhat(a.Kind), float64(total)/1e6, max(runs, 1))
+	fmt.Printf("| path | load average | wall time, median [range] | × the anchor | proxy CPU, median | machine busy | received by the client | peak RSS above idle (idle) | answers |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range out {
+		printBigOutput(r, out[0])
+	}
+	fmt.Println()
+	return out, nil
+}
+
+// bigRunsThrough runs bigThrough on each proxy runs times, the proxies'
+// order rotating from run to run, and merges each proxy's runs. A proxy
+// that failed or was killed in its first run is not run again.
+func bigRunsThrough(ps []stdioProxy, upstream []string, n int, a bigArgs, total int64, want string, runs int) ([]bigResult, error) {
 	all := make([][]bigResult, len(ps))
-	for run := range max(runs, 1) {
+	for run := range runs {
 		for i := range ps {
 			k := (run + i) % len(ps)
 			if run > 0 && (len(all[k][0].errs) > 0 || all[k][0].killed) {
@@ -358,41 +423,46 @@ func bigOutputs(ps []stdioProxy, from string, upstream []string, n int, size int
 	for k, rs := range all {
 		out[k] = mergeRuns(rs)
 	}
-	what := "a JSON document in a text item"
-	switch a.Kind {
-	case "image":
-		what = "base64 in an image item"
-	case "text-u":
-		what = `a JSON document in a text item, its quotes and line ends spelt \u0022 and \u000a`
-	case "text-go":
-		what = `a JSON document in a text item, its notes holding '<', '>', '&' and U+2028 spelt \u003c, \u003e, \u0026 and \u2028`
-	}
-	fmt.Printf("## %d× %d MiB tool output%s from %s (%s, %.1f MB decoded each), a fresh proxy for each of %d run(s)\n\n",
-		n, size>>20, map[bool]string{true: "s at once", false: ""}[n > 1], from, what, float64(total)/1e6, max(runs, 1))
-	fmt.Printf("| path | load average | wall time, median [range] | × the anchor | proxy CPU, median | machine busy | received by the client | peak RSS above idle (idle) | answers |\n|---|---|---|---|---|---|---|---|---|\n")
-	for _, r := range out {
-		peak := fmt.Sprintf("%.0f MB (%.0f)", float64(r.peak-r.idle)/1e6, float64(r.idle)/1e6)
-		if r.killed {
-			peak = fmt.Sprintf("%.0f MB when killed (past %d MiB, or the machine short of memory)", float64(r.peak-r.idle)/1e6, *rssCapMiB)
-		}
-		ans := fmt.Sprintf("%d link(s) with the right SHA-256, %d inline", r.links, r.inline)
-		if len(r.errs) > 0 {
-			ans += fmt.Sprintf(", %d failed: %.120s", len(r.errs), r.errs[0])
-		}
-		rel := "–"
-		if strings.HasSuffix(out[0].name, "(anchor)") && len(out[0].errs) == 0 {
-			rel = fmt.Sprintf("%.2f", ratio(r.wall, out[0].wall))
-		}
-		fmt.Printf("| %s | %s | %v [%v–%v] | %s | %v | %.0f%% | %s | %s | %s |\n", r.name, r.load, r.wall.Round(time.Millisecond),
-			slices.Min(r.walls).Round(time.Millisecond), slices.Max(r.walls).Round(time.Millisecond), rel, r.cpu.Round(time.Millisecond),
-			100*r.busy, bytesize(r.received), peak, ans)
-	}
-	fmt.Println()
 	return out, nil
 }
 
-// mergeRuns sums one proxy's runs: the median wall time, the run with the
-// largest peak above idle, the answers of all runs, the bytes of the first.
+// bigKindWhat describes outputs of the given -big-kind for the heading.
+func bigKindWhat(kind string) string {
+	switch kind {
+	case "image":
+		return "base64 in an image item"
+	case "text-u":
+		return `a JSON document in a text item, its quotes and line ends spelt \u0022 and \u000a`
+	case "text-go":
+		return `a JSON document in a text item, its notes holding '<', '>', '&' and U+2028 spelt \u003c, \u003e, \u0026 and \u2028`
+	}
+	return "a JSON document in a text item"
+}
+
+// printBigOutput prints the table row of one proxy's big outputs, its
+// wall time against the anchor's (the first proxy, if it is an anchor
+// and did not fail).
+func printBigOutput(r, anchor bigResult) {
+	peak := fmt.Sprintf("%.0f MB (%.0f)", float64(r.peak-r.idle)/1e6, float64(r.idle)/1e6)
+	if r.killed {
+		peak = fmt.Sprintf("%.0f MB when killed (past %d MiB, or the machine short of memory)", float64(r.peak-r.idle)/1e6, *rssCapMiB)
+	}
+	ans := fmt.Sprintf("%d link(s) with the right SHA-256, %d inline", r.links, r.inline)
+	if len(r.errs) > 0 {
+		ans += fmt.Sprintf(", %d failed: %.120s", len(r.errs), r.errs[0])
+	}
+	rel := "–"
+	if strings.HasSuffix(anchor.name, "(anchor)") && len(anchor.errs) == 0 {
+		rel = fmt.Sprintf("%.2f", ratio(r.wall, anchor.wall))
+	}
+	fmt.Printf("| %s | %s | %v [%v–%v] | %s | %v | %.0f%% | %s | %s | %s |\n", r.name, r.load, r.wall.Round(time.Millisecond),
+		slices.Min(r.walls).Round(time.Millisecond), slices.Max(r.walls).Round(time.Millisecond), rel, r.cpu.Round(time.Millisecond),
+		100*r.busy, bytesize(r.received), peak, ans)
+}
+
+// mergeRuns combines one proxy's runs into one result: the median wall
+// time, CPU and busy share, the peak of the run that grew most above
+// idle, the answers of all runs and the bytes received in the first.
 func mergeRuns(rs []bigResult) bigResult {
 	m := rs[0]
 	m.walls, m.cpus, m.busies = nil, nil, nil
@@ -434,15 +504,9 @@ func bigThrough(p stdioProxy, upstream []string, n int, a bigArgs, size int64, w
 	}
 	defer stopChild(addr)
 	pid := pid(addr)
-	ss := make([]*session, n)
-	for i := range ss {
-		if ss[i], err = open("http://" + addr + "/mcp"); err != nil {
-			return r, err
-		}
-		ss[i].c = &http.Client{Transport: &http.Transport{DisableCompression: true}}
-		if _, err := ss[i].call("tools/call", `{"name":"small","arguments":{}}`); err != nil {
-			return r, err
-		}
+	ss, err := openBigSessions(addr, n)
+	if err != nil {
+		return r, err
 	}
 	time.Sleep(500 * time.Millisecond) // let start-up garbage be collected
 	r.idle = procStatusKB(pid, "VmRSS") << 10
@@ -450,22 +514,10 @@ func bigThrough(p stdioProxy, upstream []string, n int, a bigArgs, size int64, w
 	ctx, cancel := context.WithTimeout(context.Background(), *bigTimeout)
 	defer cancel()
 	params, _ := json.Marshal(map[string]any{"name": "big", "arguments": a})
-	type answer struct {
-		n    int64
-		body []byte // the whole answer if under 8 MiB, else its first and last 64 KiB
-		err  error
-	}
-	answers := make([]answer, n)
-	var wg sync.WaitGroup
 	cpu0 := cpuTime(pid)
 	m0 := machineCPU()
 	t0 := time.Now()
-	for i, s := range ss {
-		wg.Go(func() {
-			answers[i].n, answers[i].body, answers[i].err = s.stream(ctx, fmt.Sprintf(`{"jsonrpc":"2.0","id":99,"method":"tools/call","params":%s}`, params))
-		})
-	}
-	wg.Wait()
+	answers := callAtOnce(ctx, ss, fmt.Sprintf(`{"jsonrpc":"2.0","id":99,"method":"tools/call","params":%s}`, params))
 	r.wall = time.Since(t0)
 	r.cpu = cpuTime(pid) - cpu0
 	r.busy = machineCPU().busySince(m0)
@@ -483,6 +535,45 @@ func bigThrough(p stdioProxy, upstream []string, n int, a bigArgs, size int64, w
 		}
 	}
 	return r, nil
+}
+
+// openBigSessions opens n sessions on the proxy at addr, without
+// compression, and makes one small call on each so that every child runs
+// and code is warm.
+func openBigSessions(addr string, n int) ([]*session, error) {
+	ss := make([]*session, n)
+	for i := range ss {
+		var err error
+		if ss[i], err = open("http://" + addr + "/mcp"); err != nil {
+			return nil, err
+		}
+		ss[i].c = &http.Client{Transport: &http.Transport{DisableCompression: true}}
+		if _, err := ss[i].call("tools/call", `{"name":"small","arguments":{}}`); err != nil {
+			return nil, err
+		}
+	}
+	return ss, nil
+}
+
+// bigAnswer is what the client read of one big call's answer.
+type bigAnswer struct {
+	n    int64
+	body []byte // the whole answer if under 8 MiB, else its first and last 64 KiB
+	err  error
+}
+
+// callAtOnce posts body on every session at once and returns the
+// answers, in the sessions' order, once all are read.
+func callAtOnce(ctx context.Context, ss []*session, body string) []bigAnswer {
+	answers := make([]bigAnswer, len(ss))
+	var wg sync.WaitGroup
+	for i, s := range ss {
+		wg.Go(func() {
+			answers[i].n, answers[i].body, answers[i].err = s.stream(ctx, body)
+		})
+	}
+	wg.Wait()
+	return answers
 }
 
 // checkAnswer tells whether a big call's answer is a link to the output
@@ -506,6 +597,11 @@ func checkAnswer(n int64, body []byte, err error, a bigArgs, size int64, want st
 		}
 		return false, nil
 	}
+	return checkResult(msg, a, size, want)
+}
+
+// checkResult checks an answer held whole, as checkAnswer says.
+func checkResult(msg []byte, a bigArgs, size int64, want string) (link bool, _ error) {
 	var m struct {
 		Result *struct {
 			Content []struct {
@@ -543,6 +639,7 @@ func checkAnswer(n int64, body []byte, err error, a bigArgs, size int64, want st
 	return false, fmt.Errorf("neither a link nor the output: %.200q", msg)
 }
 
+// sameHash reports an error unless b's SHA-256 is want (hex).
 func sameHash(b []byte, want string) error {
 	if s := sha256.Sum256(b); hex.EncodeToString(s[:]) != want {
 		return fmt.Errorf("inline output's SHA-256 differs")
@@ -620,6 +717,8 @@ type rssWatch struct {
 	killed bool
 }
 
+// watchRSS starts sampling the process pid every 10 ms; it is killed when
+// its VmRSS passes capBytes.
 func watchRSS(pid int, capBytes int64) *rssWatch {
 	w := &rssWatch{stopc: make(chan struct{}), done: make(chan struct{})}
 	go func() {
