@@ -291,164 +291,204 @@ const (
 // *TooLargeError for an event over the limit (Next may be called again),
 // or the source's error.
 func (rd *Reader) Next() (Event, error) {
-	var (
-		ev        Event
-		start     int64 // the offset the block starts at
-		inBlock   bool  // some line of this block was read
-		known     bool  // the block has something to report
-		big       *TooLargeError
-		scratch   = rd.scratch[:0]
-		dataLines int
-		sp        *spilling
-		fields    int // bytes of the fields kept while the data spools
-	)
+	e := block{scratch: rd.scratch[:0]}
 	rd.raw = nil
 	rd.shrink() // nothing of buf is anyone's now (Raw was the last event's)
 	defer func() {
-		rd.scratch = scratch[:0] // grown, for the next event's fields
-		if sp != nil {
-			sp.finish(io.ErrUnexpectedEOF) // the stream broke inside the event
+		rd.scratch = e.scratch[:0] // grown, for the next event's fields
+		if e.sp != nil {
+			e.sp.finish(io.ErrUnexpectedEOF) // the stream broke inside the event
 		}
 	}()
 	for {
-		if !inBlock {
-			start = rd.off
+		if !e.inBlock {
+			e.start = rd.off
 		}
 		kind, n, err := rd.fieldStart()
 		if err != nil {
-			if errors.Is(err, io.EOF) && inBlock {
+			if errors.Is(err, io.EOF) && e.inBlock {
 				err = io.ErrUnexpectedEOF
 			}
 			rd.hold = noHold
 			return Event{}, err
 		}
 		if n < 0 { // a blank line ends the block
-			held := rd.hold
-			rd.hold = noHold
-			if sp != nil {
-				held = lostHold // the data is the Spooler's, not these bytes
-				data, err := sp.finish(nil)
-				if err != nil {
-					big = &sp.head
-					big.Limit, big.ID, big.HasID, big.Err = rd.max, ev.ID, ev.HasID, err
-				}
-				ev.Data, sp = data, nil
+			if ev, err, ok := rd.endBlock(&e); ok {
+				return ev, err
 			}
-			switch {
-			case big != nil:
-				big.Size = rd.off - start
-				return Event{}, big
-			case known:
-				if held >= 0 {
-					if rd.skipLF && rd.r < rd.w && rd.buf[rd.r] == '\n' {
-						// The LF of a CRLF blank line is the event's too
-						// when it is here already (never waited for).
-						rd.advance(1)
-						rd.skipLF = false
-					}
-					rd.raw = rd.buf[rd.r-int(rd.off-held) : rd.r]
-				}
-				return ev, nil
-			}
-			inBlock, known, dataLines = false, false, 0
+			e.inBlock, e.known, e.dataLines = false, false, 0 // nothing to report: skipped
 			continue
 		}
-		inBlock = true
-		if kind == fData && dataLines > 0 {
-			if sp != nil {
-				sp.write([]byte{'\n'})
-			} else if big == nil {
-				ev.Data = append(ev.Data, '\n')
-			} else {
-				big.keep([]byte{'\n'})
-			}
-		}
-		scratch = scratch[:0]
-		drop := false // a field of a spooled event past maxSpooledFields
-		// cut turns the event into a discarded one once it is over the
-		// limit: from then on only its id and the ends of its data are kept.
-		cut := func(pending int) bool {
-			if big != nil || sp != nil || rd.off+int64(pending)-start <= rd.max {
-				return false
-			}
-			big = &TooLargeError{Limit: rd.max, ID: ev.ID, HasID: ev.HasID}
-			big.keep(ev.Data)
-			ev = Event{}
-			scratch = append(scratch[:0], 0) // a value cut in two is never kept
-			return true
-		}
-		err = rd.value(func(b []byte) {
-			if cut(len(b)) && kind != fData {
-				return
-			}
-			switch {
-			case kind == fData && sp != nil:
-				sp.write(b)
-			case kind == fData && big == nil && rd.spool != nil && len(ev.Data)+len(b) > rd.spillAfter && rd.max > int64(rd.spillAfter):
-				sp = rd.startSpill(ev.Data)
-				ev.Data = nil
-				sp.write(b)
-			case kind == fData && big == nil:
-				ev.Data = append(ev.Data, b...)
-			case kind == fData:
-				big.keep(b)
-			case kind == fUnknown:
-			case sp != nil && fields+len(scratch)+len(b) > maxSpooledFields:
-				drop = true
-			case big == nil || len(scratch)+len(b) <= headLen:
-				scratch = append(scratch, b...)
-			default:
-				scratch = append(scratch[:0], 0) // too long to keep: invalid as an id
-			}
-		})
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
+		if err := rd.field(&e, kind); err != nil {
 			return Event{}, err
 		}
-		cut(0) // lines with no value count too
-		if drop {
-			continue
+	}
+}
+
+// block is what Next has read of the block of lines it is in: the event
+// so far, or, once the event passed the limit, what is kept of it for the
+// TooLargeError (big); while its data streams through the Spooler, sp.
+type block struct {
+	ev        Event
+	start     int64 // the offset the block starts at
+	inBlock   bool  // some line of this block was read
+	known     bool  // the block has something to report
+	big       *TooLargeError
+	scratch   []byte // the value of the field being read, but data
+	dataLines int
+	sp        *spilling
+	fields    int  // bytes of the fields kept while the data spools
+	drop      bool // the field being read is dropped (a spooled event's, past maxSpooledFields)
+}
+
+// endBlock ends the block at its blank line. ok is false for a block
+// with nothing to report (unknown fields only), which Next skips; else
+// Next returns ev and err: the event, or a *TooLargeError.
+func (rd *Reader) endBlock(e *block) (ev Event, err error, ok bool) {
+	held := rd.hold
+	rd.hold = noHold
+	if e.sp != nil {
+		held = lostHold // the data is the Spooler's, not these bytes
+		data, err := e.sp.finish(nil)
+		if err != nil {
+			e.big = &e.sp.head
+			e.big.Limit, e.big.ID, e.big.HasID, e.big.Err = rd.max, e.ev.ID, e.ev.HasID, err
 		}
-		if sp != nil && kind != fData {
-			fields += len(scratch)
+		e.ev.Data, e.sp = data, nil
+	}
+	switch {
+	case e.big != nil:
+		e.big.Size = rd.off - e.start
+		return Event{}, e.big, true
+	case !e.known:
+		return Event{}, nil, false
+	}
+	if held >= 0 {
+		if rd.skipLF && rd.r < rd.w && rd.buf[rd.r] == '\n' {
+			// The LF of a CRLF blank line is the event's too when it is
+			// here already (never waited for).
+			rd.advance(1)
+			rd.skipLF = false
 		}
-		switch kind {
-		case fData:
-			dataLines++
-			if big == nil {
-				ev.HasData, known = true, true
-				if ev.Data == nil {
-					ev.Data = []byte{}
-				}
+		rd.raw = rd.buf[rd.r-int(rd.off-held) : rd.r]
+	}
+	return e.ev, nil, true
+}
+
+// field reads the value of a field whose name fieldStart read, and adds
+// the field to the block.
+func (rd *Reader) field(e *block, kind int) error {
+	e.inBlock = true
+	if kind == fData && e.dataLines > 0 {
+		// The line break between two data lines.
+		if e.sp != nil {
+			e.sp.write([]byte{'\n'})
+		} else if e.big == nil {
+			e.ev.Data = append(e.ev.Data, '\n')
+		} else {
+			e.big.keep([]byte{'\n'})
+		}
+	}
+	e.scratch = e.scratch[:0]
+	e.drop = false
+	err := rd.value(func(b []byte) { rd.take(e, kind, b) })
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	rd.cut(e, 0) // lines with no value count too
+	if e.drop {
+		return nil
+	}
+	if e.sp != nil && kind != fData {
+		e.fields += len(e.scratch)
+	}
+	rd.apply(e, kind)
+	return nil
+}
+
+// take adds b, the next piece of a field's value, to the block: data to
+// the event's data (or to the Spooler, or to the ends a TooLargeError
+// keeps), another field's value to scratch.
+func (rd *Reader) take(e *block, kind int, b []byte) {
+	if rd.cut(e, len(b)) && kind != fData {
+		return
+	}
+	switch {
+	case kind == fData && e.sp != nil:
+		e.sp.write(b)
+	case kind == fData && e.big == nil && rd.spool != nil && len(e.ev.Data)+len(b) > rd.spillAfter && rd.max > int64(rd.spillAfter):
+		e.sp = rd.startSpill(e.ev.Data)
+		e.ev.Data = nil
+		e.sp.write(b)
+	case kind == fData && e.big == nil:
+		e.ev.Data = append(e.ev.Data, b...)
+	case kind == fData:
+		e.big.keep(b)
+	case kind == fUnknown:
+	case e.sp != nil && e.fields+len(e.scratch)+len(b) > maxSpooledFields:
+		e.drop = true
+	case e.big == nil || len(e.scratch)+len(b) <= headLen:
+		e.scratch = append(e.scratch, b...)
+	default:
+		e.scratch = append(e.scratch[:0], 0) // too long to keep: invalid as an id
+	}
+}
+
+// cut turns the event into a discarded one once it is over the limit,
+// pending bytes more counted: from then on only its id and the ends of
+// its data are kept. It reports whether it did so now.
+func (rd *Reader) cut(e *block, pending int) bool {
+	if e.big != nil || e.sp != nil || rd.off+int64(pending)-e.start <= rd.max {
+		return false
+	}
+	e.big = &TooLargeError{Limit: rd.max, ID: e.ev.ID, HasID: e.ev.HasID}
+	e.big.keep(e.ev.Data)
+	e.ev = Event{}
+	e.scratch = append(e.scratch[:0], 0) // a value cut in two is never kept
+	return true
+}
+
+// apply sets the field just read (its value in scratch, but data) on the
+// event, or on the TooLargeError of a discarded one, and on the Reader's
+// last event id and retry hint.
+func (rd *Reader) apply(e *block, kind int) {
+	switch kind {
+	case fData:
+		e.dataLines++
+		if e.big == nil {
+			e.ev.HasData, e.known = true, true
+			if e.ev.Data == nil {
+				e.ev.Data = []byte{}
 			}
-		case fID:
-			if bytes.IndexByte(scratch, 0) >= 0 {
-				break // the format ignores an id with NUL
+		}
+	case fID:
+		if bytes.IndexByte(e.scratch, 0) >= 0 {
+			break // the format ignores an id with NUL
+		}
+		rd.lastID = string(e.scratch)
+		if e.big != nil {
+			e.big.ID, e.big.HasID = rd.lastID, true
+			break
+		}
+		e.ev.ID, e.ev.HasID, e.known = rd.lastID, true, true
+	case fEvent:
+		if e.big == nil {
+			// An empty name is the default: a field that says nothing.
+			e.ev.Name, e.known = eventName(e.scratch), e.known || len(e.scratch) > 0
+		}
+	case fRetry:
+		if d, ok := parseRetry(e.scratch); ok {
+			rd.retry, rd.hasRetry = d, true
+			if e.big == nil {
+				e.ev.Retry, e.ev.HasRetry, e.known = d, true, true
 			}
-			rd.lastID = string(scratch)
-			if big != nil {
-				big.ID, big.HasID = rd.lastID, true
-				break
-			}
-			ev.ID, ev.HasID, known = rd.lastID, true, true
-		case fEvent:
-			if big == nil {
-				// An empty name is the default: a field that says nothing.
-				ev.Name, known = eventName(scratch), known || len(scratch) > 0
-			}
-		case fRetry:
-			if d, ok := parseRetry(scratch); ok {
-				rd.retry, rd.hasRetry = d, true
-				if big == nil {
-					ev.Retry, ev.HasRetry, known = d, true, true
-				}
-			}
-		case fComment:
-			if big == nil {
-				ev.Comments, known = append(ev.Comments, string(scratch)), true
-			}
+		}
+	case fComment:
+		if e.big == nil {
+			e.ev.Comments, e.known = append(e.ev.Comments, string(e.scratch)), true
 		}
 	}
 }
@@ -473,27 +513,8 @@ func parseRetry(b []byte) (time.Duration, bool) {
 // fieldStart reads the start of a line: its field name, the colon and one
 // following space. n is the length of the name (-1 for a blank line).
 func (rd *Reader) fieldStart() (kind, n int, err error) {
-	if err := rd.fill(1); err != nil {
+	if err := rd.lineStart(); err != nil {
 		return 0, 0, err
-	}
-	if rd.skipLF {
-		rd.skipLF = false
-		if rd.buf[rd.r] == '\n' {
-			rd.advance(1)
-			if err := rd.fill(1); err != nil {
-				return 0, 0, err
-			}
-		}
-	}
-	if !rd.started {
-		rd.started = true
-		rd.fill(3)
-		if bytes.HasPrefix(rd.buf[rd.r:rd.w], []byte("\xEF\xBB\xBF")) {
-			rd.advance(3)
-			if err := rd.fill(1); err != nil {
-				return 0, 0, err
-			}
-		}
 	}
 	if rd.hold == noHold {
 		rd.hold = rd.off // a block (or a blank line) starts here
@@ -519,23 +540,58 @@ func (rd *Reader) fieldStart() (kind, n int, err error) {
 	if i < 0 {
 		return fUnknown, 0, nil // a long name: the whole line is discarded
 	}
-	kind = fUnknown
-	switch string(b[:i]) {
-	case "data":
-		kind = fData
-	case "id":
-		kind = fID
-	case "event":
-		kind = fEvent
-	case "retry":
-		kind = fRetry
-	}
+	kind = fieldKind(b[:i])
 	rd.advance(i)
 	if b[i] != ':' {
 		return kind, i, nil // a name alone: its value is empty
 	}
 	rd.advance(1)
 	return kind, i, rd.skipSpace()
+}
+
+// lineStart buffers the first byte of a line, past the LF of a CRLF
+// whose CR ended the last line and, at the start of the stream, past a
+// byte-order mark.
+func (rd *Reader) lineStart() error {
+	if err := rd.fill(1); err != nil {
+		return err
+	}
+	if rd.skipLF {
+		rd.skipLF = false
+		if rd.buf[rd.r] == '\n' {
+			rd.advance(1)
+			if err := rd.fill(1); err != nil {
+				return err
+			}
+		}
+	}
+	if !rd.started {
+		rd.started = true
+		rd.fill(3)
+		if bytes.HasPrefix(rd.buf[rd.r:rd.w], []byte("\xEF\xBB\xBF")) {
+			rd.advance(3)
+			if err := rd.fill(1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fieldKind is the kind of the field called name; fUnknown for a name
+// the format does not define, whose line is ignored.
+func fieldKind(name []byte) int {
+	switch string(name) {
+	case "data":
+		return fData
+	case "id":
+		return fID
+	case "event":
+		return fEvent
+	case "retry":
+		return fRetry
+	}
+	return fUnknown
 }
 
 // skipSpace drops the one space the format allows after a colon.

@@ -125,20 +125,7 @@ func (sw *Writer) Write(ev Event) error {
 	}
 	sw.mu.Lock()
 	defer sw.mu.Unlock()
-	b := sw.buf[:0]
-	for _, c := range ev.Comments {
-		b = append(append(append(b, ": "...), c...), '\n')
-	}
-	if hasID {
-		b = append(append(append(b, "id: "...), ev.ID...), '\n')
-	}
-	if ev.Name != "" {
-		b = append(append(append(b, "event: "...), ev.Name...), '\n')
-	}
-	if hasRetry {
-		b = strconv.AppendInt(append(b, "retry: "...), ev.Retry.Milliseconds(), 10)
-		b = append(b, '\n')
-	}
+	b := appendFields(sw.buf[:0], &ev, hasID, hasRetry)
 	// Spill markers in the data are expanded on the way out (the strings
 	// they stand for hold no line break, so the data lines are the
 	// markers' lines): the event is framed in memory, then written by
@@ -146,38 +133,9 @@ func (sw *Writer) Write(ev Event) error {
 	expand := hasData && spill.HasMarkers(ev.Data)
 	dataAt := len(b)
 	if hasData {
-		data := ev.Data
-		for {
-			i := lineEnd(data)
-			line := data
-			if i >= 0 {
-				line = data[:i]
-			}
-			// "data:" even when empty: some readers refuse a bare field name.
-			b = append(b, "data:"...)
-			if len(line) > 0 {
-				b = append(b, ' ')
-				// A long line goes out as it is, not through a second copy.
-				if len(line) > 32<<10 && !expand {
-					if _, err := sw.w.Write(b); err != nil {
-						return err
-					}
-					if _, err := sw.w.Write(line); err != nil {
-						return err
-					}
-					b = b[:0]
-				} else {
-					b = append(b, line...)
-				}
-			}
-			b = append(b, '\n')
-			if i < 0 {
-				break
-			}
-			if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
-				i++
-			}
-			data = data[i+1:]
+		var err error
+		if b, err = sw.appendData(b, ev.Data, expand); err != nil {
+			return err
 		}
 	}
 	b = append(b, '\n')
@@ -199,6 +157,64 @@ func (sw *Writer) Write(ev Event) error {
 		return err
 	}
 	return sw.flushLocked()
+}
+
+// appendFields appends ev's fields but data to b, each on a line of its
+// own: comments, id, event name, retry.
+func appendFields(b []byte, ev *Event, hasID, hasRetry bool) []byte {
+	for _, c := range ev.Comments {
+		b = append(append(append(b, ": "...), c...), '\n')
+	}
+	if hasID {
+		b = append(append(append(b, "id: "...), ev.ID...), '\n')
+	}
+	if ev.Name != "" {
+		b = append(append(append(b, "event: "...), ev.Name...), '\n')
+	}
+	if hasRetry {
+		b = strconv.AppendInt(append(b, "retry: "...), ev.Retry.Milliseconds(), 10)
+		b = append(b, '\n')
+	}
+	return b
+}
+
+// appendData appends data to b as data lines, one per line of data (a
+// line break is LF, CRLF or CR). A line longer than 32 KiB is written to
+// sw.w at once, after b, rather than copied into b, unless the data has
+// markers to expand (expand): then everything goes through b.
+func (sw *Writer) appendData(b, data []byte, expand bool) ([]byte, error) {
+	for {
+		i := lineEnd(data)
+		line := data
+		if i >= 0 {
+			line = data[:i]
+		}
+		// "data:" even when empty: some readers refuse a bare field name.
+		b = append(b, "data:"...)
+		if len(line) > 0 {
+			b = append(b, ' ')
+			// A long line goes out as it is, not through a second copy.
+			if len(line) > 32<<10 && !expand {
+				if _, err := sw.w.Write(b); err != nil {
+					return b, err
+				}
+				if _, err := sw.w.Write(line); err != nil {
+					return b, err
+				}
+				b = b[:0]
+			} else {
+				b = append(b, line...)
+			}
+		}
+		b = append(b, '\n')
+		if i < 0 {
+			return b, nil
+		}
+		if data[i] == '\r' && i+1 < len(data) && data[i+1] == '\n' {
+			i++
+		}
+		data = data[i+1:]
+	}
 }
 
 // WriteRaw writes b, then flushes: b is whole events as a Reader read
