@@ -138,59 +138,79 @@ func decodeOne(b []byte) (*Message, error) {
 		i = SkipSpace(b, kend)
 		i = SkipSpace(b, i+1) // ':'
 		vend := SkipValue(b, i)
-		v := b[i:vend]
-		switch key {
-		case "jsonrpc":
-			if string(v) == `"2.0"` {
-				version = "2.0"
-			} else if version, err = Unquote(v); err != nil {
-				return nil, fmt.Errorf("jsonrpc must be \"2.0\"")
-			}
-		case "id":
-			if v[0] != '"' && v[0] != '-' && (v[0] < '0' || v[0] > '9') {
-				if string(v) != "null" {
-					return nil, fmt.Errorf("id must be a string or a number")
-				}
-			}
-			m.ID, m.id = v, [2]int{i, vend}
-		case "method":
-			if m.Method, err = Unquote(v); err != nil {
-				return nil, fmt.Errorf("method must be a string")
-			}
-			m.hasMethod = true
-		case "params":
-			switch {
-			case v[0] == '{' || v[0] == '[':
-				m.Params, m.params = v, [2]int{i, vend}
-			case string(v) == "null":
-				// Absent: JSON-RPC lets params be omitted, and clients
-				// that serialise an unset field write null. The bytes
-				// pass on as they came; WithParams replaces the member.
-				m.Params, m.params = nil, [2]int{}
-			default:
-				return nil, fmt.Errorf("params must be an object or an array")
-			}
-		case "result":
-			m.Result, m.result = v, [2]int{i, vend}
-		case "error":
-			m.Error = v
+		if err := m.member(key, i, vend, &version); err != nil {
+			return nil, err
 		}
 		i = SkipSpace(b, vend)
 		if b[i] == ',' {
 			i = SkipSpace(b, i+1)
 		}
 	}
-	switch {
-	case version != "2.0":
-		return nil, fmt.Errorf("jsonrpc must be \"2.0\"")
-	case m.hasMethod && (m.Result != nil || m.Error != nil):
-		return nil, fmt.Errorf("a message has either a method or a result")
-	case !m.hasMethod && m.Result == nil && m.Error == nil:
-		return nil, fmt.Errorf("a message needs a method, a result or an error")
-	case !m.hasMethod && m.ID == nil:
-		return nil, fmt.Errorf("a response needs an id")
+	if err := m.check(version); err != nil {
+		return nil, err
 	}
 	return m, nil
+}
+
+// member notes the envelope member called key, whose value is
+// m.Raw[i:end], in m; the "jsonrpc" member's value in version. Members
+// the envelope does not define are left in Raw as they are.
+func (m *Message) member(key string, i, end int, version *string) error {
+	v := m.Raw[i:end]
+	var err error
+	switch key {
+	case "jsonrpc":
+		if string(v) == `"2.0"` {
+			*version = "2.0"
+		} else if *version, err = Unquote(v); err != nil {
+			return fmt.Errorf("jsonrpc must be \"2.0\"")
+		}
+	case "id":
+		if v[0] != '"' && v[0] != '-' && (v[0] < '0' || v[0] > '9') {
+			if string(v) != "null" {
+				return fmt.Errorf("id must be a string or a number")
+			}
+		}
+		m.ID, m.id = v, [2]int{i, end}
+	case "method":
+		if m.Method, err = Unquote(v); err != nil {
+			return fmt.Errorf("method must be a string")
+		}
+		m.hasMethod = true
+	case "params":
+		switch {
+		case v[0] == '{' || v[0] == '[':
+			m.Params, m.params = v, [2]int{i, end}
+		case string(v) == "null":
+			// Absent: JSON-RPC lets params be omitted, and clients
+			// that serialise an unset field write null. The bytes
+			// pass on as they came; WithParams replaces the member.
+			m.Params, m.params = nil, [2]int{}
+		default:
+			return fmt.Errorf("params must be an object or an array")
+		}
+	case "result":
+		m.Result, m.result = v, [2]int{i, end}
+	case "error":
+		m.Error = v
+	}
+	return nil
+}
+
+// check reports why m, whose members are read, is not a JSON-RPC 2.0
+// request, notification or response; nil when it is one.
+func (m *Message) check(version string) error {
+	switch {
+	case version != "2.0":
+		return fmt.Errorf("jsonrpc must be \"2.0\"")
+	case m.hasMethod && (m.Result != nil || m.Error != nil):
+		return fmt.Errorf("a message has either a method or a result")
+	case !m.hasMethod && m.Result == nil && m.Error == nil:
+		return fmt.Errorf("a message needs a method, a result or an error")
+	case !m.hasMethod && m.ID == nil:
+		return fmt.Errorf("a response needs an id")
+	}
+	return nil
 }
 
 // WithResult returns a copy of m's raw message with its result replaced by
@@ -315,54 +335,12 @@ func Respellable(id []byte) bool {
 // alone: Key, on every response a relay passes, makes one string and no
 // other allocation.
 func appendNumberKey(dst, b []byte) (key []byte, ok bool) {
-	i, neg := 0, len(b) > 0 && b[0] == '-'
-	if neg {
-		i++
-	}
-	digitsFrom := func(j int) int {
-		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
-			j++
-		}
-		return j
-	}
-	intFrom, intEnd := i, digitsFrom(i)
-	if intEnd == i || (b[i] == '0' && intEnd-i > 1) {
+	n, ok := splitNumber(b)
+	if !ok {
 		return dst, false
 	}
-	// The significant digits are the integer's then the fraction's.
-	fracFrom, fracEnd := intEnd, intEnd
-	var exp int64
-	i = intEnd
-	if i < len(b) && b[i] == '.' {
-		end := digitsFrom(i + 1)
-		if end == i+1 {
-			return dst, false
-		}
-		fracFrom, fracEnd = i+1, end
-		exp -= int64(end - i - 1)
-		i = end
-	}
-	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		from := i + 1
-		if from < len(b) && (b[from] == '+' || b[from] == '-') {
-			from++
-		}
-		end := digitsFrom(from)
-		if end == from {
-			return dst, false
-		}
-		e, err := strconv.ParseInt(string(b[i+1:end]), 10, 64)
-		if err != nil || e > 1<<40 || e < -1<<40 {
-			return dst, false
-		}
-		exp += e
-		i = end
-	}
-	if i != len(b) {
-		return dst, false
-	}
-	intDigits := bytes.TrimLeft(b[intFrom:intEnd], "0")
-	frac := b[fracFrom:fracEnd]
+	intDigits := bytes.TrimLeft(n.intDigits, "0")
+	frac := n.frac
 	if len(intDigits) == 0 {
 		frac = bytes.TrimLeft(frac, "0")
 	}
@@ -371,19 +349,72 @@ func appendNumberKey(dst, b []byte) (key []byte, ok bool) {
 	}
 	// Trailing zeros, of the fraction and then of the integer, go into the
 	// exponent.
-	n := len(frac)
+	exp := n.exp
+	k := len(frac)
 	frac = bytes.TrimRight(frac, "0")
-	exp += int64(n - len(frac))
+	exp += int64(k - len(frac))
 	if len(frac) == 0 {
-		n = len(intDigits)
+		k = len(intDigits)
 		intDigits = bytes.TrimRight(intDigits, "0")
-		exp += int64(n - len(intDigits))
+		exp += int64(k - len(intDigits))
 	}
-	if neg {
+	if n.neg {
 		dst = append(dst, '-')
 	}
 	dst = append(append(append(dst, intDigits...), frac...), 'e')
 	return strconv.AppendInt(dst, exp, 10), true
+}
+
+// numParts is a JSON number in parts, as spelt: its value is
+// (-)intDigits.frac × 10^exp, with exp counting the fraction's digits
+// already (1.25e1 is 1, 25, -1).
+type numParts struct {
+	neg       bool
+	intDigits []byte
+	frac      []byte
+	exp       int64
+}
+
+// splitNumber splits the JSON number b into its parts, aliasing b. ok is
+// false when b is not exactly one JSON number, or its exponent is past
+// ±2^40.
+func splitNumber(b []byte) (n numParts, ok bool) {
+	i := 0
+	if n.neg = len(b) > 0 && b[0] == '-'; n.neg {
+		i++
+	}
+	intEnd := digits(b, i)
+	if intEnd == i || (b[i] == '0' && intEnd-i > 1) {
+		return n, false
+	}
+	n.intDigits = b[i:intEnd]
+	i = intEnd
+	if i < len(b) && b[i] == '.' {
+		end := digits(b, i+1)
+		if end == i+1 {
+			return n, false
+		}
+		n.frac = b[i+1 : end]
+		n.exp -= int64(end - i - 1)
+		i = end
+	}
+	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
+		from := i + 1
+		if from < len(b) && (b[from] == '+' || b[from] == '-') {
+			from++
+		}
+		end := digits(b, from)
+		if end == from {
+			return n, false
+		}
+		e, err := strconv.ParseInt(string(b[i+1:end]), 10, 64)
+		if err != nil || e > 1<<40 || e < -1<<40 {
+			return n, false
+		}
+		n.exp += e
+		i = end
+	}
+	return n, i == len(b)
 }
 
 // WithID returns a copy of m carrying id instead of its own: the proxy

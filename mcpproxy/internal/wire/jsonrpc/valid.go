@@ -51,33 +51,41 @@ func Valid(b []byte) bool {
 		if i < 0 {
 			return false
 		}
-		// A value ended at i: what follows closes containers, or
-		// separates this value from the next.
-		for {
-			i = SkipSpace(b, i)
-			if len(open) == 0 {
-				return i == len(b)
-			}
-			if i >= len(b) {
-				return false
-			}
-			top := open[len(open)-1]
-			if b[i] == top+2 {
-				open = open[:len(open)-1]
-				i++
-				continue
-			}
-			if b[i] != ',' {
-				return false
-			}
-			i = SkipSpace(b, i+1)
-			if top == '{' {
-				if i = member(b, i); i < 0 {
-					return false
-				}
-			}
-			break
+		if i, open = afterValue(b, i, open); i < 0 || len(open) == 0 {
+			return i == len(b)
 		}
+	}
+}
+
+// afterValue reads what follows a value that ended at b[i], in the
+// containers open: the brackets that close them, then the comma (and,
+// in an object, the next member's name and colon) before the next value.
+// It returns where that value starts and the containers still open; none
+// when the outermost closed, with i past it; i < 0 when the bytes are
+// none of those.
+func afterValue(b []byte, i int, open []byte) (int, []byte) {
+	for {
+		i = SkipSpace(b, i)
+		if len(open) == 0 {
+			return i, open
+		}
+		if i >= len(b) {
+			return -1, open
+		}
+		top := open[len(open)-1]
+		if b[i] == top+2 {
+			open = open[:len(open)-1]
+			i++
+			continue
+		}
+		if b[i] != ',' {
+			return -1, open
+		}
+		i = SkipSpace(b, i+1)
+		if top == '{' {
+			i = member(b, i)
+		}
+		return i, open
 	}
 }
 
