@@ -275,44 +275,15 @@ func (r *Reader) line() ([]byte, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	var (
-		blocks [][]byte // full blocks of a long line
-		cur    []byte   // the block being filled
-		total  int64    // bytes of the line so far
-		over   *TooLargeError
-	)
+	var g gathered
 	for {
 		chunk, err := r.br.ReadSlice('\n')
 		if err == nil {
 			chunk = chunk[:len(chunk)-1]
 		}
-		total += int64(len(chunk))
-		switch {
-		case over != nil:
-			over.Tail = keepTail(over.Tail, chunk)
-		case total > r.max+1: // +1: a "\r" before the "\n" is not the message's
-			over = &TooLargeError{Limit: r.max}
-			for _, p := range append(append(blocks, cur), chunk) {
-				over.Head = append(over.Head, p[:min(len(p), headSize-len(over.Head))]...)
-				over.Tail = keepTail(over.Tail, p)
-			}
-			blocks, cur = nil, nil
-		case cur == nil && !errors.Is(err, bufio.ErrBufferFull):
-			// The common case: the whole line was in the buffer.
-			cur = bytes.Clone(chunk)
-		default:
-			for len(chunk) > 0 {
-				if len(cur) == cap(cur) {
-					if cur != nil {
-						blocks = append(blocks, cur)
-					}
-					cur = make([]byte, 0, min(max(2*cap(cur), firstBlock), maxBlock))
-				}
-				n := copy(cur[len(cur):cap(cur)], chunk)
-				cur, chunk = cur[:len(cur)+n], chunk[n:]
-			}
-		}
-		if errors.Is(err, bufio.ErrBufferFull) {
+		more := errors.Is(err, bufio.ErrBufferFull)
+		g.add(chunk, more, r.max)
+		if more {
 			continue
 		}
 		if err != nil {
@@ -321,24 +292,73 @@ func (r *Reader) line() ([]byte, error) {
 				return nil, err // the line is cut: drop it
 			}
 		}
-		if over != nil {
-			over.Size = total
-			if bytes.HasSuffix(over.Tail, []byte("\r")) {
-				over.Size--
-				over.Tail = over.Tail[:len(over.Tail)-1]
-			}
-			return nil, over
-		}
-		line := bytes.TrimSuffix(join(blocks, cur), []byte("\r"))
-		switch {
-		case int64(len(line)) > r.max: // over by the byte of room kept for a "\r"
-			return nil, &TooLargeError{Limit: r.max, Size: int64(len(line)),
-				Head: bytes.Clone(line[:min(len(line), headSize)]), Tail: keepTail(nil, line)}
-		case len(line) == 0 && err != nil:
-			return nil, err
-		}
-		return line, nil
+		return g.line(r.max, err)
 	}
+}
+
+// gathered holds what Reader.line has read of a line: the line in
+// blocks, or, once it passed the cap, only the ends a TooLargeError
+// keeps (over).
+type gathered struct {
+	blocks [][]byte // full blocks of a long line
+	cur    []byte   // the block being filled
+	total  int64    // bytes of the line so far
+	over   *TooLargeError
+}
+
+// add gathers the next chunk of the line; more says the line goes on
+// past it. The cap is limit and one byte, room for a "\r" before the
+// "\n" that is not the message's.
+func (g *gathered) add(chunk []byte, more bool, limit int64) {
+	g.total += int64(len(chunk))
+	switch {
+	case g.over != nil:
+		g.over.Tail = keepTail(g.over.Tail, chunk)
+	case g.total > limit+1:
+		g.over = &TooLargeError{Limit: limit}
+		for _, p := range append(append(g.blocks, g.cur), chunk) {
+			g.over.Head = append(g.over.Head, p[:min(len(p), headSize-len(g.over.Head))]...)
+			g.over.Tail = keepTail(g.over.Tail, p)
+		}
+		g.blocks, g.cur = nil, nil
+	case g.cur == nil && !more:
+		// The common case: the whole line was in the buffer.
+		g.cur = bytes.Clone(chunk)
+	default:
+		for len(chunk) > 0 {
+			if len(g.cur) == cap(g.cur) {
+				if g.cur != nil {
+					g.blocks = append(g.blocks, g.cur)
+				}
+				g.cur = make([]byte, 0, min(max(2*cap(g.cur), firstBlock), maxBlock))
+			}
+			n := copy(g.cur[len(g.cur):cap(g.cur)], chunk)
+			g.cur, chunk = g.cur[:len(g.cur)+n], chunk[n:]
+		}
+	}
+}
+
+// line returns the line gathered, read to its end (err is io.EOF when
+// the input ended there, else nil), without a trailing "\r"; or a
+// *TooLargeError when it is over limit; or err for an empty last line.
+func (g *gathered) line(limit int64, err error) ([]byte, error) {
+	if g.over != nil {
+		g.over.Size = g.total
+		if bytes.HasSuffix(g.over.Tail, []byte("\r")) {
+			g.over.Size--
+			g.over.Tail = g.over.Tail[:len(g.over.Tail)-1]
+		}
+		return nil, g.over
+	}
+	line := bytes.TrimSuffix(join(g.blocks, g.cur), []byte("\r"))
+	switch {
+	case int64(len(line)) > limit: // over by the byte of room kept for a "\r"
+		return nil, &TooLargeError{Limit: limit, Size: int64(len(line)),
+			Head: bytes.Clone(line[:min(len(line), headSize)]), Tail: keepTail(nil, line)}
+	case len(line) == 0 && err != nil:
+		return nil, err
+	}
+	return line, nil
 }
 
 // join makes the blocks one slice. A single block is kept unless most of
