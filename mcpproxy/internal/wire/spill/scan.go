@@ -645,47 +645,28 @@ func (s *scanner) nextSlow(what string) (byte, error) {
 	return s.buf[s.i], nil
 }
 
+// run reads the value, one token at a time: a value, then what follows
+// it (see afterValue), until the outermost value ends.
 func (s *scanner) run() error {
 	if err := s.ws(); err != nil {
 		return err // io.EOF: nothing but whitespace
 	}
 	for {
-		// A value.
 		c, err := s.next("a value")
 		if err != nil {
 			return err
 		}
 		switch {
 		case c == '{' || c == '[':
-			if len(s.stack) == MaxDepth {
-				return malformed("nesting deeper than %d", MaxDepth)
+			var empty bool
+			if empty, err = s.open(c); err == nil && !empty {
+				continue // its first value, or member, is next
 			}
-			s.stack = append(s.stack, c)
-			s.starts = append(s.starts, len(s.out)+s.i-s.mark)
-			s.i++
-			d, err := s.next("a member or element")
-			if err != nil {
-				return err
-			}
-			if d == c+2 { // '}' or ']'
-				s.i++
-				s.stack, s.starts = s.stack[:len(s.stack)-1], s.starts[:len(s.starts)-1]
-				break
-			}
-			if c == '{' {
-				if err := s.member(); err != nil {
-					return err
-				}
-			}
-			continue
 		case c == '"':
 			s.valueStr = true
 			s.inMember = len(s.stack) > 0 && s.stack[len(s.stack)-1] == '{'
-			err := s.str()
+			err = s.str()
 			s.valueStr = false
-			if err != nil {
-				return err
-			}
 		case c == 't':
 			err = s.literal("true")
 		case c == 'f':
@@ -700,50 +681,84 @@ func (s *scanner) run() error {
 		if err != nil {
 			return err
 		}
-		// After a value: close containers, or go on to the next value.
-		for {
-			if len(s.stack) == 0 {
-				return s.end()
-			}
-			c, err := s.next("',' or a closing bracket")
-			if err != nil {
-				return err
-			}
-			top := s.stack[len(s.stack)-1]
-			if c == top+2 {
-				s.i++
-				closed := s.arr && len(s.stack) == s.arrDepth
-				s.stack, s.starts = s.stack[:len(s.stack)-1], s.starts[:len(s.starts)-1]
-				if closed {
-					if err := s.endArray(); err != nil {
-						return err
-					}
-				}
-				continue
-			}
-			if c != ',' {
-				return malformed("unexpected %q after a value", c)
-			}
-			if top == '[' && !s.arr && len(s.stack) >= 2 &&
-				int64(len(s.out)+s.i-s.mark-s.starts[len(s.starts)-1]) > s.sp.o.ArrayThreshold {
-				if err := s.startArray(); err != nil {
-					return err
-				}
-			}
-			if s.arr && len(s.stack) == s.arrDepth {
-				s.arrCount++
-			}
-			s.i++
-			if top == '{' {
-				if _, err := s.next("a member name"); err != nil {
-					return err
-				}
-				if err := s.member(); err != nil {
-					return err
-				}
-			}
-			break
+		if done, err := s.afterValue(); done || err != nil {
+			return err
 		}
+	}
+}
+
+// open reads the bracket at buf[i] that opens an object or an array, c,
+// and, in an object, the first member's name and colon. empty reports
+// that the closing bracket came next: the value ended.
+func (s *scanner) open(c byte) (empty bool, err error) {
+	if len(s.stack) == MaxDepth {
+		return false, malformed("nesting deeper than %d", MaxDepth)
+	}
+	s.stack = append(s.stack, c)
+	s.starts = append(s.starts, len(s.out)+s.i-s.mark)
+	s.i++
+	d, err := s.next("a member or element")
+	if err != nil {
+		return false, err
+	}
+	if d == c+2 { // '}' or ']'
+		s.i++
+		s.stack, s.starts = s.stack[:len(s.stack)-1], s.starts[:len(s.starts)-1]
+		return true, nil
+	}
+	if c == '{' {
+		return false, s.member()
+	}
+	return false, nil
+}
+
+// afterValue reads what follows a value: the brackets that close
+// containers (an array moving to the file ends at its own), then the
+// comma before the next value, and in an object the next member's name
+// and colon. An array that grew past Options.ArrayThreshold starts
+// moving to the file at that comma. done reports that the outermost
+// value ended, with the input (then err is end's).
+func (s *scanner) afterValue() (done bool, err error) {
+	for {
+		if len(s.stack) == 0 {
+			return true, s.end()
+		}
+		c, err := s.next("',' or a closing bracket")
+		if err != nil {
+			return false, err
+		}
+		top := s.stack[len(s.stack)-1]
+		if c == top+2 {
+			s.i++
+			closed := s.arr && len(s.stack) == s.arrDepth
+			s.stack, s.starts = s.stack[:len(s.stack)-1], s.starts[:len(s.starts)-1]
+			if closed {
+				if err := s.endArray(); err != nil {
+					return false, err
+				}
+			}
+			continue
+		}
+		if c != ',' {
+			return false, malformed("unexpected %q after a value", c)
+		}
+		if top == '[' && !s.arr && len(s.stack) >= 2 &&
+			int64(len(s.out)+s.i-s.mark-s.starts[len(s.starts)-1]) > s.sp.o.ArrayThreshold {
+			if err := s.startArray(); err != nil {
+				return false, err
+			}
+		}
+		if s.arr && len(s.stack) == s.arrDepth {
+			s.arrCount++
+		}
+		s.i++
+		if top == '{' {
+			if _, err := s.next("a member name"); err != nil {
+				return false, err
+			}
+			return false, s.member()
+		}
+		return false, nil
 	}
 }
 
@@ -813,18 +828,26 @@ func (s *scanner) number() error {
 		s.i = j
 		return nil
 	}
-	const (
-		sign = iota
-		first
-		intDigits
-		afterInt // after "0"
-		fracFirst
-		fracDigits
-		expSign
-		expFirst
-		expDigits
-	)
-	st := sign
+	return s.numberAcross()
+}
+
+// The states of numberAcross: the part of a number read next.
+const (
+	numSign = iota
+	numFirst
+	numIntDigits
+	numAfterZero // after an integer part "0"
+	numFracFirst
+	numFracDigits
+	numExpSign
+	numExpFirst
+	numExpDigits
+)
+
+// numberAcross reads a number a byte at a time, across the buffer's
+// refills: what number does when the number may not end in the buffer.
+func (s *scanner) numberAcross() error {
+	st := numSign
 	for {
 		c, err := s.peek()
 		if errors.Is(err, io.EOF) {
@@ -832,40 +855,51 @@ func (s *scanner) number() error {
 		} else if err != nil {
 			return err
 		}
-		digit := '0' <= c && c <= '9'
-		switch {
-		case st == sign && c == '-':
-			st = first
-		case (st == sign || st == first) && c == '0':
-			st = afterInt
-		case (st == sign || st == first) && digit:
-			st = intDigits
-		case st == intDigits && digit:
-		case (st == intDigits || st == afterInt) && c == '.':
-			st = fracFirst
-		case (st == fracFirst || st == fracDigits) && digit:
-			st = fracDigits
-		case (st == intDigits || st == afterInt || st == fracDigits) && (c == 'e' || c == 'E'):
-			st = expSign
-		case st == expSign && (c == '+' || c == '-'):
-			st = expFirst
-		case (st == expSign || st == expFirst || st == expDigits) && digit:
-			st = expDigits
-		default:
-			if st == intDigits || st == afterInt || st == fracDigits || st == expDigits {
-				return nil // the byte after the number is the caller's
-			}
-			if errors.Is(err, io.EOF) {
-				return malformed("input ends inside a number")
-			}
-			return malformed("unexpected %q in a number", c)
+		if next := numberStep(st, c); next >= 0 {
+			st = next
+			s.i++
+			continue
 		}
-		s.i++
+		switch {
+		case st == numIntDigits || st == numAfterZero || st == numFracDigits || st == numExpDigits:
+			return nil // the byte after the number is the caller's
+		case errors.Is(err, io.EOF):
+			return malformed("input ends inside a number")
+		}
+		return malformed("unexpected %q in a number", c)
 	}
 }
 
+// numberStep returns numberAcross's state after c in state st, -1 when c
+// does not go on the number.
+func numberStep(st int, c byte) int {
+	digit := '0' <= c && c <= '9'
+	switch {
+	case st == numSign && c == '-':
+		return numFirst
+	case (st == numSign || st == numFirst) && c == '0':
+		return numAfterZero
+	case (st == numSign || st == numFirst) && digit:
+		return numIntDigits
+	case st == numIntDigits && digit:
+		return numIntDigits
+	case (st == numIntDigits || st == numAfterZero) && c == '.':
+		return numFracFirst
+	case (st == numFracFirst || st == numFracDigits) && digit:
+		return numFracDigits
+	case (st == numIntDigits || st == numAfterZero || st == numFracDigits) && (c == 'e' || c == 'E'):
+		return numExpSign
+	case st == numExpSign && (c == '+' || c == '-'):
+		return numExpFirst
+	case (st == numExpSign || st == numExpFirst || st == numExpDigits) && digit:
+		return numExpDigits
+	}
+	return -1
+}
+
 // str reads a string from its opening quote: kept in out while short,
-// sent to the spill file once longer than the threshold.
+// sent to the spill file once longer than the threshold. It checks the
+// escapes as it goes (their decoding is Canon's and textReader's).
 func (s *scanner) str() error {
 	// Where the quote will be in out: the bytes read since mark are
 	// copied there at the next flush.
@@ -895,35 +929,12 @@ func (s *scanner) str() error {
 			}
 		}
 		if esc == 0 {
-			j, buf := s.i, s.buf[:s.n]
-			for {
-				for run := j + longRun; j+8 <= len(buf) && !hasSpecial(binary.LittleEndian.Uint64(buf[j:])); {
-					if j += 8; j >= run {
-						j, run = skipRun(buf, j), len(buf)
-					}
-				}
-				for j < len(buf) && !special[buf[j]] {
-					j++
-				}
-				// A one-letter escape whole in buf is part of the run.
-				if j+1 < len(buf) && buf[j] == '\\' && simpleEscape[buf[j+1]] != 0 {
-					j += 2
-					continue
-				}
-				// So is a \u escape (as Go's json.Marshal spells '<', '>'
-				// and '&').
-				if j+5 < len(buf) && buf[j] == '\\' && buf[j+1] == 'u' &&
-					hexDigit[buf[j+2]] && hexDigit[buf[j+3]] && hexDigit[buf[j+4]] && hexDigit[buf[j+5]] {
-					j += 6
-					continue
-				}
-				break
-			}
+			j := plainEnd(s.buf[:s.n], s.i)
 			s.i = j
-			if j == len(buf) {
+			if j == s.n {
 				continue
 			}
-			switch c := buf[j]; c {
+			switch c := s.buf[j]; c {
 			case '"':
 				return s.endString()
 			case '\\':
@@ -934,24 +945,64 @@ func (s *scanner) str() error {
 			s.i++
 			continue
 		}
-		c := s.buf[s.i]
-		switch {
-		case esc == -1:
-			switch c {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				esc = 0
-			case 'u':
-				esc = 4
-			default:
-				return malformed("invalid escape %q in a string", "\\"+string(c))
-			}
-		case '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F':
-			esc--
-		default:
-			return malformed("invalid \\u escape in a string")
+		var err error
+		if esc, err = escapeStep(esc, s.buf[s.i]); err != nil {
+			return err
 		}
 		s.i++
 	}
+}
+
+// plainEnd returns where the run of a string's content that starts at
+// buf[j] ends: at a quote, a backslash that does not start an escape
+// whole in buf, a control character, or buf's end. Escapes whole in buf
+// are part of the run: they were checked here, and are decoded later. It
+// looks at eight bytes at a time, and a window at a time once the run is
+// long (skipRun).
+func plainEnd(buf []byte, j int) int {
+	for {
+		for run := j + longRun; j+8 <= len(buf) && !hasSpecial(binary.LittleEndian.Uint64(buf[j:])); {
+			if j += 8; j >= run {
+				j, run = skipRun(buf, j), len(buf)
+			}
+		}
+		for j < len(buf) && !special[buf[j]] {
+			j++
+		}
+		// A one-letter escape whole in buf is part of the run.
+		if j+1 < len(buf) && buf[j] == '\\' && simpleEscape[buf[j+1]] != 0 {
+			j += 2
+			continue
+		}
+		// So is a \u escape (as Go's json.Marshal spells '<', '>'
+		// and '&').
+		if j+5 < len(buf) && buf[j] == '\\' && buf[j+1] == 'u' &&
+			hexDigit[buf[j+2]] && hexDigit[buf[j+3]] && hexDigit[buf[j+4]] && hexDigit[buf[j+5]] {
+			j += 6
+			continue
+		}
+		return j
+	}
+}
+
+// escapeStep checks c, the next byte of an escape cut by the end of the
+// buffer, in the escape state esc (as str keeps it: -1 after the
+// backslash, the hex digits left in a \u escape) and returns the state
+// after it.
+func escapeStep(esc int, c byte) (int, error) {
+	if esc == -1 {
+		switch c {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			return 0, nil
+		case 'u':
+			return 4, nil
+		}
+		return 0, malformed("invalid escape %q in a string", "\\"+string(c))
+	}
+	if hexDigit[c] {
+		return esc - 1, nil
+	}
+	return 0, malformed("invalid \\u escape in a string")
 }
 
 // endString closes the string at buf[i] (its closing quote): a spilled
