@@ -333,7 +333,8 @@ type textUnits struct {
 // before one cut by b's end; m is how far it read. ok is false at a unit
 // that is not canonical. Plain bytes are copied eight at a time (each
 // word stored whole, kept up to its first byte that is not plain), as
-// textReader copies them.
+// textReader copies them; an escape past that loop is escape's, a UTF-8
+// character utf8Unit's.
 func (t *textUnits) decode(dst, b []byte) (_ []byte, m int, ok bool) {
 	dst = grow(dst, len(b)+8) // the value is never longer than its spelling
 	out := dst[:cap(dst)]
@@ -371,57 +372,76 @@ func (t *textUnits) decode(dst, b []byte) (_ []byte, m int, ok bool) {
 		if i == len(b) {
 			break
 		}
+		more := true
 		switch c := b[i]; {
 		case c < utf8.RuneSelf && plainByte(c):
 			out[w] = c
 			i, w = i+1, w+1
 		case c == '\\':
-			if i+1 == len(b) {
-				return out[:w], i, true
-			}
-			if e := canonEscape[b[i+1]]; e != 0 {
-				out[w] = e
-				i, w = i+2, w+1
-				continue
-			}
-			if b[i+1] != 'u' {
-				return out[:w], i, false // \/ is not how a '/' is spelt
-			}
-			if len(b)-i < 6 {
-				// Cut: held, if its digits so far can begin one
-				// (what a Canon holds is never invalid JSON).
-				return out[:w], i, t.canBegin(b[i+2:])
-			}
-			v, ok := ctlEscape(b[i+2 : i+6])
-			if !ok && t.html {
-				v, ok = htmlEscape(b[i+2 : i+6])
-				t.sawHTML = t.sawHTML || ok
-			}
-			if !ok && t.ls && isLSEscape(b[i+2:i+6]) {
-				w += copy(out[w:], lsRune[:2]) // the last byte below
-				v, ok, t.sawLS = lsRune[2]+b[i+5]-'8', true, true
-			}
-			if !ok {
-				return out[:w], i, false
-			}
-			out[w] = v
-			i, w = i+6, w+1
+			w, i, more, ok = t.escape(out, w, b, i)
 		case c >= utf8.RuneSelf:
-			if !utf8.FullRune(b[i:]) {
-				return out[:w], i, true
-			}
-			r, size := utf8.DecodeRune(b[i:])
-			if r == utf8.RuneError && size == 1 {
-				return out[:w], i, false
-			}
-			t.rawLS = t.rawLS || r == '\u2028' || r == '\u2029'
-			w += copy(out[w:], b[i:i+size])
-			i += size
+			w, i, more, ok = t.utf8Unit(out, w, b, i)
 		default: // a control character or '"': never in a string's bytes
-			return out[:w], i, false
+			more, ok = false, false
+		}
+		if !more {
+			return out[:w], i, ok
 		}
 	}
 	return out[:w], i, true
+}
+
+// escape decodes the escape at b[i] into out[w:] if it is canonical
+// (Spell writes it, in the forms t takes) and returns where decoding
+// goes on in out and b. more is false when decode stops there: at an
+// escape cut by b's end (ok: it is held, if it can still be canonical)
+// or one that is not canonical (not ok).
+func (t *textUnits) escape(out []byte, w int, b []byte, i int) (_, _ int, more, ok bool) {
+	if i+1 == len(b) {
+		return w, i, false, true
+	}
+	if e := canonEscape[b[i+1]]; e != 0 {
+		out[w] = e
+		return w + 1, i + 2, true, true
+	}
+	if b[i+1] != 'u' {
+		return w, i, false, false // \/ is not how a '/' is spelt
+	}
+	if len(b)-i < 6 {
+		// Cut: held, if its digits so far can begin one (what a Canon
+		// holds is never invalid JSON).
+		return w, i, false, t.canBegin(b[i+2:])
+	}
+	v, ok := ctlEscape(b[i+2 : i+6])
+	if !ok && t.html {
+		v, ok = htmlEscape(b[i+2 : i+6])
+		t.sawHTML = t.sawHTML || ok
+	}
+	if !ok && t.ls && isLSEscape(b[i+2:i+6]) {
+		w += copy(out[w:], lsRune[:2]) // the last byte below
+		v, ok, t.sawLS = lsRune[2]+b[i+5]-'8', true, true
+	}
+	if !ok {
+		return w, i, false, false
+	}
+	out[w] = v
+	return w + 1, i + 6, true, true
+}
+
+// utf8Unit copies the UTF-8 character at b[i] to out[w:] and returns
+// where decoding goes on in out and b, noting a U+2028 or U+2029 as
+// itself. more is false when decode stops there: at a character cut by
+// b's end (ok) or invalid UTF-8 (not ok).
+func (t *textUnits) utf8Unit(out []byte, w int, b []byte, i int) (_, _ int, more, ok bool) {
+	if !utf8.FullRune(b[i:]) {
+		return w, i, false, true
+	}
+	r, size := utf8.DecodeRune(b[i:])
+	if r == utf8.RuneError && size == 1 {
+		return w, i, false, false
+	}
+	t.rawLS = t.rawLS || r == '\u2028' || r == '\u2029'
+	return w + copy(out[w:], b[i:i+size]), i + size, true, true
 }
 
 // notPlain flags the bytes of v (little-endian: from its low end) that
@@ -639,14 +659,7 @@ func (s *spelled) readBase64(p []byte, off int64) error {
 // readText fills p from the spelling at off, spelling the value from the
 // nearest known spot at or before off.
 func (s *spelled) readText(p []byte, off int64) error {
-	s.mu.Lock()
-	from := spot{}
-	for _, c := range s.cur {
-		if c.e <= off && c.e > from.e {
-			from = c
-		}
-	}
-	s.mu.Unlock()
+	from := s.nearest(off)
 	bp := spellBufs.Get().(*[]byte)
 	defer spellBufs.Put(bp)
 	var esc [6]byte
@@ -656,13 +669,9 @@ func (s *spelled) readText(p []byte, off int64) error {
 		// Each value byte is spelt with one escaped byte or more: no
 		// more are needed than escaped bytes are left to spell (and the
 		// three of a character TextLS may escape).
-		k := min(int64(len(*bp)), s.n-v, max(off+int64(len(p))-e, 3))
-		if k <= 0 {
-			return io.ErrUnexpectedEOF // the value is shorter than its spelling says
-		}
-		buf := (*bp)[:k]
-		if got, err := s.value.ReadAt(buf, v); got < len(buf) {
-			return cmp.Or(err, io.ErrUnexpectedEOF)
+		buf, err := s.readValue(*bp, v, max(off+int64(len(p))-e, 3))
+		if err != nil {
+			return err
 		}
 		for i := 0; i < len(buf) && filled < len(p); {
 			// A unit: a run of bytes spelt as they are, or one byte
@@ -697,13 +706,45 @@ func (s *spelled) readText(p []byte, off int64) error {
 			e, v, i = e+int64(len(sp)), v+int64(run), i+run
 		}
 	}
-	// Remember where this read ended, at the start of a unit, for a read
-	// that goes on from there.
+	s.remember(spot{e, v})
+	return nil
+}
+
+// nearest is the spot where one of the last reads ended that is the
+// nearest at or before off; the text's start if none is.
+func (s *spelled) nearest(off int64) spot {
 	s.mu.Lock()
-	s.cur[s.at] = spot{e, v}
+	defer s.mu.Unlock()
+	from := spot{}
+	for _, c := range s.cur {
+		if c.e <= off && c.e > from.e {
+			from = c
+		}
+	}
+	return from
+}
+
+// remember notes where a read ended, at the start of a unit, for a read
+// that goes on from there.
+func (s *spelled) remember(at spot) {
+	s.mu.Lock()
+	s.cur[s.at] = at
 	s.at = (s.at + 1) % len(s.cur)
 	s.mu.Unlock()
-	return nil
+}
+
+// readValue reads the value from byte v into buf: up to want bytes, as
+// many as buf holds and the value has.
+func (s *spelled) readValue(buf []byte, v, want int64) ([]byte, error) {
+	k := min(int64(len(buf)), s.n-v, want)
+	if k <= 0 {
+		return nil, io.ErrUnexpectedEOF // the value is shorter than its spelling says
+	}
+	buf = buf[:k]
+	if got, err := s.value.ReadAt(buf, v); got < len(buf) {
+		return nil, cmp.Or(err, io.ErrUnexpectedEOF)
+	}
+	return buf, nil
 }
 
 // plainByte reports whether c is spelt as itself in Text.

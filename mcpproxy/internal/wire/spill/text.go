@@ -53,6 +53,9 @@ func (t *textReader) more(want int) error {
 
 var errEscape = errors.New("spill: invalid escape in a string")
 
+// Read decodes into p: runs of plain ASCII and one-letter escapes a
+// buffer at a time (copyRun), anything else one character at a time
+// (decodeUnit).
 func (t *textReader) Read(p []byte) (int, error) {
 	w := copy(p, t.pend)
 	t.pend = t.pend[w:]
@@ -69,69 +72,10 @@ func (t *textReader) Read(p []byte) (int, error) {
 		}
 		c := t.in[t.i]
 		if c < utf8.RuneSelf && c != '\\' || c == '\\' && t.i+1 < t.n && simpleEscape[t.in[t.i+1]] != 0 {
-			// A run of plain ASCII and one-byte escapes, as much as
-			// fits; the rest (\u, UTF-8, an escape cut by the buffer's
-			// end) takes the way below.
-			i, end, in := t.i, t.n, t.in
-			for w < len(p) && i < end {
-				if t.wide {
-					// Base64: up to the next backslash at once, when
-					// that run is ASCII.
-					lim := min(end, i+len(p)-w)
-					if k := bytes.IndexByte(in[i:lim], '\\'); k >= 0 {
-						lim = i + k
-					}
-					if isASCII(in[i:lim]) {
-						w += copy(p[w:], in[i:lim])
-						i = lim
-					}
-				}
-				// Eight bytes at a time while they fit: all copied, kept
-				// up to the first that ends the plain run.
-				for w+8 <= len(p) && i+8 <= end {
-					v := binary.LittleEndian.Uint64(in[i:])
-					binary.LittleEndian.PutUint64(p[w:], v)
-					k := plainLen(v)
-					i, w = i+k, w+k
-					if k < 8 {
-						break
-					}
-				}
-				if w == len(p) || i == end {
-					break
-				}
-				switch c := in[i]; {
-				case c < utf8.RuneSelf && c != '\\':
-					p[w] = c
-					i, w = i+1, w+1
-				case c == '\\' && i+1 < end && simpleEscape[in[i+1]] != 0:
-					p[w] = simpleEscape[in[i+1]]
-					i, w = i+2, w+1
-				default:
-					end = i // the slow path takes it
-				}
-			}
-			t.i = i
-			continue
-		}
-		var r rune
-		if c == '\\' {
-			var size int
-			var err error
-			if r, size, err = unescape(t.in[t.i:t.n]); err != nil {
-				t.err = err
-				break
-			}
-			t.i += size
+			w = t.copyRun(p, w)
 		} else {
-			var size int
-			r, size = utf8.DecodeRune(t.in[t.i:t.n])
-			t.i += size
+			w = t.decodeUnit(p, w)
 		}
-		k := utf8.EncodeRune(t.rune[:], r)
-		c2 := copy(p[w:], t.rune[:k])
-		w += c2
-		t.pend = t.rune[c2:k] // what did not fit
 	}
 	if w > 0 && errors.Is(t.err, io.EOF) {
 		return w, nil
@@ -140,6 +84,76 @@ func (t *textReader) Read(p []byte) (int, error) {
 		return w, nil
 	}
 	return 0, t.err
+}
+
+// copyRun decodes into p[w:] the run of plain ASCII and one-letter
+// escapes at in[i], as much as fits, and returns where it stopped in p.
+// The rest (\u, UTF-8, an escape cut by the buffer's end) is
+// decodeUnit's.
+func (t *textReader) copyRun(p []byte, w int) int {
+	i, end, in := t.i, t.n, t.in
+	for w < len(p) && i < end {
+		if t.wide {
+			// Base64: up to the next backslash at once, when that run
+			// is ASCII.
+			lim := min(end, i+len(p)-w)
+			if k := bytes.IndexByte(in[i:lim], '\\'); k >= 0 {
+				lim = i + k
+			}
+			if isASCII(in[i:lim]) {
+				w += copy(p[w:], in[i:lim])
+				i = lim
+			}
+		}
+		// Eight bytes at a time while they fit: all copied, kept up to
+		// the first that ends the plain run.
+		for w+8 <= len(p) && i+8 <= end {
+			v := binary.LittleEndian.Uint64(in[i:])
+			binary.LittleEndian.PutUint64(p[w:], v)
+			k := plainLen(v)
+			i, w = i+k, w+k
+			if k < 8 {
+				break
+			}
+		}
+		if w == len(p) || i == end {
+			break
+		}
+		switch c := in[i]; {
+		case c < utf8.RuneSelf && c != '\\':
+			p[w] = c
+			i, w = i+1, w+1
+		case c == '\\' && i+1 < end && simpleEscape[in[i+1]] != 0:
+			p[w] = simpleEscape[in[i+1]]
+			i, w = i+2, w+1
+		default:
+			end = i // decodeUnit takes it
+		}
+	}
+	t.i = i
+	return w
+}
+
+// decodeUnit decodes into p[w:] the character at in[i]: an escape
+// (unescape) or UTF-8, invalid UTF-8 as U+FFFD. What does not fit in p
+// waits in pend. An invalid escape is t.err.
+func (t *textReader) decodeUnit(p []byte, w int) int {
+	var r rune
+	var size int
+	if t.in[t.i] == '\\' {
+		var err error
+		if r, size, err = unescape(t.in[t.i:t.n]); err != nil {
+			t.err = err
+			return w
+		}
+	} else {
+		r, size = utf8.DecodeRune(t.in[t.i:t.n])
+	}
+	t.i += size
+	k := utf8.EncodeRune(t.rune[:], r)
+	c := copy(p[w:], t.rune[:k])
+	t.pend = t.rune[c:k] // what did not fit
+	return w + c
 }
 
 // plainLen is how many of v's eight bytes (little-endian: from its low

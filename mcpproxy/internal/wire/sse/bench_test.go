@@ -2,6 +2,7 @@ package sse
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -40,7 +41,7 @@ func BenchmarkReader(b *testing.B) {
 				rd := NewReader(bytes.NewReader(c.in), 0)
 				for {
 					if _, err := rd.Next(); err != nil {
-						if err != io.EOF {
+						if !errors.Is(err, io.EOF) {
 							b.Fatal(err)
 						}
 						break
