@@ -7,31 +7,54 @@
 // whose escaped length passes Options.Threshold goes to a spill file on
 // disk instead and is replaced by a marker: the JSON string
 // "\u0000spillway:<32 lowercase hex>", whose 128 random bits an upstream
-// cannot guess. The small message then travels the normal pipeline;
-// whatever writes it to a client calls Expand, which puts the original
-// bytes back, so an untouched message arrives byte-identical.
+// cannot guess. An array that grows past Options.ArrayThreshold moves to
+// the file whole in the same way. The small message then travels the
+// normal pipeline, and Expand puts the original bytes back.
+//
+// # The invariant every face keeps
+//
+// Spilled strings are put back before any byte of a message reaches a
+// client: a client never receives a marker. A face therefore never writes
+// an upstream message's bytes to a client itself. It writes them through
+// a wire writer that calls Expand: sse.Writer.Write, httpx.WriteReply and
+// httpx.WriteMessages, or an ndjson.Conn made with Options.Expand (the
+// stdio face's client connection). Expand resolves every marker before it
+// writes the first byte, so a message whose strings expired fails whole
+// with ErrGone instead of reaching the client cut short, and an untouched
+// message arrives byte-identical. The one writer that does not expand,
+// sse.Writer.WriteRaw, is given only the bytes an sse.Reader read as they
+// came (Reader.Raw), which it withholds for an event whose data went
+// through a Spooler. Code that sizes what a client will receive counts
+// the strings put back (ExpandedLen).
+//
+// The rule has a mirror image: a client's message that holds a string
+// spelt as a marker is refused (httpx.DecodePOST, an ndjson.Conn with
+// Options.Expand), because what the proxy echoes of a request, such as
+// its id, is expanded on the way back. Only upstream messages are read
+// through a Spooler; a client's request is never expanded on its way to
+// an upstream.
+//
+// # Markers and spill files
 //
 // Markers are recognised by their bytes, never by their decoded value, and
 // resolve through a process-wide registry keyed by their random id, so a
 // writer in any package can expand them without a pointer to the Spooler
-// that made them. The randomness is what keeps messages apart: a marker of
-// one tenant's message is never written into another's output, because no
-// one but the writer of that message ever sees its id (writers expand it,
-// logs are the operator's). A string in upstream input that looks like a
-// marker is spilled whatever its length, so an upstream cannot forge one:
-// its bytes come back as sent. Only upstream messages are read through a
-// Spooler; a client's request is never expanded on its way to an upstream.
+// that made them. The randomness keeps tenants apart: only the writer of
+// a message ever sees its markers' ids (writers expand them, and logs are
+// the operator's), so one tenant's marker is never written into another
+// tenant's output. A string spelt as a marker in what a Spooler reads is
+// spilled whatever its length, so an upstream cannot forge one: its bytes
+// come back as sent.
 //
 // Spill files are unlinked as soon as they are created and held open; a
 // message's strings are read back with ReadAt, concurrently. A file is
 // closed when its strings expire (Options.TTL), are released (Release: by
 // a writer that has put the message on its one wire for good, or by the
 // offloader once it stored them), or its message fails to read (a peer
-// that dies mid-line leaves nothing behind).
-// The bytes alive in spill files are bounded process-wide per Spooler
-// (Options.MaxBytes), and so are the bytes the Reads in progress hold in
-// memory, together (Options.MaxInline): past either, Read fails with
-// ErrFull.
+// that dies mid-line leaves nothing behind). The bytes alive in spill
+// files are bounded process-wide per Spooler (Options.MaxBytes), and so
+// are the bytes the Reads in progress hold in memory, together
+// (Options.MaxInline): past either, Read fails with ErrFull.
 package spill
 
 import (
