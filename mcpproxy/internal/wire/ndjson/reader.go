@@ -10,8 +10,8 @@
 // they arrive, and the cap applies only to what stays in memory. A Writer
 // writes each message as exactly one line (in one Write, unless it expands
 // spill markers for a client), from a goroutine of its own, so a peer that
-// never reads blocks neither the caller past its context nor Close. Conn joins the two
-// into the connection contract the upstream clients share.
+// never reads blocks neither the caller past its context nor Close. Conn
+// joins the two into the connection contract the upstream clients share.
 package ndjson
 
 import (
@@ -41,8 +41,9 @@ const (
 )
 
 // TooLargeError reports a line longer than the Reader's cap (with a
-// Spooler: whose inline part is), or one its Spooler had no room for. The
-// line was discarded; reading goes on with the next one.
+// Spooler: a line whose part kept in memory is longer), or one its Spooler
+// had no room for. The line was discarded; reading goes on with the next
+// one.
 type TooLargeError struct {
 	Limit int64  // the cap
 	Size  int64  // the line's length, without its terminator

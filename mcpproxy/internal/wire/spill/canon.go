@@ -293,9 +293,10 @@ func (c *Canon) nextText(dst, p []byte) (_ []byte, n int, end, ok bool) {
 	return dst, len(p), false, c.decide(p, &t)
 }
 
-// decide notes the form the bytes taken, b, tell (t decoded them); false
-// if they mix '<', '>' or '&' spelt as themselves with one escaped, or
-// U+2028 or U+2029 so, or with the form the bytes before told.
+// decide notes in c the form that b, the bytes just taken (t decoded
+// them), shows. It returns false when b mixes '<', '>' or '&' spelt as
+// themselves with one escaped (or U+2028 and U+2029 so), or shows the
+// other form than the bytes before it did.
 func (c *Canon) decide(b []byte, t *textUnits) bool {
 	if c.html != asIs { // else t refused any \u003c-style escape
 		raw := bytes.IndexByte(b, '<') >= 0 || bytes.IndexByte(b, '>') >= 0 || bytes.IndexByte(b, '&') >= 0
@@ -306,8 +307,9 @@ func (c *Canon) decide(b []byte, t *textUnits) bool {
 	return decideOne(&c.ls, t.rawLS, t.sawLS)
 }
 
-// decideOne notes in state what a chunk holds of one kind of character:
-// one as itself (raw), one escaped (esc). false if that mixes the two.
+// decideOne notes in state whether a chunk held a character of one kind
+// as itself (raw) or escaped (esc). It returns false when that mixes the
+// two, in the chunk or with what state already says.
 func decideOne(state *int8, raw, esc bool) bool {
 	switch {
 	case raw && (esc || *state == escaped), esc && *state == asIs:

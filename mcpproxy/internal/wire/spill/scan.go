@@ -201,8 +201,8 @@ func malformed(format string, a ...any) error {
 	return fmt.Errorf("spill: %s: %w", fmt.Sprintf(format, a...), jsonrpc.ErrMalformed)
 }
 
-// fill moves what was read to its sink and reads more. It returns false at
-// the end of input (s.eof) or with an error.
+// fill moves what was read to its sink (flush) and reads more. It returns
+// io.EOF at the end of input, or the read error wrapped.
 func (s *scanner) fill() error {
 	if err := s.flush(); err != nil {
 		return err
@@ -346,8 +346,9 @@ func (s *scanner) keepRun() (end bool, esc int, err error) {
 	return false, 0, nil
 }
 
-// escapeIn returns str's escape state after held, the start of a unit a
-// Canon holds: -1 after a backslash, the hex digits left in a \u escape,
+// escapeIn returns the escape state str goes on in (see escapeStep) when
+// a Canon that stopped held held, the start of a unit cut by a read's end:
+// -1 after a lone backslash, the hex digits still to come in a \u escape,
 // else 0.
 func escapeIn(held []byte) int {
 	switch {
@@ -625,8 +626,8 @@ func (s *scanner) ws() error {
 	}
 }
 
-// next skips whitespace and returns the next byte, an unexpected end of
-// input being malformed.
+// next skips whitespace and returns the next byte. The input ending there
+// is malformed: what names what should have come.
 func (s *scanner) next(what string) (byte, error) {
 	if s.i < s.n && s.buf[s.i] > ' ' { // the common case, inlined
 		return s.buf[s.i], nil

@@ -128,14 +128,16 @@ type Reader struct {
 	spool      Spooler // nil: events are held in memory
 	spillAfter int     // SpillAfter, but in tests
 
-	// hold is the offset of the block being read, whose bytes fill keeps
-	// in buf for Raw; noHold when between blocks, lostHold when they did
-	// not fit.
+	// hold is the stream offset where the block being read starts: fill
+	// keeps the block's bytes in buf from there, for Raw. It is noHold
+	// between blocks and lostHold once the block no longer fits in buf.
 	hold int64
 	raw  []byte // the last event's bytes (Raw)
 
-	// big replaces buf while an event's data goes through the Spooler
-	// (grow: see fill), and until what follows it fits buf again (shrink).
+	// big is a larger buffer (spillBufSize) that replaces buf while an
+	// event's data streams through the Spooler: fill swaps it in once grow
+	// is set, and shrink gives it back between events, once what is
+	// unread fits buf again.
 	big  *[]byte
 	grow bool
 }
@@ -169,8 +171,9 @@ func (rd *Reader) Spool(s Spooler) { rd.spool, rd.spillAfter = s, SpillAfter }
 // theirs to make large.
 const maxSpooledFields = 64 << 10
 
-// spilling is one event's data on its way through a Spooler, fed from
-// the Reader's goroutine and read by one of its own.
+// spilling carries one event's data to the Spooler: the Reader's
+// goroutine writes the data into a pipe, and a goroutine of its own runs
+// Spooler.Read on the other end.
 type spilling struct {
 	pw    *io.PipeWriter
 	done  chan struct{}
@@ -247,7 +250,8 @@ type readMem struct{ buf, scratch []byte }
 
 const maxScratch = 1 << 10
 
-// readBufs are Readers' memory: a relay makes a Reader per POST.
+// readBufs pools the memory Readers borrow, because a relay makes a
+// Reader for every POST.
 var readBufs = sync.Pool{New: func() any { return &readMem{buf: make([]byte, readBufSize)} }}
 
 // Release gives rd's buffer back for another Reader; rd must not be used
@@ -274,7 +278,8 @@ func (rd *Reader) LastEventID() string { return rd.lastID }
 // Retry is the last retry hint the stream gave, and whether it gave one.
 func (rd *Reader) Retry() (time.Duration, bool) { return rd.retry, rd.hasRetry }
 
-// field kinds
+// The kinds of field fieldStart tells apart; fUnknown is a field the
+// format does not define, whose line is ignored.
 const (
 	fUnknown = iota
 	fComment

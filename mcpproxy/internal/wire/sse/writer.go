@@ -110,9 +110,8 @@ func Check(ev *Event) error {
 // reader joins back with LF. Spill markers in Data are expanded (see
 // spill.Expand), and released once written when the event has no id:
 // only an event with an id can be replayed. An event with no field writes
-// nothing. Write returns an
-// error wrapping ErrInvalid (see Check) or spill.ErrGone before writing
-// anything, or the underlying writer's error.
+// nothing. Write returns an error wrapping ErrInvalid (see Check) or
+// spill.ErrGone before writing anything, or the underlying writer's error.
 func (sw *Writer) Write(ev Event) error {
 	if err := Check(&ev); err != nil {
 		return err
