@@ -138,7 +138,7 @@ func decodeOne(b []byte) (*Message, error) {
 		i = SkipSpace(b, kend)
 		i = SkipSpace(b, i+1) // ':'
 		vend := SkipValue(b, i)
-		if err := m.member(key, i, vend, &version); err != nil {
+		if err := m.setMember(key, i, vend, &version); err != nil {
 			return nil, err
 		}
 		i = SkipSpace(b, vend)
@@ -152,10 +152,10 @@ func decodeOne(b []byte) (*Message, error) {
 	return m, nil
 }
 
-// member notes the envelope member called key, whose value is
+// setMember notes the envelope member called key, whose value is
 // m.Raw[i:end], in m; the "jsonrpc" member's value in version. Members
 // the envelope does not define are left in Raw as they are.
-func (m *Message) member(key string, i, end int, version *string) error {
+func (m *Message) setMember(key string, i, end int, version *string) error {
 	v := m.Raw[i:end]
 	var err error
 	switch key {
