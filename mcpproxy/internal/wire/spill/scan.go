@@ -910,9 +910,7 @@ func (s *scanner) str() error {
 	esc := 0 // 0: plain; -1: after a backslash; k > 0: hex digits left
 	for {
 		if s.i == s.n {
-			if err := s.fill(); errors.Is(err, io.EOF) {
-				return malformed("input ends inside a string")
-			} else if err != nil {
+			if err := s.refill("a string"); err != nil {
 				return err
 			}
 		}
@@ -952,6 +950,16 @@ func (s *scanner) str() error {
 		}
 		s.i++
 	}
+}
+
+// refill reads more input, buf being used up inside a token (what): the
+// input ending there is malformed.
+func (s *scanner) refill(what string) error {
+	err := s.fill()
+	if errors.Is(err, io.EOF) {
+		return malformed("input ends inside %s", what)
+	}
+	return err
 }
 
 // plainEnd returns where the run of a string's content that starts at
