@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/spillway-dev/spillway/artifact/preview/jsonesc"
 )
 
 // Bounds of the JSON analysis.
@@ -254,34 +256,19 @@ func (a *jsonAn) write(b []byte) {
 			}
 		case sEsc:
 			a.st = sStr
-			switch c {
-			case '"', '\\', '/':
-				a.keep([]byte{c})
-			case 'b':
-				a.keep([]byte{'\b'})
-			case 'f':
-				a.keep([]byte{'\f'})
-			case 'n':
-				a.keep([]byte{'\n'})
-			case 'r':
-				a.keep([]byte{'\r'})
-			case 't':
-				a.keep([]byte{'\t'})
-			case 'u':
+			switch e := jsonesc.Short(c); {
+			case e != 0:
+				a.keep([]byte{e})
+			case c == 'u':
 				a.st, a.uLeft, a.uVal = sU, 4, 0
 			default:
 				a.fail(i, "bad escape")
 			}
 		case sU:
-			var d rune
-			switch {
-			case c >= '0' && c <= '9':
-				d = rune(c - '0')
-			case c >= 'a' && c <= 'f':
-				d = rune(c-'a') + 10
-			case c >= 'A' && c <= 'F':
-				d = rune(c-'A') + 10
-			default:
+			// Each \u escape is one rune: a surrogate, even one of a
+			// pair, is kept as U+FFFD.
+			d := jsonesc.HexDigit(c)
+			if d < 0 {
 				a.fail(i, "bad \\u escape")
 				continue
 			}
@@ -1405,21 +1392,9 @@ func (a *jsonAn) flushCaptures(b []byte) {
 // be cut short, and marks a cut.
 func compactJSON(p []byte) string {
 	out := make([]byte, 0, len(p))
-	inStr, esc := false, false
+	var str jsonesc.Strings
 	for _, c := range p {
-		switch {
-		case inStr:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-		case c == '"':
-			inStr = true
-		case isWS(c):
+		if !str.Step(c) && isWS(c) {
 			continue
 		}
 		out = append(out, c)
