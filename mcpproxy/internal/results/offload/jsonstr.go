@@ -2,8 +2,9 @@ package offload
 
 import (
 	"io"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/spillway-dev/spillway/artifact/preview/jsonesc"
 )
 
 // stringReader streams the decoded bytes of a JSON string literal, as
@@ -78,62 +79,14 @@ func (r *stringReader) pendRune() {
 	r.i += size
 }
 
-// unescape decodes the escape at r.i into pending.
+// unescape decodes the escape at r.i into pending. lit passed
+// json.Valid, so the escape is whole; were it not, the reader would
+// still move on, keeping the letter after the backslash.
 func (r *stringReader) unescape() {
-	r.pp, r.np = 0, 0
-	c := r.lit[r.i+1]
-	r.i += 2
-	var b byte
-	switch c {
-	case 'b':
-		b = '\b'
-	case 'f':
-		b = '\f'
-	case 'n':
-		b = '\n'
-	case 'r':
-		b = '\r'
-	case 't':
-		b = '\t'
-	case 'u':
-		ru := r.hex4()
-		if utf16.IsSurrogate(ru) {
-			ru2 := utf8.RuneError
-			if r.i+6 <= len(r.lit) && r.lit[r.i] == '\\' && r.lit[r.i+1] == 'u' {
-				save := r.i
-				r.i += 2
-				ru2 = r.hex4()
-				if d := utf16.DecodeRune(ru, ru2); d != utf8.RuneError {
-					ru = d
-				} else {
-					r.i = save // not a pair: the second escape stands alone
-					ru = utf8.RuneError
-				}
-			} else {
-				ru = utf8.RuneError
-			}
-		}
-		r.np = utf8.EncodeRune(r.pending[:], ru)
-		return
-	default: // '"', '\\', '/'
-		b = c
+	ru, size, ok := jsonesc.Decode(r.lit[r.i:])
+	if !ok {
+		ru, size = rune(r.lit[min(r.i+1, len(r.lit)-1)]), min(2, len(r.lit)-r.i)
 	}
-	r.pending[0], r.np = b, 1
-}
-
-func (r *stringReader) hex4() rune {
-	var v rune
-	for _, h := range r.lit[r.i : r.i+4] {
-		v <<= 4
-		switch {
-		case h >= '0' && h <= '9':
-			v |= rune(h - '0')
-		case h >= 'a' && h <= 'f':
-			v |= rune(h-'a') + 10
-		case h >= 'A' && h <= 'F':
-			v |= rune(h-'A') + 10
-		}
-	}
-	r.i += 4
-	return v
+	r.i += size
+	r.pp, r.np = 0, utf8.EncodeRune(r.pending[:], ru)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/preview/jsonesc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/spill"
 )
@@ -356,24 +357,14 @@ func skipSpace(br *bufio.Reader) (byte, error) {
 // nextValue appends the next JSON value of br (valid JSON: the transport
 // checked it) to b, without the byte that ends a number or literal.
 func nextValue(br *bufio.Reader, b []byte) ([]byte, error) {
-	depth, inStr, esc := 0, false, false
+	depth, str := 0, jsonesc.Strings{}
 	for {
 		c, err := br.ReadByte()
 		if err != nil {
 			return b, err
 		}
 		switch {
-		case inStr:
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
-		case c == '"':
-			inStr = true
+		case str.Step(c):
 		case c == '{' || c == '[':
 			depth++
 		case c == '}' || c == ']':
@@ -383,7 +374,7 @@ func nextValue(br *bufio.Reader, b []byte) ([]byte, error) {
 			return b, nil
 		}
 		b = append(b, c)
-		if depth == 0 && !inStr && (c == '}' || c == ']' || c == '"') {
+		if depth == 0 && !str.In() && (c == '}' || c == ']' || c == '"') {
 			return b, nil
 		}
 		if depth < 0 {
