@@ -21,35 +21,36 @@ var short = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n':
 // if c makes no one-letter escape ('u' included).
 func Short(c byte) byte { return short[c] }
 
+// hexVal maps a hex digit (either case) to its value, and every other
+// byte to -1.
+var hexVal = func() (t [256]int8) {
+	for c := range t {
+		t[c] = -1
+	}
+	for i, c := range []byte("0123456789abcdef") {
+		t[c] = int8(i)
+	}
+	for i, c := range []byte("ABCDEF") {
+		t[c] = int8(10 + i)
+	}
+	return t
+}()
+
 // HexDigit returns the value of the hex digit c (either case), or -1 if
 // c is not one.
-func HexDigit(c byte) rune {
-	switch {
-	case '0' <= c && c <= '9':
-		return rune(c - '0')
-	case 'a' <= c && c <= 'f':
-		return rune(c-'a') + 10
-	case 'A' <= c && c <= 'F':
-		return rune(c-'A') + 10
-	}
-	return -1
-}
+func HexDigit(c byte) rune { return rune(hexVal[c]) }
 
 // hex4 decodes the four hex digits at the start of b, or returns -1 if b
-// does not start with four.
+// does not start with four. It reads them without a branch per digit.
 func hex4(b []byte) rune {
 	if len(b) < 4 {
 		return -1
 	}
-	var r rune
-	for _, c := range b[:4] {
-		d := HexDigit(c)
-		if d < 0 {
-			return -1
-		}
-		r = r<<4 | d
+	d0, d1, d2, d3 := hexVal[b[0]], hexVal[b[1]], hexVal[b[2]], hexVal[b[3]]
+	if d0|d1|d2|d3 < 0 {
+		return -1
 	}
-	return r
+	return rune(d0)<<12 | rune(d1)<<8 | rune(d2)<<4 | rune(d3)
 }
 
 // Decode decodes the escape at the start of b, whose first byte is the
