@@ -7,8 +7,9 @@ import (
 	"errors"
 	"io"
 	"math/bits"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/spillway-dev/spillway/artifact/preview/jsonesc"
 )
 
 // textReader decodes the escaped bytes of a JSON string (no quotes) to
@@ -186,62 +187,11 @@ var simpleEscape = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f
 // unescape decodes the escape at the start of b, with b holding at least
 // lookahead bytes unless the input ends sooner.
 func unescape(b []byte) (r rune, size int, err error) {
-	if len(b) < 2 {
+	r, size, ok := jsonesc.Decode(b)
+	if !ok {
 		return 0, 0, errEscape
 	}
-	switch b[1] {
-	case '"', '\\', '/':
-		return rune(b[1]), 2, nil
-	case 'b':
-		return '\b', 2, nil
-	case 'f':
-		return '\f', 2, nil
-	case 'n':
-		return '\n', 2, nil
-	case 'r':
-		return '\r', 2, nil
-	case 't':
-		return '\t', 2, nil
-	case 'u':
-		r := hex4(b[2:])
-		if r < 0 {
-			return 0, 0, errEscape
-		}
-		if !utf16.IsSurrogate(r) {
-			return r, 6, nil
-		}
-		if len(b) >= 12 && b[6] == '\\' && b[7] == 'u' {
-			if r2 := hex4(b[8:]); r2 >= 0 {
-				if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-					return d, 12, nil
-				}
-			}
-		}
-		return utf8.RuneError, 6, nil
-	}
-	return 0, 0, errEscape
-}
-
-// hex4 decodes four hex digits, or returns -1.
-func hex4(b []byte) rune {
-	if len(b) < 4 {
-		return -1
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return -1
-		}
-		r = r<<4 | rune(c)
-	}
-	return r
+	return r, size, nil
 }
 
 // ErrBase64 is the read error of Base64 for text that is not base64.
