@@ -224,6 +224,9 @@ func isWS(c byte) bool { return wsByte[c] }
 
 var wsByte = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}
 
+// write reads the next bytes of the input. Its loop takes one byte at a
+// time only between tokens; a token's bytes are read in runs by the
+// state's step (strRun, numRun, litRun, comma, member, rowAt).
 func (a *jsonAn) write(b []byte) {
 	// The last rows that lie in b are copied before b goes back to the
 	// writer (rowAt leaves them there).
@@ -234,94 +237,13 @@ func (a *jsonAn) write(b []byte) {
 		case sErr:
 			return
 		case sStr:
-			j := plainRun(b, i)
-			if j < len(b) && b[j] == '"' && len(a.buf) == 0 {
-				// The whole string is here, unescaped: no copy.
-				a.endString(b[i:min(j, i+maxScalar)])
-				i = j
-				if a.st == sColon && j+1 < len(b) && b[j+1] == ':' {
-					a.st, i = sValue, j+1 // a key's colon, read at once
-				}
-				break
-			}
-			a.keep(b[i:j])
-			i = j
-			if j == len(b) {
-				break
-			}
-			if b[j] == '"' {
-				a.endString(a.buf)
-			} else {
-				a.st = sEsc
-			}
-		case sEsc:
-			a.st = sStr
-			switch e := jsonesc.Short(c); {
-			case e != 0:
-				a.keep([]byte{e})
-			case c == 'u':
-				a.st, a.uLeft, a.uVal = sU, 4, 0
-			default:
-				a.fail(i, "bad escape")
-			}
-		case sU:
-			// Each \u escape is one rune: a surrogate, even one of a
-			// pair, is kept as U+FFFD.
-			d := jsonesc.HexDigit(c)
-			if d < 0 {
-				a.fail(i, "bad \\u escape")
-				continue
-			}
-			a.uVal = a.uVal<<4 | d
-			if a.uLeft--; a.uLeft == 0 {
-				a.keep(utf8.AppendRune(nil, a.uVal))
-				a.st = sStr
-			}
+			i = a.strRun(b, i)
+		case sEsc, sU:
+			a.escape(c, i)
 		case sNum:
-			j := i
-			for j < len(b) && numByte[b[j]] {
-				j++
-			}
-			if j == len(b) {
-				a.keep(b[i:j])
-				i = j
-				break
-			}
-			var text []byte
-			if i > 0 && len(a.buf) == 1 {
-				// The number began at b[i-1]: it is all here, no copy.
-				text = b[i-1 : min(j, i-1+maxScalar)]
-			} else {
-				a.keep(b[i:j])
-				text = a.buf
-			}
-			if i = j; !a.endNumber(text, j) {
-				continue
-			}
-			i-- // b[j] ends the number: read it again
+			i = a.numRun(b, i)
 		case sLit:
-			if rest := a.lit[a.litI:]; a.litI == 1 && len(b)-i >= len(rest) && string(b[i:i+len(rest)]) == rest {
-				// The whole literal is here: read at once.
-				i += len(rest) - 1
-				a.endScalar(a.litTyp, a.lit)
-				break
-			}
-			if c != a.lit[a.litI] {
-				a.fail(i, "bad literal")
-				continue
-			}
-			if a.litI++; a.litI == len(a.lit) {
-				a.endScalar(a.litTyp, a.lit)
-			}
-		case sColon:
-			// Between tokens, the common states are handled here and
-			// the rest by structural.
-			switch {
-			case c == ':':
-				a.st = sValue
-			case !isWS(c):
-				a.fail(i, fmt.Sprintf("expected ':', found %q", c))
-			}
+			i = a.litRun(b, i)
 		case sValue:
 			if !isWS(c) {
 				a.startValue(c, b, i)
@@ -329,54 +251,172 @@ func (a *jsonAn) write(b []byte) {
 		case sAfter:
 			switch {
 			case isWS(c):
-			case c == ',' && a.kinds[len(a.kinds)-1] == '{':
-				if i+1 < len(b) && b[i+1] == '"' {
-					if j := a.member(b, i+2); j > 0 {
-						i = j // the key and its colon too, and maybe its value
-						break
-					}
-					// The next key's quote, read at once.
-					a.st, a.isKey, a.buf = sStr, true, a.buf[:0]
-					i++
-				} else {
-					a.st = sKey
-				}
 			case c == ',':
-				a.st = sValue
-				if e := a.rowAt(b, i+1); e > 0 {
-					i = e
-				} else if e := a.elemValue(b, i+1); e > 0 {
-					i = e
-				}
+				i = a.comma(b, i)
 			default:
 				a.structural(c, b, i)
 			}
-		case sArrFirst:
-			if e := a.elemValue(b, i); e > 0 {
-				i = e
-				break
-			}
-			if !isWS(c) {
-				a.structural(c, b, i)
-			}
-		case sObjFirst, sKey:
-			if c == '"' {
-				if j := a.member(b, i+1); j > 0 {
-					i = j
-					break
-				}
-			}
-			if !isWS(c) {
-				a.structural(c, b, i)
-			}
 		default:
+			// The other states between tokens: spaces are skipped here.
 			if !isWS(c) {
-				a.structural(c, b, i)
+				i = a.token(c, b, i)
 			}
 		}
 	}
 	a.flushCaptures(b)
 	a.off += int64(len(b))
+}
+
+// token reads the byte c at b[i], not a space, in a state between tokens
+// other than sValue and sAfter: after a key (the colon), at an array's or
+// object's start, before a key, or between top-level values. It returns
+// the index of the last byte read.
+func (a *jsonAn) token(c byte, b []byte, i int) int {
+	switch a.st {
+	case sColon:
+		if c == ':' {
+			a.st = sValue
+		} else {
+			a.fail(i, fmt.Sprintf("expected ':', found %q", c))
+		}
+		return i
+	case sArrFirst:
+		if e := a.elemValue(b, i); e > 0 {
+			return e
+		}
+	case sObjFirst, sKey:
+		if c == '"' {
+			if j := a.member(b, i+1); j > 0 {
+				return j
+			}
+		}
+	}
+	a.structural(c, b, i)
+	return i
+}
+
+// strRun reads a string's bytes from b[i] up to its closing quote or its
+// next escape, and returns the index of the last byte read.
+func (a *jsonAn) strRun(b []byte, i int) int {
+	j := plainRun(b, i)
+	if j < len(b) && b[j] == '"' && len(a.buf) == 0 {
+		// The whole string is here, unescaped: no copy.
+		a.endString(b[i:min(j, i+maxScalar)])
+		if a.st == sColon && j+1 < len(b) && b[j+1] == ':' {
+			a.st, j = sValue, j+1 // a key's colon, read at once
+		}
+		return j
+	}
+	a.keep(b[i:j])
+	if j == len(b) {
+		return j
+	}
+	if b[j] == '"' {
+		a.endString(a.buf)
+	} else {
+		a.st = sEsc
+	}
+	return j
+}
+
+// escape reads byte c (at index i) of an escape in a string: the letter
+// after the backslash (sEsc) or a hex digit of a \u escape (sU).
+func (a *jsonAn) escape(c byte, i int) {
+	if a.st == sEsc {
+		a.st = sStr
+		switch e := jsonesc.Short(c); {
+		case e != 0:
+			a.keep([]byte{e})
+		case c == 'u':
+			a.st, a.uLeft, a.uVal = sU, 4, 0
+		default:
+			a.fail(i, "bad escape")
+		}
+		return
+	}
+	// Each \u escape is one rune: a surrogate, even one of a pair, is
+	// kept as U+FFFD.
+	d := jsonesc.HexDigit(c)
+	if d < 0 {
+		a.fail(i, "bad \\u escape")
+		return
+	}
+	a.uVal = a.uVal<<4 | d
+	if a.uLeft--; a.uLeft == 0 {
+		a.keep(utf8.AppendRune(nil, a.uVal))
+		a.st = sStr
+	}
+}
+
+// numRun reads a number's bytes from b[i]. It returns the index of the
+// last byte that is part of the number, so that the byte that ends it is
+// read next as a token of its own.
+func (a *jsonAn) numRun(b []byte, i int) int {
+	j := i
+	for j < len(b) && numByte[b[j]] {
+		j++
+	}
+	if j == len(b) {
+		a.keep(b[i:j])
+		return j
+	}
+	var text []byte
+	if i > 0 && len(a.buf) == 1 {
+		// The number began at b[i-1]: it is all here, no copy.
+		text = b[i-1 : min(j, i-1+maxScalar)]
+	} else {
+		a.keep(b[i:j])
+		text = a.buf
+	}
+	if !a.endNumber(text, j) {
+		return j
+	}
+	return j - 1 // b[j] ends the number: read it again
+}
+
+// litRun reads the bytes of a literal (true, false, null) from b[i]: the
+// rest of it at once if it lies whole in b, else byte by byte. It
+// returns the index of the last byte read.
+func (a *jsonAn) litRun(b []byte, i int) int {
+	if rest := a.lit[a.litI:]; a.litI == 1 && len(b)-i >= len(rest) && string(b[i:i+len(rest)]) == rest {
+		a.endScalar(a.litTyp, a.lit)
+		return i + len(rest) - 1
+	}
+	if b[i] != a.lit[a.litI] {
+		a.fail(i, "bad literal")
+		return i
+	}
+	if a.litI++; a.litI == len(a.lit) {
+		a.endScalar(a.litTyp, a.lit)
+	}
+	return i
+}
+
+// comma reads the comma at b[i] after a value in a container, and what
+// it can of the next member or element: in an object, the next key and
+// maybe its value (member); in an array, the next row (rowAt) or element
+// (elemValue). It returns the index of the last byte read.
+func (a *jsonAn) comma(b []byte, i int) int {
+	if a.kinds[len(a.kinds)-1] != '{' {
+		a.st = sValue
+		if e := a.rowAt(b, i+1); e > 0 {
+			return e
+		}
+		if e := a.elemValue(b, i+1); e > 0 {
+			return e
+		}
+		return i
+	}
+	if i+1 >= len(b) || b[i+1] != '"' {
+		a.st = sKey
+		return i
+	}
+	if j := a.member(b, i+2); j > 0 {
+		return j // the key and its colon too, and maybe its value
+	}
+	// The next key's quote, read at once.
+	a.st, a.isKey, a.buf = sStr, true, a.buf[:0]
+	return i + 1
 }
 
 // keepLast copies the last row of each table, if it lies in the current
