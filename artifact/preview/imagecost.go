@@ -205,41 +205,9 @@ func parseJPEG(r *bufio.Reader) (jpegFrame, error) {
 	sof, adobeRGB := false, false
 	seg := make([]byte, 0, 64)
 	for {
-		if !readFull(r, b[:]) {
-			return f, errShortHeader
-		}
-		// Bytes that are not a marker are skipped, as image/jpeg (and
-		// libjpeg) skip them, and so are fill bytes.
-		c0, marker := b[0], b[1]
-		for c0 != 0xff {
-			c, err := r.ReadByte()
-			if err != nil {
-				return f, errShortHeader
-			}
-			c0, marker = marker, c
-		}
-		if marker == 0 {
-			continue
-		}
-		for marker == 0xff {
-			c, err := r.ReadByte()
-			if err != nil {
-				return f, errShortHeader
-			}
-			marker = c
-		}
-		if marker == 0xd9 { // EOI before any scan
-			return f, errBadHeader
-		}
-		if 0xd0 <= marker && marker <= 0xd7 { // RSTn: no length
-			continue
-		}
-		if !readFull(r, b[:]) {
-			return f, errShortHeader
-		}
-		n := int(binary.BigEndian.Uint16(b[:])) - 2
-		if n < 0 {
-			return f, errBadHeader
+		marker, n, err := nextSegment(r, &b)
+		if err != nil {
+			return f, err
 		}
 		switch marker {
 		case 0xc0, 0xc1, 0xc2, 0xee: // read below
@@ -274,28 +242,84 @@ func parseJPEG(r *bufio.Reader) (jpegFrame, error) {
 			return f, errBadHeader // image/jpeg refuses a second frame
 		}
 		sof = true
-		if len(seg) < 6 || seg[0] != 8 {
-			return f, errBadHeader
-		}
-		nc := int(seg[5])
-		if nc != 1 && nc != 3 && nc != 4 || len(seg) != 6+3*nc {
-			return f, errBadHeader
-		}
-		f.height, f.width = int64(binary.BigEndian.Uint16(seg[1:])), int64(binary.BigEndian.Uint16(seg[3:]))
-		f.progressive = marker == 0xc2
-		for c := range nc {
-			id, hv := seg[6+3*c], seg[7+3*c]
-			h, v := int64(hv>>4), int64(hv&0x0f)
-			if h < 1 || h > 4 || v < 1 || v > 4 {
-				return f, errBadHeader
-			}
-			if nc == 1 { // one component is never subsampled
-				h, v = 1, 1
-			}
-			ids = append(ids, id)
-			f.h, f.v = append(f.h, h), append(f.v, v)
+		if ids, err = f.readSOF(seg, marker, ids); err != nil {
+			return f, err
 		}
 	}
+}
+
+// nextSegment reads up to the next segment that has a length, and
+// returns its marker and the length of its data. Bytes that are not a
+// marker are skipped, as image/jpeg (and libjpeg) skip them, and so are
+// fill bytes and the markers without a length (RSTn). b is scratch space,
+// the caller's so that it is not allocated per segment.
+func nextSegment(r *bufio.Reader, b *[2]byte) (marker byte, n int, err error) {
+	for {
+		if !readFull(r, b[:]) {
+			return 0, 0, errShortHeader
+		}
+		c0 := b[0]
+		marker = b[1]
+		for c0 != 0xff {
+			c, err := r.ReadByte()
+			if err != nil {
+				return 0, 0, errShortHeader
+			}
+			c0, marker = marker, c
+		}
+		if marker == 0 {
+			continue
+		}
+		for marker == 0xff {
+			c, err := r.ReadByte()
+			if err != nil {
+				return 0, 0, errShortHeader
+			}
+			marker = c
+		}
+		if marker == 0xd9 { // EOI before any scan
+			return 0, 0, errBadHeader
+		}
+		if 0xd0 <= marker && marker <= 0xd7 { // RSTn: no length
+			continue
+		}
+		if !readFull(r, b[:]) {
+			return 0, 0, errShortHeader
+		}
+		if n = int(binary.BigEndian.Uint16(b[:])) - 2; n < 0 {
+			return 0, 0, errBadHeader
+		}
+		return marker, n, nil
+	}
+}
+
+// readSOF reads a frame header's segment (SOF0, SOF1, SOF2, whose marker
+// is marker) into f: the image's size, whether it is progressive, and
+// each component's sampling factors. It appends the components' ids to
+// ids, and refuses what image/jpeg refuses.
+func (f *jpegFrame) readSOF(seg []byte, marker byte, ids []byte) ([]byte, error) {
+	if len(seg) < 6 || seg[0] != 8 {
+		return ids, errBadHeader
+	}
+	nc := int(seg[5])
+	if nc != 1 && nc != 3 && nc != 4 || len(seg) != 6+3*nc {
+		return ids, errBadHeader
+	}
+	f.height, f.width = int64(binary.BigEndian.Uint16(seg[1:])), int64(binary.BigEndian.Uint16(seg[3:]))
+	f.progressive = marker == 0xc2
+	for c := range nc {
+		id, hv := seg[6+3*c], seg[7+3*c]
+		h, v := int64(hv>>4), int64(hv&0x0f)
+		if h < 1 || h > 4 || v < 1 || v > 4 {
+			return ids, errBadHeader
+		}
+		if nc == 1 { // one component is never subsampled
+			h, v = 1, 1
+		}
+		ids = append(ids, id)
+		f.h, f.v = append(f.h, h), append(f.v, v)
+	}
+	return ids, nil
 }
 
 // hasAdobeMarker reports whether the rest of r holds the bytes 0xff 0xee.
