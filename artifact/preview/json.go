@@ -619,52 +619,17 @@ func (a *jsonAn) rowAt(b []byte, k int) int {
 			return at
 		}
 		p.n++ // its index, as beginValue counts it
-		a.kinds = append(a.kinds, '{')
-		a.st = sObjFirst
-		a.frames = a.frames[:n+1]
-		fr := &a.frames[n]
-		if fr.rowOf != t {
-			// The slot's last frame was not a row of t opened here.
-			*fr = jframe{}
-			fr.kind, fr.v, fr.node = '{', vctx{parent: -1, row: t}, -1
-			fr.frameBufs = &a.bufs[n]
-			fr.rowLevel, fr.rowTab, fr.capting, fr.rowOf = 1, t, true, t
-		}
-		// What a row's frame is given by push and changed in its life.
-		fr.start, fr.captFrom, fr.n, fr.key, fr.keyField = a.off+int64(j), j, 0, "", nil
-		fr.nodeDepth, fr.nodesAtOpen, fr.hasKids = -1, 0, false
-		fr.capt, fr.name = fr.capt[:0], fr.name[:0]
+		a.openRow(t, n, j)
 		// The row's name is kept only if the row is not closed here: a
 		// row closed here has no children, and is no tree node.
 		a.lazyName = true
-		end := a.member(b, j+2)
-		// A member whose value is an object (a row's "addr") is read
-		// here too, by the lexer's own steps, and the row's members
-		// after it. The row's name is the row frame's: kept first.
-		for end > 0 && a.st == sValue && end+2 < len(b) && b[end+1] == '{' && b[end+2] == '"' {
-			if a.pendName != nil {
-				setName(a, a.pendName)
-				a.pendName = nil
-			}
-			a.lazyName = false
-			e, closed := a.objectAt(b, end+1)
-			if !closed {
-				return e
-			}
-			a.lazyName = true
-			if end = e; end+2 >= len(b) || b[end+1] != ',' || b[end+2] != '"' {
-				break
-			}
-			if m := a.member(b, end+3); m > 0 {
-				end = m
-			}
+		end, closed := a.rowObjects(b, a.member(b, j+2))
+		if !closed {
+			return end
 		}
 		a.lazyName = false
 		if a.st != sAfter || end+1 >= len(b) || b[end+1] != '}' {
-			if a.pendName != nil {
-				setName(a, a.pendName)
-				a.pendName = nil
-			}
+			a.keepPendName()
 			if end == 0 {
 				return j // the first key is not the last row's: the lexer reads it
 			}
@@ -720,6 +685,58 @@ func (a *jsonAn) elemValue(b []byte, k int) int {
 		a.st = sAfter
 	}
 	return end
+}
+
+// openRow opens, in frame slot n, the row of t whose '{' is at b[j], as
+// push would. A slot whose last frame was a row of t opened here keeps
+// what rows share, and only what a row changes in its life is reset.
+func (a *jsonAn) openRow(t *table, n, j int) {
+	a.kinds = append(a.kinds, '{')
+	a.st = sObjFirst
+	a.frames = a.frames[:n+1]
+	fr := &a.frames[n]
+	if fr.rowOf != t {
+		*fr = jframe{}
+		fr.kind, fr.v, fr.node = '{', vctx{parent: -1, row: t}, -1
+		fr.frameBufs = &a.bufs[n]
+		fr.rowLevel, fr.rowTab, fr.capting, fr.rowOf = 1, t, true, t
+	}
+	fr.start, fr.captFrom, fr.n, fr.key, fr.keyField = a.off+int64(j), j, 0, "", nil
+	fr.nodeDepth, fr.nodesAtOpen, fr.hasKids = -1, 0, false
+	fr.capt, fr.name = fr.capt[:0], fr.name[:0]
+}
+
+// rowObjects goes on reading a row after member read up to end: a
+// member whose value is an object (a row's "addr") is read here too, by
+// the lexer's own steps, and the row's members after it. It returns the
+// index of the last byte read, and closed false if an object was not
+// closed in b (rowAt then stops there).
+func (a *jsonAn) rowObjects(b []byte, end int) (int, bool) {
+	for end > 0 && a.st == sValue && end+2 < len(b) && b[end+1] == '{' && b[end+2] == '"' {
+		a.keepPendName() // the row's name is the row frame's: kept first
+		a.lazyName = false
+		e, closed := a.objectAt(b, end+1)
+		if !closed {
+			return e, false
+		}
+		a.lazyName = true
+		if end = e; end+2 >= len(b) || b[end+1] != ',' || b[end+2] != '"' {
+			break
+		}
+		if m := a.member(b, end+3); m > 0 {
+			end = m
+		}
+	}
+	return end, true
+}
+
+// keepPendName gives the row its name, if a member gave it one that
+// still lies in the write (pendName).
+func (a *jsonAn) keepPendName() {
+	if a.pendName != nil {
+		setName(a, a.pendName)
+		a.pendName = nil
+	}
 }
 
 // scalarAt reads a scalar whole in b from k, a string without escapes, a
@@ -910,27 +927,7 @@ func (a *jsonAn) beginValue(v *vctx) {
 		room = len(a.nodes) < maxNodes-rootReserve && idx < maxMembers
 	}
 	if p.kind == '[' {
-		if p.v.tracked && idx == 0 && room && len(p.v.path) < maxPath {
-			v.path, v.tracked, v.parent = p.v.path+"[0]", true, p.node
-		}
-		if p.tab != nil {
-			v.row = p.tab.t
-		}
-		if p.rowLevel == 1 && idx < maxColumns {
-			// A row given as an array: its columns are its positions.
-			t, name := p.rowTab, posNames[idx]
-			var f *field
-			if idx < int64(len(t.order)) && t.order[idx] != nil && t.order[idx].name == name {
-				f = t.order[idx]
-			} else {
-				f = t.field(name)
-				for int64(len(t.order)) <= idx {
-					t.order = append(t.order, nil)
-				}
-				t.order[idx] = f
-			}
-			v.fld, v.fldName, v.level = f, name, 1
-		}
+		beginElement(v, p, idx, room)
 		return
 	}
 	if p.tab != nil {
@@ -941,42 +938,93 @@ func (a *jsonAn) beginValue(v *vctx) {
 	}
 	switch p.rowLevel {
 	case 1:
-		f := p.keyField
-		if f == nil {
-			f = p.rowTab.field(p.key)
-			if idx < maxColumns {
-				for int64(len(p.rowTab.order)) <= idx {
-					p.rowTab.order = append(p.rowTab.order, nil)
-				}
-				p.rowTab.order[idx] = f
-			}
-		}
-		v.fld, v.fldName, v.level = f, p.key, 1
+		v.fld, v.fldName, v.level = p.rowField(idx), p.key, 1
 	case 2:
-		if f := p.keyField; f != nil {
-			v.fld, v.fldName, v.level = f, f.name, 2
-			break
-		}
-		a.keyBuf = append(append(append(a.keyBuf[:0], p.rowPrefix...), '.'), p.key...)
-		name, ok := a.intern[string(a.keyBuf)]
-		if !ok {
-			name = string(a.keyBuf)
-			if len(a.intern) < maxInterned {
-				a.intern[name] = name
-			}
-		}
-		f := p.rowTab.field(name)
-		if f != nil && idx < maxColumns {
-			for int64(len(p.memo)) <= idx {
-				p.memo = append(p.memo, keyMemo{})
-			}
-			p.memo[idx] = keyMemo{p.rowTab, p.rowPrefix, p.key, f, spell(p.key)}
-		}
-		v.fld, v.fldName, v.level = f, name, 2
+		v.fld, v.fldName = a.nestedField(p, idx)
+		v.level = 2
 	}
 	if p.nodeDepth <= 1 && (p.key == "name" || p.key == "path" && len(p.name) == 0) {
 		v.nameOf = true
 	}
+}
+
+// beginElement is beginValue for element idx of the array p: its path
+// if it is the first and p is recorded, the table it is a row of, and
+// its column if p is a row given as an array.
+func beginElement(v *vctx, p *jframe, idx int64, room bool) {
+	if p.v.tracked && idx == 0 && room && len(p.v.path) < maxPath {
+		v.path, v.tracked, v.parent = p.v.path+"[0]", true, p.node
+	}
+	if p.tab != nil {
+		v.row = p.tab.t
+	}
+	if p.rowLevel == 1 && idx < maxColumns {
+		// A row given as an array: its columns are its positions.
+		t, name := p.rowTab, posNames[idx]
+		var f *field
+		if idx < int64(len(t.order)) && t.order[idx] != nil && t.order[idx].name == name {
+			f = t.order[idx]
+		} else {
+			f = t.field(name)
+			t.order = setAt(t.order, idx, f)
+		}
+		v.fld, v.fldName, v.level = f, name, 1
+	}
+}
+
+// rowField is the field of member idx of the row p, named p.key: the
+// one found by its position, or else the table's field of that name,
+// which the row's order then remembers at idx.
+func (p *jframe) rowField(idx int64) *field {
+	if p.keyField != nil {
+		return p.keyField
+	}
+	f := p.rowTab.field(p.key)
+	if idx < maxColumns {
+		p.rowTab.order = setAt(p.rowTab.order, idx, f)
+	}
+	return f
+}
+
+// nestedField is the field and its name ("prefix.key") of member idx of
+// an object in a row (p, of rowLevel 2): the one found by its position,
+// or else the table's field of that name, which p's memo then remembers
+// at idx.
+func (a *jsonAn) nestedField(p *jframe, idx int64) (*field, string) {
+	if f := p.keyField; f != nil {
+		return f, f.name
+	}
+	a.keyBuf = append(append(append(a.keyBuf[:0], p.rowPrefix...), '.'), p.key...)
+	name := a.internName(a.keyBuf)
+	f := p.rowTab.field(name)
+	if f != nil && idx < maxColumns {
+		p.memo = setAt(p.memo, idx, keyMemo{p.rowTab, p.rowPrefix, p.key, f, spell(p.key)})
+	}
+	return f, name
+}
+
+// internName returns b as a string, the same string for the same bytes
+// while the intern table has room, so that rows share their members'
+// names.
+func (a *jsonAn) internName(b []byte) string {
+	name, ok := a.intern[string(b)]
+	if !ok {
+		name = string(b)
+		if len(a.intern) < maxInterned {
+			a.intern[name] = name
+		}
+	}
+	return name
+}
+
+// setAt sets s[i] to x, first growing s with zero values to hold it.
+func setAt[T any](s []T, i int64, x T) []T {
+	for int64(len(s)) <= i {
+		var zero T
+		s = append(s, zero)
+	}
+	s[i] = x
+	return s
 }
 
 func joinPath(parent, key string) string {
@@ -1214,14 +1262,7 @@ func (a *jsonAn) endString(s []byte) {
 					return
 				}
 			}
-			name, ok := a.intern[string(s)]
-			if !ok {
-				name = string(s)
-				if len(a.intern) < maxInterned {
-					a.intern[name] = name
-				}
-			}
-			p.key = name
+			p.key = a.internName(s)
 		}
 		return
 	}
