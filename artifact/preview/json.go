@@ -1100,14 +1100,7 @@ func (a *jsonAn) push(c byte, b []byte, i int, v *vctx) {
 		fr.rowLevel, fr.rowTab = 1, v.row
 	}
 	if v.tracked && v.level < 2 && (v.row == nil || v.row == a.nd || v.inMap) {
-		switch {
-		case c == '[':
-			fr.tab = a.newTab(v.path, false)
-		case len(a.kinds) <= maxMapDepth:
-			// Any object may be a map of objects keyed by id or name: it
-			// keeps its table if it turns out to be one.
-			fr.tab = a.newTab(v.path, true)
-		}
+		fr.tab = a.tabFor(c, v.path)
 	}
 	if v.row != nil || v.tracked {
 		// A row's text is its sample; a recorded container's text is
@@ -1115,21 +1108,43 @@ func (a *jsonAn) push(c byte, b []byte, i int, v *vctx) {
 		fr.capting, fr.captFrom = true, i
 	}
 	if parent != nil {
-		if c == '{' && parent.isChildren {
-			fr.nodeDepth = parent.nodeDepth + 1
-			a.countNode(fr.nodeDepth)
-			fr.nodesAtOpen = a.tree.Nodes
-		}
-		if c == '[' && parent.kind == '{' && parent.key == "children" {
-			if parent.nodeDepth < 0 {
-				parent.nodeDepth = 0
-				a.countNode(0)
-				parent.nodesAtOpen = a.tree.Nodes
-			}
-			fr.isChildren, fr.nodeDepth = true, parent.nodeDepth
-		}
+		a.treeNode(fr, parent, c)
 	}
 	a.frames = a.frames[:n+1]
+}
+
+// tabFor returns the table of a recorded container opened by c at path:
+// an array's elements may be rows, and any object not too deep may be a
+// map of objects keyed by id or name (it keeps its table if it turns out
+// to be one). It returns nil for a deeper object.
+func (a *jsonAn) tabFor(c byte, path string) *jtab {
+	switch {
+	case c == '[':
+		return a.newTab(path, false)
+	case len(a.kinds) <= maxMapDepth:
+		return a.newTab(path, true)
+	}
+	return nil
+}
+
+// treeNode counts the container fr, opened by c in parent, as a tree's:
+// an object in a "children" array is a node one level below its
+// parent's, and a "children" array makes the object that holds it a
+// node (the root, if it was not one yet).
+func (a *jsonAn) treeNode(fr, parent *jframe, c byte) {
+	if c == '{' && parent.isChildren {
+		fr.nodeDepth = parent.nodeDepth + 1
+		a.countNode(fr.nodeDepth)
+		fr.nodesAtOpen = a.tree.Nodes
+	}
+	if c == '[' && parent.kind == '{' && parent.key == "children" {
+		if parent.nodeDepth < 0 {
+			parent.nodeDepth = 0
+			a.countNode(0)
+			parent.nodesAtOpen = a.tree.Nodes
+		}
+		fr.isChildren, fr.nodeDepth = true, parent.nodeDepth
+	}
 }
 
 func (a *jsonAn) countNode(depth int) {
