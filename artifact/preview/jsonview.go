@@ -178,13 +178,32 @@ func (a *jsonAn) bulk() []int {
 
 func (a *jsonAn) objectSections(f *Facts) []section {
 	root := a.nodes[0]
-	var secs []section
 	head := fmt.Sprintf("JSON object of %s (%s).\n", plural(root.n, "key"), humanSize(f.Size))
+	secs := []section{{prioHead, head}, a.keysSection(root, f)}
+	path := a.bulk()
+	if t := a.table(""); len(path) == 1 && t != nil {
+		f.Path = ""
+		t.rowWord = "entries"
+		secs = append(secs, tableSections(fmt.Sprintf("Its values are %s, described as rows.\n", noun(t)), t, f, nil)...)
+	}
+	if len(path) > 1 {
+		secs = append(secs, a.bulkSections(path, f)...)
+	}
+	secs = append(secs, a.otherTables(f)...)
+	if ts, ok := a.treeSection(f); ok {
+		secs = append(secs[:1], append([]section{ts}, secs[1:]...)...)
+	}
+	return secs
+}
+
+// keysSection describes the root object's members, up to a line's worth:
+// the members of a map at the root are better told by its rows.
+func (a *jsonAn) keysSection(root jnode, f *Facts) section {
 	var top []string
 	n := 0
 	for _, i := range a.children(0) {
 		if n > maxKeysLine {
-			break // a map at the root: its rows say more
+			break
 		}
 		d := a.describe(i, f)
 		top = append(top, d)
@@ -193,50 +212,51 @@ func (a *jsonAn) objectSections(f *Facts) []section {
 	if more := root.n - int64(len(top)); more > 0 {
 		top = append(top, fmt.Sprintf("and %d more keys", more))
 	}
-	secs = append(secs, section{prioHead, head}, section{prioFacts, "Keys: " + strings.Join(top, "; ") + "\n"})
+	return section{prioFacts, "Keys: " + strings.Join(top, "; ") + "\n"}
+}
 
-	path := a.bulk()
-	if t := a.table(""); len(path) == 1 && t != nil {
-		f.Path = ""
-		t.rowWord = "entries"
-		secs = append(secs, tableSections(fmt.Sprintf("Its values are %s, described as rows.\n", noun(t)), t, f, nil)...)
-	}
-	if len(path) > 1 {
-		b := a.nodes[path[len(path)-1]]
-		// What sits beside the bulk on the way down: counts the server
-		// reports, the query, the column names.
-		var beside []string
-		for k := 1; k < len(path)-1; k++ {
-			for _, i := range a.children(path[k]) {
-				if i == path[k+1] {
-					continue
-				}
+// bulkSections describes the node that holds most of the bytes, at the
+// end of path (a way down from the root), with what sits beside it on
+// the way down (counts the server reports, the query, the column names),
+// and its rows if it is an array of them or a map of objects. It sets
+// f.Path to the bulk's path.
+func (a *jsonAn) bulkSections(path []int, f *Facts) []section {
+	b := a.nodes[path[len(path)-1]]
+	var beside []string
+	for k := 1; k < len(path)-1; k++ {
+		for _, i := range a.children(path[k]) {
+			if i != path[k+1] {
 				beside = append(beside, a.describe(i, f))
 			}
 		}
-		f.Path = b.path
-		line := fmt.Sprintf("Most of the bytes are in %s", a.describe(path[len(path)-1], f))
-		if len(path) == 2 {
-			line = "Most of the bytes are in " + b.path // the keys line described it
-		}
-		if len(beside) > 0 {
-			line += "; beside it: " + strings.Join(beside, "; ")
-		}
-		line += ".\n"
-		// A tree's bulk is its first level: the tree line says more.
-		isTree := a.tree.Nodes > 1 && strings.HasSuffix(b.path, "children")
-		if t := a.table(b.path); t != nil && b.kind == '{' {
-			t.rowWord = "entries"
-			line = strings.TrimSuffix(line, ".\n") + fmt.Sprintf(", a map whose values are %s, described as rows.\n", noun(t))
-			secs = append(secs, tableSections(line, t, f, nil)...)
-		} else if t != nil && b.kind == '[' && !isTree {
-			secs = append(secs, tableSections(line, t, f, a.columnNames(path[len(path)-2], t))...)
-		} else {
-			secs = append(secs, section{prioFacts, line})
-		}
 	}
-	// Other arrays of objects, largest first: a line each, then their
-	// fields if the budget allows.
+	f.Path = b.path
+	line := fmt.Sprintf("Most of the bytes are in %s", a.describe(path[len(path)-1], f))
+	if len(path) == 2 {
+		line = "Most of the bytes are in " + b.path // the keys line described it
+	}
+	if len(beside) > 0 {
+		line += "; beside it: " + strings.Join(beside, "; ")
+	}
+	line += ".\n"
+	// A tree's bulk is its first level: the tree line says more.
+	isTree := a.tree.Nodes > 1 && strings.HasSuffix(b.path, "children")
+	t := a.table(b.path)
+	switch {
+	case t != nil && b.kind == '{':
+		t.rowWord = "entries"
+		line = strings.TrimSuffix(line, ".\n") + fmt.Sprintf(", a map whose values are %s, described as rows.\n", noun(t))
+		return tableSections(line, t, f, nil)
+	case t != nil && b.kind == '[' && !isTree:
+		return tableSections(line, t, f, a.columnNames(path[len(path)-2], t))
+	}
+	return []section{{prioFacts, line}}
+}
+
+// otherTables describes the other arrays of objects, largest first: a
+// line each, then their fields if the budget allows.
+func (a *jsonAn) otherTables(f *Facts) []section {
+	var secs []section
 	others := slices.Clone(a.tabs)
 	slices.SortStableFunc(others, func(x, y *jtab) int { return cmp.Compare(y.size, x.size) })
 	for _, t := range others {
@@ -246,9 +266,6 @@ func (a *jsonAn) objectSections(f *Facts) []section {
 		secs = append(secs,
 			section{prioDetail, fmt.Sprintf("Also %s: array of %d objects (%s).\n", t.path, t.t.rows, humanSize(t.size))},
 			section{prioSample - 5, fieldsText(t.t.columns(), t.t)})
-	}
-	if ts, ok := a.treeSection(f); ok {
-		secs = append(secs[:1], append([]section{ts}, secs[1:]...)...)
 	}
 	return secs
 }
