@@ -75,41 +75,15 @@ const (
 // <tr>, cells at </td>, </th> or the next cell, as browsers read them.
 func firstTable(s string) (rows [][]string, tables int) {
 	var (
-		depth     int // <table> nesting
-		done      bool
-		row       []string
-		inRow     bool
-		cell      strings.Builder
-		inCell    bool
-		skip      string
-		endCell   func()
-		endRow    func()
-		cellTrunc bool
+		t     tableRows
+		depth int // <table> nesting
+		done  bool
+		skip  string
 	)
-	endCell = func() {
-		if inCell {
-			if len(row) < maxFields {
-				row = append(row, clip(strings.Join(strings.Fields(html.UnescapeString(cell.String())), " "), maxScalar))
-			}
-			cell.Reset()
-			inCell, cellTrunc = false, false
-		}
-	}
-	endRow = func() {
-		endCell()
-		if inRow && len(row) > 0 && len(rows) < maxTableRows {
-			rows = append(rows, row)
-		}
-		row, inRow = nil, false
-	}
 	for len(s) > 0 {
 		text, name, closing, rest, ok := nextTag(s)
-		if inCell && skip == "" && !cellTrunc {
-			if cell.Len()+len(text) > maxCell {
-				cellTrunc = true
-			}
-			cell.WriteString(truncUTF8(text, maxCell-cell.Len()))
-			cell.WriteByte(' ')
+		if skip == "" {
+			t.addText(text)
 		}
 		if !ok {
 			break
@@ -127,25 +101,69 @@ func firstTable(s string) (rows [][]string, tables int) {
 		case name == "table" && closing && depth > 0:
 			depth--
 			if depth == 0 && !done {
-				endRow()
+				t.endRow()
 				done = true
 			}
 		case done || depth != 1:
 			// Outside the first table, or inside a table nested in it.
 		case name == "tr":
-			endRow()
-			inRow = !closing
+			t.endRow()
+			t.inRow = !closing
 		case name == "td" || name == "th":
-			endCell()
+			t.endCell()
 			if !closing {
-				inRow, inCell = true, true
+				t.inRow, t.inCell = true, true
 			}
 		}
 	}
 	if !done {
-		endRow()
+		t.endRow()
 	}
-	return rows, tables
+	return t.rows, tables
+}
+
+// tableRows gathers a table's rows of cells as firstTable meets them.
+type tableRows struct {
+	rows      [][]string
+	row       []string
+	inRow     bool
+	cell      strings.Builder
+	inCell    bool
+	cellTrunc bool // the cell has reached maxCell bytes
+}
+
+// addText adds text that lies between tags to the open cell, if any.
+func (t *tableRows) addText(text string) {
+	if !t.inCell || t.cellTrunc {
+		return
+	}
+	if t.cell.Len()+len(text) > maxCell {
+		t.cellTrunc = true
+	}
+	t.cell.WriteString(truncUTF8(text, maxCell-t.cell.Len()))
+	t.cell.WriteByte(' ')
+}
+
+// endCell closes the open cell, if any: its text, unescaped and with its
+// spaces folded, is the row's next cell.
+func (t *tableRows) endCell() {
+	if !t.inCell {
+		return
+	}
+	if len(t.row) < maxFields {
+		t.row = append(t.row, clip(strings.Join(strings.Fields(html.UnescapeString(t.cell.String())), " "), maxScalar))
+	}
+	t.cell.Reset()
+	t.inCell, t.cellTrunc = false, false
+}
+
+// endRow closes the open row, if any, and keeps it if it has cells.
+func (t *tableRows) endRow() {
+	t.endCell()
+	if t.inRow && len(t.row) > 0 && len(t.rows) < maxTableRows {
+		t.rows = append(t.rows, t.row)
+	}
+	t.row, t.inRow = nil, false
 }
 
 // nextTag splits s at its next tag: the text before it, the tag's name
