@@ -767,24 +767,13 @@ func (a *jsonAn) scalarAt(b []byte, k int, f *field, nameOf bool) int {
 		if nameOf {
 			return 0
 		}
-		if j, isFloat, v := plainNumber(b, k); j > 0 {
-			typ := tInt
-			if isFloat {
-				typ = tFloat
+		j, isFloat, v := plainNumber(b, k)
+		if j == 0 {
+			// Not a number plainNumber reads: an exponent, more than 15
+			// digits, or one cut by b's end.
+			if j, isFloat, v = otherNumber(b, k); j == 0 {
+				return 0
 			}
-			addRead(f, typ, b[k:j], v)
-			return j - 1
-		}
-		j := k + 1
-		for j < len(b) && numByte[b[j]] {
-			j++
-		}
-		if j == len(b) || j-k >= maxScalar {
-			return 0
-		}
-		ok, isFloat, v := scanNumber(b[k:j])
-		if !ok {
-			return 0
 		}
 		typ := tInt
 		if isFloat {
@@ -793,7 +782,15 @@ func (a *jsonAn) scalarAt(b []byte, k int, f *field, nameOf bool) int {
 		addRead(f, typ, b[k:j], v)
 		return j - 1
 	}
-	// A literal: its first four bytes as one word, and false's e.
+	return literalAt(b, k, f)
+}
+
+// literalAt reads a literal (true, false, null) whole in b from k, and
+// counts it in f (which may be nil). It returns the index of its last
+// byte, or 0 if there is none there. It reads the literal's first four
+// bytes as one word, and false's e; it needs a byte after the literal,
+// so that one cut by b's end is left to the lexer.
+func literalAt(b []byte, k int, f *field) int {
 	if len(b)-k < 5 {
 		return 0
 	}
@@ -814,6 +811,25 @@ func (a *jsonAn) scalarAt(b []byte, k int, f *field, nameOf bool) int {
 		return k + 3
 	}
 	return 0
+}
+
+// otherNumber reads a number whole in b from k that plainNumber does
+// not: it returns the index of the byte after it, whether it has a
+// fraction or an exponent, and its value; j is 0 if there is no number
+// there or it may go on past b's end.
+func otherNumber(b []byte, k int) (j int, isFloat bool, v float64) {
+	j = k + 1
+	for j < len(b) && numByte[b[j]] {
+		j++
+	}
+	if j == len(b) || j-k >= maxScalar {
+		return 0, false, 0
+	}
+	ok, isFloat, v := scanNumber(b[k:j])
+	if !ok {
+		return 0, false, 0
+	}
+	return j, isFloat, v
 }
 
 // The first four bytes of the literals as le32 reads them.
