@@ -57,19 +57,8 @@ func sniff(head []byte, complete bool, o Options) (string, analyzer) {
 	if len(head) == 0 {
 		return KindEmpty, emptyAn{}
 	}
-	for _, m := range magics {
-		if len(head) >= m.off+len(m.sig) && string(head[m.off:m.off+len(m.sig)]) == m.sig {
-			if m.sig == "BM" && len(head) < 26 {
-				continue
-			}
-			switch m.kind {
-			case KindImage:
-				return KindImage, &imageAn{format: m.format, o: o}
-			case KindAudio:
-				return KindAudio, &binAn{format: m.format, head: head}
-			}
-			return KindBinary, &binAn{format: m.format, head: head, nested: o.nested}
-		}
+	if kind, an := sniffMagic(head, o); an != nil {
+		return kind, an
 	}
 	if !isText(head, complete) {
 		return KindBinary, &binAn{head: head}
@@ -97,18 +86,10 @@ func sniff(head []byte, complete bool, o Options) (string, analyzer) {
 		declared = ','
 	}
 	if d := sniffDelim(text, complete, declared != 0); d != 0 {
-		kind := KindCSV
-		if d == '\t' {
-			kind = KindTSV
-		}
-		return kind, newCSV(d)
+		return delimited(d)
 	}
 	if declared != 0 {
-		kind := KindCSV
-		if declared == '\t' {
-			kind = KindTSV
-		}
-		return kind, newCSV(declared)
+		return delimited(declared)
 	}
 	if mime == "text/markdown" || ext == ".md" || ext == ".markdown" || looksMarkdown(text) {
 		return KindMarkdown, &lineAn{md: true}
@@ -117,6 +98,35 @@ func sniff(head []byte, complete bool, o Options) (string, analyzer) {
 		return kind, an
 	}
 	return KindText, &lineAn{}
+}
+
+// sniffMagic recognises an image, audio or other binary format by its
+// signature at the start of head; an is nil if none matches.
+func sniffMagic(head []byte, o Options) (kind string, an analyzer) {
+	for _, m := range magics {
+		if len(head) >= m.off+len(m.sig) && string(head[m.off:m.off+len(m.sig)]) == m.sig {
+			if m.sig == "BM" && len(head) < 26 {
+				continue
+			}
+			switch m.kind {
+			case KindImage:
+				return KindImage, &imageAn{format: m.format, o: o}
+			case KindAudio:
+				return KindAudio, &binAn{format: m.format, head: head}
+			}
+			return KindBinary, &binAn{format: m.format, head: head, nested: o.nested}
+		}
+	}
+	return "", nil
+}
+
+// delimited is the kind and analyser of text whose fields are
+// separated by d: TSV for a tab, CSV for the rest.
+func delimited(d byte) (string, analyzer) {
+	if d == '\t' {
+		return KindTSV, newCSV(d)
+	}
+	return KindCSV, newCSV(d)
 }
 
 func hasPrefixFold(b []byte, p string) bool {
