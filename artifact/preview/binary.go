@@ -86,6 +86,24 @@ func (b *binAn) finish(pv *Preview) []section {
 	if name == "" {
 		name = "Binary data of unknown type"
 	}
+	detail := b.details(f)
+	s := fmt.Sprintf("%s, %s", name, humanSize(f.Size))
+	if len(detail) > 0 {
+		s += ", " + strings.Join(detail, ", ")
+	}
+	secs := []section{{prioHead, s + ".\n"}}
+	if b.format == "gzip" && !b.nested {
+		secs = append(secs, gzipContent(b.head, gzipName(b.head))...)
+	}
+	return secs
+}
+
+// details are what the header (and end) of a file of a known format tell
+// beyond its kind and size: an audio file's channels, rate and length
+// (also set in f), a PDF's version and pages, an archive's entries, a
+// gzip file's name and uncompressed size; an unknown format's first
+// bytes.
+func (b *binAn) details(f *Facts) []string {
 	var detail []string
 	switch b.format {
 	case "wav":
@@ -112,32 +130,31 @@ func (b *binAn) finish(pv *Preview) []section {
 			detail = append(detail, fmt.Sprintf("first entry %q", n))
 		}
 	case "gzip":
-		if name := gzipName(b.head); name != "" {
-			detail = append(detail, fmt.Sprintf("of %q", name))
-		}
-		if t := b.end(); len(t) >= 4 && f.Size >= 18 {
-			// The trailer holds the length modulo 4 GiB: past 100 MiB
-			// compressed, it may have wrapped.
-			s := fmt.Sprintf("%s uncompressed", humanSize(int64(binary.LittleEndian.Uint32(t[len(t)-4:]))))
-			if f.Size >= 100<<20 {
-				s += " (modulo 4 GiB)"
-			}
-			detail = append(detail, s)
-		}
+		detail = b.gzipDetails(f.Size)
 	case "":
 		if len(b.head) > 0 {
 			detail = append(detail, fmt.Sprintf("starts %x", b.head[:min(8, len(b.head))]))
 		}
 	}
-	s := fmt.Sprintf("%s, %s", name, humanSize(f.Size))
-	if len(detail) > 0 {
-		s += ", " + strings.Join(detail, ", ")
+	return detail
+}
+
+// gzipDetails are a gzip file's name, if its header has one, and its
+// uncompressed size as its trailer holds it (modulo 4 GiB: past 100 MiB
+// compressed, it may have wrapped). size is the file's size.
+func (b *binAn) gzipDetails(size int64) []string {
+	var detail []string
+	if name := gzipName(b.head); name != "" {
+		detail = append(detail, fmt.Sprintf("of %q", name))
 	}
-	secs := []section{{prioHead, s + ".\n"}}
-	if b.format == "gzip" && !b.nested {
-		secs = append(secs, gzipContent(b.head, gzipName(b.head))...)
+	if t := b.end(); len(t) >= 4 && size >= 18 {
+		s := fmt.Sprintf("%s uncompressed", humanSize(int64(binary.LittleEndian.Uint32(t[len(t)-4:]))))
+		if size >= 100<<20 {
+			s += " (modulo 4 GiB)"
+		}
+		detail = append(detail, s)
 	}
-	return secs
+	return detail
 }
 
 // wavInfo is what a WAV header says.
