@@ -215,38 +215,15 @@ func (a *lineAn) finish(pv *Preview) []section {
 	}
 	f := &pv.Facts
 	f.Lines = a.lines
-	size := humanSize(f.Size)
 	if a.md {
-		f.Format, f.Title = "markdown", a.title
-		secs := []section{{prioHead, fmt.Sprintf("Markdown, %d lines (%s), %d headings, %d code blocks.\n", a.lines, size, len(a.headings), a.fences)}}
-		if a.title != "" {
-			secs = append(secs, section{prioFacts, "Title: " + a.title + "\n"})
-		}
-		if len(a.headings) > 0 {
-			secs = append(secs, section{prioDetail, "Outline:\n" + strings.Join(a.headings, "\n") + "\n"})
-		}
-		if a.excerpt.Len() > 0 {
-			secs = append(secs, section{prioSample, "Excerpt: " + clip(a.excerpt.String(), excerptBytes) + "\n"})
-		}
-		return secs
+		return a.markdownSections(f)
 	}
 	var secs []section
-	isLog := a.leveled > 0 && a.leveled*10 >= a.lines
-	if isLog {
-		f.Format, f.Levels = "log", a.levels
-		var lv []string
-		for _, k := range []string{"FATAL", "PANIC", "CRITICAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"} {
-			if n := a.levels[k]; n > 0 {
-				lv = append(lv, fmt.Sprintf("%s %d", k, n))
-			}
-		}
-		secs = append(secs, section{prioHead, fmt.Sprintf("Log, %d lines (%s). Levels: %s.\n", a.lines, size, strings.Join(lv, ", "))})
-		if len(a.errs) > 0 {
-			secs = append(secs, section{prioFacts, "First errors:\n" + strings.Join(a.errs, "\n") + "\n"})
-		}
+	if a.leveled > 0 && a.leveled*10 >= a.lines {
+		secs = a.logSections(f)
 	} else {
 		f.Format = "text"
-		secs = append(secs, section{prioHead, fmt.Sprintf("Text, %d lines (%s).\n", a.lines, size)})
+		secs = append(secs, section{prioHead, fmt.Sprintf("Text, %d lines (%s).\n", a.lines, humanSize(f.Size))})
 	}
 	if top := a.topTemplates(); len(top) > 0 {
 		secs = append(secs, section{prioDetail, "Most repeated lines (# masks numbers and ids):\n" + strings.Join(top, "\n") + "\n"})
@@ -263,6 +240,41 @@ func (a *lineAn) finish(pv *Preview) []section {
 			tail = append(tail, clip(validText(a.tail[i%tailLines]), 200))
 		}
 		secs = append(secs, section{prioSample - 1, fmt.Sprintf("Last lines (of %d):\n%s\n", a.lines, strings.Join(tail, "\n"))})
+	}
+	return secs
+}
+
+// markdownSections describe a Markdown file: its size, title, outline
+// and an excerpt.
+func (a *lineAn) markdownSections(f *Facts) []section {
+	f.Format, f.Title = "markdown", a.title
+	secs := []section{{prioHead, fmt.Sprintf("Markdown, %d lines (%s), %d headings, %d code blocks.\n", a.lines, humanSize(f.Size), len(a.headings), a.fences)}}
+	if a.title != "" {
+		secs = append(secs, section{prioFacts, "Title: " + a.title + "\n"})
+	}
+	if len(a.headings) > 0 {
+		secs = append(secs, section{prioDetail, "Outline:\n" + strings.Join(a.headings, "\n") + "\n"})
+	}
+	if a.excerpt.Len() > 0 {
+		secs = append(secs, section{prioSample, "Excerpt: " + clip(a.excerpt.String(), excerptBytes) + "\n"})
+	}
+	return secs
+}
+
+// logSections head the description of a log (a text whose lines mostly
+// carry a level): its size, how many lines each level has, most severe
+// first, and the first errors.
+func (a *lineAn) logSections(f *Facts) []section {
+	f.Format, f.Levels = "log", a.levels
+	var lv []string
+	for _, k := range []string{"FATAL", "PANIC", "CRITICAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"} {
+		if n := a.levels[k]; n > 0 {
+			lv = append(lv, fmt.Sprintf("%s %d", k, n))
+		}
+	}
+	secs := []section{{prioHead, fmt.Sprintf("Log, %d lines (%s). Levels: %s.\n", a.lines, humanSize(f.Size), strings.Join(lv, ", "))}}
+	if len(a.errs) > 0 {
+		secs = append(secs, section{prioFacts, "First errors:\n" + strings.Join(a.errs, "\n") + "\n"})
 	}
 	return secs
 }
