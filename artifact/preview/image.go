@@ -299,44 +299,9 @@ func rowAdder(src image.Image, x0s []int) func(acc [][4]uint64, y int) {
 	minX := src.Bounds().Min.X
 	switch m := src.(type) {
 	case *image.Gray:
-		return func(acc [][4]uint64, y int) {
-			row := m.Pix[m.PixOffset(minX, y):]
-			for x := range acc {
-				x0, x1 := x0s[x], max(x0s[x+1], x0s[x]+1)
-				var s uint64
-				for _, v := range row[x0:x1] {
-					s += uint64(v)
-				}
-				s *= 0x101
-				acc[x][0] += s
-				acc[x][1] += s
-				acc[x][2] += s
-				acc[x][3] += uint64(x1-x0) * 0xffff
-			}
-		}
+		return grayRowAdder(m, minX, x0s)
 	case *image.Paletted:
-		// The palette's colors, premultiplied, once; an index past the
-		// palette (image/png allows it) reads as opaque black.
-		var pal [256][4]uint64
-		for i := range pal {
-			pal[i][3] = 0xffff
-			if i < len(m.Palette) && m.Palette[i] != nil {
-				r, g, b, a := m.Palette[i].RGBA()
-				pal[i] = [4]uint64{uint64(r), uint64(g), uint64(b), uint64(a)}
-			}
-		}
-		return func(acc [][4]uint64, y int) {
-			row := m.Pix[m.PixOffset(minX, y):]
-			for x := range acc {
-				x0, x1 := x0s[x], max(x0s[x+1], x0s[x]+1)
-				var s [4]uint64
-				for _, i := range row[x0:x1] {
-					c := &pal[i]
-					s[0], s[1], s[2], s[3] = s[0]+c[0], s[1]+c[1], s[2]+c[2], s[3]+c[3]
-				}
-				acc[x] = [4]uint64{acc[x][0] + s[0], acc[x][1] + s[1], acc[x][2] + s[2], acc[x][3] + s[3]}
-			}
-		}
+		return palettedRowAdder(m, minX, x0s)
 	}
 	at := pixelReader(src)
 	return func(acc [][4]uint64, y int) {
@@ -348,6 +313,52 @@ func rowAdder(src image.Image, x0s []int) func(acc [][4]uint64, y int) {
 				acc[x][2] += uint64(b)
 				acc[x][3] += uint64(a)
 			}
+		}
+	}
+}
+
+// grayRowAdder is rowAdder for a gray image: a run of bytes summed once
+// for the three channels.
+func grayRowAdder(m *image.Gray, minX int, x0s []int) func(acc [][4]uint64, y int) {
+	return func(acc [][4]uint64, y int) {
+		row := m.Pix[m.PixOffset(minX, y):]
+		for x := range acc {
+			x0, x1 := x0s[x], max(x0s[x+1], x0s[x]+1)
+			var s uint64
+			for _, v := range row[x0:x1] {
+				s += uint64(v)
+			}
+			s *= 0x101
+			acc[x][0] += s
+			acc[x][1] += s
+			acc[x][2] += s
+			acc[x][3] += uint64(x1-x0) * 0xffff
+		}
+	}
+}
+
+// palettedRowAdder is rowAdder for a paletted image: the palette's
+// colors, premultiplied, are read once; an index past the palette
+// (image/png allows it) reads as opaque black.
+func palettedRowAdder(m *image.Paletted, minX int, x0s []int) func(acc [][4]uint64, y int) {
+	var pal [256][4]uint64
+	for i := range pal {
+		pal[i][3] = 0xffff
+		if i < len(m.Palette) && m.Palette[i] != nil {
+			r, g, b, a := m.Palette[i].RGBA()
+			pal[i] = [4]uint64{uint64(r), uint64(g), uint64(b), uint64(a)}
+		}
+	}
+	return func(acc [][4]uint64, y int) {
+		row := m.Pix[m.PixOffset(minX, y):]
+		for x := range acc {
+			x0, x1 := x0s[x], max(x0s[x+1], x0s[x]+1)
+			var s [4]uint64
+			for _, i := range row[x0:x1] {
+				c := &pal[i]
+				s[0], s[1], s[2], s[3] = s[0]+c[0], s[1]+c[1], s[2]+c[2], s[3]+c[3]
+			}
+			acc[x] = [4]uint64{acc[x][0] + s[0], acc[x][1] + s[1], acc[x][2] + s[2], acc[x][3] + s[3]}
 		}
 	}
 }
@@ -378,6 +389,24 @@ func pixelReader(src image.Image) func(x, y int) (r, g, b, a uint32) {
 			r, g, b := color.YCbCrToRGB(m.Y[yi], m.Cb[ci], m.Cr[ci])
 			return uint32(r) * 0x101, uint32(g) * 0x101, uint32(b) * 0x101, 0xffff
 		}
+	case *image.CMYK:
+		return func(x, y int) (uint32, uint32, uint32, uint32) {
+			i := m.PixOffset(x, y)
+			p := m.Pix[i : i+4 : i+4]
+			r, g, b := color.CMYKToRGB(p[0], p[1], p[2], p[3])
+			return uint32(r) * 0x101, uint32(g) * 0x101, uint32(b) * 0x101, 0xffff
+		}
+	}
+	if at := pixelReader16(src); at != nil {
+		return at
+	}
+	return func(x, y int) (uint32, uint32, uint32, uint32) { return src.At(x, y).RGBA() }
+}
+
+// pixelReader16 is pixelReader for the images of 16 bits a channel, nil
+// for the others.
+func pixelReader16(src image.Image) func(x, y int) (r, g, b, a uint32) {
+	switch m := src.(type) {
 	case *image.Gray16:
 		return func(x, y int) (uint32, uint32, uint32, uint32) {
 			i := m.PixOffset(x, y)
@@ -399,15 +428,8 @@ func pixelReader(src image.Image) func(x, y int) (r, g, b, a uint32) {
 			r, g, b := uint32(p[0])<<8|uint32(p[1]), uint32(p[2])<<8|uint32(p[3]), uint32(p[4])<<8|uint32(p[5])
 			return r * a / 0xffff, g * a / 0xffff, b * a / 0xffff, a
 		}
-	case *image.CMYK:
-		return func(x, y int) (uint32, uint32, uint32, uint32) {
-			i := m.PixOffset(x, y)
-			p := m.Pix[i : i+4 : i+4]
-			r, g, b := color.CMYKToRGB(p[0], p[1], p[2], p[3])
-			return uint32(r) * 0x101, uint32(g) * 0x101, uint32(b) * 0x101, 0xffff
-		}
 	}
-	return func(x, y int) (uint32, uint32, uint32, uint32) { return src.At(x, y).RGBA() }
+	return nil
 }
 
 // webpSize reads a WebP's dimensions from its first chunk: VP8X (the
