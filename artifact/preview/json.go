@@ -498,6 +498,23 @@ func (a *jsonAn) flatArray(b []byte, k int, f *field) int {
 	}
 }
 
+// likelyKey is the key the next member of the row p most likely has: the
+// one the last row had at this position, with its field and spelling;
+// sp is nil if there is none.
+func (p *jframe) likelyKey() (key string, f *field, sp *spelling) {
+	n := p.n
+	if p.rowLevel == 1 && n < int64(len(p.rowTab.order)) {
+		if f = p.rowTab.order[n]; f != nil {
+			return f.name, f, &f.spelt
+		}
+	} else if p.rowLevel == 2 && n < int64(len(p.memo)) {
+		if m := &p.memo[n]; m.tab == p.rowTab && m.prefix == p.rowPrefix {
+			return m.key, m.f, &m.spelt
+		}
+	}
+	return
+}
+
 // countArray is f.add(tArray, ""), without its calls.
 func countArray(f *field) {
 	if f != nil {
@@ -530,24 +547,9 @@ func (a *jsonAn) member(b []byte, k int) int {
 	last := 0 // the last value's end
 loop:
 	for {
-		var key string
-		var f *field
-		var sp *spelling
-		switch {
-		case p.rowLevel == 1 && p.n < int64(len(p.rowTab.order)):
-			f = p.rowTab.order[p.n]
-			if f == nil {
-				break loop
-			}
-			key, sp = f.name, &f.spelt
-		case p.rowLevel == 2 && p.n < int64(len(p.memo)):
-			m := &p.memo[p.n]
-			if m.tab != p.rowTab || m.prefix != p.rowPrefix {
-				break loop
-			}
-			key, f, sp = m.key, m.f, &m.spelt
-		default:
-			break loop
+		key, f, sp := p.likelyKey()
+		if sp == nil {
+			break
 		}
 		e := k + len(key)
 		switch {
@@ -1225,20 +1227,7 @@ func (a *jsonAn) close(c byte, b []byte, i int) {
 			fr.v.fld.add(typ, "")
 		}
 		if fr.capting {
-			// A container begun in this write (nothing captured yet) is
-			// read where it lies; those who keep its text copy it.
-			text := b[fr.captFrom : i+1]
-			if len(fr.capt) > 0 {
-				fr.capt = appendCapped(fr.capt, text)
-				text = fr.capt
-			}
-			text = text[:min(len(text), sampleRowBytes)]
-			if fr.v.row != nil {
-				fr.v.row.addRow(typ, a.withKey(text))
-			}
-			if fr.node >= 0 && size < sampleRowBytes {
-				a.nodes[fr.node].value = compactJSON(text)
-			}
+			a.keepText(fr, typ, b[fr.captFrom:i+1], size)
 		}
 		if fr.tab != nil {
 			fr.tab.done, fr.tab.size = true, size
@@ -1247,19 +1236,46 @@ func (a *jsonAn) close(c byte, b []byte, i int) {
 			}
 		}
 		if fr.nodeDepth >= 0 && c == '}' {
-			if !fr.hasKids {
-				a.tree.Leaves++
-			}
-			if fr.nodeDepth < 2 && len(fr.name) > 0 && len(a.names[fr.nodeDepth]) < maxNames {
-				a.names[fr.nodeDepth] = append(a.names[fr.nodeDepth], string(fr.name))
-				a.subtree[fr.nodeDepth] = append(a.subtree[fr.nodeDepth], a.tree.Nodes-fr.nodesAtOpen+1)
-			}
+			a.closeNode(fr)
 		}
 		if fr.isChildren && fr.n > 0 && len(a.frames) > 0 {
 			a.frames[len(a.frames)-1].hasKids = true
 		}
 	}
 	a.endValue()
+}
+
+// keepText gives the text of the container fr, closed as typ (its last
+// part in the write is last, its size size), to whom captured it: the
+// table it is a row of, and its recorded node if it is small. A
+// container begun in this write (nothing captured yet) is read where it
+// lies; those who keep its text copy it.
+func (a *jsonAn) keepText(fr *jframe, typ int, last []byte, size int64) {
+	text := last
+	if len(fr.capt) > 0 {
+		fr.capt = appendCapped(fr.capt, text)
+		text = fr.capt
+	}
+	text = text[:min(len(text), sampleRowBytes)]
+	if fr.v.row != nil {
+		fr.v.row.addRow(typ, a.withKey(text))
+	}
+	if fr.node >= 0 && size < sampleRowBytes {
+		a.nodes[fr.node].value = compactJSON(text)
+	}
+}
+
+// closeNode counts the tree node fr as it closes: a leaf if it had no
+// children, and its name and the size of its subtree if it is one of
+// the first levels' first nodes.
+func (a *jsonAn) closeNode(fr *jframe) {
+	if !fr.hasKids {
+		a.tree.Leaves++
+	}
+	if fr.nodeDepth < 2 && len(fr.name) > 0 && len(a.names[fr.nodeDepth]) < maxNames {
+		a.names[fr.nodeDepth] = append(a.names[fr.nodeDepth], string(fr.name))
+		a.subtree[fr.nodeDepth] = append(a.subtree[fr.nodeDepth], a.tree.Nodes-fr.nodesAtOpen+1)
+	}
 }
 
 func (a *jsonAn) endValue() {
@@ -1280,18 +1296,9 @@ func (a *jsonAn) endString(s []byte) {
 			// Rows mostly repeat their members in one order: the field
 			// at this position in the last row is the likely one.
 			p.keyField = nil
-			if p.rowLevel == 1 && p.n < int64(len(p.rowTab.order)) {
-				if f := p.rowTab.order[p.n]; f != nil && f.name == string(s) {
-					p.key, p.keyField = f.name, f
-					return
-				}
-			}
-			if p.rowLevel == 2 && p.n < int64(len(p.memo)) {
-				m := &p.memo[p.n]
-				if m.tab == p.rowTab && m.prefix == p.rowPrefix && m.key == string(s) {
-					p.key, p.keyField = m.key, m.f
-					return
-				}
+			if key, f, sp := p.likelyKey(); sp != nil && key == string(s) {
+				p.key, p.keyField = key, f
+				return
 			}
 			p.key = a.internName(s)
 		}
@@ -1401,15 +1408,7 @@ func scanNumber(b []byte) (ok, isFloat bool, v float64) {
 		return true, isFloat, v
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
-		i++
-		if i < len(b) && (b[i] == '+' || b[i] == '-') {
-			i++
-		}
-		e := i
-		for i < len(b) && digit(b[i]) {
-			i++
-		}
-		if i == e {
+		if i = exponentEnd(b, i+1); i < 0 {
 			return false, false, 0
 		}
 		isFloat = true
@@ -1419,6 +1418,23 @@ func scanNumber(b []byte) (ok, isFloat bool, v float64) {
 	}
 	v, _ = strconv.ParseFloat(string(b), 64)
 	return true, isFloat, v
+}
+
+// exponentEnd reads the rest of a number's exponent from b[i], after its
+// 'e': a sign, then digits. It returns the index after the last digit,
+// or -1 if there is none.
+func exponentEnd(b []byte, i int) int {
+	if i < len(b) && (b[i] == '+' || b[i] == '-') {
+		i++
+	}
+	e := i
+	for i < len(b) && digit(b[i]) {
+		i++
+	}
+	if i == e {
+		return -1
+	}
+	return i
 }
 
 func (a *jsonAn) endScalar(typ int, text string) {
