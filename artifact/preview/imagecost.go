@@ -233,9 +233,7 @@ func parseJPEG(r *bufio.Reader) (jpegFrame, error) {
 			return f, errShortHeader
 		}
 		if marker == 0xee { // APP14: the last Adobe segment's transform counts
-			if len(seg) >= 12 && string(seg[:5]) == "Adobe" {
-				adobeRGB = seg[11] == 0
-			}
+			adobeRGB = adobeTransform(seg, adobeRGB)
 			continue
 		}
 		if sof {
@@ -246,6 +244,15 @@ func parseJPEG(r *bufio.Reader) (jpegFrame, error) {
 			return f, err
 		}
 	}
+}
+
+// adobeTransform reads an APP14 segment: whether an Adobe segment's
+// transform (0) says the components are RGB; was if seg is not one.
+func adobeTransform(seg []byte, was bool) bool {
+	if len(seg) >= 12 && string(seg[:5]) == "Adobe" {
+		return seg[11] == 0
+	}
+	return was
 }
 
 // nextSegment reads up to the next segment that has a length, and
