@@ -38,7 +38,9 @@ var posNames = func() (n [maxColumns]string) {
 	return n
 }()
 
-// lexer states
+// The lexer's states: where it is between tokens (sTop to sAfter), or
+// inside which kind of token (sStr to sLit); sErr once the input is not
+// JSON.
 const (
 	sTop      = iota // between top-level values
 	sValue           // a value must come
@@ -55,8 +57,9 @@ const (
 	sErr
 )
 
-// vctx is where a value sits: its path if recorded, the table it is a
-// row of, the field of a row it is.
+// vctx tells what a value is part of, so that its end can count it in
+// the right places: its recorded path (if it has one), the table whose
+// row it is (if any), and the field of a row it fills (if any).
 type vctx struct {
 	path    string
 	tracked bool
@@ -69,6 +72,8 @@ type vctx struct {
 	inMap   bool // row is the table of an object that may be a map
 }
 
+// jframe is the analyser's state for one open container (array or
+// object) among the first maxFrames levels.
 type jframe struct {
 	kind  byte
 	start int64
@@ -80,14 +85,19 @@ type jframe struct {
 	v        vctx
 	node     int // node index, -1 if not recorded
 	tab      *jtab
-	// A row of rowTab: the row's level (1) or a nested object's (2).
+	// rowLevel is 1 when the container is a row of rowTab, 2 when it is
+	// an object inside such a row (its members are named rowPrefix.key),
+	// and 0 otherwise.
 	rowLevel  int8
 	rowTab    *table
 	rowPrefix string
-	// capture of a row's text, in capt
+	// capting is set while the container's text is copied into capt,
+	// from captFrom in the current write: a row's sample, or the text of
+	// a small recorded container.
 	capting  bool
 	captFrom int
-	// trees
+	// Tree detection: nodeDepth is the container's depth as a tree node,
+	// isChildren marks a "children" array, hasKids a node with children.
 	nodeDepth  int // depth of a tree node, -1 if not a node
 	isChildren bool
 	hasKids    bool
@@ -96,24 +106,27 @@ type jframe struct {
 	// rowOf is the table whose row rowAt opened in this slot, which it
 	// then sets only where rows differ; nil if push set the slot.
 	rowOf *table
-	// The frame's buffers, its slot's: they outlive it, so that a
-	// million rows fill one buffer, and a frame is cleared quickly.
+	// The buffers belong to the frame's slot, not to the frame: they
+	// outlive it, so that a million rows reuse one buffer and clearing a
+	// frame is quick.
 	*frameBufs
 }
 
-// frameBufs are the buffers of a frame's slot.
+// frameBufs holds the buffers of one frame slot, reused by every frame
+// opened in that slot.
 type frameBufs struct {
 	capt []byte
 	name []byte // the node's "name" or "path", clipped
-	// memo is what the members of the last object of this level in a
-	// row were, by position (rowLevel 2).
+	// memo records, by position, the members that the last object at
+	// this level of a row had (rowLevel 2), so that the next row's
+	// object can match them without building their names.
 	memo []keyMemo
 }
 
-// keyMemo is a member of an object in a row: the row's table, the
-// object's field name, the member's key and its field ("prefix.key").
-// Rows mostly repeat them, so that the key finds its field without
-// building and looking up its name.
+// keyMemo remembers one member of an object in a row: the row's table,
+// the object's field name (prefix), the member's key and its field
+// ("prefix.key"). Rows mostly repeat their members, so the next row's key
+// finds its field here without building and looking up its name.
 type keyMemo struct {
 	tab         *table
 	prefix, key string
@@ -121,7 +134,8 @@ type keyMemo struct {
 	spelt       spelling
 }
 
-// jnode is a recorded path: a container's size and length, or a scalar.
+// jnode is a recorded path: for a container its size in bytes and its
+// number of elements or members, for a scalar its JSON text.
 type jnode struct {
 	path   string
 	parent int
@@ -139,12 +153,13 @@ type jtab struct {
 	size  int64
 }
 
-// jsonAn is an incremental JSON tokenizer and analyser: one pass,
-// bounded state. A token whole in one write is read where it lies, runs
-// of plain bytes at once, and so are a row's members spelt as the last
-// row's (see member); one cut by a write's end is carried over in buf,
-// so that the result does not depend on how the input is split. It
-// reads one value (an array or object) or a sequence of them (NDJSON).
+// jsonAn tokenizes and analyses JSON incrementally, in one pass with
+// bounded state. It reads one value (an array or object) or a sequence
+// of them (NDJSON). A token that lies whole in one write is read in
+// place, plain bytes in runs, and a row's members at once when they are
+// spelt as in the last row (see member). A token cut by the end of a
+// write is carried over in buf, so the result does not depend on how the
+// input is split into writes.
 type jsonAn struct {
 	st       uint8
 	kinds    []byte // open containers, for matching; at most maxNest
@@ -531,11 +546,12 @@ func countArray(f *field) {
 // lexer reads the key, to the same result.
 //
 // It then reads the member's value too, where it lies whole in b and is
-// a scalar (see scalarAt) or an array of them (see flatArray), as
-// startValue, beginValue and the value's end would: it counts it in the key's field. It does not if the value is
-// another or is not all here (the lexer reads it), or if the row's
-// object is recorded as a path or may be a map. After a value, it reads
-// the members that follow the same way, as long as it can.
+// a scalar (see scalarAt) or an array of them (see flatArray), and
+// counts it in the key's field as startValue, beginValue and the value's
+// end would. It leaves the value to the lexer if it is of another kind
+// or not all here, or if the row's object is recorded as a path or may
+// be a map. After a value, it reads the members that follow the same
+// way, as long as it can.
 //
 // It returns the index of the last byte read, a colon's or a value's.
 func (a *jsonAn) member(b []byte, k int) int {
