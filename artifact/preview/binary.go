@@ -67,7 +67,7 @@ func (b *binAn) countPages(p []byte) {
 	b.carry = append(b.carry[:0], buf[len(buf)-keep:]...)
 }
 
-// end is the last tailSize bytes.
+// end returns the last tailSize bytes read.
 func (b *binAn) end() []byte { return b.tail[max(0, len(b.tail)-tailSize):] }
 
 var formatNames = map[string]string{

@@ -125,7 +125,8 @@ func (a *imageAn) finish(pv *Preview) []section {
 	return a.finishContext(context.Background(), pv)
 }
 
-// finishContext is finish drawing the thumbnail only while ctx lasts.
+// finishContext is finish with a context: it stops drawing the
+// thumbnail when ctx ends.
 func (a *imageAn) finishContext(ctx context.Context, pv *Preview) []section {
 	defer a.Close()
 	f := &pv.Facts

@@ -111,8 +111,10 @@ func (t *table) addRow(typ int, raw []byte) {
 	t.keepLast()
 }
 
-// addRowAt is addRow for a row that lies in the current write: the last
-// row's text is copied once the write ends (keepLast), not every row's.
+// addRowAt is addRow for a row whose text lies in the current write. It
+// keeps a reference to the text instead of a copy; keepLast copies the
+// last row's text once the write ends, so only one row per write is
+// copied.
 func (t *table) addRowAt(typ int, raw []byte) {
 	if t.count(typ) {
 		t.first = append(t.first, compactJSON(raw))
@@ -217,7 +219,7 @@ func dateRange[T ~string | ~[]byte](f *field, s T) {
 	}
 }
 
-// boolText is a bool's text, by 0 (false) or 1 (true).
+// boolText maps 0 and 1 to the JSON text of false and true.
 var boolText = [2]string{"false", "true"}
 
 // addBool is addValue for a bool, false (0) or true (1). A field counted

@@ -114,7 +114,8 @@ func (a *lineAn) endLine() {
 	}
 }
 
-// validText is line as a string, invalid UTF-8 replaced.
+// validText returns line as a string, with invalid UTF-8 replaced by
+// U+FFFD.
 func validText(line []byte) string { return strings.ToValidUTF8(string(line), "\uFFFD") }
 
 func (a *lineAn) markdown(s string) {
