@@ -83,6 +83,15 @@ func (r *stringReader) pendRune() {
 // json.Valid, so the escape is whole; were it not, the reader would
 // still move on, keeping the letter after the backslash.
 func (r *stringReader) unescape() {
+	// A one-letter escape (\" above all, in a text item that holds JSON)
+	// is read here, without a call.
+	if r.i+1 < len(r.lit) {
+		if c := jsonesc.Short(r.lit[r.i+1]); c != 0 {
+			r.pending[0], r.pp, r.np = c, 0, 1
+			r.i += 2
+			return
+		}
+	}
 	ru, size, ok := jsonesc.Decode(r.lit[r.i:])
 	if !ok {
 		ru, size = rune(r.lit[min(r.i+1, len(r.lit)-1)]), min(2, len(r.lit)-r.i)
