@@ -1,25 +1,30 @@
-// Package mux shares one upstream connection among many clients. Each
-// client gets a Scope, its own namespace: the mux renumbers request ids
+// Package mux shares one upstream connection among many clients. It is the
+// half of the proxy's routing (with package session) that sends a client's
+// request on its upstream connection and finds the way back to that client.
+//
+// Each client gets a Scope, its own namespace. The mux renumbers request ids
 // to values it mints itself, and on a connection that clients share (New)
-// progress tokens too, so two clients' "id": 1 (or progress token "t")
-// never meet upstream. On a connection of one client, or of one tenant's
-// requests (NewExclusive), a tool sees the client's own progress token (a
-// tool may read it), renamed only if it is already in flight. A progress
-// notification for a token the mux minted whose call is over is dropped:
-// the minted token means nothing to any client. The mux routes every response,
-// progress notification and subscription notification back to the Sink of
-// the request it belongs to, with the client's own id and token restored.
-// A response comes back with the context (tag) its request was sent with:
-// nothing is looked up by a value a client chose in a table shared with
-// other clients.
+// it renames progress tokens too, so that two clients' "id": 1 (or progress
+// token "t") never collide upstream. On a connection of one client, or of
+// one tenant's requests (NewExclusive), the mux leaves the client's own
+// progress token as it is, because a tool may read it; it renames the token
+// only when the same one is already in flight. A progress notification for a
+// token the mux minted, arriving after its call is over, is dropped, because
+// the minted token means nothing to any client.
 //
-// A cancellation names the client's id; it is mapped within the sender's
-// own scope, and dropped when it names nothing there. The mux never blocks
-// on a client: sinks must not block (a slow client is its sink's problem,
-// which cuts its own stream), so one client cannot stall the upstream for
-// the others.
+// The mux routes every response, progress notification and subscription
+// notification to the Sink of the request it belongs to, with the client's
+// own id and token restored. It hands a response over with the tag its
+// request was sent with, so a face never has to look a call up by an id the
+// client chose in a table that other clients share.
 //
-// All methods are safe for concurrent use.
+// A cancellation names the client's id, so the mux maps it within the
+// sender's own scope, and drops it when it names no request there: a client
+// cannot cancel another's call. The mux never blocks on a client: sinks must
+// not block (a slow client's sink cuts that client's own stream instead), so
+// one client cannot stall the upstream for the others.
+//
+// All methods of Mux and Scope are safe for concurrent use.
 package mux
 
 import (
@@ -34,12 +39,16 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 )
 
-// ErrStalled is wrapped by a Conn's Err when its upstream was stopped for
-// stalling mid-message: its calls' clients are told so.
+// ErrStalled is what a Conn's Err wraps when the upstream was stopped
+// because it stalled in the middle of a message. The mux then answers each
+// call in flight with this error's message instead of "upstream MCP server
+// exited", so the clients learn why.
 var ErrStalled = errors.New("upstream MCP server stalled mid-message and was stopped")
 
-// Conn is one JSON-RPC connection to an upstream MCP server (see the
-// upstream clients for its full contract).
+// Conn is one JSON-RPC connection to an upstream MCP server, as the
+// upstream clients provide it (see them for the full contract). The mux
+// reads Recv until the channel is closed, then asks Err why the connection
+// ended (nil for a clean exit).
 type Conn interface {
 	Send(ctx context.Context, m *jsonrpc.Message) error
 	Recv() <-chan *jsonrpc.Message
@@ -47,18 +56,23 @@ type Conn interface {
 	Close() error
 }
 
-// Sink receives what the mux routes to one client. Deliver must not block,
-// except where the sink is the connection's only client (the stdio face),
-// where blocking is the backpressure the upstream should feel. tag is the
-// value the request was sent with (nil for notifications).
+// Sink receives what the mux routes to one client: responses, progress
+// notifications and subscription notifications. The mux calls Deliver from
+// the goroutine that reads the upstream for every client, so Deliver must
+// not block. The exception is a sink that is the connection's only client
+// (the stdio face): there blocking is the backpressure the upstream should
+// feel. tag is the value the request was sent with (nil for notifications).
 type Sink interface {
 	Deliver(m *jsonrpc.Message, tag any)
 }
 
-// ErrClosed is returned for a call on a dead connection or a closed scope.
+// ErrClosed is returned by Call, Send and Notify when the upstream
+// connection has ended, and by Call on a closed Scope.
 var ErrClosed = errors.New("mux: upstream connection closed")
 
-// Mux routes one upstream connection. Create it with New.
+// Mux routes the messages of one upstream connection. Create it with New
+// or NewExclusive; the zero value is not usable. It is safe for concurrent
+// use.
 type Mux struct {
 	conn      Conn
 	onServer  func(*jsonrpc.Message)
@@ -73,25 +87,27 @@ type Mux struct {
 	dead    chan struct{}       // closed once every call in flight was answered
 }
 
-// New starts routing conn, a connection that clients share: every
-// progress token is renamed to one the mux mints, so that no two clients'
-// tokens meet upstream, not even over time (a late progress notification
-// of a finished call reaches nobody). onServer receives what the upstream
-// sends on its own (server requests, and notifications that belong to no
-// call); it is called from the routing goroutine and must not block for
-// long. A nil log discards.
+// New starts routing conn, a connection that clients share. It renames
+// every progress token to one the mux mints, so that no two clients' tokens
+// collide upstream, not even one after the other: a late progress
+// notification of a finished call reaches nobody. onServer receives the
+// messages the upstream sends on its own (server requests, and
+// notifications that belong to no call); the routing goroutine calls it, so
+// it must not block for long. A nil onServer drops those messages; a nil
+// log discards the mux's logs.
 func New(conn Conn, onServer func(*jsonrpc.Message), log *slog.Logger) *Mux {
 	return newMux(conn, onServer, log, false)
 }
 
 // NewExclusive is New for a connection that serves one client (a session's
-// own child, the stdio face) or one tenant's requests: the clients'
+// own child, the stdio face) or one tenant's requests. There the clients'
 // progress tokens reach the upstream unchanged, unless the same token is
 // already in flight (then it is renamed as New does). The proxy's own
-// requests may share it: they carry no tokens. A late progress
-// notification of a call that is over, with a token left as its client
-// sent it, reaches onServer, or the call that uses the token now (within
-// one tenant, a call's token may be reused once it is over).
+// requests may share the connection, because they carry no tokens. A late
+// progress notification of a call that is over, whose token the mux left
+// as the client sent it, goes to onServer, or to the call that uses the
+// same token now (within one tenant, a token may be reused once its call
+// is over).
 func NewExclusive(conn Conn, onServer func(*jsonrpc.Message), log *slog.Logger) *Mux {
 	return newMux(conn, onServer, log, true)
 }
@@ -122,12 +138,14 @@ func (m *Mux) Alive() bool {
 	}
 }
 
-// Close closes the connection; calls in flight get an error response.
+// Close closes the upstream connection and returns its error. The routing
+// goroutine then answers every call in flight with an error response.
 func (m *Mux) Close() error { return m.conn.Close() }
 
 // Send passes a message that needs no routing (a client's response to a
 // server request, or a notification of a client that owns the connection)
-// to the upstream as it is.
+// to the upstream as it is. It returns ErrClosed once the connection has
+// ended, or the connection's send error.
 func (m *Mux) Send(ctx context.Context, msg *jsonrpc.Message) error {
 	if !m.Alive() {
 		return ErrClosed
@@ -135,10 +153,11 @@ func (m *Mux) Send(ctx context.Context, msg *jsonrpc.Message) error {
 	return m.conn.Send(ctx, msg)
 }
 
-// Caller returns the sink and tag of the call in flight upstream under
-// id, an id the mux sent a request with (a message's Related), or a nil
-// sink when no call is. A server request an upstream related to a call
-// reaches that call's client this way, though clients share the
+// Caller returns the sink and tag of the call in flight upstream under id,
+// the id the mux gave the request (what a server message names as its
+// Related request). It returns a nil sink when no call with that id is in
+// flight. A face uses it to send a server request that the upstream makes
+// on behalf of a call to that call's client, even when clients share the
 // connection.
 func (m *Mux) Caller(id []byte) (Sink, any) {
 	if id == nil {
@@ -154,7 +173,7 @@ func (m *Mux) Caller(id []byte) (Sink, any) {
 
 // Scope is one client's namespace on a Mux: a session, a stateless
 // request, or the stdio client. The zero value is not usable; get one from
-// NewScope.
+// NewScope. It is safe for concurrent use.
 type Scope struct {
 	m *Mux
 
@@ -166,7 +185,9 @@ type Scope struct {
 // NewScope returns a new, empty client namespace.
 func (m *Mux) NewScope() *Scope { return &Scope{m: m, calls: map[string]*Pending{}} }
 
-// Pending is one client request in flight upstream.
+// Pending is one client request in flight upstream, as Call returns it.
+// Its methods only read fields fixed at creation, so they are safe for
+// concurrent use.
 type Pending struct {
 	scope            *Scope
 	clientID, upID   []byte
@@ -184,8 +205,8 @@ var ErrDuplicateID = errors.New("a request with this id is already in flight")
 
 // Call sends request req upstream on behalf of the scope's client. Its
 // response, and the notifications that belong to it, go to sink with tag.
-// It fails with ErrDuplicateID, ErrClosed or the connection's send error;
-// then nothing will be delivered for it.
+// It fails with ErrDuplicateID, ErrClosed or the connection's send error,
+// and then nothing is delivered for req.
 func (s *Scope) Call(ctx context.Context, req *jsonrpc.Message, sink Sink, tag any) (*Pending, error) {
 	m := s.m
 	key := jsonrpc.Key(req.ID)
@@ -227,8 +248,11 @@ func (s *Scope) Call(ctx context.Context, req *jsonrpc.Message, sink Sink, tag a
 }
 
 // Notify passes a client notification upstream. A cancellation is renamed
-// to the id the upstream knows; one that names no request of this scope is
-// dropped (it cannot be meant for anyone else).
+// to the id the upstream knows, and once it is sent the call it names is
+// forgotten. A cancellation that names no request of this scope is dropped
+// without an error, because it cannot be meant for another client. It
+// returns ErrClosed once the connection has ended, or the connection's
+// send error.
 func (s *Scope) Notify(ctx context.Context, n *jsonrpc.Message) error {
 	if n.Method == jsonrpc.MethodCancelled {
 		s.mu.Lock()
@@ -249,8 +273,9 @@ func (s *Scope) Notify(ctx context.Context, n *jsonrpc.Message) error {
 	return s.m.Send(ctx, n)
 }
 
-// Cancel tells the upstream the client no longer waits for p, and forgets
-// it: nothing more is delivered for it.
+// Cancel tells the upstream that the client no longer waits for p, and
+// forgets p, so nothing more is delivered for it. It does nothing when p
+// was already answered or cancelled.
 func (s *Scope) Cancel(p *Pending, reason string) {
 	if !s.forget(p) {
 		return // answered or cancelled already
@@ -258,8 +283,9 @@ func (s *Scope) Cancel(p *Pending, reason string) {
 	s.m.cancelUpstream(p, reason)
 }
 
-// Close cancels every request of the scope still in flight and refuses new
-// ones. Safe to call more than once.
+// Close cancels upstream every request of the scope still in flight (their
+// sinks get nothing more) and makes Call refuse new ones with ErrClosed.
+// It is safe to call more than once.
 func (s *Scope) Close(reason string) {
 	s.mu.Lock()
 	s.closed = true
@@ -273,7 +299,7 @@ func (s *Scope) Close(reason string) {
 	}
 }
 
-// InFlight is how many of the scope's requests await their response.
+// InFlight returns how many of the scope's requests await their response.
 func (s *Scope) InFlight() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -316,10 +342,10 @@ func (m *Mux) mintTokenLocked() []byte {
 }
 
 // mintedLocked reports whether tok, a progress token no call in flight
-// uses, may be one the mux minted: "p" and a number it has counted to. (A
-// client's own token of that form, its call over, is taken for one: its
-// late progress is dropped too, which a client cannot tell from a server
-// that sent none.)
+// uses, may be one the mux minted: "p" followed by a number no greater
+// than the mux's counter. A client's own token of that form whose call is
+// over is taken for a minted one, so its late progress is dropped too; the
+// client cannot tell that from a server that sent no progress.
 func (m *Mux) mintedLocked(tok []byte) bool {
 	if len(tok) < 4 || tok[0] != '"' || tok[1] != 'p' || tok[len(tok)-1] != '"' {
 		return false
@@ -328,6 +354,8 @@ func (m *Mux) mintedLocked(tok []byte) bool {
 	return err == nil && n <= m.next
 }
 
+// unroute removes p from the mux's tables of ids and tokens; it reports
+// whether p was still there (false: answered or cancelled already).
 func (m *Mux) unroute(p *Pending) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -378,6 +406,9 @@ func (m *Mux) loop() {
 	}
 }
 
+// route delivers one message from the upstream: a response to the call
+// that sent the request, a progress or subscription notification to the
+// call it belongs to, and everything else to onServer.
 func (m *Mux) route(msg *jsonrpc.Message) {
 	if msg.IsResponse() {
 		m.mu.Lock()
