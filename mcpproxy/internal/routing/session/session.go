@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Limits bound what one session holds.
+// Limits bound what one session holds. A zero field takes its default.
 type Limits struct {
 	// Window is how long events stay replayable; default 2 minutes.
 	Window time.Duration
@@ -25,10 +25,11 @@ func (l Limits) withDefaults() Limits {
 }
 
 // Session is one session-era client: its id, the tenant that created it,
-// its streams and whatever the face keeps with it (Value).
+// its streams and whatever the face keeps with it (Value). Get one from
+// Table.Create; the zero value is not usable.
 type Session struct {
-	ID     string
-	Tenant string
+	ID     string // random, set at creation
+	Tenant string // the tenant that created it; only it may use the session
 	// Value is the face's own state (its upstream connection); set before
 	// the session is shared, read-only after.
 	Value any
@@ -51,8 +52,9 @@ func newSession(tenant string, lim Limits) *Session {
 	return s
 }
 
-// NewStream opens a stream (for a POST); on a closed session, one that
-// is finished already.
+// NewStream opens a new stream for a POST. On a closed session it returns
+// a stream that has already ended, so its writer stops at once instead of
+// waiting for messages that will never come.
 func (s *Session) NewStream() *Stream {
 	st := &Stream{id: newStreamID(), sess: s, wake: make(chan struct{}), touched: time.Now()}
 	s.mu.Lock()
@@ -68,19 +70,21 @@ func (s *Session) NewStream() *Stream {
 	return st
 }
 
-// GET is the session's standalone stream: server messages that belong to
-// no open POST wait there for the client's GET.
+// GET returns the session's standalone stream, where server messages that
+// belong to no open POST wait for the client's GET.
 func (s *Session) GET() *Stream { return s.get }
 
-// Stream finds a stream of the session by id, for a resumption.
+// Stream returns the session's stream with the given id, for a client
+// that resumes it, or nil when there is none.
 func (s *Session) Stream(id string) *Stream {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.streams[id]
 }
 
-// Cancel settles the request id the client cancelled on the POST stream
-// awaiting it (see Stream.Cancel).
+// Cancel tells the POST stream that awaits request id that the client
+// cancelled it (see Stream.Cancel). It does nothing when no stream awaits
+// id.
 func (s *Session) Cancel(id []byte) {
 	s.mu.Lock()
 	sts := make([]*Stream, 0, len(s.streams))
@@ -95,8 +99,9 @@ func (s *Session) Cancel(id []byte) {
 	}
 }
 
-// Current is where a server message goes: the newest POST stream still
-// open, else the GET stream.
+// Current returns the stream a server message should go to: of the POST
+// streams still open, the one used most recently (opened, appended to or
+// attached to), or the GET stream when none is open.
 func (s *Session) Current() *Stream {
 	s.mu.Lock()
 	var cands []*Stream
@@ -122,7 +127,7 @@ func (s *Session) Current() *Stream {
 	return best
 }
 
-// Touch marks the session used now.
+// Touch marks the session used now, which postpones its idle expiry.
 func (s *Session) Touch() {
 	s.mu.Lock()
 	s.lastUsed = time.Now()
@@ -146,7 +151,9 @@ func (s *Session) Hold() (release func()) {
 	}
 }
 
-// OnClose registers f to run once when the session closes.
+// OnClose registers f to run once when the session closes; Close runs the
+// functions in the order they were registered. On a session already
+// closed, f runs at once in a goroutine of its own.
 func (s *Session) OnClose(f func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -157,7 +164,8 @@ func (s *Session) OnClose(f func()) {
 	s.onClose = append(s.onClose, f)
 }
 
-// Close ends every stream and runs the OnClose functions. Idempotent.
+// Close ends every stream of the session and runs the OnClose functions.
+// It is safe to call more than once; only the first call does anything.
 func (s *Session) Close() {
 	s.mu.Lock()
 	if s.closed {
@@ -188,8 +196,10 @@ func (s *Session) Closed() bool {
 	return s.closed
 }
 
-// grew accounts for n more bytes, appended to st as event seq, and sheds
-// the oldest events, never that one, while the session is over budget.
+// grew adds n bytes, appended to st as event seq, to the session's count,
+// and sheds the session's oldest events while it is over budget. It never
+// sheds event seq itself, so a message larger than the budget still
+// reaches its client.
 func (s *Session) grew(n int, st *Stream, seq int) {
 	s.mu.Lock()
 	s.bytes += n
@@ -215,8 +225,9 @@ func (s *Session) grew(n int, st *Stream, seq int) {
 	}
 }
 
-// oldestStream is the stream holding the session's oldest sheddable
-// event, event seq of keep aside.
+// oldestStream returns the stream holding the session's oldest event that
+// can still be shed, not counting event seq of keep; nil when there is
+// none.
 func (s *Session) oldestStream(keep *Stream, seq int) *Stream {
 	s.mu.Lock()
 	streams := make([]*Stream, 0, len(s.streams))
@@ -238,8 +249,9 @@ func (s *Session) oldestStream(keep *Stream, seq int) *Stream {
 	return best
 }
 
-// prune forgets events past the window (a response's error response
-// lives until tombLife) and streams that ended long ago.
+// prune forgets events older than the window (a response's error response
+// stays until tombLife) and the POST streams that ended and have been idle
+// longer than the window.
 func (s *Session) prune(now time.Time, tombLife time.Duration) {
 	s.mu.Lock()
 	streams := make([]*Stream, 0, len(s.streams))
@@ -266,14 +278,15 @@ func (s *Session) prune(now time.Time, tombLife time.Duration) {
 	s.mu.Unlock()
 }
 
-// Held is how many bytes the session's streams hold.
+// Held returns how many bytes the session's streams hold.
 func (s *Session) Held() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.bytes
 }
 
-// idleFor is how long the session has had no writer attached and no use.
+// idleFor returns how long the session has had no writer attached and no
+// use (0 while a writer is attached).
 func (s *Session) idleFor(now time.Time) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()

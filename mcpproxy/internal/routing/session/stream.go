@@ -1,23 +1,26 @@
 // Package session holds what the proxy keeps for a session-era client when
 // it terminates Streamable HTTP itself (stdio and legacy upstreams): the
 // table of sessions, each bound to the tenant that created it, and each
-// session's stream registry.
+// session's streams. It is the half of the proxy's routing (with package
+// mux) that leads a request's session id to its upstream connection
+// (Session.Value) and holds the answers on their way back to the client.
 //
 // A stream is one SSE stream of a session (a POST's, or the standalone GET
 // stream) and is its own event log: every message for the client is
 // appended to the stream it belongs to, with the id "<stream>_<seq>", and
-// kept for a window. A writer (an HTTP response) attaches to a stream at a
-// cursor and writes what follows it; a later attachment, a GET with
-// Last-Event-ID, takes the stream over, pending and future events
+// kept for a window. A writer (an HTTP response) attaches to a stream and
+// writes the events after its cursor. A later attachment (a GET with
+// Last-Event-ID) takes the stream over, pending and future events
 // included, and the earlier writer stops. Appending never blocks, so a
 // client that stops reading costs its own stream's memory (bounded by the
 // session's byte budget), never the upstream's progress. The budget bounds
 // what waits, not one message: a message larger than the whole budget
 // still reaches a client that reads it. When the budget or the window
 // forces events out, a response is replaced by a small error response for
-// the same id and the writer reports the gap: nothing is skipped silently.
+// the same id and the writer reports the gap, so nothing is skipped
+// silently.
 //
-// All types are safe for concurrent use.
+// Table, Session and Stream are safe for concurrent use.
 package session
 
 import (
@@ -32,7 +35,9 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/spill"
 )
 
-// Stream is one SSE stream of a session. Create it with Session.NewStream.
+// Stream is one SSE stream of a session and the log of its events. Get one
+// from Session.NewStream, Session.GET or Session.Stream; the zero value is
+// not usable.
 type Stream struct {
 	id   string
 	sess *Session
@@ -58,20 +63,23 @@ type event struct {
 	shed bool   // a response already replaced by its error: as small as it gets
 }
 
-// Event is one event a writer sends.
+// Event is one SSE event a writer sends: its id ("<stream>_<seq>") and
+// the JSON-RPC message.
 type Event struct {
 	ID   string
 	Data []byte
 }
 
-// ID is the stream's name.
+// ID returns the stream's id, the first half of its event ids.
 func (st *Stream) ID() string { return st.id }
 
-// Append adds a message for the client. A response settles the request it
-// answers; a POST stream whose requests are all answered is done once a
-// writer has sent everything. Appending to a closed stream is refused
-// (false): the caller routes the message elsewhere. A response to a
-// request the client cancelled (see Cancel) is dropped, and taken (true).
+// Append adds a message for the client to the stream. A response settles
+// the request it answers; a POST stream whose awaited requests are all
+// answered ends, and its writer stops once it has sent everything. Append
+// returns false when the stream has ended, and the caller then routes the
+// message elsewhere. A response to a request the client cancelled (see
+// Cancel) is dropped, and Append returns true because the message needs no
+// other home.
 func (st *Stream) Append(m *jsonrpc.Message) bool {
 	now := time.Now()
 	st.mu.Lock()
@@ -106,7 +114,8 @@ func (st *Stream) Append(m *jsonrpc.Message) bool {
 	return true
 }
 
-// Await records request ids this POST stream must answer before it ends.
+// Await records the ids of the requests this POST stream must answer
+// before it ends.
 func (st *Stream) Await(ids [][]byte) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -141,14 +150,15 @@ func (st *Stream) Cancel(id []byte) bool {
 	return true
 }
 
-// Unanswered is how many awaited requests have no response yet.
+// Unanswered returns how many awaited requests have no response yet.
 func (st *Stream) Unanswered() int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return len(st.want)
 }
 
-// Finish ends the stream (no more events will come).
+// Finish ends the stream: no more events are appended, and its writer
+// stops once it has sent what is there. It is safe to call more than once.
 func (st *Stream) Finish() {
 	st.mu.Lock()
 	st.done = true
@@ -161,8 +171,10 @@ func (st *Stream) broadcastLocked() {
 	st.wake = make(chan struct{})
 }
 
-// Attach makes the caller the stream's writer from after seq on; an earlier
-// writer's Next reports it is no longer the owner.
+// Attach makes the caller the stream's writer and returns the generation
+// to pass to Next. An earlier writer's Next then reports that it is no
+// longer the owner, so it stops. Where the new writer starts is the cursor
+// it passes to Next.
 func (st *Stream) Attach() (gen uint64) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -172,14 +184,14 @@ func (st *Stream) Attach() (gen uint64) {
 	return st.gen
 }
 
-// Batch is what a writer reads from its stream at once.
+// Batch is what a writer reads from its stream in one call of Next.
 type Batch struct {
 	Events []Event
-	// Gap: events after the writer's cursor were dropped before anyone
-	// read them (responses among them were replaced by error responses,
-	// which are in Events).
+	// Gap reports that events after the writer's cursor were dropped
+	// before anyone read them (responses among them were replaced by error
+	// responses, which are in Events).
 	Gap bool
-	// Done: the stream has ended and Events is the last of it.
+	// Done reports that the stream has ended and Events is the last of it.
 	Done bool
 	// Owner is false when another writer took the stream over.
 	Owner bool
@@ -187,7 +199,9 @@ type Batch struct {
 	Wake <-chan struct{}
 }
 
-// Next returns the events after cursor (a seq) for the writer of gen.
+// Next returns the events after cursor (a seq) for the writer of gen, the
+// generation Attach returned. When another writer has attached since,
+// Owner is false and the batch holds no events.
 func (st *Stream) Next(gen uint64, cursor int) Batch {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -217,15 +231,17 @@ func (st *Stream) Sent(seq int) {
 	st.mu.Unlock()
 }
 
-// Resume is the cursor of a writer that attaches without a Last-Event-ID:
-// after the last event a writer sent.
+// Resume returns the cursor of a writer that attaches without a
+// Last-Event-ID: the seq of the last event a writer sent.
 func (st *Stream) Resume() int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	return st.sentSeq
 }
 
-// Seq is the sequence number in an event id of this stream.
+// Seq splits an event id "<stream>_<seq>" into the stream's id and the
+// sequence number. ok is false when eventID does not have that form or
+// seq is negative.
 func Seq(eventID string) (stream string, seq int, ok bool) {
 	stream, n, found := strings.Cut(eventID, "_")
 	seq, err := strconv.Atoi(n)
@@ -235,10 +251,10 @@ func Seq(eventID string) (stream string, seq int, ok bool) {
 	return stream, seq, true
 }
 
-// prune forgets events older than the window; it returns the bytes freed.
+// prune forgets events older than the window and returns the bytes freed.
 // A response is not forgotten but replaced by an error response for its
-// id (a client that slept through the window learns its request failed
-// when it resumes, instead of waiting for ever), kept until tombLife.
+// id, kept until tombLife, so that a client that slept through the window
+// learns its request failed when it resumes instead of waiting for ever.
 func (st *Stream) prune(now time.Time, window, tombLife time.Duration) int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -274,10 +290,11 @@ func lostResponse(id []byte, why string) []byte {
 	return jsonrpc.ErrorResponse(id, jsonrpc.CodeInternalError, "the response was dropped: "+why).Raw
 }
 
-// shed drops the stream's oldest event but skip (a seq; 0: none) to bring
-// the session under its budget: a response becomes an error response for
-// the same id (so the client learns it is lost), anything else goes. It
-// returns the bytes freed.
+// shed drops the stream's oldest event, except event skip (a seq; 0 skips
+// none), to bring the session under its budget. A response is replaced by
+// an error response for the same id, so that the client learns it is lost;
+// any other event is removed. It returns the bytes freed and the time the
+// event was appended; ok is false when there was nothing to shed.
 func (st *Stream) shed(skip int) (freed int, at time.Time, ok bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -308,7 +325,8 @@ func (st *Stream) shed(skip int) (freed int, at time.Time, ok bool) {
 	return 0, time.Time{}, false
 }
 
-// oldest is the time of the stream's oldest sheddable event but skip.
+// oldest returns the time of the stream's oldest event that can still be
+// shed, not counting event skip; ok is false when there is none.
 func (st *Stream) oldest(skip int) (time.Time, bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -320,6 +338,8 @@ func (st *Stream) oldest(skip int) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// idle reports whether the stream holds no events and has not been used
+// for longer than window.
 func (st *Stream) idle(now time.Time, window time.Duration) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()

@@ -16,8 +16,9 @@ var ErrNotFound = errors.New("session not found")
 // tenant has no idle session of its own to give up.
 var ErrFull = errors.New("too many sessions")
 
-// Table holds the live sessions. Create it with NewTable; call Close when
-// done.
+// Table holds the live sessions and closes the idle ones. Create it with
+// NewTable, which starts a goroutine that Close stops; the zero value is
+// not usable. It is safe for concurrent use.
 type Table struct {
 	max  int
 	idle time.Duration
@@ -30,8 +31,9 @@ type Table struct {
 	once     sync.Once
 }
 
-// NewTable returns a table of at most max sessions (default 64); a session
-// unused for idle (default 10 minutes) is closed.
+// NewTable returns a table of at most max sessions (64 when max <= 0). A
+// session unused for idle (10 minutes when idle <= 0) is closed. lim's
+// zero fields take their defaults.
 func NewTable(max int, idle time.Duration, lim Limits) *Table {
 	if max <= 0 {
 		max = 64
@@ -44,11 +46,13 @@ func NewTable(max int, idle time.Duration, lim Limits) *Table {
 	return t
 }
 
-// Create makes a session for tenant, running start on it before it is
-// visible (start opens the session's upstream; its error is returned and
-// the slot released). The cap is atomic: a slot is reserved before start
-// runs. At the cap, the tenant's own least recently used session is
-// closed to make room; another tenant's never is.
+// Create makes a session for tenant and runs start on it before any other
+// caller can find it (start opens the session's upstream). When start
+// fails, Create closes the session, releases its slot and returns start's
+// error. The slot is reserved before start runs, so concurrent Creates
+// cannot pass the cap. At the cap, the tenant's own least recently used
+// session is closed to make room; another tenant's never is, and when the
+// tenant has none Create returns ErrFull.
 func (t *Table) Create(ctx context.Context, tenant string, start func(*Session) error) (*Session, error) {
 	t.mu.Lock()
 	var victim *Session
@@ -84,7 +88,8 @@ func (t *Table) Create(ctx context.Context, tenant string, start func(*Session) 
 	return s, nil
 }
 
-// Get returns tenant's session id.
+// Get returns the open session id of tenant. It returns ErrNotFound when
+// id is unknown, closed or another tenant's.
 func (t *Table) Get(id, tenant string) (*Session, error) {
 	t.mu.Lock()
 	s := t.byID[id]
@@ -95,7 +100,8 @@ func (t *Table) Get(id, tenant string) (*Session, error) {
 	return s, nil
 }
 
-// Delete closes tenant's session id.
+// Delete closes tenant's session id and removes it from the table. It
+// returns ErrNotFound when id is unknown or another tenant's.
 func (t *Table) Delete(id, tenant string) error {
 	t.mu.Lock()
 	s := t.byID[id]
@@ -109,7 +115,8 @@ func (t *Table) Delete(id, tenant string) error {
 	return nil
 }
 
-// Remove forgets a session that ended on its own (its upstream died).
+// Remove takes s out of the table and closes it, for a session that ended
+// on its own (its upstream died).
 func (t *Table) Remove(s *Session) {
 	t.mu.Lock()
 	if t.byID[s.ID] == s {
@@ -119,14 +126,15 @@ func (t *Table) Remove(s *Session) {
 	s.Close()
 }
 
-// Len is the number of live sessions.
+// Len returns the number of sessions in the table.
 func (t *Table) Len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.byID)
 }
 
-// Close closes every session and stops the reaper.
+// Close closes every session and stops the goroutine that closes idle
+// ones. It is safe to call more than once.
 func (t *Table) Close() {
 	t.once.Do(func() { close(t.stop) })
 	t.mu.Lock()
@@ -141,6 +149,8 @@ func (t *Table) Close() {
 	wg.Wait()
 }
 
+// reap runs until Close: it prunes every session's old events and closes
+// the sessions idle for longer than t.idle.
 func (t *Table) reap() {
 	tick := time.NewTicker(min(time.Minute, t.lim.Window/2))
 	defer tick.Stop()
