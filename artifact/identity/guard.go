@@ -32,8 +32,8 @@ var (
 // Guard checks where a request comes from, for every route but the link
 // endpoint. The zero value (and a nil *Guard) accepts Host names that are
 // IP literals or "localhost", and browser Origins whose host is the
-// request's Host. Fields must not change once in use; safe for concurrent
-// use.
+// request's Host. Its fields must not change once it is in use; it is then
+// safe for concurrent use.
 type Guard struct {
 	// Hosts are further accepted Host names, with or without a port
 	// (e.g. the host of the public URL); "*" accepts any Host.
@@ -108,6 +108,8 @@ func simple(h http.Header) bool {
 	return false
 }
 
+// hostAllowed reports whether host (a Host header, maybe with a port) is
+// listed in g.Hosts, "localhost" or an IP literal.
 func (g *Guard) hostAllowed(host string) bool {
 	if host == "" {
 		return false
@@ -131,6 +133,7 @@ func (g *Guard) hostAllowed(host string) bool {
 	return err == nil
 }
 
+// originListed reports whether origin is one of g.Origins.
 func (g *Guard) originListed(origin string) bool {
 	if g == nil {
 		return false

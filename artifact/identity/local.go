@@ -6,11 +6,11 @@ import (
 )
 
 // Local returns Tenants that admit exactly one bearer token, as tenant "".
-// It guards the MCP face when no inbound tokens are configured: the
+// It guards the MCP face when no inbound tokens are configured, because the
 // listener that serves links to sandboxes must not also serve MCP to
-// whoever reaches it. Unlike tokens from NewTenants, it does not turn on
-// anything else (the management API stays off). The error never contains
-// the token.
+// whoever reaches it. Unlike tokens from NewTenants, it turns on nothing
+// else (the management API stays off). It returns an error when tok breaks
+// NewTenants' rules for a token; the error never contains the token.
 func Local(tok string) (*Tenants, error) {
 	if !validToken(tok) {
 		return nil, fmt.Errorf("identity: the local token must be %d to %d characters of A-Z a-z 0-9 - . _ ~ + / and optional = padding", MinTokenLen, MaxTokenLen)

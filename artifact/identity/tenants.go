@@ -1,9 +1,9 @@
 // Package identity says who is calling Spillway on every surface except the
-// self-authenticating link endpoint (/a/): the tenant of an inbound bearer
-// token (Tenants), and whether a request may come from where it comes from
-// (Guard: Host and Origin checks against DNS rebinding and cross-site
-// requests). The management API and the MCP face both use it; a link token
-// is never an identity here.
+// link endpoint (/a/), whose links carry their own authority. It finds the
+// tenant of an inbound bearer token (Tenants), and checks whether a request
+// may come from where it comes from (Guard: Host and Origin checks against
+// DNS rebinding and cross-site requests). The management API and the MCP
+// face both use it; a link token is never an identity here.
 //
 // It imports only the standard library and package token, whose
 // ReadSecretFile is the one rule for files that hold secrets.
@@ -26,7 +26,8 @@ import (
 // token is missing, malformed or unknown.
 var ErrUnauthenticated = errors.New("identity: missing or unknown bearer token")
 
-// Limits of the token list format.
+// Limits of the token list format: an inbound token is MinTokenLen to
+// MaxTokenLen bytes long, a tenant name 1 to MaxTenantLen bytes.
 const (
 	MinTokenLen  = 16
 	MaxTokenLen  = 1024
@@ -34,10 +35,10 @@ const (
 )
 
 // Tenants maps inbound bearer tokens to tenant names. A nil or empty
-// Tenants requires no token and admits every caller as tenant "": the
-// command refuses that where a non-loopback client could reach it. Safe for
-// concurrent use; immutable once built. Tokens are kept only as SHA-256
-// sums and never appear in errors.
+// Tenants (the zero value is empty) requires no token and admits every
+// caller as tenant ""; the command refuses that where a non-loopback client
+// could reach it. A Tenants is immutable once built and safe for concurrent
+// use. Tokens are kept only as SHA-256 sums and never appear in errors.
 type Tenants struct {
 	tokens []entry
 }
@@ -50,7 +51,9 @@ type entry struct {
 // NewTenants builds a Tenants from token → tenant pairs. Each token must be
 // an RFC 6750 b64token (A-Z a-z 0-9 - . _ ~ + / then optional = padding) of
 // MinTokenLen to MaxTokenLen bytes; each tenant 1 to MaxTenantLen of
-// A-Z a-z 0-9 . _ : @ -. The error never contains a token.
+// A-Z a-z 0-9 . _ : @ -. It returns an error for the first pair that
+// breaks these rules; the error never contains a token. An empty map
+// yields an empty Tenants, which requires no token.
 func NewTenants(m map[string]string) (*Tenants, error) {
 	t := &Tenants{}
 	for tok, tenant := range m {
@@ -82,7 +85,9 @@ func (t *Tenants) add(tok, tenant string) error {
 // around entries and around "=" are ignored, empty entries skipped. A
 // tenant never contains "=", so an entry splits at its last "=" and a token
 // may end in base64 padding ("dG9rZW4...==acme" is token "dG9rZW4...=",
-// tenant "acme"). Errors name the entry by position, never its text.
+// tenant "acme"). The rules of NewTenants apply, and a token listed twice
+// is an error. Errors name the entry by position, never its text. An empty
+// s yields an empty Tenants, which requires no token.
 func ParseTenants(s string) (*Tenants, error) {
 	t := &Tenants{}
 	n := 0
@@ -130,11 +135,12 @@ func (t *Tenants) parseEntry(s string) error {
 	return t.add(strings.TrimSpace(s[:i]), strings.TrimSpace(s[i+1:]))
 }
 
-// ReadTenantsFile reads a token file (see ParseTenantsFile). The file holds
-// secrets: it is read by token.ReadSecretFile, the one rule for secret
-// files (--key-file's too), which refuses a file other users could read or
-// change and accepts a Kubernetes secret volume; otherwise nothing is
-// parsed and an error says so.
+// ReadTenantsFile reads and parses a token file (see ParseTenantsFile).
+// Because the file holds secrets, it is read with token.ReadSecretFile, the
+// one rule for secret files (--key-file's too): a file that other users
+// could read or change is refused with an error and not parsed, while a
+// Kubernetes secret volume is accepted. The error for a missing file wraps
+// fs.ErrNotExist.
 func ReadTenantsFile(path string) (*Tenants, error) {
 	b, err := token.ReadSecretFile(path)
 	if err != nil {
@@ -147,11 +153,12 @@ func ReadTenantsFile(path string) (*Tenants, error) {
 	return t, nil
 }
 
-// Required reports whether callers must present a token.
+// Required reports whether callers must present a token: false for a nil
+// or empty Tenants.
 func (t *Tenants) Required() bool { return t != nil && len(t.tokens) > 0 }
 
-// Count is the number of distinct tenants t names (0 for a nil or empty
-// Tenants: everyone is tenant "").
+// Count returns the number of distinct tenants t names: 0 for a nil or
+// empty Tenants, whose callers are all tenant "".
 func (t *Tenants) Count() int {
 	if t == nil {
 		return 0
@@ -196,7 +203,8 @@ func (t *Tenants) Authenticate(r *http.Request) (string, error) {
 	return tenant, nil
 }
 
-// validToken: RFC 6750 b64token within the length limits.
+// validToken reports whether s is an RFC 6750 b64token of MinTokenLen to
+// MaxTokenLen bytes.
 func validToken(s string) bool {
 	if len(s) < MinTokenLen || len(s) > MaxTokenLen {
 		return false
@@ -214,6 +222,8 @@ func validToken(s string) bool {
 	return true
 }
 
+// validTenant reports whether s is 1 to MaxTenantLen bytes of
+// A-Z a-z 0-9 . _ : @ -.
 func validTenant(s string) bool {
 	if s == "" || len(s) > MaxTenantLen {
 		return false
