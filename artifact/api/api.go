@@ -1,6 +1,7 @@
 // Package api is the artifact service's management API, for tool authors
-// and SDKs: upload, mint a fresh link, read metadata, delete, revoke a link. Callers are
-// identified by package identity; a link token is never accepted here.
+// and SDKs: upload, mint a fresh link, read metadata, delete, revoke a
+// link. Package identity identifies the callers; a link token is never
+// accepted here.
 package api
 
 import (
@@ -23,7 +24,8 @@ import (
 	"github.com/spillway-dev/spillway/artifact/token"
 )
 
-// Options configure the API.
+// Options configure the API. The zero Options turn it off: every route
+// answers 404 "api_off".
 type Options struct {
 	// Tenants identifies callers by bearer token. Nil or empty: the API is
 	// off (every route answers 404 "api_off") unless Anonymous is set.
@@ -38,7 +40,7 @@ type Options struct {
 	// nil: the zero Guard (IP-literal and localhost Hosts, same-origin
 	// browsers).
 	Guard     *identity.Guard
-	MaxUpload int64        // bytes; 0: 1 GiB
+	MaxUpload int64        // bytes; 0 or less: 1 GiB
 	Logger    *slog.Logger // nil: slog.Default()
 }
 
@@ -50,14 +52,16 @@ type Options struct {
 //	DELETE /v1/artifacts/{id}        delete; every link dies with it
 //	DELETE /v1/artifacts/{id}/links/{token}  revoke one link to it
 //
-// Every route passes authentication, then the Guard; another tenant's
-// artifact answers 404 like an unknown one. Safe for concurrent use.
+// Every request is authenticated first, then checked by the Guard. Another
+// tenant's artifact answers 404 like an unknown one. Create an API with
+// New; the zero value is not usable. It is safe for concurrent use.
 type API struct {
 	svc *artifact.Service
 	o   Options
 }
 
-// New returns the management API over svc.
+// New returns the management API over svc, with o's defaults filled in.
+// Mount it with Register.
 func New(svc *artifact.Service, o Options) *API {
 	if o.MaxUpload <= 0 {
 		o.MaxUpload = 1 << 30
@@ -80,8 +84,9 @@ func (a *API) Register(r *mux.Router) {
 var errOff = httpsafe.NewError(http.StatusNotFound, "api_off",
 	"the management API is off: no inbound authentication is configured")
 
-// route admits a request (API on, token, Guard) and calls h with the
-// caller's tenant.
+// route wraps h: it refuses the request when the API is off, when the
+// bearer token is missing or unknown, or when the Guard refuses it, and
+// otherwise calls h with the caller's tenant.
 func (a *API) route(h func(http.ResponseWriter, *http.Request, string)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !a.o.Tenants.Required() && !a.o.Anonymous {
@@ -102,9 +107,10 @@ func (a *API) route(h func(http.ResponseWriter, *http.Request, string)) http.Han
 	})
 }
 
-// Guarded passes to h only the requests g admits, and answers the others
-// with 403 in the API's error format: for the service's other non-link
-// routes (/healthz, /readyz, /metrics, /mcp).
+// Guarded wraps h so that only the requests g admits reach it; the others
+// get 403 in the API's error format. The service uses it for its other
+// non-link routes (/healthz, /readyz, /metrics, /mcp). A nil g is the zero
+// Guard.
 func Guarded(g *identity.Guard, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := g.Check(r); err != nil {
@@ -115,16 +121,17 @@ func Guarded(g *identity.Guard, h http.Handler) http.Handler {
 	})
 }
 
-// fail answers err, logging what is the server's fault.
+// fail answers err to the client, and logs it when it is the server's
+// fault (a 5xx status).
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status := writeError(w, err); status >= 500 {
 		a.o.Logger.Warn("api error", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 }
 
-// writeError answers err and returns the status. Identity's errors are
-// mapped here; the domain's by artifact.HTTPError, the one mapping the
-// fetch endpoint uses too.
+// writeError answers err and returns the status. It maps package
+// identity's errors itself, and the domain's with artifact.HTTPError, the
+// same mapping the fetch endpoint uses.
 func writeError(w http.ResponseWriter, err error) int {
 	msg := strings.TrimPrefix(err.Error(), "identity: ")
 	var he *httpsafe.Error
@@ -144,6 +151,8 @@ func writeError(w http.ResponseWriter, err error) int {
 	return httpsafe.WriteError(w, he)
 }
 
+// upload stores the request body as a new artifact of tenant and answers
+// a resource_link to it. A body over MaxUpload is ErrTooLarge (413).
 func (a *API) upload(w http.ResponseWriter, r *http.Request, tenant string) {
 	if r.ContentLength > a.o.MaxUpload {
 		a.fail(w, r, artifact.ErrTooLarge)
@@ -182,12 +191,15 @@ func (a *API) upload(w http.ResponseWriter, r *http.Request, tenant string) {
 }
 
 // owned returns the artifact named by the route if tenant owns it. Another
-// tenant's artifact is not found, as an unknown one: no existence oracle
-// (Service.Owned, the tenant rule of every path).
+// tenant's artifact is reported as not found, like an unknown id, so that a
+// caller cannot learn which ids exist (Service.Owned applies this rule on
+// every path).
 func (a *API) owned(r *http.Request, tenant string) (artifact.Artifact, error) {
 	return a.svc.Owned(r.Context(), mux.Vars(r)["id"], tenant)
 }
 
+// mint answers a fresh resource_link to an artifact tenant owns, with the
+// TTL, CIDR, audience and method the JSON body asks for (all optional).
 func (a *API) mint(w http.ResponseWriter, r *http.Request, tenant string) {
 	art, err := a.owned(r, tenant)
 	if err != nil {
@@ -258,13 +270,13 @@ func (a *API) delete(w http.ResponseWriter, r *http.Request, tenant string) {
 }
 
 // revoke refuses one link to an artifact the caller owns, named by its
-// token id (a resource_link's _meta "dev.spillway/tokenId"), on every
-// replica within artifact.RevocationMaxAge, until the artifact expires.
-// The revocation is recorded under that artifact and concerns its links
-// only: naming another artifact's token id refuses nothing. Revoking an id
-// twice, or one that never existed, is not an error: nothing tells a token
-// id's existence. Past the bounds on revocations it answers 409
-// "revocation_limit": delete the artifact instead.
+// token id (a resource_link's _meta "dev.spillway/tokenId"). Every replica
+// refuses the link within artifact.RevocationMaxAge, until the artifact
+// expires. The revocation is recorded under that artifact and concerns its
+// links only: naming another artifact's token id refuses nothing. Revoking
+// an id twice, or one that never existed, is not an error, so the answer
+// never tells whether a token id exists. Past the bounds on revocations it
+// answers 409 "revocation_limit": delete the artifact instead.
 func (a *API) revoke(w http.ResponseWriter, r *http.Request, tenant string) {
 	if err := a.svc.Revoke(r.Context(), tenant, mux.Vars(r)["id"], mux.Vars(r)["token"]); err != nil {
 		a.fail(w, r, err)
@@ -273,6 +285,9 @@ func (a *API) revoke(w http.ResponseWriter, r *http.Request, tenant string) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// durationParam parses a TTL: a Go duration ("90s", "2h") or a number of
+// seconds; "" is 0 (the service's default). Anything else, or a TTL that
+// is not positive, is ErrInvalid.
 func durationParam(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
