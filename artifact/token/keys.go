@@ -56,11 +56,13 @@ func ParseKeys(s string) ([]Key, error) {
 const MaxSecretFile = 16 << 20
 
 // ReadSecretFile reads a file that holds secrets (signing keys, inbound
-// tokens, storage credentials), of at most MaxSecretFile bytes. It refuses
-// a file that other users could read or change, by one rule fit for
-// Kubernetes secret volumes (see checkSecretMode: 0600, 0400; 0440 or 0640
-// with a group of this process's; any read bits in a projected volume), so
-// a leak by file mode is an error at start, not a silent exposure.
+// tokens, storage credentials), of at most MaxSecretFile bytes. On Unix it
+// refuses a file that other users could read or change, so that a leak by
+// file mode is an error at start, not a silent exposure. The rule fits
+// Kubernetes secret volumes (see checkSecretMode): it accepts 0600 and
+// 0400, 0440 or 0640 with a group of this process's, and any read bits in
+// a projected volume. Elsewhere (Windows) it checks no mode. The error for
+// a missing file wraps fs.ErrNotExist.
 func ReadSecretFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -102,10 +104,11 @@ func LoadKeyFile(path string) ([]Key, error) {
 // LoadOrCreateKeyFile reads keys from path (LoadKeyFile), creating the file
 // with one fresh 256-bit key (mode 0600) when it does not exist, so a
 // restart keeps every link valid. It never generates a key when the file
-// exists but is unreadable, too open or empty. The file is written under a
-// temporary name and linked into place complete and synced, so a failed
-// first write leaves no file behind, and of two processes creating it at
-// once both end up with the one that won.
+// exists but is unreadable, too open or empty: it returns LoadKeyFile's
+// error. The file is written under a temporary name and linked into place
+// complete and synced, so a failed first write leaves no file behind, and
+// when two processes create it at once both read the file of the one that
+// won.
 func LoadOrCreateKeyFile(path string) ([]Key, error) {
 	keys, err := LoadKeyFile(path)
 	if !errors.Is(err, fs.ErrNotExist) {
@@ -127,9 +130,10 @@ func LoadOrCreateKeyFile(path string) ([]Key, error) {
 	return LoadKeyFile(path)
 }
 
-// createFile makes path hold b, or fails with fs.ErrExist when path exists:
-// temporary file (0600) in the same directory, write, sync, link, sync the
-// directory. link(2), unlike rename(2), never replaces an existing file.
+// createFile makes path hold b, or fails with fs.ErrExist when path exists.
+// It writes a temporary file (0600) in the same directory, syncs it, links
+// it to path and syncs the directory. It links rather than renames because
+// link(2), unlike rename(2), never replaces an existing file.
 func createFile(path string, b []byte) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -160,17 +164,20 @@ func createFile(path string, b []byte) error {
 }
 
 // DefaultKeyPoll is how often WatchKeyFile reads the key file unless told
-// otherwise: the bound, on every replica, between a key file change (a key
-// retired) and the links it affects failing to verify.
+// otherwise. It bounds, on every replica, the time between a key file
+// change (a key retired) and the links that change affects failing to
+// verify.
 const DefaultKeyPoll = time.Second
 
-// WatchKeyFile reads path every interval (DefaultKeyPoll when zero) until
-// ctx ends, and installs its keys in s whenever the content changes, so
-// keys rotate and retire without a restart. A file that cannot be read,
-// is too open, or does not parse leaves the keys as they are and is logged
-// once, until it changes. Replace the file atomically (write another and
-// rename it over, as Kubernetes does with secret volumes): a reader that
-// catches a half-written file may see fewer keys for one interval.
+// WatchKeyFile reads path every interval (DefaultKeyPoll when zero or
+// less) and installs its keys in s whenever the content changes, so keys
+// rotate and retire without a restart. It blocks until ctx ends; run it in
+// a goroutine of its own. A file that cannot be read, is too open, or does
+// not parse leaves the keys as they are; its error is logged when it first
+// occurs and again only when it changes. Replace the file atomically
+// (write another and rename it over, as Kubernetes does with secret
+// volumes): a reader that catches a half-written file may see fewer keys
+// for one interval. A nil log is slog.Default().
 func WatchKeyFile(ctx context.Context, path string, s *Signer, every time.Duration, log *slog.Logger) {
 	if every <= 0 {
 		every = DefaultKeyPoll

@@ -36,7 +36,8 @@ var (
 	ErrBadClaims = errors.New("token: bad claims")
 )
 
-// Method is the class of HTTP methods a token allows.
+// Method is the class of HTTP methods a token allows. The zero Method
+// allows none, and Mint refuses it.
 type Method byte
 
 const (
@@ -75,7 +76,7 @@ type Claims struct {
 
 // Key is one HMAC-SHA256 key.
 type Key struct {
-	ID     string
+	ID     string // non-empty, at most 256 bytes, no control character
 	Secret []byte // at least 32 bytes
 }
 
@@ -99,8 +100,9 @@ type keySet struct {
 	verify  map[string]*macKey // the signing key's included
 }
 
-// macKey is a secret with a pool of HMACs keyed with it: keying one costs
-// two SHA-256 blocks and five allocations, a third of a Verify.
+// macKey holds a secret and a pool of HMACs already keyed with it, because
+// keying an HMAC costs two SHA-256 blocks and five allocations, a third of
+// a Verify.
 type macKey struct {
 	secret []byte
 	hmacs  sync.Pool // of hash.Hash keyed with secret, reset
@@ -112,8 +114,8 @@ func newMACKey(secret []byte) *macKey {
 	return k
 }
 
-// DefaultLeeway is the clock skew tolerated on not-before unless
-// Signer.Leeway is changed.
+// DefaultLeeway is the clock skew NewSigner tolerates on not-before; change
+// Signer.Leeway for another.
 const DefaultLeeway = 5 * time.Second
 
 // NewSigner returns a Signer that signs with signing and verifies with
@@ -128,7 +130,9 @@ func NewSigner(signing Key, verify ...Key) (*Signer, error) {
 }
 
 // SetKeys replaces the keys, with NewSigner's checks; on error the old keys
-// stay. From its return on, tokens of a key no longer listed fail to verify.
+// stay. It may run while other goroutines call Mint and Verify: each call
+// uses either the old keys or the new ones, never a mix. From its return
+// on, tokens of a key no longer listed fail to verify.
 func (s *Signer) SetKeys(signing Key, verify ...Key) error {
 	ks := &keySet{signing: signing, verify: map[string]*macKey{}}
 	for _, k := range append([]Key{signing}, verify...) {
@@ -195,9 +199,10 @@ func (s *Signer) Mint(c Claims) (string, error) {
 
 // Verify checks token for artifact id at time now and returns its claims. It
 // returns ErrInvalid for anything but a genuine token for id within its
-// time window, and ErrExpired for a genuine token past its expiry.
-// Bindings other than time (CIDR, tenant, method) are the caller's to check
-// with the returned Claims.
+// time window, and ErrExpired for a genuine token past its expiry; with
+// ErrExpired it still returns the claims, for the caller's log. Bindings
+// other than time (CIDR, tenant, method) are the caller's to check with
+// the returned Claims.
 func (s *Signer) Verify(token, id string, now time.Time) (Claims, error) {
 	c, payload, mac, err := parseToken(token)
 	if err != nil {
@@ -305,7 +310,8 @@ func parseToken(token string) (c Claims, payload string, mac []byte, err error) 
 	return c, payload, mac, nil
 }
 
-// parseUnix accepts only canonical non-negative decimal seconds.
+// parseUnix accepts only canonical non-negative decimal seconds: 1 to 12
+// digits, no leading zero, so that a time has one spelling.
 func parseUnix(s string) (int64, bool) {
 	if s == "" || len(s) > 12 || (len(s) > 1 && s[0] == '0') {
 		return 0, false
