@@ -67,8 +67,9 @@ type Store struct {
 var _ artifact.Store = (*Store)(nil)
 
 // New returns a store on dir, creating the directory (mode 0700) if needed,
-// and removes temporary files that a crashed writer left behind. It fails
-// when dir cannot be created or read.
+// and removes temporary files that a crashed writer left behind. It
+// returns ErrInvalid for an empty dir, ErrUnavailable when the directory
+// cannot be created, and an error when its temporary files cannot be read.
 func New(dir string) (*Store, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("fsstore: empty directory: %w", artifact.ErrInvalid)
@@ -131,6 +132,8 @@ func unavailable(op, id string, err error) error {
 	return fmt.Errorf("%s %s: %w: %w", op, id, sentinel(err), err)
 }
 
+// sentinel returns the artifact error a file-system error counts as:
+// ErrNoSpace for a full disk or quota (ENOSPC, EDQUOT), else ErrUnavailable.
 func sentinel(err error) error {
 	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 		return artifact.ErrNoSpace
@@ -266,7 +269,8 @@ func syncDir(dir string) error {
 
 var bufs = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
-// readError marks an error of the caller's reader, as opposed to the disk's.
+// readError marks an error of the caller's reader, as opposed to the
+// disk's, so that Put returns it as the reader's and not as ErrUnavailable.
 type readError struct{ err error }
 
 func (e readError) Error() string { return "read: " + e.err.Error() }
@@ -300,6 +304,8 @@ func copyData(ctx context.Context, f *os.File, h io.Writer, src io.Reader) (int6
 	}
 }
 
+// encodeHeader returns the headerSize bytes that start a's file: the magic
+// line, a's metadata as JSON, spaces, and a final newline.
 func encodeHeader(a artifact.Artifact) ([]byte, error) {
 	js, err := json.Marshal(a)
 	if err != nil {
@@ -350,7 +356,8 @@ func (s *Store) open(op, id string) (*os.File, error) {
 }
 
 // Stat returns id's metadata: ErrNotFound when id is absent or malformed,
-// ErrUnavailable when the file cannot be read or is damaged.
+// ErrUnavailable when the file cannot be read or is damaged, ctx's error
+// when ctx has ended.
 func (s *Store) Stat(ctx context.Context, id string) (artifact.Artifact, error) {
 	if !artifact.ValidID(id) {
 		return artifact.Artifact{}, fmt.Errorf("stat %q: %w", id, artifact.ErrNotFound)
@@ -369,8 +376,8 @@ func (s *Store) Stat(ctx context.Context, id string) (artifact.Artifact, error) 
 // Open returns up to length bytes of id from offset (length < 0: to the end).
 // A range reaching past the end is cut at the end; an offset at or past the
 // end, or a zero length, yields an empty reader. A negative offset is
-// ErrInvalid; an absent or malformed id is ErrNotFound. The caller closes
-// the reader.
+// ErrInvalid; an absent or malformed id is ErrNotFound; a file that cannot
+// be read or is damaged is ErrUnavailable. The caller closes the reader.
 func (s *Store) Open(ctx context.Context, id string, offset, length int64) (io.ReadCloser, error) {
 	if !artifact.ValidID(id) {
 		return nil, fmt.Errorf("open %q: %w", id, artifact.ErrNotFound)
@@ -416,7 +423,8 @@ func (r *fileRange) FileSection() (*os.File, int64, int64) {
 }
 
 // Delete removes id; an absent id is not an error, a malformed one is
-// ErrInvalid. Readers already open keep reading the old bytes.
+// ErrInvalid, a failing file system is ErrUnavailable, and an ended ctx
+// returns its error. Readers already open keep reading the old bytes.
 func (s *Store) Delete(ctx context.Context, id string) error {
 	if !artifact.ValidID(id) {
 		return fmt.Errorf("delete %q: %w", id, artifact.ErrInvalid)
@@ -490,8 +498,10 @@ func validShard(name string) bool {
 	return len(name) == 2 && artifact.ValidID(name+"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
 }
 
-// Ping reports whether the directory is writable by creating and removing a
-// file in it: ErrUnavailable if not.
+// Ping checks that the directory is writable by creating, writing and
+// removing a file in it. It returns ErrNoSpace when the disk or quota is
+// full, ErrUnavailable when the file system fails otherwise, and ctx's
+// error when ctx has ended.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err

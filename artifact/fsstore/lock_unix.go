@@ -9,8 +9,9 @@ import (
 	"time"
 )
 
-// unlockedGrace: a writer locks its temporary file right after creating it,
-// so an unlocked file older than this has no writer.
+// unlockedGrace is how old an unlocked temporary file must be before New
+// removes it. A writer locks its file right after creating it, so an
+// unlocked file older than this has no writer.
 const unlockedGrace = 2 * time.Second
 
 // tryLock takes an exclusive flock on f without waiting. The kernel drops it

@@ -33,7 +33,10 @@ func (s *Store) revocationDir(tenant, id string) string {
 // and made durable with its directories. A crash leaves either no file or
 // a complete record, because the name is the record. A record already
 // there is not written again; its directory is synced all the same, in
-// case the Revoke that created it failed before it was durable.
+// case the Revoke that created it failed before it was durable. It returns
+// ErrInvalid for a malformed token or artifact id, ctx's error, ErrNoSpace
+// when the disk or quota is full and ErrUnavailable when the file system
+// fails otherwise.
 func (s *Store) Revoke(ctx context.Context, r artifact.Revocation) error {
 	if !token.ValidID(r.TokenID) || !artifact.ValidID(r.Artifact) {
 		return fmt.Errorf("revoke: token or artifact id: %w", artifact.ErrInvalid)
@@ -76,9 +79,11 @@ func (s *Store) Revoke(ctx context.Context, r artifact.Revocation) error {
 	}
 }
 
-// Revocations lists tenant's revocation records (see artifact.Store),
-// those of artifact id only when id is not "", ignoring foreign files and
-// records past their expiry.
+// Revocations calls fn with tenant's revocation records (see
+// artifact.Store), only those of artifact id when id is not "", ignoring
+// foreign files and records past their expiry. It stops at fn's first
+// error and returns it as it is; it returns ctx's error when ctx ends, and
+// ErrUnavailable when a directory cannot be read.
 func (s *Store) Revocations(ctx context.Context, tenant, id string, now time.Time, fn func(artifact.Revocation) error) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("revocations: %w", err)
@@ -128,8 +133,10 @@ func readDir(dir string) ([]os.DirEntry, error) {
 }
 
 // SweepRevocations removes every record past its expiry (see
-// artifact.Store), and the directories it empties. It walks the whole
-// revocation tree: the sweeper's job, never a fetch's.
+// artifact.Store), and the directories it empties, and returns how many
+// records it removed. It walks the whole revocation tree, so it is the
+// sweeper's job, never a fetch's. A file-system failure, or ctx ending
+// during the walk, is returned wrapped in ErrUnavailable.
 func (s *Store) SweepRevocations(ctx context.Context, now time.Time) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("sweep revocations: %w", err)
@@ -187,7 +194,8 @@ func removeEmptyDirs(root string) {
 }
 
 // DeleteRevocations removes the records of tenant's artifact id (see
-// artifact.Store).
+// artifact.Store); none there is not an error. It returns ErrInvalid for a
+// malformed id, ctx's error, and ErrUnavailable when the file system fails.
 func (s *Store) DeleteRevocations(ctx context.Context, tenant, id string) error {
 	if !artifact.ValidID(id) {
 		return fmt.Errorf("delete revocations %q: %w", id, artifact.ErrInvalid)

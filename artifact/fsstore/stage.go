@@ -14,9 +14,11 @@ import (
 )
 
 // Stage returns a Staging in DIR/tmp laid out as an artifact file (room
-// for the header, then the bytes), hashed as it is written: Put takes it
-// by writing the header and linking it, the bytes never copied. See
-// artifact.Stager.
+// for the header, then the bytes), hashed as it is written. Put takes it by
+// writing the header and linking it, so the bytes are never copied. See
+// artifact.Stager. Stage, and the Staging's Write, return ErrNoSpace when
+// the disk or quota is full and ErrUnavailable when the file system fails
+// otherwise.
 func (s *Store) Stage() (artifact.Staging, error) {
 	f, err := s.tempFile("stage-*")
 	if err != nil {
@@ -39,6 +41,10 @@ const writebackEvery = 8 << 20
 // are an artifact's, immutable.
 var errTaken = errors.New("fsstore: staging already stored")
 
+// staging is the artifact.Staging of Stage: a locked temporary file whose
+// bytes start after headerSize, with their running SHA-256. As
+// artifact.Staging says: one writer at a time, and concurrent ReadAt calls
+// only once writing is done. Write fails once a Put has taken it.
 type staging struct {
 	s *Store
 	f *os.File
