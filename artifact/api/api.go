@@ -93,8 +93,10 @@ func (a *API) route(h func(http.ResponseWriter, *http.Request, string)) http.Han
 			a.fail(w, r, errOff)
 			return
 		}
-		// A missing token is told so (401) before the Guard speaks: a
-		// request without Authorization is also one it would refuse.
+		// Authenticate before the Guard checks, so that a request without
+		// a token gets 401 and learns what is missing: without
+		// Authorization, a POST may look cross-site and the Guard's 403
+		// would not say so.
 		tenant, err := a.o.Tenants.Authenticate(r)
 		if err == nil {
 			err = a.o.Guard.Check(r)

@@ -159,13 +159,15 @@ func (s *Store) Put(ctx context.Context, meta artifact.Artifact, r io.Reader) (a
 		return artifact.Artifact{}, fmt.Errorf("put %s: %w", a.ID, err)
 	}
 	final := s.path(a.ID)
-	// Fail fast before streaming; the link below is what guarantees it.
+	// Fail fast, before streaming, when the id is taken; the link in
+	// commit is what guarantees it.
 	if _, err := os.Lstat(final); err == nil {
 		return artifact.Artifact{}, fmt.Errorf("put %s: %w", a.ID, artifact.ErrExists)
 	}
 	if st, ok := artifact.StagingOf(r); ok {
 		if own, ok := st.(*staging); ok && own.s == s && own.take() {
-			// Staged here: its bytes become the artifact as they are.
+			// A staging of this store: its bytes become the artifact without
+			// a copy.
 			return s.commit(ctx, a, own.f, own.n, hex.EncodeToString(own.h.Sum(nil)))
 		}
 	}

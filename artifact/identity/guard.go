@@ -93,8 +93,9 @@ func simple(h http.Header) bool {
 		return true
 	}
 	if ct[0] == "application/json" {
-		// What every MCP client sends, on every message: not simple, and
-		// told without parsing (an allocation and a lowercased copy).
+		// Every MCP client sends this on every message, so it is answered
+		// without parsing, which would cost an allocation and a lowercased
+		// copy.
 		return false
 	}
 	mt, _, err := mime.ParseMediaType(ct[0])

@@ -97,7 +97,7 @@ type Signer struct {
 // always checked against one consistent set.
 type keySet struct {
 	signing Key
-	verify  map[string]*macKey // the signing key's included
+	verify  map[string]*macKey // by key id, the signing key included
 }
 
 // macKey holds a secret and a pool of HMACs already keyed with it, because

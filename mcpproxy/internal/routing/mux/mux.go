@@ -77,13 +77,13 @@ type Mux struct {
 	conn      Conn
 	onServer  func(*jsonrpc.Message)
 	log       *slog.Logger
-	exclusive bool // one client: its progress tokens pass unchanged
+	exclusive bool // made by NewExclusive: clients' progress tokens pass unchanged
 
 	mu      sync.Mutex
 	next    uint64
 	pending map[string]*Pending // upstream id → call
 	tokens  map[string]*Pending // upstream progress token → call
-	ending  bool                // the connection ended: no new calls
+	ending  bool                // set when the connection ends; Call then refuses new calls
 	dead    chan struct{}       // closed once every call in flight was answered
 }
 

@@ -174,8 +174,9 @@ func (s *Session) Close() {
 	}
 	s.closed = true
 	fs := s.onClose
-	// A copy: a request still opening a stream on the session may be
-	// adding to the map (it then finds the session closed, or is in it).
+	// Finish the streams from a copy taken under the lock: a request
+	// opening a stream meanwhile has either added it before the copy, or
+	// finds the session closed and gets a finished stream.
 	streams := make([]*Stream, 0, len(s.streams))
 	for _, st := range s.streams {
 		streams = append(streams, st)

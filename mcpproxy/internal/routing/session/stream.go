@@ -50,7 +50,7 @@ type Stream struct {
 	gen     uint64
 	wake    chan struct{} // closed on every change; then replaced
 	want    map[string]bool
-	gone    map[string]bool // awaited, then cancelled by the client: its late response is dropped
+	gone    map[string]bool // ids the client cancelled while awaited; their late responses are dropped
 	done    bool
 	touched time.Time
 }
@@ -60,7 +60,7 @@ type event struct {
 	data []byte
 	at   time.Time
 	resp []byte // the id, when the event is a response
-	shed bool   // a response already replaced by its error: as small as it gets
+	shed bool   // a response already replaced by its error response, which cannot shrink further
 }
 
 // Event is one SSE event a writer sends: its id ("<stream>_<seq>") and
@@ -84,10 +84,11 @@ func (st *Stream) Append(m *jsonrpc.Message) bool {
 	now := time.Now()
 	st.mu.Lock()
 	if m.IsResponse() && st.gone[jsonrpc.Key(m.ID)] {
-		// The client cancelled it: a response now answers nothing.
+		// The client cancelled this request, so nobody waits for the
+		// response.
 		delete(st.gone, jsonrpc.Key(m.ID))
 		st.mu.Unlock()
-		spill.Release(m.Raw) // its long strings on disk go with it
+		spill.Release(m.Raw) // free the long strings it spilled to disk
 		return true
 	}
 	if st.done {
@@ -267,7 +268,7 @@ func (st *Stream) prune(now time.Time, window, tombLife time.Duration) int {
 		case ev.resp != nil && !ev.shed:
 			tomb := lostResponse(ev.resp, "the client did not read it within the proxy's replay window ("+window.String()+")")
 			freed += len(ev.data) - len(tomb)
-			spill.Release(ev.data) // its long strings on disk go with it
+			spill.Release(ev.data) // free the long strings it spilled to disk
 			ev.data, ev.shed = tomb, true
 			st.lost = max(st.lost, ev.seq)
 		case ev.resp != nil && age <= tombLife:
@@ -302,15 +303,16 @@ func (st *Stream) shed(skip int) (freed int, at time.Time, ok bool) {
 		if ev.shed || ev.seq == skip {
 			continue
 		}
-		spill.Release(ev.data) // its long strings on disk go with it
+		spill.Release(ev.data) // free the long strings it spilled to disk
 		if ev.resp != nil {
 			tomb := lostResponse(ev.resp, "the client did not read it within the proxy's buffer")
 			st.events[i].data, st.events[i].shed = tomb, true
 			st.lost = max(st.lost, ev.seq)
 			return len(ev.data) - len(tomb), ev.at, true
 		}
-		// In place: the oldest is most often first, and removing it then
-		// costs nothing (a flooded stream sheds once per append).
+		// Remove it in place. The oldest event is most often the first,
+		// and removing the first costs nothing, which matters because a
+		// flooded stream sheds once per append.
 		if i == 0 {
 			st.events[0] = event{}
 			st.events = st.events[1:]
