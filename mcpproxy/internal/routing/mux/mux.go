@@ -125,7 +125,8 @@ func newMux(conn Conn, onServer func(*jsonrpc.Message), log *slog.Logger, exclus
 	return m
 }
 
-// Done is closed when the upstream connection has ended.
+// Done returns a channel that is closed once the upstream connection has
+// ended and every call that was in flight has had its error response.
 func (m *Mux) Done() <-chan struct{} { return m.dead }
 
 // Alive reports whether the connection still runs.
