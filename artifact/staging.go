@@ -4,6 +4,8 @@ import (
 	"io"
 	"os"
 	"sync"
+
+	"github.com/spillway-dev/spillway/artifact/scratch"
 )
 
 // Staging holds bytes written before it is known whether, and as what,
@@ -28,16 +30,16 @@ type Stager interface {
 }
 
 // Stage returns a Staging: the Store's own when it is a Stager, else a
-// file in dir ("": os.TempDir()), unlinked at once.
+// file in dir ("": os.TempDir()), unlinked at once (scratch.CreateBestEffort:
+// a file whose name cannot be removed serves all the same).
 func (s *Service) Stage(dir string) (Staging, error) {
 	if st, ok := s.Store.(Stager); ok {
 		return st.Stage()
 	}
-	f, err := os.CreateTemp(dir, "stage-*")
+	f, err := scratch.CreateBestEffort(dir, "stage-*")
 	if err != nil {
 		return nil, err
 	}
-	os.Remove(f.Name()) // gone with the descriptor, even if the process dies
 	return &fileStaging{f: f}, nil
 }
 

@@ -13,6 +13,8 @@ import (
 	"image/png"
 	"io"
 	"os"
+
+	"github.com/spillway-dev/spillway/artifact/scratch"
 )
 
 // decoders are the formats a thumbnail is drawn of, each with a cost
@@ -89,13 +91,13 @@ func (a *imageAn) Close() error {
 const imageHeaderBytes = 1 << 20
 
 // tempFile returns a new file in dir ("": os.TempDir()), unlinked at
-// once: it is gone with its descriptor, even if the process dies.
+// once (scratch.CreateBestEffort): it is gone with its descriptor, even
+// if the process dies.
 func tempFile(dir string) (*os.File, error) {
-	f, err := os.CreateTemp(dir, "thumb-*")
+	f, err := scratch.CreateBestEffort(dir, "thumb-*")
 	if err != nil {
 		return nil, fmt.Errorf("keep an image to thumbnail: %w", err)
 	}
-	os.Remove(f.Name())
 	return f, nil
 }
 

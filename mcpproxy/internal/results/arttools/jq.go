@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/itchyny/gojq"
+
+	"github.com/spillway-dev/spillway/artifact/scratch"
 )
 
 // jqRun answers jq: Program run over each JSON value of the artifact,
@@ -331,15 +333,11 @@ func (a *jqAnswer) drop() {
 }
 
 // tempFile creates a file in dir ("": os.TempDir()) and unlinks it at
-// once: it is gone with its last descriptor, whatever happens to the
-// process.
+// once (scratch.Create): it is gone with its last descriptor, whatever
+// happens to the process.
 func tempFile(dir string) (*os.File, error) {
-	f, err := os.CreateTemp(dir, "spillway-jq-*")
+	f, err := scratch.Create(dir, "spillway-jq-*")
 	if err != nil {
-		return nil, fmt.Errorf("jq answer: %w", err)
-	}
-	if err := os.Remove(f.Name()); err != nil {
-		f.Close()
 		return nil, fmt.Errorf("jq answer: %w", err)
 	}
 	return f, nil

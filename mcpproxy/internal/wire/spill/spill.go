@@ -68,6 +68,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/spillway-dev/spillway/artifact/scratch"
 )
 
 // Defaults for the zero Options.
@@ -321,14 +323,15 @@ func release(raw []byte, s *Spooler) {
 	}
 }
 
+// createUnlinked makes a spill file in dir that is gone with its last
+// descriptor (scratch.Create), saying which step failed.
 func createUnlinked(dir string) (*os.File, error) {
-	f, err := os.CreateTemp(dir, "spill-*")
+	f, err := scratch.Create(dir, "spill-*")
+	if unlink, ok := errors.AsType[*scratch.UnlinkError](err); ok {
+		return nil, fmt.Errorf("spill: unlinking a spill file: %w", unlink.Err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("spill: creating a spill file: %w", err)
-	}
-	if err := os.Remove(f.Name()); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("spill: unlinking a spill file: %w", err)
 	}
 	return f, nil
 }
