@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -160,24 +159,15 @@ func (c *Conn) openLegacy(ctx context.Context) (post string, rd *sse.Reader, bod
 // getEventStream sends the GET that opens a legacy event stream and
 // returns the response when it is one: 200 and text/event-stream.
 func (c *Conn) getEventStream(ctx context.Context) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.o.URL, nil)
-	if err != nil {
-		return nil, err
+	resp, err := c.getStream(ctx, func(h http.Header) {
+		if c.o.Header != nil {
+			c.o.Header(nil, h)
+		}
+	})
+	if st, ok := errors.AsType[*statusError](err); ok {
+		return nil, fmt.Errorf("GET answered %s (%s)", st.status, st.mediaType)
 	}
-	req.Header.Set("Accept", "text/event-stream")
-	if c.o.Header != nil {
-		c.o.Header(nil, req.Header)
-	}
-	resp, err := c.roundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
-		discard(resp)
-		return nil, fmt.Errorf("GET answered %s (%s)", resp.Status, ct)
-	}
-	return resp, nil
+	return resp, err
 }
 
 // readEndpoint reads the stream's first event, which must be the endpoint

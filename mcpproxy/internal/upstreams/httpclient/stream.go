@@ -83,18 +83,34 @@ var errNoStream = errors.New("no event stream")
 // get opens the session's event stream with GET, resuming after last
 // when it is set.
 func (c *Conn) get(ctx context.Context, last string) (io.ReadCloser, error) {
+	resp, err := c.getStream(ctx, func(h http.Header) {
+		if last != "" {
+			h.Set("Last-Event-ID", last)
+		}
+		c.mu.Lock()
+		s := c.session
+		c.mu.Unlock()
+		c.streamHeaders(h, s)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// getStream sends a GET of the configured URL that asks for an event
+// stream, with header adding the request's other headers, and returns the
+// response when it is one (200, text/event-stream). Both transports open
+// their streams with it: the session's GET stream here, the legacy
+// transport's one stream in legacy.go. Any other answer is discarded and
+// returned as a *statusError.
+func (c *Conn) getStream(ctx context.Context, header func(http.Header)) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.o.URL, nil)
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	if last != "" {
-		req.Header.Set("Last-Event-ID", last)
-	}
-	c.mu.Lock()
-	s := c.session
-	c.mu.Unlock()
-	c.streamHeaders(req.Header, s)
+	header(req.Header)
 	resp, err := c.roundTrip(req)
 	if err != nil {
 		return nil, err
@@ -102,16 +118,17 @@ func (c *Conn) get(ctx context.Context, last string) (io.ReadCloser, error) {
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	if resp.StatusCode != http.StatusOK || ct != "text/event-stream" {
 		discard(resp)
-		return nil, &statusError{resp.Status, resp.StatusCode}
+		return nil, &statusError{status: resp.Status, code: resp.StatusCode, mediaType: ct}
 	}
-	return resp.Body, nil
+	return resp, nil
 }
 
 // statusError is a GET answered with something other than an event
-// stream.
+// stream: its status line, code and Content-Type's media type.
 type statusError struct {
-	status string
-	code   int
+	status    string
+	code      int
+	mediaType string
 }
 
 // none reports whether the server says it has no GET stream at all: 405,
