@@ -1,6 +1,7 @@
 package artifact
 
 import (
+	"context"
 	"encoding/hex"
 	"fmt"
 	"strings"
@@ -64,6 +65,37 @@ func Normalize(meta Artifact) (Artifact, error) {
 		}
 	}
 	return meta, nil
+}
+
+// StartPut is how every Store's Put begins: it returns Normalize's answer
+// for meta, or ctx's error (wrapped, naming the id) when ctx has already
+// ended, so no store starts writing for a caller that has gone.
+func StartPut(ctx context.Context, meta Artifact) (Artifact, error) {
+	a, err := Normalize(meta)
+	if err != nil {
+		return Artifact{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Artifact{}, fmt.Errorf("put %s: %w", a.ID, err)
+	}
+	return a, nil
+}
+
+// StartOpen is how every Store's Open begins, so the stores answer bad
+// arguments alike: an id ValidID refuses is ErrNotFound (no store can
+// hold it), a negative offset is ErrInvalid, and an ended ctx returns its
+// error, each wrapped and naming the id.
+func StartOpen(ctx context.Context, id string, offset int64) error {
+	if !ValidID(id) {
+		return fmt.Errorf("open %q: %w", id, ErrNotFound)
+	}
+	if offset < 0 {
+		return fmt.Errorf("open %s: offset %d: %w", id, offset, ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("open %s: %w", id, err)
+	}
+	return nil
 }
 
 // validMimeType accepts what can travel unchanged in a Content-Type header:

@@ -151,12 +151,9 @@ func sentinel(err error) error {
 // nothing is stored. An empty MimeType is stored as application/octet-stream.
 // Cancellation is checked between reads of r.
 func (s *Store) Put(ctx context.Context, meta artifact.Artifact, r io.Reader) (artifact.Artifact, error) {
-	a, err := artifact.Normalize(meta)
+	a, err := artifact.StartPut(ctx, meta)
 	if err != nil {
 		return artifact.Artifact{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return artifact.Artifact{}, fmt.Errorf("put %s: %w", a.ID, err)
 	}
 	final := s.path(a.ID)
 	// Fail fast, before streaming, when the id is taken; the link in
@@ -381,14 +378,8 @@ func (s *Store) Stat(ctx context.Context, id string) (artifact.Artifact, error) 
 // ErrInvalid; an absent or malformed id is ErrNotFound; a file that cannot
 // be read or is damaged is ErrUnavailable. The caller closes the reader.
 func (s *Store) Open(ctx context.Context, id string, offset, length int64) (io.ReadCloser, error) {
-	if !artifact.ValidID(id) {
-		return nil, fmt.Errorf("open %q: %w", id, artifact.ErrNotFound)
-	}
-	if offset < 0 {
-		return nil, fmt.Errorf("open %s: offset %d: %w", id, offset, artifact.ErrInvalid)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("open %s: %w", id, err)
+	if err := artifact.StartOpen(ctx, id, offset); err != nil {
+		return nil, err
 	}
 	f, err := s.open("open", id)
 	if err != nil {

@@ -80,12 +80,9 @@ func fill(src io.Reader, buf []byte, limit int) (_ []byte, eof bool, _ error) {
 // ErrUnavailable when the service fails. On any error no artifact is
 // visible. An empty MimeType is stored as application/octet-stream.
 func (s *Store) Put(ctx context.Context, meta artifact.Artifact, r io.Reader) (artifact.Artifact, error) {
-	a, err := artifact.Normalize(meta)
+	a, err := artifact.StartPut(ctx, meta)
 	if err != nil {
 		return artifact.Artifact{}, err
-	}
-	if err := ctx.Err(); err != nil {
-		return artifact.Artifact{}, fmt.Errorf("put %s: %w", a.ID, err)
 	}
 	leave, err := s.gate.enter(ctx, a.Tenant)
 	if err != nil {

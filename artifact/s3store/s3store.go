@@ -334,14 +334,8 @@ func (s *Store) decode(op, id string, info minio.ObjectInfo) (artifact.Artifact,
 // pending id is ErrNotFound. Read errors wrap ErrUnavailable. The caller
 // closes the reader.
 func (s *Store) Open(ctx context.Context, id string, offset, length int64) (io.ReadCloser, error) {
-	if !artifact.ValidID(id) {
-		return nil, fmt.Errorf("open %q: %w", id, artifact.ErrNotFound)
-	}
-	if offset < 0 {
-		return nil, fmt.Errorf("open %s: offset %d: %w", id, offset, artifact.ErrInvalid)
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("open %s: %w", id, err)
+	if err := artifact.StartOpen(ctx, id, offset); err != nil {
+		return nil, err
 	}
 	if length == 0 {
 		return s.openEmpty(ctx, id)
