@@ -209,16 +209,8 @@ func (f *Face) serveListen(ctx context.Context, w http.ResponseWriter, m *jsonrp
 				return
 			}
 		}
-		select {
-		case <-ctx.Done():
+		if more, _ := f.awaitMore(ctx, sw, l.q.wake, keep, nil); !more {
 			return
-		case <-f.closing:
-			return
-		case <-l.q.wake:
-		case <-keep:
-			if sw.Write(keepAliveEvent) != nil {
-				return
-			}
 		}
 	}
 }

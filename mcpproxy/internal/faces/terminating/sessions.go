@@ -362,20 +362,14 @@ func (f *Face) write(ctx context.Context, w http.ResponseWriter, s *session.Sess
 		if sendEvents(sw, st, b.Events, &cursor, &last) != nil || b.Done {
 			return
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-f.closing:
-			return
-		case <-b.Wake:
-		case <-keep:
-			if sw.Write(keepAliveEvent) != nil {
-				return
-			}
-		case <-poll:
+		more, polled := f.awaitMore(ctx, sw, b.Wake, keep, poll)
+		if polled {
 			// Closed on purpose: an id and a retry hint, and the client
 			// polls with GET and Last-Event-ID for the rest.
 			sw.Write(sse.Event{ID: last, HasID: true, HasData: true, Retry: pollRetry, HasRetry: true})
+			return
+		}
+		if !more {
 			return
 		}
 	}
@@ -425,6 +419,30 @@ func (f *Face) wait(ctx context.Context, wake <-chan struct{}) bool {
 	case <-wake:
 		return true
 	}
+}
+
+// awaitMore is how an open event stream waits between its writes. It
+// blocks until wake says there is more to send, or until keep says a
+// keep-alive is due and it is written (the caller then looks again), and
+// reports more true; it reports more false when the client left, the face
+// closed or the keep-alive could not be written. When poll fires first it
+// reports polled true, for the caller to close the stream on purpose; a
+// nil poll never fires.
+func (f *Face) awaitMore(ctx context.Context, sw *sse.Writer, wake <-chan struct{}, keep, poll <-chan time.Time) (more, polled bool) {
+	select {
+	case <-ctx.Done():
+		return false, false
+	case <-f.closing:
+		return false, false
+	case <-wake:
+	case <-keep:
+		if sw.Write(keepAliveEvent) != nil {
+			return false, false
+		}
+	case <-poll:
+		return false, true
+	}
+	return true, false
 }
 
 // pollRetry is the retry hint of a stream closed for polling: soon enough
