@@ -46,8 +46,8 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.config, "config", "", "YAML config `file` (keys are flag names)")
 	fs.StringVar(&f.data, "data", defaultDataDir(), "data `dir`: local artifacts and the generated signing key")
 	fs.StringVar(&f.store, "store", "", "artifact store: a `DIR` or s3://BUCKET[/PREFIX]?endpoint=HOST:PORT&secure=false (default DATA/artifacts)")
-	fs.StringVar(&f.keyFile, "key-file", "", "signing key `file` (id:base64secret lines, first signs, mode 0600): created if missing, reloaded every second (default DATA/signing.keys)")
-	fs.StringVar(&f.signingKeys, "signing-keys", "", "signing `keys` id:base64secret,...: first signs, all verify (overrides --key-file, which is reloaded and keeps them off argv); refused on the command line with --upstream-cmd, whose child could read it in /proc: give it as SPILLWAY_SIGNING_KEYS or in a --config file of mode 0600")
+	fs.StringVar(&f.keyFile, "key-file", "", "signing key `file` of id:base64secret lines, the first signing, created if missing and reloaded every second (mode 0600; default DATA/signing.keys)")
+	fs.StringVar(&f.signingKeys, "signing-keys", "", "signing `keys` id:base64secret,..., the first signing, instead of --key-file (not on the command line with --upstream-cmd)")
 	fs.StringVar(&f.storeSecret, "store-secret-file", "", "`file` holding the S3 secret access key (mode 0600), instead of AWS_SECRET_ACCESS_KEY")
 	fs.StringVar(&f.publicURL, "public-url", "", "base `URL` of links handed out (default http://LISTEN)")
 	fs.StringVar(&f.policyDir, "policy", "", "Rego policy `dir` or bundle .tar.gz (default: the built-in policy)")
@@ -56,7 +56,7 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.bundleAlg, "policy-bundle-alg", "RS256", "signature `algorithm` of the bundle (RS256, ES256, HS256, ...)")
 	fs.StringVar(&f.dryRun, "policy-dry-run", "", "candidate policy `dir` evaluated beside the enforced one; disagreements are logged, not enforced")
 	fs.StringVar(&f.decisionLog, "decision-log", "", "write policy decisions as JSON lines to `file` (- for stdout)")
-	fs.DurationVar(&f.policyTimeout, "policy-timeout", policy.DefaultDecisionTimeout, "longest one policy decision (offload, mint, fetch) may take; past it the decision is stopped and denies")
+	fs.DurationVar(&f.policyTimeout, "policy-timeout", policy.DefaultDecisionTimeout, "longest one policy decision (offload, mint, fetch) may take before it denies")
 	fs.DurationVar(&f.defaultTTL, "default-ttl", 15*time.Minute, "lifetime of links and artifacts when none is asked for")
 	fs.DurationVar(&f.maxTTL, "max-ttl", time.Hour, "longest lifetime any link or artifact gets")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn, error")
@@ -104,8 +104,8 @@ func (d *deps) Close() error {
 	return errors.Join(errs...)
 }
 
-// open builds the store, signer, policy engine and service. publicURL is the
-// fallback base for links when --public-url is not set.
+// open builds the store, signer, policy engine and service. fallbackURL
+// is the base for links when --public-url is not set.
 func (f *storeFlags) open(ctx context.Context, log *slog.Logger, stdout io.Writer, fallbackURL string) (*deps, error) {
 	d := &deps{}
 	ok := false
@@ -127,6 +127,30 @@ func (f *storeFlags) open(ctx context.Context, log *slog.Logger, stdout io.Write
 	if err != nil {
 		return nil, err
 	}
+	u, err := f.linkBase(fallbackURL)
+	if err != nil {
+		return nil, err
+	}
+	if d.engine, err = f.openPolicy(ctx, log, stdout, d); err != nil {
+		return nil, err
+	}
+	d.svc = &artifact.Service{
+		Store:      store,
+		Signer:     signer,
+		PublicURL:  u,
+		Mint:       d.engine,
+		Fetch:      d.engine,
+		Cache:      artifact.NewCache(artifact.CacheOptions{}),
+		Metrics:    &artifact.Metrics{},
+		DefaultTTL: f.defaultTTL,
+		MaxTTL:     f.maxTTL,
+	}
+	ok = true
+	return d, nil
+}
+
+// linkBase is the base URL of links: --public-url, else fallbackURL.
+func (f *storeFlags) linkBase(fallbackURL string) (*url.URL, error) {
 	pub := f.publicURL
 	if pub == "" {
 		pub = fallbackURL
@@ -135,11 +159,17 @@ func (f *storeFlags) open(ctx context.Context, log *slog.Logger, stdout io.Write
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
 		return nil, fmt.Errorf("--public-url %q: want an absolute http(s) URL without query", pub)
 	}
-	// The key goes to the engine whatever --policy is: it refuses a key it
-	// cannot enforce instead of ignoring it.
+	return u, nil
+}
+
+// openPolicy starts the policy engine, writing its decision log to a file
+// or stdout; what it opens is closed by d.Close.
+func (f *storeFlags) openPolicy(ctx context.Context, log *slog.Logger, stdout io.Writer, d *deps) (*policy.Engine, error) {
 	if f.policyTimeout <= 0 {
 		return nil, errors.New("--policy-timeout: want a positive duration")
 	}
+	// The key goes to the engine whatever --policy is: it refuses a key it
+	// cannot enforce instead of ignoring it.
 	po := policy.Options{Logger: log, Candidate: f.dryRun, DecisionTimeout: f.policyTimeout,
 		BundleKey: f.bundleKey, BundleKeyID: f.bundleKeyID, BundleAlg: f.bundleAlg}
 	if isBundle(f.policyDir) {
@@ -164,20 +194,7 @@ func (f *storeFlags) open(ctx context.Context, log *slog.Logger, stdout io.Write
 		return nil, fmt.Errorf("policy: %w", err)
 	}
 	d.close = append(d.close, engine.Close)
-	d.engine = engine
-	d.svc = &artifact.Service{
-		Store:      store,
-		Signer:     signer,
-		PublicURL:  u,
-		Mint:       engine,
-		Fetch:      engine,
-		Cache:      artifact.NewCache(artifact.CacheOptions{}),
-		Metrics:    &artifact.Metrics{},
-		DefaultTTL: f.defaultTTL,
-		MaxTTL:     f.maxTTL,
-	}
-	ok = true
-	return d, nil
+	return engine, nil
 }
 
 // isBundle reports whether --policy names a bundle file rather than a

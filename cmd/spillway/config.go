@@ -23,36 +23,10 @@ func parseLayered(fs *flag.FlagSet, args []string, getenv func(string) string) e
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-
-	var file map[string]any
-	if cf := fs.Lookup("config"); cf != nil && cf.Value.String() == "" {
-		if v := getenv(envName("config")); v != "" {
-			cf.Value.Set(v)
-		}
+	file, err := readConfig(fs, getenv)
+	if err != nil {
+		return err
 	}
-	if cf := fs.Lookup("config"); cf != nil && cf.Value.String() != "" {
-		b, err := os.ReadFile(cf.Value.String())
-		if err != nil {
-			return fmt.Errorf("config: %w", err)
-		}
-		if err := yaml.Unmarshal(b, &file); err != nil {
-			return fmt.Errorf("config %s: %w", cf.Value.String(), err)
-		}
-		for k := range file {
-			if fs.Lookup(k) == nil {
-				return fmt.Errorf("config %s: unknown setting %q", cf.Value.String(), k)
-			}
-			if _, secret := secretFlags[k]; secret {
-				// The secret is as private as the file: refuse one that
-				// others (an --upstream-user child) may read, as
-				// --auth-tokens-file and --key-file are refused.
-				if _, err := token.ReadSecretFile(cf.Value.String()); err != nil {
-					return fmt.Errorf("config sets %s: %w", k, err)
-				}
-			}
-		}
-	}
-	var err error
 	fs.VisitAll(func(f *flag.Flag) {
 		if err != nil || set[f.Name] || f.Name == "config" {
 			return
@@ -74,6 +48,48 @@ func parseLayered(fs *flag.FlagSet, args []string, getenv func(string) string) e
 		}
 	})
 	return err
+}
+
+// readConfig reads the YAML file the "config" flag names (or
+// SPILLWAY_CONFIG, when the flag is not given): nil without one. Every
+// key must be a flag of fs, and a file that sets a secret must be as
+// private as a secret file.
+func readConfig(fs *flag.FlagSet, getenv func(string) string) (map[string]any, error) {
+	cf := fs.Lookup("config")
+	if cf == nil {
+		return nil, nil
+	}
+	if cf.Value.String() == "" {
+		if v := getenv(envName("config")); v != "" {
+			cf.Value.Set(v)
+		}
+	}
+	name := cf.Value.String()
+	if name == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	var file map[string]any
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		return nil, fmt.Errorf("config %s: %w", name, err)
+	}
+	for k := range file {
+		if fs.Lookup(k) == nil {
+			return nil, fmt.Errorf("config %s: unknown setting %q", name, k)
+		}
+		if _, secret := secretFlags[k]; secret {
+			// The secret is as private as the file: refuse one that
+			// others (an --upstream-user child) may read, as
+			// --auth-tokens-file and --key-file are refused.
+			if _, err := token.ReadSecretFile(name); err != nil {
+				return nil, fmt.Errorf("config sets %s: %w", k, err)
+			}
+		}
+	}
+	return file, nil
 }
 
 func envName(flagName string) string {

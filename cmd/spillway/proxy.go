@@ -64,27 +64,27 @@ type proxyFlags struct {
 func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.upstreamURL, "upstream-url", "", "MCP server to proxy, over Streamable HTTP (`URL`)")
 	fs.StringVar(&f.upstreamCmd, "upstream-cmd", "", "MCP server to proxy, run as a stdio child process (`command` line)")
-	fs.Var(&f.upstreamEnv, "upstream-env", "environment of the --upstream-cmd child beyond PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TZ, TMPDIR, TERM: NAME passes Spillway's value, NAME=VALUE sets one (`list`, comma-separated, repeatable)")
-	fs.StringVar(&f.upstreamUser, "upstream-user", "", "run the --upstream-cmd child as this `user` (name or uid; needs root or CAP_SETUID): only another user keeps a child from Spillway's own files")
-	fs.Var(&f.upstreamHeader, "upstream-header", "`header` sent to --upstream-url, as Name: value (repeatable; in the environment or config file, one per line)")
-	fs.StringVar(&f.upstreamTrans, "upstream-transport", "auto", "transport of --upstream-url: streamable, sse (legacy HTTP+SSE) or auto (POST first; legacy only if the upstream refuses an initialize POST)")
-	fs.BoolVar(&f.strictEras, "strict-eras", false, "forward every request in its client's protocol era, never bridging a 2026-07-28 client to a session-era upstream or the reverse")
-	fs.BoolVar(&f.stdio, "stdio", false, "also serve MCP on stdin/stdout (for agents that launch servers); ends when stdin does")
+	fs.Var(&f.upstreamEnv, "upstream-env", "variables the --upstream-cmd child gets beyond PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TZ, TMPDIR and TERM, as NAME (Spillway's value) or NAME=VALUE (`list`, comma-separated, repeatable)")
+	fs.StringVar(&f.upstreamUser, "upstream-user", "", "run the --upstream-cmd child as this `user`, kept from Spillway's files (name or uid; needs root or CAP_SETUID)")
+	fs.Var(&f.upstreamHeader, "upstream-header", "`header` sent to --upstream-url, as Name: value (repeatable; one per line in the environment or config file)")
+	fs.StringVar(&f.upstreamTrans, "upstream-transport", "auto", "transport of --upstream-url: streamable, sse (legacy HTTP+SSE) or auto (legacy only if the upstream refuses an initialize POST)")
+	fs.BoolVar(&f.strictEras, "strict-eras", false, "forward every request in its client's protocol era, never bridging eras")
+	fs.BoolVar(&f.stdio, "stdio", false, "also serve MCP on stdin/stdout until stdin ends (for agents that launch servers)")
 	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "Host names every route but /a/ accepts besides IP literals, localhost and the --public-url host (`list`, comma-separated; * for any)")
 	fs.StringVar(&f.allowedOrigins, "allowed-origins", "", "browser Origins every route but /a/ accepts besides its own (`list`, comma-separated)")
 	fs.Int64Var(&f.maxBody, "max-body", 4<<20, "largest request body a client may POST to /mcp, in `bytes`")
-	fs.Int64Var(&f.maxMessage, "max-message", 1<<30, "largest part of an upstream message held in memory (JSON body, SSE event or stdio line), in `bytes`: its strings over 64 KiB wait in --spill-dir and do not count; past it the request gets a JSON-RPC error")
-	fs.Int64Var(&f.stdioMaxMsg, "stdio-max-message", 10<<20, "largest message --stdio writes to its client, in `bytes` (the TypeScript SDK's stdio client closes its connection past 10 MiB); a larger response becomes a JSON-RPC error (-1: no cap)")
-	fs.StringVar(&f.spillDir, "spill-dir", "", "`dir` where the long strings of upstream messages wait while their message is relayed or offloaded, and images while their thumbnail is drawn, so that none is held in memory (files unlinked at once; default DATA/spill)")
-	fs.DurationVar(&f.upstreamStall, "upstream-stall-timeout", 2*time.Minute, "stop an upstream that writes part of a message and then nothing more for this long (or less than 1 KiB): the requests waiting on it get an error; an --upstream-cmd child is killed and the next request starts a fresh one, an HTTP upstream's event stream is closed (0: never)")
-	fs.Int64Var(&f.inlineMax, "inline-max", 1<<30, "most `bytes` the upstream messages being read hold in memory together, their strings in --spill-dir aside (--max-message bounds one); past it a message is answered with a JSON-RPC error")
-	fs.Int64Var(&f.spillMax, "spill-max", 4<<30, "most `bytes` waiting in --spill-dir at once; past it an upstream message is answered with a JSON-RPC error (the decoded copies of texts and data being offloaded as they arrive take as much again at most)")
-	fs.Int64Var(&f.spillMaxTenant, "spill-max-tenant", 0, "most `bytes` one tenant's upstream messages keep waiting in --spill-dir at once, so that one tenant's slow readers cannot fill it for all (0: half of --spill-max when --auth-tokens names two tenants or more, else no bound but --spill-max; -1: no bound but --spill-max)")
+	fs.Int64Var(&f.maxMessage, "max-message", 1<<30, "largest part of one upstream message held in memory, in `bytes` (its strings over 64 KiB wait in --spill-dir)")
+	fs.Int64Var(&f.stdioMaxMsg, "stdio-max-message", 10<<20, "largest message --stdio writes to its client, in `bytes` (-1: no cap)")
+	fs.StringVar(&f.spillDir, "spill-dir", "", "`dir` where long strings of upstream messages, and images being thumbnailed, wait on disk (files unlinked at once; default DATA/spill)")
+	fs.DurationVar(&f.upstreamStall, "upstream-stall-timeout", 2*time.Minute, "stop an upstream stalled this long in the middle of a message, or sending less than 1 KiB in that time (0: never)")
+	fs.Int64Var(&f.inlineMax, "inline-max", 1<<30, "most `bytes` the upstream messages being read hold in memory together, their strings in --spill-dir aside")
+	fs.Int64Var(&f.spillMax, "spill-max", 4<<30, "most `bytes` waiting in --spill-dir at once (offloads in progress may stage as much again)")
+	fs.Int64Var(&f.spillMaxTenant, "spill-max-tenant", 0, "most `bytes` one tenant's upstream messages keep in --spill-dir at once (0: half of --spill-max with two tenants or more, else no bound; -1: no bound)")
 	fs.IntVar(&f.maxSessions, "max-sessions", 64, "most session-era sessions with a stdio or legacy upstream (each holds a child or a stream)")
-	fs.IntVar(&f.bridgeSessions, "bridge-sessions", 4, "most upstream sessions one tenant's 2026-07-28 calls that declare sampling, elicitation or roots hold at once (per set of declared capabilities) in front of a session-era stdio or legacy upstream, one call each; past it a call waits up to --bridge-wait (a Streamable HTTP upstream needs none: such calls share a session)")
-	fs.DurationVar(&f.bridgeWait, "bridge-wait", time.Minute, "how long such a call waits for one of its --bridge-sessions to be free before it gets a JSON-RPC error (0: refused at once)")
+	fs.IntVar(&f.bridgeSessions, "bridge-sessions", 4, "most sessions of a session-era stdio or legacy upstream that one tenant's 2026-07-28 calls declaring sampling, elicitation or roots hold at once, per set of declared capabilities")
+	fs.DurationVar(&f.bridgeWait, "bridge-wait", time.Minute, "how long a call waits for one of its --bridge-sessions before a JSON-RPC error (0: refused at once)")
 	fs.BoolVar(&f.offload, "offload", true, "offload large tool outputs to artifacts (the policy has the last word)")
-	fs.Int64Var(&f.resultBudget, "result-budget", 6<<10, "most `bytes` of a tools/call result the agent receives inline, content and structuredContent together, previews and links included; past it the largest parts are offloaded")
+	fs.Int64Var(&f.resultBudget, "result-budget", 6<<10, "most `bytes` of a tools/call result the agent receives inline (content and structuredContent, previews and links included)")
 	fs.IntVar(&f.previewBudget, "preview-budget", 2<<10, "`bytes` of preview text the offloaded parts of one result share")
 	fs.BoolVar(&f.thumbnails, "thumbnails", true, "give an offloaded image an inline thumbnail, so that the model still sees it")
 	fs.IntVar(&f.thumbMax, "thumbnail-size", 512, "longest side of a thumbnail, in `pixels`")
@@ -92,40 +92,62 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.binaryThreshold, "binary-threshold", 4<<10, "image, audio and blob items above this many decoded `bytes` are offload candidates")
 	fs.DurationVar(&f.offloadTTL, "offload-ttl", 15*time.Minute, "lifetime of the links in offloaded results (the policy and --max-ttl may shorten it)")
 	fs.BoolVar(&f.offloadResources, "offload-resources", false, "also offload large resources/read results of the upstream")
-	fs.BoolVar(&f.failClosed, "offload-fail-closed", false, "when the store fails, answer with a tool error instead of the content inline (a result over --result-budget gets the error whatever this says)")
-	fs.DurationVar(&f.storeStall, "store-stall-timeout", 30*time.Second, "fail storing an offloaded result once less than 64 KiB reach the store within this long (there is no bound on the total time: a large result on a slow store is stored while it moves); a result over --result-budget whose storing fails gets a tool error, never its content inline")
+	fs.BoolVar(&f.failClosed, "offload-fail-closed", false, "answer a tool error instead of the content inline when the store fails (always, over --result-budget)")
+	fs.DurationVar(&f.storeStall, "store-stall-timeout", 30*time.Second, "fail storing an offloaded result once less than 64 KiB reach the store in this long (no bound on the total time)")
 	fs.StringVar(&f.streamMode, "stream-mode", "direct", "how resources/stream delivers artifacts: direct (bytes in the response), redirect (302 to presigned storage; S3) or download (a downloadUrl)")
 	fs.Int64Var(&f.maxInlineRead, "max-inline-read", 32<<20, "largest artifact resources/read returns (base64 in JSON), in `bytes`")
-	fs.BoolVar(&f.artifactTools, "artifact-tools", true, "list and answer the tools spillway_artifact_read, _grep and _jq, for agents without a sandbox to read, search and query an artifact")
+	fs.BoolVar(&f.artifactTools, "artifact-tools", true, "list and answer spillway_artifact_read, _grep and _jq, for agents without a sandbox")
 	fs.DurationVar(&f.streamWindow, "stream-window", 2*time.Minute, "how long SSE events stay replayable for a client that reconnects with Last-Event-ID")
-	fs.DurationVar(&f.keepAlive, "sse-keep-alive", 15*time.Second, "send an SSE comment on an open /mcp stream this often, so that no load balancer's idle timeout cuts it (0: never)")
-	fs.DurationVar(&f.pollAfter, "sse-poll-after", 0, "end a long call's SSE stream after this long; the client polls for the rest with GET (SEP-1699; 0: never)")
+	fs.DurationVar(&f.keepAlive, "sse-keep-alive", 15*time.Second, "send an SSE comment on an open /mcp stream this often, against idle timeouts (0: never)")
+	fs.DurationVar(&f.pollAfter, "sse-poll-after", 0, "end a long call's SSE stream after this long, for the client to poll the rest (SEP-1699; 0: never)")
 	fs.StringVar(&f.noOffloadTools, "no-offload-tools", "", "tools whose outputs are never offloaded (`list`, comma-separated)")
 }
 
 // build returns the proxy, or nil when no upstream is configured.
 func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.Guard, fetch http.Handler, log *slog.Logger) (*mcpproxy.Proxy, error) {
+	if err := f.check(); err != nil {
+		return nil, err
+	}
+	up, err := f.upstream()
+	if up == nil || err != nil {
+		return nil, err
+	}
+	if f.storeStall <= 0 {
+		return nil, errors.New("--store-stall-timeout: want a positive duration")
+	}
+	o := f.options(d, log)
+	o.Upstream, o.Tenants, o.Guard, o.Fetch = up, tenants, guard, fetch
+	return mcpproxy.New(o)
+}
+
+// check refuses flags that contradict each other or would hand Spillway's
+// secrets to the child.
+func (f *proxyFlags) check() error {
 	switch f.streamMode {
 	case mcpproxy.StreamDirect, mcpproxy.StreamRedirect, mcpproxy.StreamDownload:
 	default:
-		return nil, errors.New("--stream-mode: want direct, redirect or download")
+		return errors.New("--stream-mode: want direct, redirect or download")
 	}
 	if len(f.upstreamEnv) > 0 && f.upstreamCmd == "" {
-		return nil, errors.New("--upstream-env needs --upstream-cmd")
+		return errors.New("--upstream-env needs --upstream-cmd")
 	}
 	for _, e := range f.upstreamEnv {
 		// Spillway's own secrets never reach a child, even by name.
 		name, _, _ := strings.Cut(e, "=")
 		for flag := range secretFlags {
 			if name == envName(flag) {
-				return nil, fmt.Errorf("--upstream-env %s: the child must not hold Spillway's secrets", name)
+				return fmt.Errorf("--upstream-env %s: the child must not hold Spillway's secrets", name)
 			}
 		}
 	}
 	if f.upstreamUser != "" && f.upstreamCmd == "" {
-		return nil, errors.New("--upstream-user needs --upstream-cmd")
+		return errors.New("--upstream-user needs --upstream-cmd")
 	}
-	var up mcpproxy.Upstream
+	return nil
+}
+
+// upstream returns the configured upstream, or nil without one.
+func (f *proxyFlags) upstream() (mcpproxy.Upstream, error) {
 	switch {
 	case f.upstreamURL != "" && f.upstreamCmd != "":
 		return nil, errors.New("--upstream-url and --upstream-cmd exclude each other")
@@ -138,7 +160,7 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 		default:
 			return nil, errors.New("--upstream-transport: want streamable, sse or auto")
 		}
-		up = hu
+		return hu, nil
 	case f.upstreamCmd != "":
 		cu, err := mcpproxy.ParseCommand(f.upstreamCmd)
 		if err != nil {
@@ -146,69 +168,69 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 		}
 		cu.Env = f.upstreamEnv
 		cu.User = f.upstreamUser
-		up = cu
+		return cu, nil
 	case f.stdio:
 		return nil, errors.New("--stdio needs --upstream-url or --upstream-cmd")
+	}
+	return nil, nil
+}
 
-	default:
-		return nil, nil
+// options are the proxy's options the flags set; the caller adds the
+// upstream, who may call, and the fetch endpoint.
+func (f *proxyFlags) options(d *deps, log *slog.Logger) mcpproxy.Options {
+	return mcpproxy.Options{
+		Offloader:            f.offloader(d, log),
+		OffloadResources:     f.offloadResources,
+		Artifacts:            d.svc,
+		NoArtifactTools:      !f.artifactTools,
+		StreamMode:           f.streamMode,
+		MaxInlineRead:        f.maxInlineRead,
+		MaxBody:              f.maxBody,
+		MaxMessage:           f.maxMessage,
+		StdioMaxMessage:      f.stdioMaxMsg,
+		SpillDir:             f.spillDir,
+		SpillMax:             f.spillMax,
+		SpillMaxTenant:       f.spillMaxTenant,
+		InlineMax:            f.inlineMax,
+		MaxSessions:          f.maxSessions,
+		BridgeSessions:       f.bridgeSessions,
+		BridgeWait:           cmp.Or(f.bridgeWait, -1), // the flag's 0 is "at once"
+		StrictEras:           f.strictEras,
+		StreamWindow:         f.streamWindow,
+		StreamPollAfter:      f.pollAfter,
+		StreamKeepAlive:      cmp.Or(f.keepAlive, -1), // the flag's 0 is "never"
+		WriteStallTimeout:    f.writeStall,
+		UpstreamStallTimeout: cmp.Or(f.upstreamStall, -1), // the flag's 0 is "never"
+		Logger:               log,
 	}
-	if f.storeStall <= 0 {
-		return nil, errors.New("--store-stall-timeout: want a positive duration")
+}
+
+// offloader returns the offloader the flags configure, nil with
+// --offload=false.
+func (f *proxyFlags) offloader(d *deps, log *slog.Logger) *mcpproxy.Offloader {
+	if !f.offload {
+		return nil
 	}
-	var off *mcpproxy.Offloader
-	if f.offload {
-		tools := map[string]bool{}
-		for _, t := range splitList(f.noOffloadTools) {
-			tools[t] = false
-		}
-		off = mcpproxy.NewOffloader(d.svc, d.engine, mcpproxy.OffloadOptions{
-			Budget:          f.resultBudget,
-			PreviewBudget:   f.previewBudget,
-			NoThumbnails:    !f.thumbnails,
-			ThumbMax:        f.thumbMax,
-			TextThreshold:   f.textThreshold,
-			BinaryThreshold: f.binaryThreshold,
-			TTL:             f.offloadTTL,
-			FailClosed:      f.failClosed,
-			StoreStall:      f.storeStall,
-			Tools:           tools,
-			Server:          upstreamName(f),
-			StageDir:        f.spillDir,
-			StageMax:        f.spillMax,
-			Logger:          log,
-		})
+	tools := map[string]bool{}
+	for _, t := range splitList(f.noOffloadTools) {
+		tools[t] = false
 	}
-	o := mcpproxy.Options{
-		Upstream:         up,
-		Offloader:        off,
-		OffloadResources: f.offloadResources,
-		Artifacts:        d.svc,
-		Tenants:          tenants,
-		Guard:            guard,
-		MaxBody:          f.maxBody,
-		MaxMessage:       f.maxMessage,
-		StdioMaxMessage:  f.stdioMaxMsg,
-		SpillDir:         f.spillDir,
-		SpillMax:         f.spillMax,
-		SpillMaxTenant:   f.spillMaxTenant,
-		InlineMax:        f.inlineMax,
-		MaxSessions:      f.maxSessions,
-		BridgeSessions:   f.bridgeSessions,
-		BridgeWait:       cmp.Or(f.bridgeWait, -1), // the flag's 0 is "at once"
-		StreamMode:       f.streamMode,
-		Fetch:            fetch,
-		MaxInlineRead:    f.maxInlineRead,
-		NoArtifactTools:  !f.artifactTools,
-		StreamWindow:     f.streamWindow,
-		StreamPollAfter:  f.pollAfter,
-		StrictEras:       f.strictEras,
-		Logger:           log,
-	}
-	o.WriteStallTimeout = f.writeStall
-	o.UpstreamStallTimeout = cmp.Or(f.upstreamStall, -1) // the flag's 0 is "never"
-	o.StreamKeepAlive = cmp.Or(f.keepAlive, -1)          // the flag's 0 is "never"
-	return mcpproxy.New(o)
+	return mcpproxy.NewOffloader(d.svc, d.engine, mcpproxy.OffloadOptions{
+		Budget:          f.resultBudget,
+		PreviewBudget:   f.previewBudget,
+		NoThumbnails:    !f.thumbnails,
+		ThumbMax:        f.thumbMax,
+		TextThreshold:   f.textThreshold,
+		BinaryThreshold: f.binaryThreshold,
+		TTL:             f.offloadTTL,
+		FailClosed:      f.failClosed,
+		StoreStall:      f.storeStall,
+		Tools:           tools,
+		Server:          upstreamName(f),
+		StageDir:        f.spillDir,
+		StageMax:        f.spillMax,
+		Logger:          log,
+	})
 }
 
 // upstreamName names the upstream in policy inputs: its host or program.

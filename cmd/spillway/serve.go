@@ -47,52 +47,28 @@ type serveConfig struct {
 
 func (c *serveConfig) register(fs *flag.FlagSet) {
 	c.storeFlags.register(fs)
-	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "`address` to listen on; a non-loopback address needs inbound auth")
-	fs.StringVar(&c.apiListen, "api-listen", "", "serve the management API (/v1) on this `address` of its own instead of --listen; without auth tokens it is open to whoever reaches it, so it must be loopback")
+	fs.StringVar(&c.listen, "listen", "127.0.0.1:8080", "`address` to listen on (a non-loopback one needs inbound auth)")
+	fs.StringVar(&c.apiListen, "api-listen", "", "serve the management API (/v1) on this `address` instead of --listen (loopback only, without inbound auth)")
 	fs.BoolVar(&c.insecureNoAuth, "insecure-no-auth", false, "allow a non-loopback --listen or --api-listen without inbound auth tokens")
 	fs.BoolVar(&c.redirect, "redirect", false, "answer fetches with a 302 to a storage URL presigned for 60s (S3 stores)")
 	fs.DurationVar(&c.sweepEvery, "sweep-every", time.Minute, "how often expired artifacts are deleted")
-	fs.StringVar(&c.authTokens, "auth-tokens", "", "inbound bearer `tokens` for /mcp and /v1/artifacts, as token=tenant,... (the tenant follows the last =); refused on the command line with --upstream-cmd, whose child could read it in /proc: give it in --auth-tokens-file, as SPILLWAY_AUTH_TOKENS or in a --config file of mode 0600")
-	fs.StringVar(&c.authTokensFile, "auth-tokens-file", "", "`file` of inbound bearer tokens, one token=tenant per line, # comments; mode 600 (instead of --auth-tokens)")
-	fs.StringVar(&c.mcpTokenFile, "mcp-token-file", "", "without inbound auth tokens, the bearer token /mcp requires is kept in this `file` (mode 0600), created on first start (default DATA/mcp.token)")
+	fs.StringVar(&c.authTokens, "auth-tokens", "", "inbound bearer `tokens` for /mcp and /v1/artifacts, as token=tenant,... (the tenant after the last =; not on the command line with --upstream-cmd)")
+	fs.StringVar(&c.authTokensFile, "auth-tokens-file", "", "`file` of inbound bearer tokens instead of --auth-tokens, one token=tenant per line (# comments; mode 0600)")
+	fs.StringVar(&c.mcpTokenFile, "mcp-token-file", "", "`file` keeping the bearer token /mcp requires without inbound auth tokens, created if missing (default DATA/mcp.token)")
 	fs.Int64Var(&c.maxUpload, "max-upload", 1<<30, "largest upload to /v1/artifacts, in `bytes`")
-	fs.IntVar(&c.limits.MaxPerAddr, "max-per-addr", 64, "requests to /a/ and /v1/ one client address may have in flight; more get 503 (0: no cap)")
-	fs.Int64Var(&c.limits.MinUploadRate, "min-upload-rate", 1024, "slowest upload accepted, in `bytes` per second over --upload-window; slower ones are cut (0: none)")
+	fs.IntVar(&c.limits.MaxPerAddr, "max-per-addr", 64, "most requests to /a/ and /v1/ one client address may have in flight, more getting a 503 (0: no cap)")
+	fs.Int64Var(&c.limits.MinUploadRate, "min-upload-rate", 1024, "slowest upload accepted, in `bytes` per second over --upload-window (0: none)")
 	fs.DurationVar(&c.limits.UploadWindow, "upload-window", 20*time.Second, "window over which --min-upload-rate is measured")
 	fs.DurationVar(&c.writeStall, "write-stall-timeout", 30*time.Second, "cut a fetch or /mcp stream whose client reads nothing for this long (0: never)")
 	c.proxyFlags.register(fs)
 }
 
 func serveMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var c serveConfig
-	c.register(fs)
-	if err := parseLayered(fs, args, getenv); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(stderr, "spillway serve:", err)
-		return 2
+	c, log, code := parseServe(args, stderr, getenv)
+	if c == nil {
+		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "spillway serve: unexpected argument %q\n", fs.Arg(0))
-		return 2
-	}
-	if err := refuseArgvSecrets(fs, &c); err != nil {
-		fmt.Fprintln(stderr, "spillway serve:", err)
-		return 2
-	}
-	log, err := c.logger(stderr)
-	if err != nil {
-		fmt.Fprintln(stderr, "spillway serve:", err)
-		return 2
-	}
-	if c.stdio && c.decisionLog == "-" {
-		fmt.Fprintln(stderr, "spillway serve: --stdio owns stdout; write the decision log to a file")
-		return 2
-	}
-	s, err := newServer(ctx, &c, log, stdout, stderr)
+	s, err := newServer(ctx, c, log, stdout, stderr)
 	if err != nil {
 		log.Error("cannot start", "err", err)
 		return 1
@@ -114,6 +90,41 @@ func serveMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 		return 1
 	}
 	return 0
+}
+
+// parseServe reads serve's configuration from args, the environment and
+// the config file, and opens its logger. A nil config comes with the exit
+// code: 0 for -h, 2 for a configuration refused (said on stderr).
+func parseServe(args []string, stderr io.Writer, getenv func(string) string) (*serveConfig, *slog.Logger, int) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c serveConfig
+	c.register(fs)
+	if err := parseLayered(fs, args, getenv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, nil, 0
+		}
+		fmt.Fprintln(stderr, "spillway serve:", err)
+		return nil, nil, 2
+	}
+	var err error
+	if fs.NArg() > 0 {
+		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	} else {
+		err = refuseArgvSecrets(fs, &c)
+	}
+	var log *slog.Logger
+	if err == nil {
+		log, err = c.logger(stderr)
+	}
+	if err == nil && c.stdio && c.decisionLog == "-" {
+		err = errors.New("--stdio owns stdout; write the decision log to a file")
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "spillway serve:", err)
+		return nil, nil, 2
+	}
+	return &c, log, 0
 }
 
 // secretFlags are the flags whose values are secrets, with the forms
@@ -169,13 +180,8 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout, st
 	if err != nil {
 		return nil, err
 	}
-	if err := checkExposure("--listen", c.listen, c.insecureNoAuth || tenants.Required()); err != nil {
+	if err := c.checkExposures(tenants); err != nil {
 		return nil, err
-	}
-	if c.apiListen != "" {
-		if err := checkExposure("--api-listen", c.apiListen, c.insecureNoAuth || tenants.Required()); err != nil {
-			return nil, err
-		}
 	}
 	s := &server{cfg: c, log: log, tenants: tenants}
 	ok := false
@@ -184,47 +190,97 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout, st
 			s.close()
 		}
 	}()
-	if s.ln, err = net.Listen("tcp", c.listen); err != nil {
-		if !c.stdio || !errors.Is(err, syscall.EADDRINUSE) {
-			return nil, err
-		}
-		// The agent launched us for stdio; HTTP only serves the links. A
-		// second agent's Spillway holds the port: take a free one rather
-		// than leave the agent with "connection closed".
-		log.Warn("--listen address is taken; serving links on a free loopback port instead", "listen", c.listen, "err", err)
-		if s.ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
-			return nil, err
-		}
-	}
-	if c.apiListen != "" {
-		if s.apiLn, err = net.Listen("tcp", c.apiListen); err != nil {
-			return nil, fmt.Errorf("--api-listen: %w", err)
-		}
+	if err := s.listen(); err != nil {
+		return nil, err
 	}
 	if s.deps, err = c.open(ctx, log, stdout, "http://"+s.ln.Addr().String()); err != nil {
 		return nil, err
 	}
-	d := s.deps
 	// Every route but /a/ checks Host and Origin; the public URL's host is
 	// this server's name.
-	guard := &identity.Guard{Hosts: append(splitList(c.allowedHosts), d.svc.PublicURL.Host), Origins: splitList(c.allowedOrigins)}
+	guard := &identity.Guard{Hosts: append(splitList(c.allowedHosts), s.deps.svc.PublicURL.Host), Origins: splitList(c.allowedOrigins)}
 	r := newRouter()
-	fetch := artifact.NewHandler(d.svc, artifact.HandlerOptions{
-		Logger:            log,
+	fetch, lim, apiOpts := s.mountArtifacts(r, guard)
+	if s.proxy, err = s.newProxy(mcpTenants, guard, fetch); err != nil {
+		return nil, err
+	}
+	h := s.withMCP(r, guard, mcpTokenFile)
+	s.registerProbes(r, guard, s.authenticated)
+	s.http = newHTTPServer(h, log)
+	if s.apiLn != nil {
+		s.apiHTTP = s.newAPIServer(apiOpts, lim, guard)
+	}
+	ok = true
+	return s, nil
+}
+
+// checkExposures refuses a non-loopback --listen or --api-listen without
+// inbound auth, unless --insecure-no-auth.
+func (c *serveConfig) checkExposures(tenants *identity.Tenants) error {
+	allowed := c.insecureNoAuth || tenants.Required()
+	if err := checkExposure("--listen", c.listen, allowed); err != nil {
+		return err
+	}
+	if c.apiListen != "" {
+		return checkExposure("--api-listen", c.apiListen, allowed)
+	}
+	return nil
+}
+
+// listen opens --listen and --api-listen. With --stdio, a --listen
+// address another process holds is replaced by a free loopback port.
+func (s *server) listen() error {
+	c := s.cfg
+	var err error
+	if s.ln, err = net.Listen("tcp", c.listen); err != nil {
+		if !c.stdio || !errors.Is(err, syscall.EADDRINUSE) {
+			return err
+		}
+		// The agent launched us for stdio; HTTP only serves the links. A
+		// second agent's Spillway holds the port: take a free one rather
+		// than leave the agent with "connection closed".
+		s.log.Warn("--listen address is taken; serving links on a free loopback port instead", "listen", c.listen, "err", err)
+		if s.ln, err = net.Listen("tcp", "127.0.0.1:0"); err != nil {
+			return err
+		}
+	}
+	if c.apiListen != "" {
+		if s.apiLn, err = net.Listen("tcp", c.apiListen); err != nil {
+			return fmt.Errorf("--api-listen: %w", err)
+		}
+	}
+	return nil
+}
+
+// mountArtifacts mounts the fetch endpoint (/a/) on r, and the management
+// API (/v1) unless --api-listen serves it; both share the per-address cap
+// and the upload rate of lim. It returns the API's options for
+// --api-listen.
+func (s *server) mountArtifacts(r *mux.Router, guard *identity.Guard) (*artifact.Handler, *artifact.Limiter, api.Options) {
+	c := s.cfg
+	fetch := artifact.NewHandler(s.deps.svc, artifact.HandlerOptions{
+		Logger:            s.log,
 		Redirect:          c.redirect,
 		WriteStallTimeout: cmp.Or(c.writeStall, -1), // the flag's 0 is "never"
 	})
-	// Fetches and uploads share the per-address cap and the upload rate.
 	lim := artifact.NewLimiter(c.limits)
 	limited := r.NewRoute().Subrouter()
 	limited.Use(lim.Middleware)
 	fetch.Register(limited)
-	apiOpts := api.Options{Tenants: tenants, Guard: guard, MaxUpload: c.maxUpload, Logger: log}
+	apiOpts := api.Options{Tenants: s.tenants, Guard: guard, MaxUpload: c.maxUpload, Logger: s.log}
 	if s.apiLn == nil {
 		// Off (404) unless inbound tokens are configured: on this
 		// listener, sandboxes holding links may be callers.
-		api.New(d.svc, apiOpts).Register(limited)
+		api.New(s.deps.svc, apiOpts).Register(limited)
 	}
+	return fetch, lim, apiOpts
+}
+
+// newProxy builds the MCP proxy, nil without an upstream; the long
+// strings of upstream messages wait in DATA/spill unless --spill-dir
+// says where.
+func (s *server) newProxy(tenants *identity.Tenants, guard *identity.Guard, fetch http.Handler) (*mcpproxy.Proxy, error) {
+	c := s.cfg
 	c.proxyFlags.writeStall = cmp.Or(c.writeStall, -1) // the flag's 0 is "never"
 	if c.spillDir == "" {
 		c.spillDir = filepath.Join(c.data, "spill")
@@ -232,35 +288,33 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout, st
 			return nil, fmt.Errorf("--spill-dir: %w", err)
 		}
 	}
-	if s.proxy, err = c.proxyFlags.build(d, mcpTenants, guard, fetch, log); err != nil {
-		return nil, err
+	return c.proxyFlags.build(s.deps, tenants, guard, fetch, s.log)
+}
+
+// withMCP returns what --listen serves: r, with the proxy at /mcp. With
+// --stdio the agent that launched us speaks MCP on stdio: the listener
+// only serves links, and another local process gets no MCP here.
+func (s *server) withMCP(r http.Handler, guard *identity.Guard, mcpTokenFile string) http.Handler {
+	if s.proxy == nil || s.cfg.stdio {
+		return r
 	}
-	var h http.Handler = r
-	switch {
-	case s.proxy == nil:
-	case c.stdio:
-		// The agent that launched us speaks MCP on stdio; the listener only
-		// serves links, and another local process gets no MCP here.
-	default:
-		mcp := api.Guarded(guard, s.proxy)
-		h = mcpFirst{mcp: mcp, rest: r}
-		if mcpTokenFile != "" {
-			log.Info("/mcp requires the bearer token kept in the MCP token file", "mcp_token_file", mcpTokenFile)
-		}
+	if mcpTokenFile != "" {
+		s.log.Info("/mcp requires the bearer token kept in the MCP token file", "mcp_token_file", mcpTokenFile)
 	}
-	s.registerProbes(r, guard, s.authenticated)
-	s.http = newHTTPServer(h, log)
-	if s.apiLn != nil {
-		ar := newRouter()
-		apiOpts.Anonymous = true
-		limitedAPI := ar.NewRoute().Subrouter()
-		limitedAPI.Use(lim.Middleware)
-		api.New(d.svc, apiOpts).Register(limitedAPI)
-		s.registerProbes(ar, guard, func(*http.Request) bool { return true })
-		s.apiHTTP = newHTTPServer(ar, log)
-	}
-	ok = true
-	return s, nil
+	return mcpFirst{mcp: api.Guarded(guard, s.proxy), rest: r}
+}
+
+// newAPIServer returns the server of --api-listen: the management API
+// (without inbound tokens, open to whoever reaches that loopback address)
+// and the probes, which tell their details to every caller there.
+func (s *server) newAPIServer(apiOpts api.Options, lim *artifact.Limiter, guard *identity.Guard) *http.Server {
+	ar := newRouter()
+	apiOpts.Anonymous = true
+	limitedAPI := ar.NewRoute().Subrouter()
+	limitedAPI.Use(lim.Middleware)
+	api.New(s.deps.svc, apiOpts).Register(limitedAPI)
+	s.registerProbes(ar, guard, func(*http.Request) bool { return true })
+	return newHTTPServer(ar, s.log)
 }
 
 // newRouter returns a router that answers unknown routes with a 404 in the
