@@ -43,7 +43,8 @@
 //   - child: a stdio server run as a child process, its reach bounded.
 //   - httpclient: a Streamable HTTP or legacy HTTP+SSE server, as a client.
 //   - sessionbridge: a stateless-only server presented as a session-era one.
-//   - eratest: a stateless-only server for tests, on the official Go SDK.
+//   - eratest: a stateless-only server for tests, on the official Go SDK
+//     (cmd/eraserver runs it as a process).
 //
 // internal/routing: who gets which message.
 //   - mux: one upstream connection shared by clients, ids renumbered so
