@@ -22,7 +22,9 @@
 //     request (stateless-only, or session-only): that request goes to a
 //     terminating face that bridges it (eraBridgeFace), made at first use.
 //
-// The work is done by the internal packages, grouped by role:
+// The work is done by the internal packages, grouped by role (ARCHITECTURE.md
+// draws the same map, with the direction of imports and the path of one
+// tools/call result):
 //
 // internal/wire: the bytes on a connection, shared by every upstream and
 // face.
