@@ -7,6 +7,7 @@ import (
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/terminating"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/pool"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/child"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/sessionbridge"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/era"
@@ -38,7 +39,7 @@ func (p *Proxy) commandFaces(up *CommandUpstream) (httpFace, stdioFace, error) {
 	if p.o.StrictEras {
 		return terminating.New(p.terminatingOptions(d.dial, nil, nil)), supervisedStdio{d.dial, p.log}, nil
 	}
-	eras := era.NewCache(terminating.ProbeEras(d.dial))
+	eras := era.NewCache(pool.ProbeEras(d.dial))
 	return terminating.New(p.terminatingOptions(d.dial, d.autoBridge, eras)), supervisedStdio{d.autoBridge, p.log}, nil
 }
 
@@ -54,7 +55,7 @@ type childDialer struct {
 
 func (d childDialer) dial(ctx context.Context) (mux.Conn, error) {
 	o := d.opts
-	o.Spool = d.spool.For(terminating.TenantOf(ctx))
+	o.Spool = d.spool.For(pool.TenantOf(ctx))
 	return child.Start(d.cmd, o)
 }
 

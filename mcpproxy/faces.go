@@ -11,6 +11,7 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/terminating"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/pool"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/session"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/sessionbridge"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/era"
@@ -43,7 +44,7 @@ var (
 // instead (a bridged one); eras, when not nil, are the upstream's eras as
 // a stateless request needs them, so that such a request to a
 // session-era upstream is bridged (nil: forwarded as it is).
-func (p *Proxy) terminatingOptions(dial, sessionDial terminating.Dial, eras *era.Cache) terminating.Options {
+func (p *Proxy) terminatingOptions(dial, sessionDial pool.Dial, eras *era.Cache) terminating.Options {
 	o := p.o
 	return terminating.Options{Dial: dial, SessionDial: sessionDial, Methods: p.methods, MaxBody: o.MaxBody, Eras: eras,
 		MaxSessions: o.MaxSessions, PollAfter: o.StreamPollAfter, WriteStall: o.WriteStallTimeout, KeepAlive: o.StreamKeepAlive, Logger: o.Logger,
@@ -83,12 +84,12 @@ func (l *lazyFace) close() {
 // dial (a child process), kept by a supervisor that restarts a dead one
 // with backoff and replays the client's handshake to it.
 type supervisedStdio struct {
-	dial terminating.Dial
+	dial pool.Dial
 	log  *slog.Logger
 }
 
 func (s supervisedStdio) connect(_ context.Context, face *stdio.Face) (stdio.Upstream, error) {
-	return &terminating.Supervisor{Dial: s.dial, OnServer: face.OnServer, Init: face.Replay, Exclusive: true, Log: s.log}, nil
+	return &pool.Supervisor{Dial: s.dial, OnServer: face.OnServer, Init: face.Replay, Exclusive: true, Log: s.log}, nil
 }
 
 // clientStdio connects a stdio client to an HTTP upstream through one
@@ -98,7 +99,7 @@ func (s supervisedStdio) connect(_ context.Context, face *stdio.Face) (stdio.Ups
 // and offers 2026-07-28 (asking server/discover first would put a
 // request before initialize at every session-era upstream).
 type clientStdio struct {
-	dial   terminating.Dial
+	dial   pool.Dial
 	bridge bool
 	log    *slog.Logger
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/terminating"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/pool"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/httpclient"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/sessionbridge"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/era"
@@ -29,7 +30,7 @@ func (p *Proxy) legacyFaces(up *HTTPUpstream) (httpFace, stdioFace) {
 	d := p.httpDial(up, httpclient.Legacy)
 	var eras *era.Cache
 	if !p.o.StrictEras {
-		eras = era.NewCache(terminating.ProbeEras(d.dial))
+		eras = era.NewCache(pool.ProbeEras(d.dial))
 	}
 	return terminating.New(p.terminatingOptions(d.dial, nil, eras)), clientStdio{d.dial, !p.o.StrictEras, p.log}
 }
@@ -42,7 +43,7 @@ func (p *Proxy) streamableFaces(up *HTTPUpstream) (httpFace, stdioFace) {
 	f := &streamableFace{maxBody: p.o.MaxBody}
 	if !p.o.StrictEras {
 		f.eras = era.NewCache(discoverEras(d.dial))
-		f.statelessEras = era.NewCache(terminating.ProbeEras(d.dial))
+		f.statelessEras = era.NewCache(pool.ProbeEras(d.dial))
 	}
 	f.bridged = p.eraBridgeFace(d.dial, f.eras, f.statelessEras)
 	ro := relay.Options{URL: up.URL, Client: up.Client, Header: up.Header,
@@ -66,7 +67,7 @@ func (p *Proxy) streamableFaces(up *HTTPUpstream) (httpFace, stdioFace) {
 // stateless request is bridged on sessions the face holds (eras) when it
 // speaks only the session era. A call's server requests come on its own
 // response stream, so calls that can be asked share a session.
-func (p *Proxy) eraBridgeFace(dial terminating.Dial, sessionEras, statelessEras *era.Cache) *lazyFace {
+func (p *Proxy) eraBridgeFace(dial pool.Dial, sessionEras, statelessEras *era.Cache) *lazyFace {
 	b := sessionBridger{upstream: dial, eras: sessionEras, log: p.o.Logger}
 	o := p.terminatingOptions(dial, b.dial, statelessEras)
 	o.RelatedStreams = true
@@ -76,7 +77,7 @@ func (p *Proxy) eraBridgeFace(dial terminating.Dial, sessionEras, statelessEras 
 // sessionBridger dials a session's own connection to a stateless-only
 // upstream, bridged.
 type sessionBridger struct {
-	upstream terminating.Dial
+	upstream pool.Dial
 	eras     *era.Cache
 	log      *slog.Logger
 }
@@ -107,7 +108,7 @@ func (p *Proxy) httpDial(up *HTTPUpstream, transport string) httpDialer {
 
 func (d httpDialer) dial(ctx context.Context) (mux.Conn, error) {
 	o := d.opts
-	o.Spool = d.spool.For(terminating.TenantOf(ctx))
+	o.Spool = d.spool.For(pool.TenantOf(ctx))
 	return httpclient.New(o)
 }
 
@@ -209,10 +210,10 @@ func hasInitialize(msgs []*jsonrpc.Message) bool {
 // not answer within era.DiscoverWait, is relayed to as it is (and is asked
 // nothing more: no session opened to learn its era); one that cannot be
 // reached is asked again at the next session's initialize.
-func discoverEras(dial terminating.Dial) func(ctx context.Context) (era.Eras, error) {
+func discoverEras(dial pool.Dial) func(ctx context.Context) (era.Eras, error) {
 	return func(ctx context.Context) (era.Eras, error) {
 		var unreachable error
-		e, err := terminating.ProbeEras(func(ctx context.Context) (mux.Conn, error) {
+		e, err := pool.ProbeEras(func(ctx context.Context) (mux.Conn, error) {
 			c, err := dial(ctx)
 			if err != nil {
 				return nil, err

@@ -53,6 +53,8 @@
 //     that each response finds its own client.
 //   - session: session-era sessions bound to tenants, each stream a
 //     replayable event log.
+//   - pool: the upstream connections of requests that are not a session's
+//     own, one supervised connection per tenant, bounded.
 //
 // internal/faces: what an agent talks to.
 //   - relay: the HTTP face in front of a Streamable HTTP upstream.
@@ -117,9 +119,9 @@ import (
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/stdio"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/terminating"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/pool"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/httpclient"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
@@ -493,7 +495,7 @@ func (p *Proxy) checkStateless(ctx context.Context, r *http.Request, rq ownmetho
 	}
 	if name, ok := mcpheader.RoutingName(m); ok && m.Method == "tools/call" && mcpheader.Stateless(r.Header.Get(mcpheader.ProtocolVersion)) &&
 		!p.methods.OwnsTool(rq, name) { // the proxy answers it: no bindings to check, no upstream to ask
-		p.methods.EnsureTool(ctx, rq, name, terminating.ListTools(up, m, true))
+		p.methods.EnsureTool(ctx, rq, name, ownmethods.ListTools(m, true, pool.Sender(up)))
 		bs, _ := p.tools.Lookup(name)
 		if err := mcpheader.CheckParams(r.Header, bs, m.Params); err != nil {
 			return headerError(m, err)

@@ -25,9 +25,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/terminating"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/pool"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/spill"
 )
@@ -153,7 +153,7 @@ func (f *Face) Replay(ctx context.Context, m *mux.Mux) error {
 	if init == nil {
 		return nil
 	}
-	return terminating.Handshake(m, init, ready)
+	return pool.Handshake(m, init, ready)
 }
 
 // Serve relays between client and up until the client's input ends or ctx
@@ -264,7 +264,7 @@ func (f *Face) request(ctx context.Context, m *jsonrpc.Message, up Upstream, sc 
 	}
 	scope := sc.on(mx)
 	if c != nil && m.Method == "tools/call" {
-		c.List = terminating.ListTools(mx, m, true)
+		c.List = ownmethods.ListTools(m, true, pool.Sender(mx))
 	}
 	if _, err := scope.Call(ctx, m, f, c); err != nil {
 		code, msg := jsonrpc.CodeUpstream, "upstream MCP server unavailable"

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/pool"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/mcpheader"
 )
@@ -84,7 +85,7 @@ func newFront(t *testing.T, o Options) *front {
 	t.Helper()
 	fr := &front{}
 	o.Dial = func(ctx context.Context) (mux.Conn, error) {
-		s := &server{tenant: TenantOf(ctx), recv: make(chan *jsonrpc.Message, 256)}
+		s := &server{tenant: pool.TenantOf(ctx), recv: make(chan *jsonrpc.Message, 256)}
 		fr.mu.Lock()
 		fr.dials = append(fr.dials, s)
 		fr.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/pool"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/era"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/sse"
@@ -183,7 +184,7 @@ func subscribe(ctx context.Context, sm *mux.Mux, method, uri string) bool {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "spillway-subscribe", "method": method, "params": map[string]string{"uri": uri}})
-	resp, err := Request(ctx, sm, jsonrpc.MustDecode(string(b)))
+	resp, err := pool.Request(ctx, sm, jsonrpc.MustDecode(string(b)))
 	return err == nil && resp.Error == nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/pool"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/session"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
@@ -79,7 +80,7 @@ func (f *Face) startSession(s *session.Session) error {
 	if f.o.SessionDial != nil {
 		dial = f.o.SessionDial
 	}
-	c, err := dial(WithTenant(context.Background(), s.Tenant))
+	c, err := dial(pool.WithTenant(context.Background(), s.Tenant))
 	if err != nil {
 		cancel()
 		return err
@@ -271,7 +272,7 @@ func (f *Face) sendSession(ctx context.Context, rq ownmethods.Request, s *sessio
 				continue
 			}
 			if c != nil && m.Method == "tools/call" {
-				c.List = ListTools(l.m, m, false) // on the session's own connection
+				c.List = ownmethods.ListTools(m, false, pool.Sender(l.m)) // on the session's own connection
 			}
 			if _, err := l.scope.Call(ctx, m, sink, c); err != nil {
 				st.Append(callError(m, err))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/pool"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/mcpheader"
@@ -57,18 +58,18 @@ func (q *queue) take() ([]item, bool) {
 // statelessSupervisor makes the connection kept under key for stateless
 // requests: a tenant's own, prepared best-effort (see Pipeline), or a
 // bridged one, initialized with the capabilities its key declares.
-func (f *Face) statelessSupervisor(key string) *Supervisor {
+func (f *Face) statelessSupervisor(key string) *pool.Supervisor {
 	tenant, caps := keyTenant(key), keyCaps(key)
 	// The connection serves one tenant: a tool sees a client's own
 	// progress token unless another request in flight uses it.
-	s := &Supervisor{Log: f.log, Exclusive: true,
-		Dial: func(ctx context.Context) (mux.Conn, error) { return f.o.Dial(WithTenant(ctx, tenant)) },
+	s := &pool.Supervisor{Log: f.log, Exclusive: true,
+		Dial: func(ctx context.Context) (mux.Conn, error) { return f.o.Dial(pool.WithTenant(ctx, tenant)) },
 		Init: func(ctx context.Context, m *mux.Mux) error {
-			return Pipeline(m, StatelessInit, Initialized)
+			return pool.Pipeline(m, pool.StatelessInit, pool.Initialized)
 		}}
 	if caps != nil {
 		s.Init = func(ctx context.Context, m *mux.Mux) error {
-			r, err := HandshakeResult(m, bridgeInit(caps), Initialized)
+			r, err := pool.HandshakeResult(m, bridgeInit(caps), pool.Initialized)
 			if err != nil {
 				if f.o.Eras != nil {
 					f.o.Eras.Forget() // the upstream may have changed: learn it again
@@ -98,8 +99,8 @@ func (f *Face) statelessSupervisor(key string) *Supervisor {
 // whose response stream carried it, or the one call a bridged connection
 // serves. Any other server request is refused upstream, and any other
 // notification dropped: it belongs to no request, so no one waits for it.
-func (f *Face) statelessServerMsg(s *Supervisor, m *jsonrpc.Message) {
-	sm := s.current()
+func (f *Face) statelessServerMsg(s *pool.Supervisor, m *jsonrpc.Message) {
+	sm := s.Current()
 	// A log message during the call is the call's (the stateless era
 	// sends it on the call's stream); a change notification is not.
 	if sm != nil && (m.IsRequest() || m.Method == "notifications/message") {
@@ -239,7 +240,7 @@ func (f *Face) statelessConn(w http.ResponseWriter, r *http.Request, sc *statele
 	sm, release, err := get(ctx, sc.key)
 	if err != nil {
 		release()
-		if errors.Is(err, ErrAllBusy) {
+		if errors.Is(err, pool.ErrAllBusy) {
 			if ctx.Err() == nil {
 				writeError(w, sc.msgs[0], jsonrpc.CodeInternalError, err.Error()+"; try again when a call is over")
 			}
@@ -316,7 +317,7 @@ func (f *Face) sendStateless(ctx context.Context, sc *statelessCall, p *parked, 
 				continue
 			}
 			if c != nil && m.Method == "tools/call" {
-				c.List = ListTools(p.sm, m, !sc.bridge) // a bridged upstream takes no envelope
+				c.List = ownmethods.ListTools(m, !sc.bridge, pool.Sender(p.sm)) // a bridged upstream takes no envelope
 			}
 			up := m
 			if sc.bridge {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/pool"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/session"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/era"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/httpx"
@@ -40,10 +41,10 @@ import (
 
 // Options configure a Face. Dial and Methods are required.
 type Options struct {
-	Dial Dial
+	Dial pool.Dial
 	// SessionDial, when set, dials a session-era session's own upstream
 	// connection instead of Dial (a bridge to a stateless-only upstream).
-	SessionDial Dial
+	SessionDial pool.Dial
 	Methods     *ownmethods.Methods
 	// CheckStateless validates a stateless request's routing headers
 	// (Mcp-Method, Mcp-Name, Mcp-Param-*); a non-nil result is the error
@@ -106,7 +107,7 @@ type Face struct {
 	o       Options
 	log     *slog.Logger
 	table   *session.Table
-	shared  *Tenants // stateless requests' connections, one per tenant
+	shared  *pool.Tenants // stateless requests' connections, one per tenant
 	closing chan struct{}
 
 	outsMu sync.Mutex
@@ -158,7 +159,7 @@ func New(o Options) *Face {
 		closing: make(chan struct{}), outs: map[*out]struct{}{},
 		parks: newParkTable(), owners: map[*mux.Mux]*queue{}, listeners: map[string]map[*listener]struct{}{},
 		inits: map[string][]byte{}}
-	f.shared = NewTenants(f.statelessSupervisor, max(cmp.Or(o.StatelessConns, 16), perTenant), o.StatelessIdle)
+	f.shared = pool.NewTenants(f.statelessSupervisor, max(cmp.Or(o.StatelessConns, 16), perTenant), o.StatelessIdle)
 	f.shared.LimitPerTenant(keyTenant, perTenant)
 	f.shared.WaitForRoom(o.BridgeWait)
 	return f

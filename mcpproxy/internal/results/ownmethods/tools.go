@@ -194,3 +194,25 @@ func ListRequest(meta []byte, cursor string) *jsonrpc.Message {
 	}
 	return m
 }
+
+// ListTools returns how to list the upstream's tools for the caller of m
+// (a tools/call whose result needs the tool's outputSchema, or its
+// bindings checked): each page is a tools/list of the proxy's own, sent
+// with send and carrying m's stateless-era envelope when envelope is set
+// (ListRequest). An error response is an error.
+func ListTools(m *jsonrpc.Message, envelope bool, send func(context.Context, *jsonrpc.Message) (*jsonrpc.Message, error)) offload.ListFunc {
+	var meta []byte
+	if envelope {
+		meta = Envelope(m)
+	}
+	return func(ctx context.Context, cursor string) ([]byte, error) {
+		resp, err := send(ctx, ListRequest(meta, cursor))
+		if err != nil {
+			return nil, err
+		}
+		if resp.Error != nil {
+			return nil, fmt.Errorf("tools/list: the upstream answered error %d", resp.ErrorCode())
+		}
+		return resp.Result, nil
+	}
+}

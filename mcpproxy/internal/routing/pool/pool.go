@@ -1,4 +1,17 @@
-package terminating
+// Package pool keeps the upstream connections the faces send requests
+// on: it is where a request that is not a session's own finds its
+// upstream connection. A Supervisor holds one connection (a child
+// process, or a legacy HTTP+SSE stream) and dials it again, with
+// backoff, when it dies; Tenants keeps one Supervisor per key (a tenant,
+// or a tenant and the capabilities its client declared), bounded in
+// number, so that what one tenant does to its upstream (crash a child,
+// send it into its restart backoff) reaches no other tenant. Handshake,
+// Pipeline and Request send the proxy's own messages on a connection.
+//
+// The terminating face (stateless requests, bridged sessions) and the
+// stdio face use it; a session-era session of the terminating face has a
+// connection of its own instead (package session).
+package pool
 
 import (
 	"context"
@@ -9,8 +22,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spillway-dev/spillway/mcpproxy/internal/results/offload"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/era"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
@@ -108,8 +119,8 @@ func (s *Supervisor) Get(ctx context.Context) (*mux.Mux, error) {
 	return m, nil
 }
 
-// current is the live connection, or nil; it never starts one.
-func (s *Supervisor) current() *mux.Mux {
+// Current returns the live connection, or nil; it never starts one.
+func (s *Supervisor) Current() *mux.Mux {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cur != nil && s.cur.Alive() {
@@ -178,6 +189,14 @@ var StatelessInit = jsonrpc.MustDecode(`{"jsonrpc":"2.0","id":"spillway-init","m
 // Initialized is the notification that completes a handshake.
 var Initialized = jsonrpc.MustDecode(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 
+// Sender returns Request on m, for code that takes a way to send the
+// proxy's own requests (ownmethods.ListTools).
+func Sender(m *mux.Mux) func(context.Context, *jsonrpc.Message) (*jsonrpc.Message, error) {
+	return func(ctx context.Context, req *jsonrpc.Message) (*jsonrpc.Message, error) {
+		return Request(ctx, m, req)
+	}
+}
+
 // Request sends one request of the proxy's own on m and waits for its
 // answer until ctx ends.
 func Request(ctx context.Context, m *mux.Mux, req *jsonrpc.Message) (*jsonrpc.Message, error) {
@@ -192,28 +211,6 @@ func Request(ctx context.Context, m *mux.Mux, req *jsonrpc.Message) (*jsonrpc.Me
 		return r, nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%s: %w", req.Method, ctx.Err())
-	}
-}
-
-// ListTools returns how to list the upstream's tools on up for the caller
-// of m (a tools/call whose result needs the tool's outputSchema, or its
-// bindings checked): each page a tools/list of the proxy's own, carrying
-// m's stateless-era envelope when envelope is set (ownmethods.ListRequest).
-// An error response is an error.
-func ListTools(up *mux.Mux, m *jsonrpc.Message, envelope bool) offload.ListFunc {
-	var meta []byte
-	if envelope {
-		meta = ownmethods.Envelope(m)
-	}
-	return func(ctx context.Context, cursor string) ([]byte, error) {
-		resp, err := Request(ctx, up, ownmethods.ListRequest(meta, cursor))
-		if err != nil {
-			return nil, err
-		}
-		if resp.Error != nil {
-			return nil, fmt.Errorf("tools/list: the upstream answered error %d", resp.ErrorCode())
-		}
-		return resp.Result, nil
 	}
 }
 
