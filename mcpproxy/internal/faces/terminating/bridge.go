@@ -107,33 +107,6 @@ func bridgeCaps(m *jsonrpc.Message) (caps []byte, asks bool, err error) {
 	return caps, asks, nil
 }
 
-// Connection keys of Tenants: a tenant's own stateless connection is
-// keyed by the quoted tenant; a bridged one by the quoted tenant, a space
-// and the declared capabilities (GetFree adds a slot).
-func plainKey(tenant string) string { return strconv.Quote(tenant) }
-
-func bridgeKey(tenant string, caps []byte) string { return strconv.Quote(tenant) + " " + string(caps) }
-
-// keyTenant returns the tenant of a key.
-func keyTenant(key string) string {
-	q, err := strconv.QuotedPrefix(key)
-	if err != nil {
-		return key
-	}
-	t, _ := strconv.Unquote(q)
-	return t
-}
-
-// keyCaps returns the capabilities in a bridged key, nil for a plain one.
-func keyCaps(key string) []byte {
-	q, err := strconv.QuotedPrefix(key)
-	if err != nil || len(key) <= len(q)+1 {
-		return nil
-	}
-	rest := []byte(key[len(q)+1:])
-	return rest[:jsonrpc.SkipValue(rest, 0)]
-}
-
 // bridgeInit is the initialize of a bridged session: the session-era
 // revision, and the capabilities the client declared.
 func bridgeInit(caps []byte) *jsonrpc.Message {

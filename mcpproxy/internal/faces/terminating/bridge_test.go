@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/pool"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 )
 
@@ -64,11 +65,11 @@ func TestBridgeCaps(t *testing.T) {
 		}
 		// The key keeps the tenant apart and gives the capabilities back.
 		for _, tenant := range []string{"", "a b", `q"{`} {
-			key := bridgeKey(tenant, caps)
-			if got := keyCaps(key + "#3"); string(got) != string(caps) {
-				t.Errorf("keyCaps(%q) = %s", key, got)
+			key := pool.CapsKey(tenant, caps)
+			if got := pool.KeyCaps(key + "#3"); string(got) != string(caps) {
+				t.Errorf("pool.KeyCaps(%q) = %s", key, got)
 			}
-			if !strings.HasPrefix(key, plainKey(tenant)+" ") || keyCaps(plainKey(tenant)) != nil {
+			if !strings.HasPrefix(key, pool.TenantKey(tenant)+" ") || pool.KeyCaps(pool.TenantKey(tenant)) != nil {
 				t.Errorf("tenant %q: key %q", tenant, key)
 			}
 		}
@@ -146,8 +147,8 @@ func FuzzBridgeCaps(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !json.Valid(c) || string(keyCaps(bridgeKey("t", c)+"#0")) != string(c) {
-			t.Fatalf("caps %s: key gives back %s", c, keyCaps(bridgeKey("t", c)))
+		if !json.Valid(c) || string(pool.KeyCaps(pool.CapsKey("t", c)+"#0")) != string(c) {
+			t.Fatalf("caps %s: key gives back %s", c, pool.KeyCaps(pool.CapsKey("t", c)))
 		}
 		stripEnvelope(m)
 	})

@@ -59,7 +59,7 @@ func (q *queue) take() ([]item, bool) {
 // requests: a tenant's own, prepared best-effort (see Pipeline), or a
 // bridged one, initialized with the capabilities its key declares.
 func (f *Face) statelessSupervisor(key string) *pool.Supervisor {
-	tenant, caps := keyTenant(key), keyCaps(key)
+	tenant, caps := pool.KeyTenant(key), pool.KeyCaps(key)
 	// The connection serves one tenant: a tool sees a client's own
 	// progress token unless another request in flight uses it.
 	s := &pool.Supervisor{Log: f.log, Exclusive: true,
@@ -171,7 +171,7 @@ type statelessCall struct {
 // answers written as they come (respondStateless).
 func (f *Face) statelessPOST(w http.ResponseWriter, r *http.Request, rq ownmethods.Request, msgs []*jsonrpc.Message, body []byte) {
 	ctx := r.Context()
-	sc := &statelessCall{rq: rq, msgs: msgs, key: plainKey(rq.Tenant), bridge: f.bridging(ctx)}
+	sc := &statelessCall{rq: rq, msgs: msgs, key: pool.TenantKey(rq.Tenant), bridge: f.bridging(ctx)}
 	if len(msgs) == 1 && msgs[0].IsRequest() {
 		sc.single = msgs[0]
 	}
@@ -202,7 +202,7 @@ func (f *Face) planBridge(w http.ResponseWriter, r *http.Request, sc *statelessC
 		}
 		if single.Method == "subscriptions/listen" {
 			if caps, _, err := bridgeCaps(single); err == nil {
-				f.listen(w, r, sc.rq, single, bridgeKey(sc.rq.Tenant, caps))
+				f.listen(w, r, sc.rq, single, pool.CapsKey(sc.rq.Tenant, caps))
 				return false
 			}
 		}
@@ -220,7 +220,7 @@ func (f *Face) planBridge(w http.ResponseWriter, r *http.Request, sc *statelessC
 		writeError(w, sc.msgs[0], jsonrpc.CodeInvalidParams, err.Error())
 		return false
 	}
-	sc.key, sc.asking = bridgeKey(sc.rq.Tenant, caps), asks && sc.single != nil
+	sc.key, sc.asking = pool.CapsKey(sc.rq.Tenant, caps), asks && sc.single != nil
 	sc.exclusive = sc.asking && !f.o.RelatedStreams
 	return true
 }
@@ -416,7 +416,7 @@ func (f *Face) upstreamInit(ctx context.Context, rq ownmethods.Request, m *jsonr
 	if err != nil {
 		caps = []byte(`{}`)
 	}
-	_, release, err := f.shared.Get(ctx, bridgeKey(rq.Tenant, caps))
+	_, release, err := f.shared.Get(ctx, pool.CapsKey(rq.Tenant, caps))
 	release()
 	if err != nil {
 		return nil, err

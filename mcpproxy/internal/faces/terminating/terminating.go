@@ -160,7 +160,7 @@ func New(o Options) *Face {
 		parks: newParkTable(), owners: map[*mux.Mux]*queue{}, listeners: map[string]map[*listener]struct{}{},
 		inits: map[string][]byte{}}
 	f.shared = pool.NewTenants(f.statelessSupervisor, max(cmp.Or(o.StatelessConns, 16), perTenant), o.StatelessIdle)
-	f.shared.LimitPerTenant(keyTenant, perTenant)
+	f.shared.LimitPerTenant(pool.KeyTenant, perTenant)
 	f.shared.WaitForRoom(o.BridgeWait)
 	return f
 }

@@ -1,4 +1,4 @@
-package terminating
+package pool
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/pool"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 )
 
@@ -23,9 +22,9 @@ func (c *conn) Recv() <-chan *jsonrpc.Message                { return c.recv }
 func (c *conn) Err() error                                   { return nil }
 func (c *conn) Close() error                                 { c.once.Do(func() { close(c.recv) }); return nil }
 
-func newTestTenants(max int, idle time.Duration) *pool.Tenants {
-	return pool.NewTenants(func(string) *pool.Supervisor {
-		return &pool.Supervisor{Dial: func(context.Context) (mux.Conn, error) { return &conn{recv: make(chan *jsonrpc.Message)}, nil }}
+func newTestTenants(max int, idle time.Duration) *Tenants {
+	return NewTenants(func(string) *Supervisor {
+		return &Supervisor{Dial: func(context.Context) (mux.Conn, error) { return &conn{recv: make(chan *jsonrpc.Message)}, nil }}
 	}, max, idle)
 }
 
@@ -61,7 +60,7 @@ func TestTenantsBound(t *testing.T) {
 	if a2 != a {
 		t.Fatal("a tenant's second request got another connection")
 	}
-	if _, _, err := ts.Get(ctx, "C"); !errors.Is(err, pool.ErrTooManyTenants) {
+	if _, _, err := ts.Get(ctx, "C"); !errors.Is(err, ErrTooManyTenants) {
 		t.Fatalf("a third tenant while two are busy at a cap of 2: %v", err)
 	}
 	relB() // B's request ends first: B is the least recently used
@@ -110,27 +109,27 @@ func TestTenantsIdle(t *testing.T) {
 // while all are busy it is refused, not another tenant.
 func TestTenantsPerTenant(t *testing.T) {
 	ts := newTestTenants(8, time.Hour)
-	ts.LimitPerTenant(keyTenant, 2)
+	ts.LimitPerTenant(KeyTenant, 2)
 	defer ts.Close()
 	ctx := context.Background()
-	a1, rel1, err := ts.Get(ctx, bridgeKey("a", []byte(`{}`)))
+	a1, rel1, err := ts.Get(ctx, CapsKey("a", []byte(`{}`)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rel2, err := ts.GetFree(ctx, bridgeKey("a", []byte(`{"sampling":{}}`)), 4)
+	_, rel2, err := ts.GetFree(ctx, CapsKey("a", []byte(`{"sampling":{}}`)), 4)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := ts.Get(ctx, bridgeKey("a", []byte(`{"experimental":{"x":1}}`))); !errors.Is(err, pool.ErrAllBusy) {
+	if _, _, err := ts.Get(ctx, CapsKey("a", []byte(`{"experimental":{"x":1}}`))); !errors.Is(err, ErrAllBusy) {
 		t.Fatalf("a third key of a tenant with two busy at its bound of 2: %v", err)
 	}
-	_, relB, err := ts.Get(ctx, bridgeKey("b", []byte(`{}`)))
+	_, relB, err := ts.Get(ctx, CapsKey("b", []byte(`{}`)))
 	if err != nil {
 		t.Fatalf("another tenant is refused: %v", err)
 	}
 	relB()
 	rel1()
-	_, rel3, err := ts.Get(ctx, bridgeKey("a", []byte(`{"experimental":{"x":1}}`)))
+	_, rel3, err := ts.Get(ctx, CapsKey("a", []byte(`{"experimental":{"x":1}}`)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +149,7 @@ func TestTenantsWaitForRoom(t *testing.T) {
 	ts.WaitForRoom(time.Hour)
 	defer ts.Close()
 	ctx := context.Background()
-	key := bridgeKey("a", []byte(`{"sampling":{}}`))
+	key := CapsKey("a", []byte(`{"sampling":{}}`))
 	m1, rel1, err := ts.GetFree(ctx, key, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +171,7 @@ func TestTenantsWaitForRoom(t *testing.T) {
 		left <- err
 	}()
 	cancel()
-	if err := <-left; !errors.Is(err, pool.ErrAllBusy) || !errors.Is(err, context.Canceled) {
+	if err := <-left; !errors.Is(err, ErrAllBusy) || !errors.Is(err, context.Canceled) {
 		t.Errorf("a waiter whose request ended: %v", err)
 	}
 	rel1()
@@ -181,7 +180,7 @@ func TestTenantsWaitForRoom(t *testing.T) {
 		t.Fatalf("the waiter got %v, %v; want the released connection", w.m, w.err)
 	}
 	ts.WaitForRoom(time.Millisecond) // set before any Get in real use; here the first holds on
-	if _, _, err := ts.GetFree(ctx, key, 1); !errors.Is(err, pool.ErrAllBusy) {
+	if _, _, err := ts.GetFree(ctx, key, 1); !errors.Is(err, ErrAllBusy) {
 		t.Errorf("a waiter past its wait: %v", err)
 	}
 	w.rel()
