@@ -1,5 +1,5 @@
 // Package decision holds the input and output documents of Spillway's
-// policy decisions (fetch, offload, mint), as plain Go types with the
+// policy decisions (fetch, offload, mint, call), as plain Go types with the
 // JSON field names Rego policies see, and the pure rules applied to a
 // decision (Mint.Narrow). It imports only the standard library, so a
 // package that asks for decisions (the artifact service, a store) does
@@ -11,7 +11,7 @@
 // to share between goroutines once built.
 package decision
 
-// The input and output documents of the three decision points. Field names
+// The input and output documents of the decision points. Field names
 // are the JSON the Rego policies see (input.request.method, ...), so they
 // are part of the contract with policy authors: rename nothing.
 
@@ -129,4 +129,32 @@ type Mint struct {
 	RequireCIDR   string `json:"require_cidr,omitempty"`    // binding the link must carry
 	Audience      string `json:"audience,omitempty"`
 	Reason        string `json:"reason,omitempty"`
+}
+
+// CallInput is the input of the call decision (data.spillway.call), asked
+// before a request reaches an upstream on a client's behalf: a tools/call,
+// a prompts/get, an upstream's resources/read, and, with Listing set, for
+// each tool of a tools/list (a tool a tenant may not call is not listed).
+type CallInput struct {
+	Tenant string `json:"tenant"`
+	// Upstream is the configured name of the tool server the request goes to.
+	Upstream string `json:"upstream"`
+	// Kind is "tool", "prompt" or "resource".
+	Kind string `json:"kind"`
+	// Name is the tool's or prompt's name as its upstream knows it (no
+	// gateway prefix), or the resource's URI as its upstream knows it.
+	Name string `json:"name"`
+	// Arguments are the request's arguments (a JSON object); absent when
+	// Listing.
+	Arguments map[string]any `json:"arguments,omitempty"`
+	// Listing is true when the question is whether to list the tool, not
+	// whether to make a given call: a rule about arguments should allow it.
+	Listing bool `json:"listing"`
+}
+
+// Call is the call decision. The zero value denies.
+type Call struct {
+	Allow bool `json:"allow"`
+	// Reason is told to the client when the call is refused.
+	Reason string `json:"reason,omitempty"`
 }
