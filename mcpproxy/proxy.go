@@ -120,6 +120,7 @@ import (
 	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/stdio"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/gateway"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/pool"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/httpclient"
@@ -147,8 +148,13 @@ const (
 // may call, how large messages may be, sessions and era bridging, and the
 // timing of streams.
 type Options struct {
-	// Upstream is the tool server: an *HTTPUpstream or a *CommandUpstream.
+	// Upstream is the tool server: an *HTTPUpstream or a *CommandUpstream,
+	// or many of them behind one face: a *Gateway.
 	Upstream Upstream
+	// CallPolicy is the call decision asked before a Gateway forwards a
+	// tools/call, prompts/get or resources/read, and for each tool it
+	// lists. nil allows every call.
+	CallPolicy CallDecider
 	// Offloader rewrites tools/call results (and, with OffloadResources,
 	// upstream resources/read results). nil: results pass unchanged.
 	Offloader        *Offloader
@@ -323,6 +329,9 @@ type Proxy struct {
 	web   httpFace
 	stdio stdioFace
 
+	// gateway is the registry of a Gateway's servers; nil for one upstream.
+	gateway *gateway.Registry
+
 	// tools are the upstream's x-mcp-header bindings, learned from
 	// tools/list: what Mcp-Param-* headers mirror.
 	tools mcpheader.Tools
@@ -362,6 +371,8 @@ func New(o Options) (*Proxy, error) {
 	switch up := o.Upstream.(type) {
 	case *CommandUpstream:
 		p.web, p.stdio, err = p.commandFaces(up)
+	case *Gateway:
+		p.web, p.stdio, err = p.gatewayFaces(up)
 	case *HTTPUpstream:
 		if up.Transport == httpclient.Legacy {
 			p.web, p.stdio = p.legacyFaces(up)

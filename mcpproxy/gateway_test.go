@@ -1,0 +1,194 @@
+package mcpproxy_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/mcpproxy"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/eratest"
+	"github.com/spillway-dev/spillway/policy"
+)
+
+// gatewayFixture is a proxy in front of three real servers at once: the Go
+// SDK's everything-server over Streamable HTTP (session era), a
+// 2026-07-28-only server over stateless HTTP, and bigtool over stdio.
+type gatewayFixture struct {
+	url     string
+	proxy   *mcpproxy.Proxy
+	servers []mcpproxy.Server
+}
+
+func startGateway(t *testing.T, o mcpproxy.Options) *gatewayFixture {
+	t.Helper()
+	servers := []mcpproxy.Server{
+		{Name: "ev", Upstream: &mcpproxy.HTTPUpstream{URL: startEverything(t, false)}},
+		{Name: "era", Upstream: &mcpproxy.HTTPUpstream{URL: serve(t, eratest.Handler())}},
+		{Name: "big", Upstream: &mcpproxy.CommandUpstream{Command: buildBigtool(t)}},
+	}
+	eng, err := policy.New(context.Background(), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Upstream = &mcpproxy.Gateway{Servers: servers}
+	if o.Offloader == nil {
+		svc := newService(t)
+		o.Offloader = mcpproxy.NewOffloader(svc, eng, mcpproxy.OffloadOptions{})
+		o.Artifacts = svc
+	}
+	p, err := mcpproxy.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", p)
+	return &gatewayFixture{url: serve(t, mux), proxy: p, servers: servers}
+}
+
+func sessionClient(t *testing.T, url string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "gw-test", Version: "1"}, opts)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func listedTools(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	var names []string
+	for tool, err := range cs.Tools(context.Background(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+func textOf(r *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range r.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func TestGatewayListsAndCallsEveryServer(t *testing.T) {
+	f := startGateway(t, mcpproxy.Options{})
+	cs := sessionClient(t, f.url, nil)
+	names := listedTools(t, cs)
+	for _, want := range []string{"ev_test_simple_text", "era_echo", "era_big", "big_query", "big_small", "spillway_artifact_read"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("tools/list lacks %s: %v", want, names)
+		}
+	}
+	if n := strings.Count(strings.Join(names, " "), "spillway_artifact_read"); n != 1 {
+		t.Errorf("spillway_artifact_read listed %d times", n)
+	}
+	ctx := context.Background()
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev_test_simple_text"})
+	if err != nil || textOf(r) == "" || r.IsError {
+		t.Fatalf("ev_test_simple_text: %v %+v", err, r)
+	}
+	r, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "era_echo", Arguments: map[string]any{"text": "hi era"}})
+	if err != nil || !strings.Contains(textOf(r), "hi era") {
+		t.Fatalf("era_echo: %v %+v", err, r)
+	}
+	// An unprefixed or unknown name is refused by name.
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo"}); err == nil || !strings.Contains(err.Error(), "Unknown tool") {
+		t.Errorf("unprefixed call: %v", err)
+	}
+	// Prompts and resources carry their server's name too.
+	pr, err := cs.GetPrompt(ctx, &mcp.GetPromptParams{Name: "era_greet", Arguments: map[string]string{"name": "ann"}})
+	if err != nil || !strings.Contains(pr.Messages[0].Content.(*mcp.TextContent).Text, "greet ann") {
+		t.Fatalf("era_greet: %v %+v", err, pr)
+	}
+	rr, err := cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: "era+" + eratest.Resource})
+	if err != nil || rr.Contents[0].Text != eratest.ResourceText || rr.Contents[0].URI != "era+"+eratest.Resource {
+		t.Fatalf("read era+%s: %v %+v", eratest.Resource, err, rr)
+	}
+}
+
+// A large output of each server is offloaded, its link byte-exact.
+func TestGatewayOffloadsEachServer(t *testing.T) {
+	f := startGateway(t, mcpproxy.Options{})
+	cs := sessionClient(t, f.url, nil)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"era_big", map[string]any{}},
+		{"big_query", map[string]any{"rows": 20000}},
+	} {
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tc.tool, Arguments: tc.args})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.tool, err)
+		}
+		link := firstLink(r)
+		if link == nil {
+			t.Fatalf("%s: nothing offloaded: %.300s", tc.tool, textOf(r))
+		}
+		body := fetchLink(t, link)
+		if want := linkSHA(link); want != "" {
+			sum := sha256.Sum256(body)
+			if hex.EncodeToString(sum[:]) != want {
+				t.Errorf("%s: fetched bytes do not match the link's checksum", tc.tool)
+			}
+		}
+		if int64(len(body)) != *link.Size {
+			t.Errorf("%s: fetched %d bytes, link says %d", tc.tool, len(body), *link.Size)
+		}
+	}
+}
+
+func firstLink(r *mcp.CallToolResult) *mcp.ResourceLink {
+	for _, c := range r.Content {
+		if l, ok := c.(*mcp.ResourceLink); ok {
+			return l
+		}
+	}
+	return nil
+}
+
+func linkSHA(l *mcp.ResourceLink) string {
+	meta, _ := l.Meta[artifact.MetaLink].(map[string]any)
+	s, _ := meta["sha256"].(string)
+	return s
+}
+
+func fetchLink(t *testing.T, l *mcp.ResourceLink) []byte {
+	t.Helper()
+	meta, _ := l.Meta[artifact.MetaLink].(map[string]any)
+	u, _ := meta["httpUrl"].(string)
+	if u == "" {
+		t.Fatalf("link without httpUrl: %+v", l)
+	}
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET link: %s", resp.Status)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	return b
+}
