@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/spill"
 )
@@ -172,7 +171,7 @@ func (c *Conn) answer(ctx context.Context, r *jsonrpc.Message) error {
 // client gets an id of the Conn's (and, where the upstream said which of
 // its calls it belongs to, that call's client id as Related); a
 // notification is passed on, a resource URI in it given its prefix.
-func (c *Conn) fromUpstream(m *member, mx *mux.Mux, msg *jsonrpc.Message) {
+func (c *Conn) fromUpstream(m *member, msg *jsonrpc.Message) {
 	if msg.IsRequest() {
 		c.mu.Lock()
 		c.nextAsk++
@@ -180,7 +179,7 @@ func (c *Conn) fromUpstream(m *member, mx *mux.Mux, msg *jsonrpc.Message) {
 		c.asks[jsonrpc.Key(id)] = ask{m: m, id: msg.ID}
 		c.mu.Unlock()
 		out := msg.WithID(id)
-		if msg.Related != nil {
+		if mx := m.current(); msg.Related != nil && mx != nil {
 			if sink, _ := mx.Caller(msg.Related); sink != nil {
 				if cs, ok := sink.(*callSink); ok {
 					out.Related = cs.call.clientID

@@ -43,7 +43,8 @@ type member struct {
 func newMember(c *Conn, s Spec) *member {
 	m := &member{c: c, spec: s, log: c.log.With("upstream", s.Name), q: make(chan *jsonrpc.Message, 64),
 		stop: make(chan struct{}), gone: make(chan struct{}), firstTry: make(chan struct{})}
-	m.sup = &pool.Supervisor{Dial: s.Dial, Exclusive: true, Log: m.log, Init: m.handshake}
+	m.sup = &pool.Supervisor{Dial: s.Dial, Exclusive: true, Log: m.log, Init: m.handshake,
+		OnServer: func(msg *jsonrpc.Message) { c.fromUpstream(m, msg) }}
 	return m
 }
 
