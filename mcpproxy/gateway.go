@@ -66,6 +66,20 @@ type Server struct {
 	// handshake (default 10 s); CallTimeout a request's answer (0: no
 	// bound but the client's own).
 	ConnectTimeout, CallTimeout time.Duration
+	// Offload overrides the Offloader's settings for this server's
+	// results; nil keeps them.
+	Offload *ServerOffload
+}
+
+// ServerOffload overrides the Offloader's settings for one server's
+// results. Zero fields keep the Offloader's own.
+type ServerOffload struct {
+	Budget                         int64 // what a tools/call result keeps inline
+	TextThreshold, BinaryThreshold int64
+	TTL                            time.Duration // of the links handed out
+	// Never names tools (as the server names them) whose results are
+	// never offloaded.
+	Never []string
 }
 
 // CallDecider is the call decision (*policy.Engine is one): may this
@@ -182,7 +196,7 @@ func (p *Proxy) serverDial(up Upstream) (pool.Dial, error) {
 // reconnects only the servers whose configuration changed. Header values
 // go in hashed, as everything does.
 func serverVersion(s Server) string {
-	v := map[string]any{"allow": s.Allow, "deny": s.Deny, "connect": s.ConnectTimeout, "call": s.CallTimeout}
+	v := map[string]any{"allow": s.Allow, "deny": s.Deny, "connect": s.ConnectTimeout, "call": s.CallTimeout, "offload": s.Offload}
 	switch up := s.Upstream.(type) {
 	case *CommandUpstream:
 		v["command"] = []any{up.Command, up.Args, up.Env, up.Dir, up.User}
