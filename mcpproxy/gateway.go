@@ -8,10 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/terminating"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/results/offload"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/gateway"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/pool"
@@ -106,6 +108,7 @@ func (p *Proxy) gatewayFaces(g *Gateway) (httpFace, stdioFace, error) {
 		return nil, nil, fmt.Errorf("mcpproxy: %w", err)
 	}
 	p.gateway = reg
+	p.setServerOffload(g.Servers)
 	eras := era.Fixed(era.Eras{Versions: []string{era.Session}})
 	return terminating.New(p.terminatingOptions(reg.Dial, nil, eras)), supervisedStdio{reg.Dial, p.log}, nil
 }
@@ -123,7 +126,58 @@ func (p *Proxy) UpdateServers(servers []Server) error {
 	if err != nil {
 		return err
 	}
-	return p.gateway.Update(specs)
+	if err := p.gateway.Update(specs); err != nil {
+		return err
+	}
+	p.setServerOffload(servers)
+	return nil
+}
+
+// serverOffload is one server's offloading: its Rewriter (its settings,
+// its name in policy inputs) and the tools it never offloads.
+type serverOffload struct {
+	rw    *offload.Rewriter
+	never []string
+}
+
+// setServerOffload prepares each server's offloading.
+func (p *Proxy) setServerOffload(servers []Server) {
+	if p.o.Offloader == nil {
+		return
+	}
+	m := make(map[string]serverOffload, len(servers))
+	for _, s := range servers {
+		o := offload.Overrides{Server: s.Name}
+		var never []string
+		if so := s.Offload; so != nil {
+			o.Budget, o.TextThreshold, o.BinaryThreshold, o.TTL = so.Budget, so.TextThreshold, so.BinaryThreshold, so.TTL
+			never = so.Never
+		}
+		m[s.Name] = serverOffload{rw: p.o.Offloader.With(o), never: never}
+	}
+	p.serverOffload.Store(&m)
+}
+
+// offloaderFor picks the Rewriter of a call through a Gateway: its
+// server's, or none for a tool the server never offloads.
+func (p *Proxy) offloaderFor(c offload.Call) *offload.Rewriter {
+	kind, name := "tool", c.Tool
+	if c.Method == "resources/read" {
+		kind, name = "resource", c.URI
+	}
+	m := p.serverOffload.Load()
+	if m == nil {
+		return p.o.Offloader
+	}
+	server, orig, ok := p.gateway.ServerOf(kind, name)
+	so, found := (*m)[server]
+	if !ok || !found {
+		return p.o.Offloader
+	}
+	if kind == "tool" && slices.Contains(so.never, orig) {
+		return nil
+	}
+	return so.rw
 }
 
 // Servers reports each Gateway server's health across the connections to

@@ -28,12 +28,17 @@ type gatewayFixture struct {
 	servers []mcpproxy.Server
 }
 
-func startGateway(t *testing.T, o mcpproxy.Options) *gatewayFixture {
+// startGateway starts the fixture; edit, when not nil, changes the
+// servers' settings first.
+func startGateway(t *testing.T, o mcpproxy.Options, edit func([]mcpproxy.Server)) *gatewayFixture {
 	t.Helper()
 	servers := []mcpproxy.Server{
 		{Name: "ev", Upstream: &mcpproxy.HTTPUpstream{URL: startEverything(t, false)}},
 		{Name: "era", Upstream: &mcpproxy.HTTPUpstream{URL: serve(t, eratest.Handler())}},
 		{Name: "big", Upstream: &mcpproxy.CommandUpstream{Command: buildBigtool(t)}},
+	}
+	if edit != nil {
+		edit(servers)
 	}
 	eng, err := policy.New(context.Background(), policy.Options{})
 	if err != nil {
@@ -91,7 +96,7 @@ func textOf(r *mcp.CallToolResult) string {
 }
 
 func TestGatewayListsAndCallsEveryServer(t *testing.T) {
-	f := startGateway(t, mcpproxy.Options{})
+	f := startGateway(t, mcpproxy.Options{}, nil)
 	cs := sessionClient(t, f.url, nil)
 	names := listedTools(t, cs)
 	for _, want := range []string{"ev_test_simple_text", "era_echo", "era_big", "big_query", "big_small", "spillway_artifact_read"} {
@@ -128,7 +133,7 @@ func TestGatewayListsAndCallsEveryServer(t *testing.T) {
 
 // A large output of each server is offloaded, its link byte-exact.
 func TestGatewayOffloadsEachServer(t *testing.T) {
-	f := startGateway(t, mcpproxy.Options{})
+	f := startGateway(t, mcpproxy.Options{}, nil)
 	cs := sessionClient(t, f.url, nil)
 	ctx := context.Background()
 	for _, tc := range []struct {
@@ -191,4 +196,29 @@ func fetchLink(t *testing.T, l *mcp.ResourceLink) []byte {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	return b
+}
+
+// A server's own offload settings apply to its results only.
+func TestGatewayServerOffloadSettings(t *testing.T) {
+	f := startGateway(t, mcpproxy.Options{}, func(s []mcpproxy.Server) {
+		s[1].Offload = &mcpproxy.ServerOffload{Never: []string{"big"}}
+		s[2].Offload = &mcpproxy.ServerOffload{Budget: 2 << 20, TextThreshold: 2 << 20}
+	})
+	cs := sessionClient(t, f.url, nil)
+	ctx := context.Background()
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "era_big", Arguments: map[string]any{}})
+	if err != nil || firstLink(r) != nil || len(textOf(r)) != eratest.Big {
+		t.Errorf("era_big (never offloaded): err %v, link %v, %d bytes inline", err, firstLink(r) != nil, len(textOf(r)))
+	}
+	r, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "big_query", Arguments: map[string]any{"rows": 2000}})
+	if err != nil || firstLink(r) != nil {
+		t.Errorf("big_query of 2000 rows under a 2 MiB budget: err %v, offloaded %v", err, firstLink(r) != nil)
+	}
+	// The default settings still offload the same call elsewhere: the
+	// everything server's tools are untouched, and bigtool's rows above
+	// its own budget leave.
+	r, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "big_query", Arguments: map[string]any{"rows": 20000}})
+	if err != nil || firstLink(r) == nil {
+		t.Errorf("big_query of 20000 rows: err %v, offloaded %v", err, firstLink(r) != nil)
+	}
 }

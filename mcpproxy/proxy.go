@@ -114,6 +114,7 @@ import (
 	"net/http"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spillway-dev/spillway/artifact"
@@ -331,6 +332,8 @@ type Proxy struct {
 
 	// gateway is the registry of a Gateway's servers; nil for one upstream.
 	gateway *gateway.Registry
+	// serverOffload is each Gateway server's offloading, by name.
+	serverOffload atomic.Pointer[map[string]serverOffload]
 
 	// tools are the upstream's x-mcp-header bindings, learned from
 	// tools/list: what Mcp-Param-* headers mirror.
@@ -362,12 +365,16 @@ func New(o Options) (*Proxy, error) {
 		return nil, fmt.Errorf("mcpproxy: %w", err)
 	}
 	p := &Proxy{o: o, log: o.Logger, spool: spool}
-	p.methods = ownmethods.New(ownmethods.Options{
+	mo := ownmethods.Options{
 		Artifacts: o.Artifacts, Offloader: o.Offloader, OffloadResources: o.OffloadResources,
 		MaxInlineRead: o.MaxInlineRead, StreamMode: o.StreamMode, Fetch: o.Fetch, Logger: o.Logger,
 		NoArtifactTools: o.NoArtifactTools, Spool: spool,
 		LearnTools: func(result []byte) { p.tools.Learn(result) },
-	})
+	}
+	if _, ok := o.Upstream.(*Gateway); ok && o.Offloader != nil {
+		mo.OffloaderFor = p.offloaderFor // each server's own settings
+	}
+	p.methods = ownmethods.New(mo)
 	switch up := o.Upstream.(type) {
 	case *CommandUpstream:
 		p.web, p.stdio, err = p.commandFaces(up)

@@ -183,3 +183,35 @@ func New(svc *artifact.Service, dec Decider, o Options) *Rewriter {
 	return &Rewriter{svc: svc, dec: dec, o: o, lit: lits{o.Spills}, log: o.Logger, early: make(chan struct{}, maxEarly),
 		stage: &stager{svc: svc, dir: o.StageDir, max: o.StageMax}, budget: Budget{Result: o.Budget, Previews: o.PreviewBudget}}
 }
+
+// Overrides replace some of a Rewriter's Options for the results of one
+// upstream of a gateway. Zero fields keep the Rewriter's own.
+type Overrides struct {
+	Budget, TextThreshold, BinaryThreshold int64
+	TTL                                    time.Duration
+	// Server names the upstream in policy inputs.
+	Server string
+}
+
+// With returns a Rewriter with o in place of f's options, sharing f's
+// store, policy, staging and spilled strings. f is unchanged.
+func (f *Rewriter) With(o Overrides) *Rewriter {
+	n := *f
+	if o.Budget > 0 {
+		n.o.Budget = o.Budget
+	}
+	if o.TextThreshold > 0 {
+		n.o.TextThreshold = o.TextThreshold
+	}
+	if o.BinaryThreshold > 0 {
+		n.o.BinaryThreshold = o.BinaryThreshold
+	}
+	if o.TTL > 0 {
+		n.o.TTL = o.TTL
+	}
+	if o.Server != "" {
+		n.o.Server = o.Server
+	}
+	n.budget = Budget{Result: n.o.Budget, Previews: n.o.PreviewBudget}
+	return &n
+}

@@ -112,6 +112,10 @@ type Options struct {
 	// upstream resources/read results). nil: results pass unchanged.
 	Offloader        *offload.Rewriter
 	OffloadResources bool
+	// OffloaderFor, when set, picks the Rewriter of one call (a gateway's
+	// upstream has settings of its own) in place of Offloader; nil
+	// leaves that call's result unchanged.
+	OffloaderFor func(offload.Call) *offload.Rewriter
 	// MaxInlineRead caps resources/read of an artifact (base64 in JSON);
 	// beyond it the caller is told to use resources/stream or the
 	// httpUrl. Default 32 MiB.
@@ -391,7 +395,13 @@ func (o *Methods) offload(ctx context.Context, c *Call, resp *jsonrpc.Message) *
 		}
 		call.Schema, call.SchemaErr = o.schemas.Lookup(c.Request.schemaKey(), c.Tool)
 	}
-	r, stored, err := o.o.Offloader.Rewrite(ctx, call, resp.Result)
+	rw := o.o.Offloader
+	if o.o.OffloaderFor != nil {
+		if rw = o.o.OffloaderFor(call); rw == nil {
+			return resp
+		}
+	}
+	r, stored, err := rw.Rewrite(ctx, call, resp.Result)
 	for _, a := range stored {
 		o.Remember(c.Request.Tenant, a)
 	}
@@ -410,6 +420,6 @@ func (o *Methods) offload(ctx context.Context, c *Call, resp *jsonrpc.Message) *
 		o.log.Error("offload produced invalid JSON; the result passes inline", "method", c.Method, "tool", c.Tool)
 		return resp
 	}
-	o.o.Offloader.Spent(resp.Result, r)
+	rw.Spent(resp.Result, r)
 	return resp.WithResult(r)
 }

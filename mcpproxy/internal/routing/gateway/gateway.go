@@ -97,6 +97,9 @@ type Registry struct {
 	specs  []Spec
 	conns  map[*Conn]struct{}
 	health map[string]*Health
+	// owners are the names the Conns' clients were given, for ServerOf;
+	// bounded as each Conn's own table is.
+	owners map[string]target
 }
 
 // Health is what the Registry knows of one upstream from its Conns: as a
@@ -131,7 +134,7 @@ func NewRegistry(o Options, specs []Spec) (*Registry, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Registry{o: o, log: o.Logger, conns: map[*Conn]struct{}{}, health: map[string]*Health{}}
+	r := &Registry{o: o, log: o.Logger, conns: map[*Conn]struct{}{}, health: map[string]*Health{}, owners: map[string]target{}}
 	if err := r.Update(specs); err != nil {
 		return nil, err
 	}
@@ -264,4 +267,40 @@ func (r *Registry) noteHealth(name string, err error) {
 		return
 	}
 	h.LastError = err.Error()
+}
+
+// ServerOf returns the upstream of a tool, prompt or resource URI (kind
+// "tool", "prompt", "resource") by the name a client was given, and the
+// upstream's own name for it: by its prefix, or as a Conn last listed it.
+// ok is false when no upstream is known to have it.
+func (r *Registry) ServerOf(kind, name string) (upstream, orig string, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t, found := r.owners[kind+"\x00"+name]; found {
+		return t.upstream, t.name, true
+	}
+	names := make([]string, len(r.specs))
+	for i, s := range r.specs {
+		names[i] = s.Name
+	}
+	if len(names) == 1 {
+		return names[0], name, true
+	}
+	if r.prefixMode(len(names)) == PrefixNever {
+		return "", "", false
+	}
+	if kind == kindResource {
+		return splitURI(names, name)
+	}
+	return splitPrefixed(names, r.o.Separator, name)
+}
+
+// noteName records that a client was given name for t.
+func (r *Registry) noteName(kind, name string, t target) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.owners) >= maxNames {
+		r.owners = map[string]target{}
+	}
+	r.owners[kind+"\x00"+name] = t
 }

@@ -294,6 +294,7 @@ func (c *Conn) expose(ctx context.Context, ls listing, m *member, item []byte) [
 		return nil
 	}
 	c.names.add(ls.kind, exposed, target{m.spec.Name, name})
+	c.r.noteName(ls.kind, exposed, target{m.spec.Name, name})
 	if exposed == name {
 		return item
 	}
@@ -323,6 +324,7 @@ func (c *Conn) exposeURI(m *member, uri string) string {
 	}
 	if !strings.Contains(uri, "{") {
 		c.names.add(kindResource, exposed, target{m.spec.Name, uri})
+		c.r.noteName(kindResource, exposed, target{m.spec.Name, uri})
 	}
 	return exposed
 }
