@@ -14,9 +14,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/mcpproxy"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/eratest"
 	"github.com/spillway-dev/spillway/policy"
+	"github.com/spillway-dev/spillway/policy/decision"
 )
 
 // gatewayFixture is a proxy in front of three real servers at once: the Go
@@ -220,5 +222,62 @@ func TestGatewayServerOffloadSettings(t *testing.T) {
 	r, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "big_query", Arguments: map[string]any{"rows": 20000}})
 	if err != nil || firstLink(r) == nil {
 		t.Errorf("big_query of 20000 rows: err %v, offloaded %v", err, firstLink(r) != nil)
+	}
+}
+
+// callRule is a call decision written in Go for the test: tenant "a" may
+// not call bigtool's query; nobody may send DROP in the era server's echo.
+type callRule struct{}
+
+func (callRule) Call(_ context.Context, in decision.CallInput) (decision.Call, error) {
+	if in.Tenant == "a" && in.Upstream == "big" && in.Name == "query" {
+		return decision.Call{Reason: "tenant a may not run queries"}, nil
+	}
+	if text, _ := in.Arguments["text"].(string); !in.Listing && in.Upstream == "era" && strings.Contains(strings.ToUpper(text), "DROP") {
+		return decision.Call{Reason: "no DROP"}, nil
+	}
+	return decision.Call{Allow: true}, nil
+}
+
+func tenantClient(t *testing.T, url, token string) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "tenant-" + token, Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{Transport: bearer(token)}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func TestGatewayCallDecision(t *testing.T) {
+	tenants, err := identity.NewTenants(map[string]string{"tokena-tokena-tokena": "a", "tokenb-tokenb-tokenb": "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := startGateway(t, mcpproxy.Options{Tenants: tenants, CallPolicy: callRule{}}, nil)
+	a, b := tenantClient(t, f.url, "tokena-tokena-tokena"), tenantClient(t, f.url, "tokenb-tokenb-tokenb")
+	ctx := context.Background()
+	if names := listedTools(t, a); slices.Contains(names, "big_query") || !slices.Contains(names, "big_small") {
+		t.Errorf("tenant a's tools: %v", names)
+	}
+	if names := listedTools(t, b); !slices.Contains(names, "big_query") {
+		t.Errorf("tenant b's tools lack big_query: %v", names)
+	}
+	_, err = a.CallTool(ctx, &mcp.CallToolParams{Name: "big_query", Arguments: map[string]any{"rows": 1}})
+	if err == nil || !strings.Contains(err.Error(), "tenant a may not run queries") {
+		t.Errorf("tenant a calling big_query by name: %v", err)
+	}
+	if _, err := b.CallTool(ctx, &mcp.CallToolParams{Name: "big_query", Arguments: map[string]any{"rows": 1}}); err != nil {
+		t.Errorf("tenant b calling big_query: %v", err)
+	}
+	_, err = b.CallTool(ctx, &mcp.CallToolParams{Name: "era_echo", Arguments: map[string]any{"text": "drop table users"}})
+	if err == nil || !strings.Contains(err.Error(), "no DROP") {
+		t.Errorf("echo with DROP: %v", err)
+	}
+	if r, err := b.CallTool(ctx, &mcp.CallToolParams{Name: "era_echo", Arguments: map[string]any{"text": "select 1"}}); err != nil || !strings.Contains(textOf(r), "select 1") {
+		t.Errorf("echo without DROP: %v %+v", err, r)
 	}
 }

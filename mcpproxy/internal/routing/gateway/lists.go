@@ -215,9 +215,13 @@ func ownRequest(ctx context.Context, m *member, mx *mux.Mux, method string, para
 // out, a cursor for the upstreams with more, and the upstreams that could
 // not answer in _meta.
 func (c *Conn) merge(ctx context.Context, ls listing, pages []page) []byte {
-	var items [][]byte
 	cursors := map[string]string{}
 	var missing []map[string]any
+	type listed struct {
+		m    *member
+		item []byte
+	}
+	var all []listed
 	for _, p := range pages {
 		if p.miss != nil {
 			missing = append(missing, map[string]any{"upstream": p.miss.Upstream, "reason": p.miss.Reason,
@@ -232,9 +236,19 @@ func (c *Conn) merge(ctx context.Context, ls listing, pages []page) []byte {
 			continue
 		}
 		for _, sp := range jsonrpc.Elements(arr, [2]int{0, len(arr)}) {
-			if item := c.expose(ctx, ls, p.m, arr[sp[0]:sp[1]]); item != nil {
-				items = append(items, item)
+			item := arr[sp[0]:sp[1]]
+			all = append(all, listed{p.m, item})
+			if ls.kind != kindResource {
+				// Every upstream's names first: a collision is known
+				// before the first of the two is exposed.
+				c.names.owned(ls.kind, jsonrpc.StringMember(item, ls.key), p.m.spec.Name)
 			}
+		}
+	}
+	var items [][]byte
+	for _, l := range all {
+		if item := c.expose(ctx, ls, l.m, l.item); item != nil {
+			items = append(items, item)
 		}
 	}
 	out := []byte(`{"` + ls.field + `":[` + string(joinJSON(items)) + `]}`)
