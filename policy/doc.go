@@ -1,6 +1,8 @@
 // Package policy is Spillway's embedded OPA engine: it loads Rego policies,
-// evaluates the offload, mint and fetch decisions with prepared queries, and
-// denies whenever evaluation fails. The decisions' input and output types
+// evaluates the offload, mint, fetch and call decisions with prepared
+// queries, and denies whenever evaluation fails. A policy that defines no
+// call rule at all allows every call (see Engine.Call): it was written
+// before that decision existed. The decisions' input and output types
 // are in package decision, which imports no OPA package (a caller that
 // only builds inputs and reads decisions needs nothing more); this package
 // aliases them (FetchInput, FetchDecision, ...).

@@ -70,8 +70,8 @@ type Options struct {
 	afterRead func()
 }
 
-// Engine evaluates the offload, mint and fetch decisions with prepared
-// queries, and swaps in a new policy atomically when its sources change.
+// Engine evaluates the offload, mint, fetch and call decisions with
+// prepared queries, and swaps in a new policy atomically when its sources change.
 // Safe for concurrent use.
 type Engine struct {
 	o   Options
@@ -103,10 +103,11 @@ type Engine struct {
 // what names it. It is never changed once built, so a decision reads the
 // one it loaded while a reload swaps in another.
 type compiled struct {
-	revision, digest     string
-	fetch, offload, mint rego.PreparedEvalQuery
-	mask                 *rego.PreparedEvalQuery // data.system.log.mask, when defined
-	builtin              bool                    // the embedded policy: Fetch decides natively
+	revision, digest           string
+	fetch, offload, mint, call rego.PreparedEvalQuery
+	mask                       *rego.PreparedEvalQuery // data.system.log.mask, when defined
+	builtin                    bool                    // the embedded policy: Fetch and Call decide natively
+	definesCall                bool                    // false: call is the constant allowCall
 }
 
 // New loads the policy named by o, runs its Rego tests (the built-in
@@ -204,9 +205,14 @@ func (e *Engine) build(ctx context.Context, dir, bundle string) (*compiled, stri
 	return c, fp, nil
 }
 
-// compile prepares the policy's queries (fetch, offload, mint, and the
-// decision log's mask when the policy defines one) in the sandbox of
-// Capabilities.
+// allowCall is the call decision of a policy that defines no call rule
+// (see Engine.Call), as a Rego query: it is evaluated, logged and compared
+// with a dry-run candidate like any decision.
+const allowCall = `{"allow": true}`
+
+// compile prepares the policy's queries (fetch, offload, mint, call, and
+// the decision log's mask when the policy defines one) in the sandbox of
+// Capabilities. A policy that defines no call rule gets allowCall.
 func (s *source) compile(ctx context.Context) (*compiled, error) {
 	caps := Capabilities()
 	prep := func(q string) (rego.PreparedEvalQuery, error) {
@@ -216,10 +222,14 @@ func (s *source) compile(ctx context.Context) (*compiled, error) {
 		}
 		return rego.New(opts...).PrepareForEval(ctx)
 	}
-	c := &compiled{revision: s.revision, digest: s.digest, builtin: s.builtin}
+	c := &compiled{revision: s.revision, digest: s.digest, builtin: s.builtin, definesCall: s.definesCall}
+	callQuery := allowCall
+	if s.definesCall {
+		callQuery = callPath.String()
+	}
 	var err error
 	for q, dst := range map[string]*rego.PreparedEvalQuery{
-		"data.spillway.fetch": &c.fetch, "data.spillway.offload": &c.offload, "data.spillway.mint": &c.mint,
+		"data.spillway.fetch": &c.fetch, "data.spillway.offload": &c.offload, "data.spillway.mint": &c.mint, callQuery: &c.call,
 	} {
 		if *dst, err = prep(q); err != nil {
 			return nil, err
@@ -255,6 +265,29 @@ func (e *Engine) Offload(ctx context.Context, in OffloadInput) (OffloadDecision,
 // Mint evaluates data.spillway.mint. An error comes with a denying decision.
 func (e *Engine) Mint(ctx context.Context, in MintInput) (MintDecision, error) {
 	return eval[MintDecision](ctx, e, "mint", func(c *compiled) rego.PreparedEvalQuery { return c.mint }, mintInput(in))
+}
+
+// Call evaluates data.spillway.call: may in.Tenant's request reach
+// in.Upstream (a tools/call, prompts/get or resources/read), or, with
+// in.Listing, may the tool be listed to in.Tenant. A denial is a decision
+// (Allow false, with the Reason to tell the client); an error (evaluation
+// failed, passed its deadline, arguments that are not JSON, or a decision
+// of the wrong shape) comes with the zero decision, which denies, and the
+// caller must refuse the request.
+//
+// A policy that does not define data.spillway.call at all (no rule named
+// call in package spillway, nothing at or under data.spillway.call) allows
+// every call: policies written before this decision existed keep working.
+// That is the one place an absent decision does not deny. A policy that
+// does define it is held to it like the other decisions: where its rules
+// leave the decision undefined for an input (no default and no rule
+// matched), the call is refused with an error. The built-in policy allows
+// every call (default call := {"allow": true}).
+func (e *Engine) Call(ctx context.Context, in CallInput) (CallDecision, error) {
+	if c := e.cur.Load(); (c.builtin || !c.definesCall) && e.dlog == nil && e.dry.Load() == nil {
+		return builtinCall(in), nil // what the query would say, without building the input
+	}
+	return eval[CallDecision](ctx, e, "call", func(c *compiled) rego.PreparedEvalQuery { return c.call }, callInput(in))
 }
 
 // input is a decision's input document; see input.go.

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"fmt"
 	"strconv"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -16,6 +17,7 @@ type (
 	fetchInput   FetchInput
 	offloadInput OffloadInput
 	mintInput    MintInput
+	callInput    CallInput
 )
 
 // fields are the members of an input object, in the order they are added.
@@ -142,6 +144,27 @@ func (in mintInput) value() (ast.Value, error) {
 	f.str("cidr", in.CIDR, true)
 	f.str("audience", in.Audience, true)
 	f.num("now", in.Now, false)
+	return f.term().Value, nil
+}
+
+// value is the call decision's input document. The arguments come from a
+// client and are converted by OPA (an error, such as a value that is not
+// JSON, denies the call); they are absent when empty, as their JSON tag
+// says.
+func (in callInput) value() (ast.Value, error) {
+	f := make(fields, 0, 6)
+	f.str("tenant", in.Tenant, false)
+	f.str("upstream", in.Upstream, false)
+	f.str("kind", in.Kind, false)
+	f.str("name", in.Name, false)
+	if len(in.Arguments) > 0 {
+		args, err := ast.InterfaceToValue(in.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("arguments: %w", err)
+		}
+		f.add("arguments", ast.NewTerm(args))
+	}
+	f.add("listing", ast.BooleanTerm(in.Listing))
 	return f.term().Value, nil
 }
 

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"reflect"
 	"testing"
 
@@ -21,6 +22,12 @@ func TestInputValues(t *testing.T) {
 		"offload full": filled[offloadInput](t), // every field, the ones added later too
 		"mint zero":    mintInput{},
 		"mint full":    mintInput{Artifact: art, Tenant: "t", Source: "api", RequestedTTLSeconds: 60, CIDR: "127.0.0.1/32", Audience: "a", Now: 9},
+		"call zero":    callInput{},
+		"call empty":   callInput{Arguments: map[string]any{}, Listing: true},
+		"call full": callInput{Tenant: "t", Upstream: "db", Kind: "tool", Name: "query", Arguments: map[string]any{
+			"query": "SELECT 1", "limit": 10.0, "big": json.Number("12345678901234567890"), "dry": true, "none": nil,
+			"tags": []any{"a", 2.5}, "opts": map[string]any{"x": []any{}},
+		}},
 	} {
 		got, err := in.value()
 		if err != nil {

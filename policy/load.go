@@ -34,6 +34,9 @@ type source struct {
 	revision string
 	digest   string // of the modules and data: what is enforced, whatever the revision says
 	builtin  bool   // the embedded policy, unchanged: builtinFetch may decide for it
+	// definesCall is whether the policy defines data.spillway.call at all
+	// (see definesCall); a policy that does not allows every call.
+	definesCall bool
 }
 
 // load reads the built-in policy, a folder (all .rego files and
@@ -72,6 +75,7 @@ func load(dir, bundlePath string, o Options) (*source, error) {
 		data = map[string]any{}
 	}
 	s.store = inmem.NewFromObject(data)
+	s.definesCall = definesCall(s.modules, data)
 	s.digest = digest(s.modules, data)
 	if s.revision == "" {
 		s.revision = s.digest[:16]
@@ -238,6 +242,33 @@ func (s *source) definesMask() bool {
 		}
 	}
 	return false
+}
+
+// callPath is data.spillway.call, the call decision's document.
+var callPath = ast.MustParseRef("data.spillway.call")
+
+// definesCall reports whether the policy defines data.spillway.call in any
+// way: a rule named call (or call.x, call[k]) in package spillway, a
+// package at or below spillway.call, or a data document at spillway.call.
+// A policy written before the call decision existed defines none of them.
+func definesCall(modules map[string]*ast.Module, data map[string]any) bool {
+	for _, m := range modules {
+		pkg := m.Package.Path
+		if pkg.HasPrefix(callPath) {
+			return true
+		}
+		if !pkg.Equal(callPath[:len(callPath)-1]) {
+			continue
+		}
+		for _, r := range m.Rules {
+			if ref := r.Head.Ref(); len(ref) > 0 && ref[0].Equal(ast.VarTerm("call")) {
+				return true
+			}
+		}
+	}
+	sp, _ := data["spillway"].(map[string]any)
+	_, ok := sp["call"]
+	return ok
 }
 
 // skipEntry reports whether the loader and fingerprint skip the entry p

@@ -42,6 +42,8 @@ func schemaOf(t reflect.Type) map[string]any {
 		return map[string]any{"type": "object", "additionalProperties": schemaOf(t.Elem())}
 	case reflect.Slice:
 		return map[string]any{"type": "array", "items": schemaOf(t.Elem())}
+	case reflect.Interface:
+		return map[string]any{} // any JSON value (a call's arguments)
 	case reflect.String:
 		return map[string]any{"type": "string"}
 	case reflect.Bool:
@@ -57,6 +59,7 @@ func TestSchemas(t *testing.T) {
 		"fetch.input": FetchInput{}, "fetch.output": FetchDecision{},
 		"offload.input": OffloadInput{}, "offload.output": OffloadDecision{},
 		"mint.input": MintInput{}, "mint.output": MintDecision{},
+		"call.input": CallInput{}, "call.output": CallDecision{},
 	}
 	for name, v := range docs {
 		s := schemaOf(reflect.TypeOf(v))

@@ -2,7 +2,7 @@ package policy
 
 import "github.com/spillway-dev/spillway/policy/decision"
 
-// The input and output documents of the three decision points live in
+// The input and output documents of the four decision points live in
 // package decision, which imports no OPA package; these are their names
 // in this package, kept so both compile. New code that only builds
 // inputs and reads decisions should import decision.
@@ -16,6 +16,8 @@ type (
 	OffloadDecision = decision.Offload
 	MintInput       = decision.MintInput
 	MintDecision    = decision.Mint
+	CallInput       = decision.CallInput
+	CallDecision    = decision.Call
 )
 
 // ErrWiden is decision.ErrWiden: see decision.Mint.Narrow.

@@ -56,7 +56,7 @@ func (f *storeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.bundleAlg, "policy-bundle-alg", "RS256", "signature `algorithm` of the bundle (RS256, ES256, HS256, ...)")
 	fs.StringVar(&f.dryRun, "policy-dry-run", "", "candidate policy `dir` evaluated beside the enforced one; disagreements are logged, not enforced")
 	fs.StringVar(&f.decisionLog, "decision-log", "", "write policy decisions as JSON lines to `file` (- for stdout)")
-	fs.DurationVar(&f.policyTimeout, "policy-timeout", policy.DefaultDecisionTimeout, "longest one policy decision (offload, mint, fetch) may take before it denies")
+	fs.DurationVar(&f.policyTimeout, "policy-timeout", policy.DefaultDecisionTimeout, "longest one policy decision (offload, mint, fetch, call) may take before it denies")
 	fs.DurationVar(&f.defaultTTL, "default-ttl", 15*time.Minute, "lifetime of links and artifacts when none is asked for")
 	fs.DurationVar(&f.maxTTL, "max-ttl", time.Hour, "longest lifetime any link or artifact gets")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log `level`: debug, info, warn, error")

@@ -15,7 +15,7 @@ import (
 const policyUsage = `Usage:
   spillway policy test DIR [--coverage]                     run the Rego unit tests in DIR
   spillway policy check DIR                                 compile DIR in strict mode, in Spillway's sandbox
-  spillway policy eval DIR --point fetch|offload|mint --input FILE   print a decision
+  spillway policy eval DIR --point fetch|offload|mint|call --input FILE   print a decision
 `
 
 // policyMain implements `spillway policy`.
@@ -93,7 +93,7 @@ func policyTest(ctx context.Context, dir string, args []string, stdout io.Writer
 
 func policyEval(ctx context.Context, dir string, args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("policy eval", flag.ContinueOnError)
-	point := fs.String("point", "fetch", "decision point: fetch, offload or mint")
+	point := fs.String("point", "fetch", "decision point: fetch, offload, mint or call")
 	inputFile := fs.String("input", "", "input JSON `file`")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -124,8 +124,13 @@ func policyEval(ctx context.Context, dir string, args []string, stdout io.Writer
 		if err = json.Unmarshal(b, &in); err == nil {
 			d, err = e.Mint(ctx, in)
 		}
+	case "call":
+		var in policy.CallInput
+		if err = json.Unmarshal(b, &in); err == nil {
+			d, err = e.Call(ctx, in)
+		}
 	default:
-		return fmt.Errorf("--point %q: want fetch, offload or mint", *point)
+		return fmt.Errorf("--point %q: want fetch, offload, mint or call", *point)
 	}
 	if err != nil {
 		return err

@@ -51,3 +51,9 @@ method_allowed if {
 tenant_matches if not input.token.tenant
 
 tenant_matches if input.token.tenant == input.artifact.tenant
+
+# Asked before a request reaches an upstream on a client's behalf (a
+# tools/call, prompts/get or resources/read) and, with input.listing, for
+# each tool of a tools/list. The built-in policy allows every call; see
+# examples/policies/gateway for tools per tenant and rules on arguments.
+default call := {"allow": true}

@@ -25,3 +25,12 @@ test_structured_over_budget if spillway.offload.offload with input as {"kind": "
 test_over_budget_moves_a_small_item if spillway.offload.offload with input as {"kind": "text", "size": 2000, "over_budget": true}
 
 test_configured_threshold_higher if not spillway.offload.offload with input as {"kind": "text", "size": 20000, "threshold": 65536}
+
+test_call_tool_allowed if spillway.call == {"allow": true} with input as {"tenant": "acme", "upstream": "db", "kind": "tool", "name": "run_sql", "arguments": {"query": "DROP TABLE t"}, "listing": false}
+
+test_call_listing_allowed if spillway.call.allow with input as {"tenant": "", "upstream": "db", "kind": "tool", "name": "run_sql", "listing": true}
+
+test_call_prompt_and_resource_allowed if {
+	spillway.call.allow with input as {"tenant": "a", "upstream": "u", "kind": "prompt", "name": "p", "listing": false}
+	spillway.call.allow with input as {"tenant": "a", "upstream": "u", "kind": "resource", "name": "file:///etc/hosts", "listing": false}
+}
