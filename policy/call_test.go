@@ -278,6 +278,37 @@ func TestBuiltinCallMatchesRego(t *testing.T) {
 	}
 }
 
+// The gateway example: a read-only tenant and the SQL argument rule, as
+// Spillway evaluates them (strict built-in errors, its sandbox).
+func TestCallGatewayExample(t *testing.T) {
+	e, err := New(ctx, Options{Dir: "../examples/policies/gateway", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := func(tenant, upstream, name string, args map[string]any) CallInput {
+		return CallInput{Tenant: tenant, Upstream: upstream, Kind: "tool", Name: name, Arguments: args}
+	}
+	for _, tc := range []struct {
+		in     CallInput
+		allow  bool
+		reason string
+	}{
+		{tool("analyst", "files", "read_text_file", map[string]any{"path": "/a"}), true, ""},
+		{tool("analyst", "files", "write_file", map[string]any{"path": "/a"}), false, "read-only"},
+		{CallInput{Tenant: "analyst", Upstream: "files", Kind: "tool", Name: "write_file", Listing: true}, false, "read-only"},
+		{tool("ops", "files", "write_file", map[string]any{"path": "/a"}), true, ""},
+		{tool("ops", "db", "query", map[string]any{"query": "SELECT 1"}), true, ""},
+		{tool("ops", "db", "query", map[string]any{"query": "select 1; Drop Table users"}), false, "DROP is not allowed"},
+		{tool("ops", "db", "query", map[string]any{"query": 42}), false, "must be a string"}, // no built-in error
+		{CallInput{Tenant: "ops", Upstream: "db", Kind: "tool", Name: "query", Listing: true}, true, ""},
+	} {
+		d, err := e.Call(ctx, tc.in)
+		if err != nil || d.Allow != tc.allow || !strings.Contains(d.Reason, tc.reason) {
+			t.Errorf("%+v: %+v %v, want allow %v, reason with %q", tc.in, d, err, tc.allow, tc.reason)
+		}
+	}
+}
+
 // A reload that adds a call rule puts it in force; a dry-run candidate
 // with a call rule is compared with an enforced policy without one.
 func TestCallReloadAndDryRun(t *testing.T) {

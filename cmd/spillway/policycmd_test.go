@@ -83,3 +83,24 @@ func TestPolicyEvalAndFailures(t *testing.T) {
 		t.Errorf("a failing Rego test passed: %s", out.String())
 	}
 }
+
+// `spillway policy eval --point call` decides a call with the gateway
+// example: the argument rule refuses a DROP, and a listing is allowed.
+func TestPolicyEvalCall(t *testing.T) {
+	dir := t.TempDir()
+	for name, in := range map[string]string{
+		`"allow": false`: `{"tenant":"ops","upstream":"db","kind":"tool","name":"query","arguments":{"query":"drop table users"},"listing":false}`,
+		`"allow": true`:  `{"tenant":"ops","upstream":"db","kind":"tool","name":"query","listing":true}`,
+	} {
+		file := filepath.Join(dir, "in.json")
+		os.WriteFile(file, []byte(in), 0o644)
+		var out, errb bytes.Buffer
+		if code := policyMain(context.Background(), []string{"eval", "../../examples/policies/gateway", "--point", "call", "--input", file}, &out, &errb); code != 0 || !strings.Contains(out.String(), name) {
+			t.Errorf("eval %s: exit %d, want %s\n%s%s", in, code, name, out.String(), errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := policyMain(context.Background(), []string{"eval", "../../examples/policies/gateway", "--point", "nope", "--input", filepath.Join(dir, "in.json")}, &out, &errb); code == 0 || !strings.Contains(errb.String(), "mint or call") {
+		t.Errorf("an unknown point: exit %d %s", code, errb.String())
+	}
+}
