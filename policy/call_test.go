@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/spillway-dev/spillway/policy/policytest"
 )
 
@@ -334,5 +335,68 @@ func TestCallReloadAndDryRun(t *testing.T) {
 	l := logged(t, e, &buf)
 	if len(l) != 2 || l[0]["dry_run_disagreement"] == nil || l[1]["dry_run_disagreement"] != nil {
 		t.Errorf("dry-run comparisons: %v", l)
+	}
+}
+
+// The arguments come from a client: whatever JSON object it sends, the
+// input is what OPA makes of the JSON tags, and the decision log's
+// evaluation of it neither fails nor panics.
+func FuzzCallArguments(f *testing.F) {
+	for _, s := range []string{`{}`, `{"query":"DROP TABLE t"}`, `{"a":[1,2.5,-3e300,null,true],"b":{"c":{"d":"é\u0000"}}}`, `{"n":12345678901234567890}`, `{"":""}`} {
+		f.Add(s)
+	}
+	var buf policytest.Buffer
+	e, err := New(ctx, Options{Logger: quiet, DecisionLog: &buf, DecisionLogQueue: 1})
+	if err != nil {
+		f.Fatal(err)
+	}
+	defer e.Close()
+	f.Fuzz(func(t *testing.T, s string) {
+		var args map[string]any
+		if json.Unmarshal([]byte(s), &args) != nil {
+			return
+		}
+		in := callInput{Tenant: "t", Upstream: "u", Kind: "tool", Name: "n", Arguments: args}
+		got, err := in.value()
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		want, err := ast.InterfaceToValue(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Compare(want) != 0 {
+			t.Errorf("%s:\n got %v\nwant %v", s, got, want)
+		}
+		if d, err := e.Call(ctx, CallInput(in)); err != nil || !d.Allow {
+			t.Errorf("%s: %+v %v", s, d, err)
+		}
+	})
+}
+
+// BenchmarkCallDecision is one call decision with the built-in policy
+// (decided in Go), the built-in policy evaluated (as with a decision log),
+// and the gateway example, on a SQL call with a few arguments.
+func BenchmarkCallDecision(b *testing.B) {
+	dir := b.TempDir()
+	for _, name := range []string{"spillway.rego"} {
+		body, _ := defaultFS.ReadFile("default/" + name)
+		os.WriteFile(filepath.Join(dir, name), body, 0o600)
+	}
+	in := CallInput{Tenant: "ops", Upstream: "db", Kind: "tool", Name: "query",
+		Arguments: map[string]any{"query": "SELECT id, total FROM orders WHERE day = $1", "params": []any{"2026-11-22"}, "limit": 100.0}}
+	for _, bc := range []struct{ name, dir string }{{"builtin", ""}, {"default-rego", dir}, {"gateway", "../examples/policies/gateway"}} {
+		b.Run(bc.name, func(b *testing.B) {
+			e, err := New(ctx, Options{Dir: bc.dir, Logger: quiet})
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if d, err := e.Call(ctx, in); err != nil || !d.Allow {
+					b.Fatalf("%+v %v", d, err)
+				}
+			}
+		})
 	}
 }

@@ -152,7 +152,9 @@ type CallInput struct {
 	Listing bool `json:"listing"`
 }
 
-// Call is the call decision. The zero value denies.
+// Call is the call decision. The zero value denies. A policy that
+// defines no call rule at all allows every call (policy.Engine.Call says
+// why); one that defines it is held to it.
 type Call struct {
 	Allow bool `json:"allow"`
 	// Reason is told to the client when the call is refused.
