@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +20,6 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/eratest"
 	"github.com/spillway-dev/spillway/policy"
-	"github.com/spillway-dev/spillway/policy/decision"
 )
 
 // gatewayFixture is a proxy in front of three real servers at once: the Go
@@ -225,18 +226,30 @@ func TestGatewayServerOffloadSettings(t *testing.T) {
 	}
 }
 
-// callRule is a call decision written in Go for the test: tenant "a" may
-// not call bigtool's query; nobody may send DROP in the era server's echo.
-type callRule struct{}
-
-func (callRule) Call(_ context.Context, in decision.CallInput) (decision.Call, error) {
-	if in.Tenant == "a" && in.Upstream == "big" && in.Name == "query" {
-		return decision.Call{Reason: "tenant a may not run queries"}, nil
+// gatewayPolicy is the example gateway policy (examples/policies/gateway)
+// with its data set for the fixture: tenant "a" may call only read-like
+// tools (and bigtool's small), and the era server's echo is the "SQL tool"
+// whose text may not hold DROP.
+func gatewayPolicy(t *testing.T) *policy.Engine {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(moduleRoot(t), "examples", "policies", "gateway")
+	for _, f := range []string{"main.rego", "tenants.rego", "sql.rego"} {
+		b, err := os.ReadFile(filepath.Join(src, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, f), b, 0o600)
 	}
-	if text, _ := in.Arguments["text"].(string); !in.Listing && in.Upstream == "era" && strings.Contains(strings.ToUpper(text), "DROP") {
-		return decision.Call{Reason: "no DROP"}, nil
+	os.WriteFile(filepath.Join(dir, "data.json"), []byte(`{"gateway_config": {"read_only_tenants": ["a"],
+		"read_tool_patterns": ["get_*", "list_*", "read_*"], "read_tools": {"big": ["small"]},
+		"sql_tools": {"era": ["echo"]}, "sql_argument": "text"}}`), 0o600)
+	eng, err := policy.New(context.Background(), policy.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
 	}
-	return decision.Call{Allow: true}, nil
+	t.Cleanup(func() { eng.Close() })
+	return eng
 }
 
 func tenantClient(t *testing.T, url, token string) *mcp.ClientSession {
@@ -257,7 +270,7 @@ func TestGatewayCallDecision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := startGateway(t, mcpproxy.Options{Tenants: tenants, CallPolicy: callRule{}}, nil)
+	f := startGateway(t, mcpproxy.Options{Tenants: tenants, CallPolicy: gatewayPolicy(t)}, nil)
 	a, b := tenantClient(t, f.url, "tokena-tokena-tokena"), tenantClient(t, f.url, "tokenb-tokenb-tokenb")
 	ctx := context.Background()
 	if names := listedTools(t, a); slices.Contains(names, "big_query") || !slices.Contains(names, "big_small") {
@@ -267,14 +280,14 @@ func TestGatewayCallDecision(t *testing.T) {
 		t.Errorf("tenant b's tools lack big_query: %v", names)
 	}
 	_, err = a.CallTool(ctx, &mcp.CallToolParams{Name: "big_query", Arguments: map[string]any{"rows": 1}})
-	if err == nil || !strings.Contains(err.Error(), "tenant a may not run queries") {
+	if err == nil || !strings.Contains(err.Error(), "may call only read-only tools") {
 		t.Errorf("tenant a calling big_query by name: %v", err)
 	}
 	if _, err := b.CallTool(ctx, &mcp.CallToolParams{Name: "big_query", Arguments: map[string]any{"rows": 1}}); err != nil {
 		t.Errorf("tenant b calling big_query: %v", err)
 	}
 	_, err = b.CallTool(ctx, &mcp.CallToolParams{Name: "era_echo", Arguments: map[string]any{"text": "drop table users"}})
-	if err == nil || !strings.Contains(err.Error(), "no DROP") {
+	if err == nil || !strings.Contains(err.Error(), "DROP is not allowed") {
 		t.Errorf("echo with DROP: %v", err)
 	}
 	if r, err := b.CallTool(ctx, &mcp.CallToolParams{Name: "era_echo", Arguments: map[string]any{"text": "select 1"}}); err != nil || !strings.Contains(textOf(r), "select 1") {
