@@ -1,9 +1,11 @@
 package mcpproxy_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -292,5 +294,118 @@ func TestGatewayCallDecision(t *testing.T) {
 	}
 	if r, err := b.CallTool(ctx, &mcp.CallToolParams{Name: "era_echo", Arguments: map[string]any{"text": "select 1"}}); err != nil || !strings.Contains(textOf(r), "select 1") {
 		t.Errorf("echo without DROP: %v %+v", err, r)
+	}
+}
+
+// Through the gateway a call's server requests reach the client that made
+// it, progress and logs arrive, and logging/setLevel reaches the servers
+// that log: a session-era client in front of the stateless-only server
+// (bridged) and the session-era everything server.
+func TestGatewayServerRequestsProgressLogs(t *testing.T) {
+	f := startGateway(t, mcpproxy.Options{}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	logs, progress := make(chan string, 64), make(chan string, 64)
+	alice := sessionClientWith(t, ctx, f.url, "alice", clientEvents{logs: logs, progress: progress})
+	bob := sessionClientWith(t, ctx, f.url, "bob", clientEvents{})
+	if got := toolText(t)(alice.CallTool(ctx, &mcp.CallToolParams{Name: "era_sample", Arguments: map[string]any{"text": "hi"}})); !strings.Contains(got, "alice heard say hi") {
+		t.Errorf("alice's sampling: %q", got)
+	}
+	if got := toolText(t)(bob.CallTool(ctx, &mcp.CallToolParams{Name: "era_elicit"})); !strings.Contains(got, "bob") {
+		t.Errorf("bob's elicitation: %q", got)
+	}
+	if err := alice.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "warning"}); err != nil {
+		t.Fatal(err)
+	}
+	toolText(t)(alice.CallTool(ctx, &mcp.CallToolParams{Name: "era_log"}))
+	var levels []string
+	for len(levels) < 2 {
+		select {
+		case l := <-logs:
+			levels = append(levels, l)
+		case <-ctx.Done():
+			t.Fatalf("logs: %v", levels)
+		}
+	}
+	if !slices.Equal(levels, []string{"warning", "error"}) {
+		t.Errorf("logs at warning and above: %v", levels)
+	}
+	p := &mcp.CallToolParams{Name: "era_progress", Arguments: map[string]any{"text": "step"}}
+	p.SetProgressToken("tok-1")
+	toolText(t)(alice.CallTool(ctx, p))
+	for range 3 {
+		select {
+		case got := <-progress:
+			if got != "tok-1 step" {
+				t.Errorf("progress: %q", got)
+			}
+		case <-ctx.Done():
+			t.Fatal("no progress")
+		}
+	}
+}
+
+// A 2026-07-28 client in front of the gateway: server/discover merges the
+// servers, and its calls reach each server, offloaded as usual.
+func TestGatewayStatelessClient(t *testing.T) {
+	f := startGateway(t, mcpproxy.Options{}, nil)
+	c := client20260728{url: f.url, caps: map[string]any{}}
+	d := c.result(t, 1, "server/discover", nil)
+	if string(d["supportedVersions"]) != `["2026-07-28"]` || !strings.Contains(string(d["instructions"]), "## era") {
+		t.Errorf("server/discover: %v", d)
+	}
+	names := strings.Join(toolNames(t, c.result(t, 2, "tools/list", nil)), " ")
+	for _, want := range []string{"ev_test_simple_text", "era_echo", "big_small"} {
+		if !strings.Contains(names, want) {
+			t.Errorf("tools/list lacks %s: %s", want, names)
+		}
+	}
+	if r := c.result(t, 3, "tools/call", map[string]any{"name": "era_echo", "arguments": map[string]any{"text": "hi"}}); !strings.Contains(string(r["content"]), "echo: hi") {
+		t.Errorf("era_echo: %v", r)
+	}
+	r := c.result(t, 4, "tools/call", map[string]any{"name": "big_query", "arguments": map[string]any{"rows": 20000}})
+	if !strings.Contains(string(r["content"]), `"resource_link"`) || len(r["content"]) > 16<<10 {
+		t.Errorf("big_query not offloaded: %d bytes of content", len(r["content"]))
+	}
+}
+
+// The stdio face in front of the gateway.
+func TestGatewayStdioFace(t *testing.T) {
+	f := startGateway(t, mcpproxy.Options{}, nil)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.proxy.ServeStdio(ctx, inR, outW) }()
+	defer func() { cancel(); inW.Close(); <-done }()
+	lines := bufio.NewScanner(outR)
+	lines.Buffer(nil, 16<<20)
+	ask := func(msg string) map[string]json.RawMessage {
+		t.Helper()
+		io.WriteString(inW, msg+"\n")
+		for lines.Scan() {
+			var m map[string]json.RawMessage
+			json.Unmarshal(lines.Bytes(), &m)
+			if m["id"] != nil {
+				return m
+			}
+		}
+		t.Fatal("stdio output ended")
+		return nil
+	}
+	init := ask(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"stdio","version":"1"}}}`)
+	if !strings.Contains(string(init["result"]), `"2025-06-18"`) {
+		t.Fatalf("initialize: %s", init["result"])
+	}
+	io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	tl := ask(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	for _, want := range []string{`"ev_test_simple_text"`, `"era_echo"`, `"big_small"`} {
+		if !strings.Contains(string(tl["result"]), want) {
+			t.Errorf("tools/list lacks %s", want)
+		}
+	}
+	r := ask(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"era_echo","arguments":{"text":"over stdio"}}}`)
+	if !strings.Contains(string(r["result"]), "echo: over stdio") {
+		t.Errorf("era_echo: %s", r["result"])
 	}
 }
