@@ -23,24 +23,33 @@ import (
 // session's initialize), and one that speaks only the session era is
 // bridged for stateless ones (its eras probed on a child of their own).
 func (p *Proxy) commandFaces(up *CommandUpstream) (httpFace, stdioFace, error) {
-	var user *child.User
-	if up.User != "" {
-		var err error
-		if user, err = child.LookupUser(up.User); err != nil {
-			return nil, nil, fmt.Errorf("mcpproxy: %w", err)
-		}
-	}
-	d := childDialer{
-		cmd:   child.Command{Path: up.Command, Args: up.Args, Dir: up.Dir, Env: up.Env, User: user},
-		opts:  child.Options{MaxMessage: p.o.MaxMessage, Logger: up.logger(p.o.Logger), StallTimeout: p.o.UpstreamStallTimeout},
-		spool: p.spool,
-		log:   p.log,
+	d, err := p.childDial(up)
+	if err != nil {
+		return nil, nil, err
 	}
 	if p.o.StrictEras {
 		return terminating.New(p.terminatingOptions(d.dial, nil, nil)), supervisedStdio{d.dial, p.log}, nil
 	}
 	eras := era.NewCache(pool.ProbeEras(d.dial))
 	return terminating.New(p.terminatingOptions(d.dial, d.autoBridge, eras)), supervisedStdio{d.autoBridge, p.log}, nil
+}
+
+// childDial returns the dialer of up's children; it fails for an
+// unknown User.
+func (p *Proxy) childDial(up *CommandUpstream) (childDialer, error) {
+	var user *child.User
+	if up.User != "" {
+		var err error
+		if user, err = child.LookupUser(up.User); err != nil {
+			return childDialer{}, fmt.Errorf("mcpproxy: %w", err)
+		}
+	}
+	return childDialer{
+		cmd:   child.Command{Path: up.Command, Args: up.Args, Dir: up.Dir, Env: up.Env, User: user},
+		opts:  child.Options{MaxMessage: p.o.MaxMessage, Logger: up.logger(p.o.Logger), StallTimeout: p.o.UpstreamStallTimeout},
+		spool: p.spool,
+		log:   p.log,
+	}, nil
 }
 
 // childDialer starts a child process: one per upstream connection, whose

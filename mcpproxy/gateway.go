@@ -17,7 +17,6 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/gateway"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/pool"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/child"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/httpclient"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/sessionbridge"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/era"
@@ -210,18 +209,9 @@ func (p *Proxy) gatewaySpecs(servers []Server) ([]gateway.Spec, error) {
 func (p *Proxy) serverDial(up Upstream) (pool.Dial, error) {
 	switch up := up.(type) {
 	case *CommandUpstream:
-		var user *child.User
-		if up.User != "" {
-			var err error
-			if user, err = child.LookupUser(up.User); err != nil {
-				return nil, err
-			}
-		}
-		d := childDialer{
-			cmd:   child.Command{Path: up.Command, Args: up.Args, Dir: up.Dir, Env: up.Env, User: user},
-			opts:  child.Options{MaxMessage: p.o.MaxMessage, Logger: up.logger(p.o.Logger), StallTimeout: p.o.UpstreamStallTimeout},
-			spool: p.spool,
-			log:   p.log,
+		d, err := p.childDial(up)
+		if err != nil {
+			return nil, err
 		}
 		if p.o.StrictEras {
 			return d.dial, nil
