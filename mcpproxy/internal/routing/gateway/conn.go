@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/spill"
@@ -36,11 +37,31 @@ type Conn struct {
 	names   names
 }
 
+// maxAsks bounds the upstreams' requests that wait for the client's
+// answer on one Conn: an upstream that asks and asks while the client
+// does not answer gets errors past it, instead of growing the table.
+const maxAsks = 256
+
 // ask is an upstream's request to the client, under the id the Conn gave
 // it.
 type ask struct {
 	m  *member
-	id []byte // the upstream's own id
+	id []byte    // the upstream's own id
+	at time.Time // when it was asked
+}
+
+// askWait is how long an upstream's request waits for the client's answer
+// before the table may forget it (an SDK's request timeout is a minute).
+const askWait = 5 * time.Minute
+
+// forgetOldAsksLocked forgets the requests asked longer than askWait ago,
+// and those of upstream connections that ended.
+func (c *Conn) forgetOldAsksLocked() {
+	for k, a := range c.asks {
+		if time.Since(a.at) > askWait || a.m.current() == nil {
+			delete(c.asks, k)
+		}
+	}
 }
 
 func newConn(r *Registry, tenant string) *Conn {
@@ -174,9 +195,20 @@ func (c *Conn) answer(ctx context.Context, r *jsonrpc.Message) error {
 func (c *Conn) fromUpstream(m *member, msg *jsonrpc.Message) {
 	if msg.IsRequest() {
 		c.mu.Lock()
+		if len(c.asks) >= maxAsks {
+			c.forgetOldAsksLocked()
+		}
+		if len(c.asks) >= maxAsks {
+			c.mu.Unlock()
+			if mx := m.current(); mx != nil {
+				mx.Send(context.Background(), jsonrpc.ErrorResponse(msg.ID, jsonrpc.CodeInternalError, "too many requests wait for the client"))
+			}
+			spill.Release(msg.Raw)
+			return
+		}
 		c.nextAsk++
 		id := strconv.AppendQuote(nil, "gw-"+strconv.FormatUint(c.nextAsk, 10))
-		c.asks[jsonrpc.Key(id)] = ask{m: m, id: msg.ID}
+		c.asks[jsonrpc.Key(id)] = ask{m: m, id: msg.ID, at: time.Now()}
 		c.mu.Unlock()
 		out := msg.WithID(id)
 		if mx := m.current(); msg.Related != nil && mx != nil {

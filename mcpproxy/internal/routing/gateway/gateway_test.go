@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,6 +26,10 @@ type fakeServer struct {
 	flood int
 	// hold, when not nil, is waited on before answering tools/call.
 	hold chan struct{}
+	// asks, when set, is how many roots/list requests tools/call sends
+	// the client first; refused counts the error answers they got.
+	asks    int
+	refused atomic.Int64
 }
 
 type fakeConn struct {
@@ -50,6 +55,9 @@ func (c *fakeConn) Close() error {
 }
 
 func (c *fakeConn) Send(_ context.Context, m *jsonrpc.Message) error {
+	if m.IsResponse() && m.Error != nil {
+		c.s.refused.Add(1)
+	}
 	if !m.IsRequest() {
 		return nil
 	}
@@ -93,6 +101,9 @@ func (c *fakeConn) answer(m *jsonrpc.Message) {
 	default:
 		c.send(jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeMethodNotFound, "no"))
 		return
+	}
+	for i := range c.s.asks * btoi(m.Method == "tools/call") {
+		c.send(jsonrpc.MustDecode(fmt.Sprintf(`{"jsonrpc":"2.0","id":"ask-%d","method":"roots/list"}`, i)))
 	}
 	for range c.s.flood * btoi(m.Method == "tools/call") {
 		c.send(jsonrpc.Notification("notifications/message", map[string]any{"level": "info", "data": "flood"}))
@@ -417,4 +428,31 @@ func FuzzRequest(f *testing.F) {
 			}
 		}
 	})
+}
+
+// An upstream that asks the client more than it answers gets errors past
+// the bound, instead of growing the table of requests waiting.
+func TestAsksBounded(t *testing.T) {
+	asker := &fakeServer{tools: []string{"x"}, pageSize: 10, asks: maxAsks + 50}
+	r := registry(t, Options{}, map[string]*fakeServer{"a": asker}, "a")
+	cl := connect(t, r)
+	cl.call("tools/call", `{"name":"x"}`)
+	deadline := time.Now().Add(5 * time.Second)
+	for asker.refused.Load() < 50 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := asker.refused.Load(); got != 50 {
+		t.Errorf("%d requests refused, want 50", got)
+	}
+	cl.mu.Lock()
+	asked := 0
+	for _, n := range cl.note {
+		if n.Method == "roots/list" {
+			asked++
+		}
+	}
+	cl.mu.Unlock()
+	if asked != maxAsks {
+		t.Errorf("%d requests reached the client, want %d", asked, maxAsks)
+	}
 }
