@@ -1,8 +1,8 @@
 // Package mcpproxy is Spillway's MCP proxy: it sits between an agent and
-// one MCP tool server, passes every message it does not own through
-// unchanged, and rewrites the few it does (initialize and server/discover
-// capabilities, tools/call results it offloads, resources/* for its own
-// artifact URIs).
+// one MCP tool server (or many: a Gateway), passes every message it does
+// not own through unchanged, and rewrites the few it does (initialize and
+// server/discover capabilities, tools/call results it offloads,
+// resources/* for its own artifact URIs).
 //
 // This package is the facade cmd/spillway uses. An agent reaches a Proxy
 // through one of two faces, Streamable HTTP (ServeHTTP, mounted at /mcp)
@@ -20,7 +20,10 @@
 //     out to be legacy-only (Transport "");
 //   - a Streamable HTTP server that speaks only the other era than a
 //     request (stateless-only, or session-only): that request goes to a
-//     terminating face that bridges it (eraBridgeFace), made at first use.
+//     terminating face that bridges it (eraBridgeFace), made at first use;
+//   - many servers (Gateway; gatewayFaces): a terminating face over one
+//     virtual session-era connection to all of them (routing/gateway),
+//     each server spoken to in its own era and transport.
 //
 // The work is done by the internal packages, grouped by role (ARCHITECTURE.md
 // draws the same map, with the direction of imports and the path of one
@@ -55,6 +58,8 @@
 //     replayable event log.
 //   - pool: the upstream connections of requests that are not a session's
 //     own, one supervised connection per tenant, bounded.
+//   - gateway: many upstreams as one connection; where a named request
+//     finds its upstream.
 //
 // internal/faces: what an agent talks to.
 //   - relay: the HTTP face in front of a Streamable HTTP upstream.
