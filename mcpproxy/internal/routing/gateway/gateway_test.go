@@ -456,3 +456,29 @@ func TestAsksBounded(t *testing.T) {
 		t.Errorf("%d requests reached the client, want %d", asked, maxAsks)
 	}
 }
+
+// A removed upstream's call in flight is answered: the upstream is closed
+// once its calls are over, not before.
+func TestRemovedUpstreamDrains(t *testing.T) {
+	hold := make(chan struct{})
+	a := &fakeServer{tools: []string{"x"}, pageSize: 10}
+	b := &fakeServer{tools: []string{"slow"}, pageSize: 10, hold: hold}
+	r := registry(t, Options{Drain: 10 * time.Second}, map[string]*fakeServer{"a": a, "b": b}, "a", "b")
+	cl := connect(t, r)
+	answered := make(chan *jsonrpc.Message, 1)
+	go func() { answered <- cl.call("tools/call", `{"name":"b_slow"}`) }()
+	time.Sleep(100 * time.Millisecond) // the call is in flight
+	if err := r.Update([]Spec{{Name: "a", Dial: a.dial}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	close(hold)
+	select {
+	case m := <-answered:
+		if !strings.Contains(string(m.Result), "called slow") {
+			t.Errorf("the drained call: %s", m.Raw)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the removed upstream's call was never answered")
+	}
+}
