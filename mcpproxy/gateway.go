@@ -16,10 +16,10 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/offload"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/gateway"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
-	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/pool"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/httpclient"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/sessionbridge"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/era"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/mcpheader"
 	"github.com/spillway-dev/spillway/policy/decision"
 )
 
@@ -193,46 +193,53 @@ func (p *Proxy) Servers() []ServerHealth {
 func (p *Proxy) gatewaySpecs(servers []Server) ([]gateway.Spec, error) {
 	specs := make([]gateway.Spec, 0, len(servers))
 	for _, s := range servers {
-		dial, err := p.serverDial(s.Upstream)
-		if err != nil {
+		spec := gateway.Spec{Name: s.Name, Allow: s.Allow, Deny: s.Deny,
+			ConnectTimeout: s.ConnectTimeout, CallTimeout: s.CallTimeout, Version: serverVersion(s)}
+		if err := p.serverDial(&spec, s.Upstream); err != nil {
 			return nil, fmt.Errorf("mcpproxy: server %q: %w", s.Name, err)
 		}
-		specs = append(specs, gateway.Spec{Name: s.Name, Dial: dial, Allow: s.Allow, Deny: s.Deny,
-			ConnectTimeout: s.ConnectTimeout, CallTimeout: s.CallTimeout, Version: serverVersion(s)})
+		specs = append(specs, spec)
 	}
 	return specs, nil
 }
 
-// serverDial returns how a Gateway connects to up in the session era: a
+// serverDial sets how a Gateway connects to up in the session era: a
 // child bridged when it speaks only the stateless era, a Streamable HTTP
-// server likewise, a legacy one as it is.
-func (p *Proxy) serverDial(up Upstream) (pool.Dial, error) {
+// server likewise (its tools' x-mcp-header bindings learned from its own
+// lists, for the headers of a bridged call), a legacy one as it is.
+func (p *Proxy) serverDial(spec *gateway.Spec, up Upstream) error {
 	switch up := up.(type) {
 	case *CommandUpstream:
 		d, err := p.childDial(up)
 		if err != nil {
-			return nil, err
+			return err
 		}
+		spec.Dial = d.autoBridge
 		if p.o.StrictEras {
-			return d.dial, nil
+			spec.Dial = d.dial
 		}
-		return d.autoBridge, nil
+		return nil
 	case *HTTPUpstream:
-		d := p.httpDial(up, up.Transport)
+		tools := &mcpheader.Tools{}
+		spec.Learn = func(result []byte) { tools.Learn(result) }
+		spec.Knows = func(name string) bool { _, ok := tools.Lookup(name); return ok }
+		d := p.httpDialBindings(up, up.Transport, tools)
+		spec.Dial = d.dial
 		if up.Transport == httpclient.Legacy || p.o.StrictEras {
-			return d.dial, nil
+			return nil
 		}
-		return func(ctx context.Context) (mux.Conn, error) {
+		spec.Dial = func(ctx context.Context) (mux.Conn, error) {
 			c, err := d.dial(ctx)
 			if err != nil {
 				return nil, err
 			}
 			return sessionbridge.NewAuto(c, sessionbridge.Options{Logger: p.log}), nil
-		}, nil
+		}
+		return nil
 	case *Gateway:
-		return nil, errors.New("a gateway cannot be a gateway's server")
+		return errors.New("a gateway cannot be a gateway's server")
 	default:
-		return nil, errors.New("unknown upstream type")
+		return errors.New("unknown upstream type")
 	}
 }
 

@@ -409,3 +409,37 @@ func TestGatewayStdioFace(t *testing.T) {
 		t.Errorf("era_echo: %s", r["result"])
 	}
 }
+
+// A stateless-only server whose tool binds an argument to an Mcp-Param
+// header (x-mcp-header), which the official SDK checks: through the
+// gateway, the call carries the header of the server's own binding under
+// the server's own tool name.
+func TestGatewayStatelessHeaderBindings(t *testing.T) {
+	s := mcp.NewServer(&mcp.Implementation{Name: "hdr", Version: "1"}, &mcp.ServerOptions{SupportedProtocolVersions: []string{eratest.Version}})
+	s.AddReceivingMiddleware(eratest.Strict)
+	s.AddTool(&mcp.Tool{Name: "where", InputSchema: json.RawMessage(`{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}`)},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "region " + string(req.Params.Arguments)}}}, nil
+		})
+	url := serve(t, mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, &mcp.StreamableHTTPOptions{Stateless: true}))
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.Gateway{Servers: []mcpproxy.Server{
+		{Name: "hdr", Upstream: &mcpproxy.HTTPUpstream{URL: url}},
+		{Name: "era", Upstream: &mcpproxy.HTTPUpstream{URL: serve(t, eratest.Handler())}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", p)
+	cs := sessionClient(t, serve(t, mux), nil)
+	ctx := context.Background()
+	// Called before any listing (the gateway learns the binding first),
+	// then again.
+	for range 2 {
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "hdr_where", Arguments: map[string]any{"region": "eu"}})
+		if err != nil || r.IsError || !strings.Contains(textOf(r), `"eu"`) {
+			t.Fatalf("hdr_where: %v %+v", err, r)
+		}
+	}
+}

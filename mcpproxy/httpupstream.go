@@ -101,7 +101,13 @@ type httpDialer struct {
 
 // httpDial returns the dialer of up over transport.
 func (p *Proxy) httpDial(up *HTTPUpstream, transport string) httpDialer {
-	co := up.clientOptions(p.o.MaxMessage, p.o.Logger, transport, &p.tools)
+	return p.httpDialBindings(up, transport, &p.tools)
+}
+
+// httpDialBindings is httpDial with the tools whose x-mcp-header
+// bindings a stateless tools/call's headers come from.
+func (p *Proxy) httpDialBindings(up *HTTPUpstream, transport string, tools *mcpheader.Tools) httpDialer {
+	co := up.clientOptions(p.o.MaxMessage, p.o.Logger, transport, tools)
 	co.StallTimeout = p.o.UpstreamStallTimeout
 	return httpDialer{opts: co, spool: p.spool}
 }

@@ -58,6 +58,12 @@ type Spec struct {
 	// ConnectTimeout bounds connecting and the handshake (default 10 s);
 	// CallTimeout a request's answer (0: no bound but the client's).
 	ConnectTimeout, CallTimeout time.Duration
+	// Learn, when set, is given each tools/list page the upstream
+	// answers the gateway, and Knows says whether a tool was learned: a
+	// call to a tool not learned yet lists the upstream's tools first
+	// (its x-mcp-header bindings make a stateless call's headers).
+	Learn func(result []byte)
+	Knows func(tool string) bool
 	// Version tells configurations apart: Update reconnects an upstream
 	// whose Version changed and keeps one whose Version is the same.
 	Version string

@@ -194,7 +194,28 @@ func (c *Conn) listOne(ctx context.Context, m *member, method, cursor string) pa
 	if err != nil {
 		return page{m: m, miss: &Unavailable{Upstream: m.spec.Name, Reason: err.Error(), RetryAfter: time.Second}}
 	}
+	if method == "tools/list" && m.spec.Learn != nil {
+		m.spec.Learn(r.Result)
+	}
 	return page{m: m, result: r.Result}
+}
+
+// maxLearnPages bounds the pages of tools read to learn one tool.
+const maxLearnPages = 20
+
+// learnTool lists an upstream's tools (every page, up to maxLearnPages)
+// when the tool a call names was not learned yet.
+func (c *Conn) learnTool(ctx context.Context, m *member, name string) {
+	if m.spec.Knows == nil || m.spec.Knows(name) {
+		return
+	}
+	cursor := ""
+	for range maxLearnPages {
+		p := c.listOne(ctx, m, "tools/list", cursor)
+		if cursor = jsonrpc.StringMember(p.result, "nextCursor"); p.miss != nil || cursor == "" || m.spec.Knows(name) {
+			return
+		}
+	}
 }
 
 // ownRequest sends a request of the Conn's own to an upstream and waits

@@ -149,6 +149,9 @@ func (c *Conn) named(ctx context.Context, req *jsonrpc.Message, kind string, pat
 			return
 		}
 	}
+	if kind == kindTool {
+		c.learnTool(ctx, m, orig)
+	}
 	if orig != name {
 		req = req.WithParams(setString(req.Params, orig, path...))
 	}

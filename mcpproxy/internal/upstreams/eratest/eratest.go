@@ -50,7 +50,7 @@ func NewServer() *mcp.Server {
 		SubscribeHandler:          func(context.Context, *mcp.SubscribeRequest) error { return nil },
 		UnsubscribeHandler:        func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
 	})
-	s.AddReceivingMiddleware(strict)
+	s.AddReceivingMiddleware(Strict)
 	mcp.AddTool(s, &mcp.Tool{Name: "echo", Description: "answers its text"}, echo)
 	mcp.AddTool(s, &mcp.Tool{Name: "big", Description: "answers a large text"}, big)
 	mcp.AddTool(s, &mcp.Tool{Name: "sample", Description: "asks the client's model"}, sample)
@@ -194,11 +194,11 @@ func touch(s *mcp.Server) mcp.ToolHandlerFor[text, any] {
 	}
 }
 
-// strict refuses what a server of 2026-07-28 alone does not know: the
+// Strict refuses what a server of 2026-07-28 alone does not know: the
 // session era's initialize and any request that does not name 2026-07-28
 // in its _meta. (The SDK alone would still negotiate 2025-11-25 over stdio
 // and call a session-era client back itself.)
-func strict(next mcp.MethodHandler) mcp.MethodHandler {
+func Strict(next mcp.MethodHandler) mcp.MethodHandler {
 	return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
 		if strings.HasPrefix(method, "notifications/") {
 			return next(ctx, method, req)
