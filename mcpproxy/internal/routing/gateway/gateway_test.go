@@ -98,6 +98,13 @@ func (c *fakeConn) answer(m *jsonrpc.Message) {
 			}
 		}
 		result = map[string]any{"content": []any{map[string]any{"type": "text", "text": "called " + jsonrpc.StringMember(m.Params, "name")}}}
+	case "resources/templates/list":
+		result = map[string]any{"resourceTemplates": []any{map[string]any{"uriTemplate": "file:///{path}", "name": "files"}}}
+	case "resources/read":
+		uri := jsonrpc.StringMember(m.Params, "uri")
+		result = map[string]any{"contents": []any{map[string]any{"uri": uri, "text": "read " + uri}}}
+	case "completion/complete":
+		result = map[string]any{"completion": map[string]any{"values": []string{"ref " + stringAt(m.Params, "ref", "name") + stringAt(m.Params, "ref", "uri")}}}
 	default:
 		c.send(jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeMethodNotFound, "no"))
 		return
@@ -480,5 +487,34 @@ func TestRemovedUpstreamDrains(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the removed upstream's call was never answered")
+	}
+}
+
+// Resource templates get their upstream's prefix; a URI read from one
+// goes to that upstream as the upstream wrote it and comes back
+// prefixed; a completion's reference finds its upstream.
+func TestTemplatesReadsCompletions(t *testing.T) {
+	a := &fakeServer{tools: []string{"x"}, pageSize: 10}
+	b := &fakeServer{tools: []string{"y"}, pageSize: 10}
+	r := registry(t, Options{}, map[string]*fakeServer{"a": a, "b": b}, "a", "b")
+	cl := connect(t, r)
+	tl := cl.call("resources/templates/list", `{}`)
+	if !strings.Contains(string(tl.Result), `"a+file:///{path}"`) || !strings.Contains(string(tl.Result), `"b+file:///{path}"`) {
+		t.Errorf("templates: %s", tl.Result)
+	}
+	rd := cl.call("resources/read", `{"uri":"b+file:///notes"}`)
+	if !strings.Contains(string(rd.Result), `"uri":"b+file:///notes"`) || !strings.Contains(string(rd.Result), `read file:///notes`) {
+		t.Errorf("read: %s", rd.Raw)
+	}
+	cp := cl.call("completion/complete", `{"ref":{"type":"ref/prompt","name":"b_greet"},"argument":{"name":"n","value":""}}`)
+	if !strings.Contains(string(cp.Result), `"ref greet"`) {
+		t.Errorf("completion: %s", cp.Raw)
+	}
+	cp = cl.call("completion/complete", `{"ref":{"type":"ref/resource","uri":"a+file:///{path}"},"argument":{"name":"path","value":""}}`)
+	if !strings.Contains(string(cp.Result), `"ref file:///{path}"`) {
+		t.Errorf("completion of a template: %s", cp.Raw)
+	}
+	if nf := cl.call("resources/read", `{"uri":"c+file:///x"}`); nf.ErrorCode() != -32002 {
+		t.Errorf("an unknown upstream's URI: %s", nf.Raw)
 	}
 }

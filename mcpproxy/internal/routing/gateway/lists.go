@@ -51,13 +51,13 @@ type names struct {
 	mu     sync.Mutex
 	to     map[string]map[string]target   // kind → exposed name → target
 	owners map[string]map[string][]string // kind → upstream's name → upstreams listing it
-	uriPre map[string]string              // template literal prefix → upstream
+	uriPre map[string]target              // exposed template literal prefix → upstream, its own prefix
 }
 
 type target struct{ upstream, name string }
 
 func newNames() names {
-	return names{to: map[string]map[string]target{}, owners: map[string]map[string][]string{}, uriPre: map[string]string{}}
+	return names{to: map[string]map[string]target{}, owners: map[string]map[string][]string{}, uriPre: map[string]target{}}
 }
 
 func (n *names) add(kind, exposed string, t target) {
@@ -71,16 +71,19 @@ func (n *names) add(kind, exposed string, t target) {
 	m[exposed] = t
 }
 
-func (n *names) addTemplate(prefix, upstream string) {
-	if prefix == "" {
+// addTemplate records that URIs starting with exposed (a template's
+// literal prefix as the client sees it) are t.upstream's, starting with
+// t.name there.
+func (n *names) addTemplate(exposed string, t target) {
+	if exposed == "" {
 		return
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if len(n.uriPre) >= maxNames {
-		n.uriPre = map[string]string{}
+		n.uriPre = map[string]target{}
 	}
-	n.uriPre[prefix] = upstream
+	n.uriPre[exposed] = t
 }
 
 // lookup resolves an exposed name; for a resource, a URI a template of an
@@ -94,13 +97,17 @@ func (n *names) lookup(kind, exposed string) (upstream, name string, ok bool) {
 	if kind != kindResource {
 		return "", "", false
 	}
-	best := ""
-	for pre, up := range n.uriPre {
-		if len(pre) > len(best) && strings.HasPrefix(exposed, pre) {
-			best, upstream = pre, up
+	best, found := "", false
+	var t target
+	for pre, tp := range n.uriPre {
+		if len(pre) >= len(best) && strings.HasPrefix(exposed, pre) {
+			best, t, found = pre, tp, true
 		}
 	}
-	return upstream, exposed, best != ""
+	if !found {
+		return "", "", false
+	}
+	return t.upstream, t.name + exposed[len(best):], true
 }
 
 // owned records that upstream lists name (of kind) and returns how many
@@ -294,10 +301,7 @@ func (c *Conn) expose(ctx context.Context, ls listing, m *member, item []byte) [
 	if ls.kind == kindResource {
 		exposed := c.exposeURI(m, name)
 		if ls.key == "uriTemplate" {
-			c.names.addTemplate(templatePrefix(exposed), m.spec.Name)
-			if exposed != name { // a URI read from it carries the prefix: resolved by it
-				c.names.addTemplate(templatePrefix(name), m.spec.Name)
-			}
+			c.names.addTemplate(templatePrefix(exposed), target{m.spec.Name, templatePrefix(name)})
 		}
 		if exposed == name {
 			return item
