@@ -8,8 +8,6 @@ import (
 	"sort"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/spillway-dev/spillway/artifact/token"
 )
 
@@ -52,8 +50,8 @@ func parseLayered(fs *flag.FlagSet, args []string, getenv func(string) string) e
 
 // readConfig reads the YAML file the "config" flag names (or
 // SPILLWAY_CONFIG, when the flag is not given): nil without one. Every
-// key must be a flag of fs, and a file that sets a secret must be as
-// private as a secret file.
+// key but servers must be a flag of fs, and a file that sets a secret
+// must be as private as a secret file.
 func readConfig(fs *flag.FlagSet, getenv func(string) string) (map[string]any, error) {
 	cf := fs.Lookup("config")
 	if cf == nil {
@@ -72,10 +70,13 @@ func readConfig(fs *flag.FlagSet, getenv func(string) string) (map[string]any, e
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	var file map[string]any
-	if err := yaml.Unmarshal(b, &file); err != nil {
+	// The servers list, the one key that is no flag, is read where the
+	// proxy is built (loadServers); here it is only decoded strictly.
+	parsed, err := parseConfig(b)
+	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", name, err)
 	}
+	file := parsed.Flags
 	for k := range file {
 		if fs.Lookup(k) == nil {
 			return nil, fmt.Errorf("config %s: unknown setting %q", name, k)

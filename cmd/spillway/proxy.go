@@ -43,6 +43,11 @@ type proxyFlags struct {
 	spillMaxTenant int64
 	inlineMax      int64
 	upstreamStall  time.Duration
+	serverPrefix   string
+	serverSep      string
+	// servers are the config file's servers (see loadServers): the
+	// upstream is then a gateway of them.
+	servers []mcpproxy.Server
 
 	offload          bool
 	textThreshold    int64
@@ -68,6 +73,8 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.upstreamUser, "upstream-user", "", "run the --upstream-cmd child as this `user`, kept from Spillway's files (name or uid; needs root or CAP_SETUID)")
 	fs.Var(&f.upstreamHeader, "upstream-header", "`header` sent to --upstream-url, as Name: value (repeatable; one per line in the environment or config file)")
 	fs.StringVar(&f.upstreamTrans, "upstream-transport", "auto", "transport of --upstream-url: streamable, sse (legacy HTTP+SSE) or auto (legacy only if the upstream refuses an initialize POST)")
+	fs.StringVar(&f.serverPrefix, "server-prefix", "", "with servers in the config file: which tool and prompt names get their server's name in front, always, never or collision (default always with two servers or more, never with one)")
+	fs.StringVar(&f.serverSep, "server-separator", "", "with servers in the config file: what joins a server's name and a tool's, one to four of _ and . (default _)")
 	fs.BoolVar(&f.strictEras, "strict-eras", false, "forward every request in its client's protocol era, never bridging eras")
 	fs.BoolVar(&f.stdio, "stdio", false, "also serve MCP on stdin/stdout until stdin ends (for agents that launch servers)")
 	fs.StringVar(&f.allowedHosts, "allowed-hosts", "", "Host names every route but /a/ accepts besides IP literals, localhost and the --public-url host (`list`, comma-separated; * for any)")
@@ -117,6 +124,9 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 	}
 	o := f.options(d, log)
 	o.Upstream, o.Tenants, o.Guard, o.Fetch = up, tenants, guard, fetch
+	if _, ok := up.(*mcpproxy.Gateway); ok {
+		o.CallPolicy = callPolicy(d)
+	}
 	return mcpproxy.New(o)
 }
 
@@ -131,17 +141,35 @@ func (f *proxyFlags) check() error {
 	if len(f.upstreamEnv) > 0 && f.upstreamCmd == "" {
 		return errors.New("--upstream-env needs --upstream-cmd")
 	}
-	for _, e := range f.upstreamEnv {
-		// Spillway's own secrets never reach a child, even by name.
-		name, _, _ := strings.Cut(e, "=")
-		for flag := range secretFlags {
-			if name == envName(flag) {
-				return fmt.Errorf("--upstream-env %s: the child must not hold Spillway's secrets", name)
-			}
-		}
+	// Spillway's own secrets never reach a child, even by name.
+	if err := checkChildEnv(f.upstreamEnv); err != nil {
+		return fmt.Errorf("--upstream-env %w", err)
 	}
 	if f.upstreamUser != "" && f.upstreamCmd == "" {
 		return errors.New("--upstream-user needs --upstream-cmd")
+	}
+	return f.checkGateway()
+}
+
+// checkGateway refuses gateway flags without servers, and single-upstream
+// flags with them.
+func (f *proxyFlags) checkGateway() error {
+	switch f.serverPrefix {
+	case "", mcpproxy.PrefixAlways, mcpproxy.PrefixNever, mcpproxy.PrefixCollision:
+	default:
+		return errors.New("--server-prefix: want always, never or collision")
+	}
+	if f.servers == nil {
+		if f.serverPrefix != "" || f.serverSep != "" {
+			return errors.New("--server-prefix and --server-separator need servers in the config file")
+		}
+		return nil
+	}
+	if f.upstreamURL != "" || f.upstreamCmd != "" {
+		return errors.New("servers in the config file and --upstream-url or --upstream-cmd exclude each other")
+	}
+	if len(f.upstreamHeader) > 0 {
+		return errors.New("--upstream-header is for --upstream-url: give a server's headers in its headers")
 	}
 	return nil
 }
@@ -149,6 +177,8 @@ func (f *proxyFlags) check() error {
 // upstream returns the configured upstream, or nil without one.
 func (f *proxyFlags) upstream() (mcpproxy.Upstream, error) {
 	switch {
+	case f.servers != nil:
+		return &mcpproxy.Gateway{Servers: f.servers, Prefix: f.serverPrefix, Separator: f.serverSep}, nil
 	case f.upstreamURL != "" && f.upstreamCmd != "":
 		return nil, errors.New("--upstream-url and --upstream-cmd exclude each other")
 	case f.upstreamURL != "":
@@ -170,7 +200,7 @@ func (f *proxyFlags) upstream() (mcpproxy.Upstream, error) {
 		cu.User = f.upstreamUser
 		return cu, nil
 	case f.stdio:
-		return nil, errors.New("--stdio needs --upstream-url or --upstream-cmd")
+		return nil, errors.New("--stdio needs --upstream-url, --upstream-cmd or servers in the config file")
 	}
 	return nil, nil
 }
@@ -321,4 +351,14 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// callPolicy is the call decision of a gateway's requests: the policy
+// engine, once it makes that decision (policy.Engine.Call); nil (every
+// call allowed) before.
+func callPolicy(d *deps) mcpproxy.CallDecider {
+	if cd, ok := any(d.engine).(mcpproxy.CallDecider); ok {
+		return cd
+	}
+	return nil
 }

@@ -43,6 +43,9 @@ type serveConfig struct {
 	limits         artifact.Limits
 	writeStall     time.Duration
 	proxyFlags
+	// getenv reads Spillway's environment, for headers {env: NAME}; nil
+	// is os.Getenv.
+	getenv func(string) string
 }
 
 func (c *serveConfig) register(fs *flag.FlagSet) {
@@ -124,6 +127,7 @@ func parseServe(args []string, stderr io.Writer, getenv func(string) string) (*s
 		fmt.Fprintln(stderr, "spillway serve:", err)
 		return nil, nil, 2
 	}
+	c.getenv = getenv
 	return &c, log, 0
 }
 
@@ -166,6 +170,9 @@ type server struct {
 	apiLn   net.Listener // --api-listen; nil without
 	apiHTTP *http.Server
 	proxy   *mcpproxy.Proxy // nil without an upstream
+	// servers is the config file as last applied, when it lists servers:
+	// watchConfig applies its changes.
+	servers *loadedServers
 	// notReady is the last not-ready detail logged, so a failing probe
 	// logs its cause once, not every few seconds.
 	notReady atomic.Value
@@ -288,7 +295,33 @@ func (s *server) newProxy(tenants *identity.Tenants, guard *identity.Guard, fetc
 			return nil, fmt.Errorf("--spill-dir: %w", err)
 		}
 	}
+	if err := s.loadServers(); err != nil {
+		return nil, err
+	}
 	return c.proxyFlags.build(s.deps, tenants, guard, fetch, s.log)
+}
+
+// loadServers reads the servers of the config file, if it lists any.
+func (s *server) loadServers() error {
+	if s.cfg.config == "" {
+		return nil
+	}
+	ls, err := loadServers(s.cfg.config, s.cfg.env())
+	if err != nil {
+		return err
+	}
+	if ls.servers != nil {
+		s.servers, s.cfg.servers = ls, ls.servers
+	}
+	return nil
+}
+
+// env returns how Spillway's environment is read.
+func (c *serveConfig) env() func(string) string {
+	if c.getenv != nil {
+		return c.getenv
+	}
+	return os.Getenv
 }
 
 // withMCP returns what --listen serves: r, with the proxy at /mcp. With
