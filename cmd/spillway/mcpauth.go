@@ -23,7 +23,7 @@ import (
 // Jupyter's: the agent's config carries it, a link holder does not. Under
 // --stdio there is no HTTP /mcp, and nothing to guard.
 func (c *serveConfig) mcpTenants(configured *identity.Tenants, stderr io.Writer) (*identity.Tenants, string, error) {
-	if configured.Required() || c.stdio || (c.upstreamURL == "" && c.upstreamCmd == "") {
+	if configured.Required() || c.stdio || (c.upstreamURL == "" && c.upstreamCmd == "" && c.servers == nil) {
 		return configured, "", nil
 	}
 	path := c.mcpTokenFile

@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -146,13 +147,13 @@ var secretFlags = map[string]string{
 // The child inherits none of the SPILLWAY_* variables (see
 // mcpproxy.CommandUpstream), and files are Spillway's own.
 func refuseArgvSecrets(fs *flag.FlagSet, c *serveConfig) error {
-	if c.upstreamCmd == "" {
+	if c.upstreamCmd == "" && !configRunsCommands(c.config) {
 		return nil
 	}
 	var errs []error
 	fs.Visit(func(f *flag.Flag) { // the flags given on the command line only
 		if instead, ok := secretFlags[f.Name]; ok {
-			errs = append(errs, fmt.Errorf("--%s is refused on the command line with --upstream-cmd: every local process, the child included, reads it in /proc/PID/cmdline; give it in %s", f.Name, instead))
+			errs = append(errs, fmt.Errorf("--%s is refused on the command line with --upstream-cmd or a server's command: every local process, the child included, reads it in /proc/PID/cmdline; give it in %s", f.Name, instead))
 		}
 	})
 	return errors.Join(errs...)
@@ -179,6 +180,10 @@ type server struct {
 }
 
 func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout, stderr io.Writer) (*server, error) {
+	servers, err := c.loadServers()
+	if err != nil {
+		return nil, err
+	}
 	tenants, err := c.tenants()
 	if err != nil {
 		return nil, err
@@ -190,7 +195,7 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout, st
 	if err := c.checkExposures(tenants); err != nil {
 		return nil, err
 	}
-	s := &server{cfg: c, log: log, tenants: tenants}
+	s := &server{cfg: c, log: log, tenants: tenants, servers: servers}
 	ok := false
 	defer func() {
 		if !ok {
@@ -295,25 +300,21 @@ func (s *server) newProxy(tenants *identity.Tenants, guard *identity.Guard, fetc
 			return nil, fmt.Errorf("--spill-dir: %w", err)
 		}
 	}
-	if err := s.loadServers(); err != nil {
-		return nil, err
-	}
 	return c.proxyFlags.build(s.deps, tenants, guard, fetch, s.log)
 }
 
-// loadServers reads the servers of the config file, if it lists any.
-func (s *server) loadServers() error {
-	if s.cfg.config == "" {
-		return nil
+// loadServers reads the servers of the config file, if it lists any,
+// into c.servers; it returns the file as read.
+func (c *serveConfig) loadServers() (*loadedServers, error) {
+	if c.config == "" {
+		return nil, nil
 	}
-	ls, err := loadServers(s.cfg.config, s.cfg.env())
-	if err != nil {
-		return err
+	ls, err := loadServers(c.config, c.env())
+	if err != nil || ls.servers == nil {
+		return nil, err
 	}
-	if ls.servers != nil {
-		s.servers, s.cfg.servers = ls, ls.servers
-	}
-	return nil
+	c.servers = ls.servers
+	return ls, nil
 }
 
 // env returns how Spillway's environment is read.
@@ -451,6 +452,10 @@ func (s *server) Run(ctx context.Context) error {
 		// Keys retired from the file stop verifying within a second.
 		go token.WatchKeyFile(ctx, s.deps.keyFile, s.deps.svc.Signer, 0, s.log)
 	}
+	if s.servers != nil && s.proxy != nil {
+		// Servers added to or removed from the file apply within a second.
+		go s.watchConfig(ctx, configPoll)
+	}
 	errc := make(chan error, 2)
 	go func() { errc <- s.http.Serve(s.ln) }()
 	attrs := []any{"addr", "http://" + s.Addr(), "public_url", s.deps.svc.PublicURL.String(),
@@ -458,6 +463,9 @@ func (s *server) Run(ctx context.Context) error {
 	if s.apiHTTP != nil {
 		go func() { errc <- s.apiHTTP.Serve(s.apiLn) }()
 		attrs = append(attrs, "api_addr", "http://"+s.APIAddr())
+	}
+	if s.servers != nil {
+		attrs = append(attrs, "servers", serverNames(s.servers.servers)) // names only: never a header
 	}
 	s.log.Info("spillway listening", attrs...)
 	var err error
@@ -526,11 +534,39 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request, detail bool) {
 		// A refused policy reload leaves the last good policy serving: the
 		// replica stays ready, and says what was refused.
 		body["checks"], body["policy"] = checks, s.deps.engine.Status()
+		s.serversReport(body, checks)
 	}
 	httpsafe.SetSafetyHeaders(w.Header())
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(body)
+}
+
+// serversReport adds a gateway's servers to a detailed /readyz body: each
+// one's connections up and down and its last error (no header, no
+// token: the errors of dialing and handshakes), and checks["servers"]
+// names those whose connections are all down. A server that is down does
+// not make the process unready: the gateway serves the others, and fails
+// only that server's requests.
+func (s *server) serversReport(body map[string]any, checks map[string]string) {
+	if s.proxy == nil {
+		return
+	}
+	hs := s.proxy.Servers()
+	if hs == nil {
+		return
+	}
+	var down []string
+	for _, h := range hs {
+		if h.Up == 0 && h.Down > 0 {
+			down = append(down, h.Name)
+		}
+	}
+	checks["servers"] = "ok"
+	if len(down) > 0 {
+		checks["servers"] = "down: " + strings.Join(down, ", ")
+	}
+	body["servers"] = hs
 }
 
 // refuseMetrics answers a caller /metrics is not for: 401 asking for a

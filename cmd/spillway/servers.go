@@ -301,6 +301,11 @@ func loadServers(name string, getenv func(string) string) (*loadedServers, error
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	return loadServersFrom(name, b, getenv)
+}
+
+// loadServersFrom is loadServers of the file's bytes b.
+func loadServersFrom(name string, b []byte, getenv func(string) string) (*loadedServers, error) {
 	ls, err := serversFromBytes(b, getenv)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", name, err)
@@ -337,4 +342,28 @@ func serversFromBytes(b []byte, getenv func(string) string) (*parsedServers, err
 	}
 	ps.literal = hasLiteralHeaders(*cf.Servers)
 	return ps, nil
+}
+
+// configRunsCommands reports whether the config file at name lists a
+// server run as a command (whose child could read Spillway's command
+// line). A file that cannot be read or parsed says no here: it is refused
+// where the servers are loaded.
+func configRunsCommands(name string) bool {
+	if name == "" {
+		return false
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return false
+	}
+	cf, err := parseConfig(b)
+	if err != nil || cf.Servers == nil {
+		return false
+	}
+	for _, s := range *cf.Servers {
+		if s.Command != "" {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// gatewayConfig writes a config file of two servers: tools (bigtool) and
+// gone (a URL nothing answers, with a header from a private file holding
+// secretValue). It returns the file's name and the secret file's.
+func gatewayConfig(t *testing.T) (cfg, secret string) {
+	t.Helper()
+	dir := t.TempDir()
+	secret = filepath.Join(dir, "gone.token")
+	if err := os.WriteFile(secret, []byte(secretValue+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg = filepath.Join(dir, "servers.yaml")
+	writeServers(t, cfg, "servers:\n"+bigtoolServer("tools", bigtoolBin(t))+goneServer(secret))
+	return cfg, secret
+}
+
+func goneServer(secretFile string) string {
+	return "  - name: gone\n    url: http://127.0.0.1:1/mcp\n    headers:\n      Authorization: {file: " + secretFile + "}\n"
+}
+
+// readyzBody fetches /readyz and decodes it.
+func readyzBody(t *testing.T, url string) (int, string, map[string]any) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var body map[string]any
+	json.Unmarshal(b, &body)
+	return resp.StatusCode, string(b), body
+}
+
+// /readyz tells each server's connections, up and down, and its last
+// error, to the callers that get details (here --api-listen), and no
+// header value; a server that is down leaves the process ready.
+func TestGatewayReadyz(t *testing.T) {
+	cfg, _ := gatewayConfig(t)
+	data := t.TempDir()
+	s := startServer(t, data, "--config", cfg, "--api-listen", "127.0.0.1:0")
+	base := "http://" + s.Addr()
+	// A session connects to every server.
+	resp := mcpPost(t, base+"/mcp", mcpToken(t, data), "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("initialize: %s", resp.Status)
+	}
+	var raw string
+	eventually(t, 20*time.Second, "readyz reports tools up and gone down", func() bool {
+		code, b, body := readyzBody(t, "http://"+s.APIAddr()+"/readyz")
+		raw = b
+		checks, _ := body["checks"].(map[string]any)
+		return code == http.StatusOK && body["ready"] == true && checks["servers"] == "down: gone" &&
+			strings.Contains(b, `{"name":"tools","up":1,"down":0`) && strings.Contains(b, `{"name":"gone","up":0,"down":1,"lastError":"`)
+	})
+	if strings.Contains(raw, secretValue) {
+		t.Errorf("/readyz tells a header value: %s", raw)
+	}
+	// On --listen, without an inbound token, no details.
+	code, b, body := readyzBody(t, base+"/readyz")
+	if code != http.StatusOK || body["servers"] != nil || strings.Contains(b, "gone") {
+		t.Errorf("/readyz on --listen: %d %s", code, b)
+	}
+}
+
+// The config file's changes are applied and logged by name: added,
+// removed, changed servers; a file that fails is logged and the running
+// servers stay; another key's change is logged as needing a restart.
+// Header values are never logged.
+func TestGatewayReloadLog(t *testing.T) {
+	cfg, secret := gatewayConfig(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	base, done, log := serveRun(t, ctx, t.TempDir(), "--config", cfg)
+	defer func() {
+		cancel()
+		<-done
+		if strings.Contains(log.String(), secretValue) || strings.Contains(log.String(), "another-secret-value") {
+			t.Errorf("the log tells a header value:\n%s", log.String())
+		}
+	}()
+	if exited, code := waitUp(t, base, done); exited {
+		t.Fatalf("serve exited %d:\n%s", code, log.String())
+	}
+	if !strings.Contains(log.String(), `servers="[tools gone]"`) {
+		t.Errorf("the start does not name the servers:\n%s", log.String())
+	}
+	// gone's header now comes from another file: gone changed; more is added.
+	other := filepath.Join(filepath.Dir(secret), "other.token")
+	if err := os.WriteFile(other, []byte("another-secret-value"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := bigtoolBin(t)
+	writeServers(t, cfg, "servers:\n"+bigtoolServer("tools", bin)+goneServer(other)+bigtoolServer("more", bin))
+	eventually(t, 10*time.Second, "the change is logged", func() bool {
+		return strings.Contains(log.String(), `msg="servers reloaded from the config file" added=[more] removed=[] changed=[gone]`)
+	})
+	writeServers(t, cfg, "servers:\n"+bigtoolServer("tools", bin))
+	eventually(t, 10*time.Second, "the removal is logged", func() bool {
+		return strings.Contains(log.String(), `added=[] removed="[gone more]" changed=[]`)
+	})
+	writeServers(t, cfg, "servers:\n  - name: 1tools\n    command: x\n")
+	eventually(t, 10*time.Second, "the refusal is logged", func() bool {
+		return strings.Contains(log.String(), `msg="config file not applied; the running servers stay"`) &&
+			strings.Contains(log.String(), `name \"1tools\"`)
+	})
+	writeServersMode(t, cfg, "servers:\n  - name: tools\n    url: http://127.0.0.1:1/mcp\n    headers: {X-Key: {value: "+secretValue+"}}\n", 0o644)
+	eventually(t, 10*time.Second, "a literal header in a file others read is refused", func() bool {
+		return strings.Contains(log.String(), "sets a header's value")
+	})
+	writeServers(t, cfg, "log-level: debug\nservers:\n"+bigtoolServer("tools", bin))
+	eventually(t, 10*time.Second, "another key's change is logged", func() bool {
+		return strings.Contains(log.String(), `they apply at the next restart" keys=[log-level]`)
+	})
+}
