@@ -38,9 +38,28 @@ func parseConfig(b []byte) (*configFile, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&cf); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
+		return nil, unquoted(err)
 	}
 	return &cf, nil
+}
+
+// quotedValue is the start of the value a yaml.TypeError quotes, as in
+// "cannot unmarshal !!str `Bearer ...` into T".
+var quotedValue = regexp.MustCompile(" `.*` into ")
+
+// unquoted returns err without the values a yaml.TypeError quotes: a
+// header or an environment entry written in the wrong shape may be a
+// credential, and errors are logged.
+func unquoted(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		msgs[i] = quotedValue.ReplaceAllString(m, " into ")
+	}
+	return &yaml.TypeError{Errors: msgs}
 }
 
 // serverYAML is one entry of the config file's servers list.

@@ -134,8 +134,11 @@ func TestLoadServersRefused(t *testing.T) {
 		{"bad env", cmd1 + "    env: [\"=x\"]\n", 0o600, "not NAME or NAME=VALUE"},
 		{"bad glob", cmd1 + "    tools: {deny: [\"[\"]}\n", 0o600, "pattern"},
 		{"negative offload", cmd1 + "    offload: {result_budget: -1}\n", 0o600, "offload"},
-		{"bad duration", cmd1 + "    call_timeout: soon\n", 0o600, "soon"},
+		{"bad duration", cmd1 + "    call_timeout: soon\n", 0o600, "into time.Duration"},
 		{"not a list", "servers: {name: db}\n", 0o600, "cannot unmarshal"},
+		{"headers a string", http1 + "    headers: \"" + secretValue + "\"\n", 0o600, "cannot unmarshal !!str into map"},
+		{"env a string", cmd1 + "    env: \"X=" + secretValue + "\"\n", 0o600, "cannot unmarshal !!str into []string"},
+		{"args a map", cmd1 + "    args: {a: " + secretValue + "}\n", 0o600, "cannot unmarshal !!map into []string"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := loadServers(writeConfig(t, t.TempDir(), tt.text, tt.perm), testEnv)
