@@ -224,3 +224,37 @@ func FuzzServersFromBytes(f *testing.F) {
 		}
 	})
 }
+
+// The desktop example of many servers parses, strictly, as the servers it
+// documents.
+func TestDesktopServersExample(t *testing.T) {
+	ls, err := loadServers("../../examples/desktop/many/servers.yaml", testEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names := serverNames(ls.servers); strings.Join(names, ",") != "big,files,notes" {
+		t.Errorf("servers %v", names)
+	}
+	for _, s := range ls.servers {
+		if _, ok := s.Upstream.(*mcpproxy.CommandUpstream); !ok {
+			t.Errorf("%s is not a command", s.Name)
+		}
+	}
+	if files := ls.servers[1]; !strings.Contains(strings.Join(files.Deny, ","), "write_file") || files.Offload == nil {
+		t.Errorf("files %+v", files)
+	}
+	for _, k := range []string{"listen", "default-ttl", "log-level"} {
+		if _, ok := ls.flags[k]; !ok {
+			t.Errorf("no %s", k)
+		}
+	}
+	// Its other keys are flags of spillway serve.
+	fs := newFlagSet("serve")
+	var c serveConfig
+	c.register(fs)
+	for k := range ls.flags {
+		if fs.Lookup(k) == nil {
+			t.Errorf("%s is not a flag", k)
+		}
+	}
+}
