@@ -125,7 +125,7 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 	o := f.options(d, log)
 	o.Upstream, o.Tenants, o.Guard, o.Fetch = up, tenants, guard, fetch
 	if _, ok := up.(*mcpproxy.Gateway); ok {
-		o.CallPolicy = callPolicy(d)
+		o.CallPolicy = d.engine // the call decision: which tenant may call which server's tools
 	}
 	return mcpproxy.New(o)
 }
@@ -351,14 +351,4 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// callPolicy is the call decision of a gateway's requests: the policy
-// engine, once it makes that decision (policy.Engine.Call); nil (every
-// call allowed) before.
-func callPolicy(d *deps) mcpproxy.CallDecider {
-	if cd, ok := any(d.engine).(mcpproxy.CallDecider); ok {
-		return cd
-	}
-	return nil
 }

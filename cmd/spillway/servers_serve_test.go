@@ -7,9 +7,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // gatewayConfig writes a config file of two servers: tools (bigtool) and
@@ -126,4 +129,59 @@ func TestGatewayReloadLog(t *testing.T) {
 	eventually(t, 10*time.Second, "another key's change is logged", func() bool {
 		return strings.Contains(log.String(), `they apply at the next restart" keys=[log-level]`)
 	})
+}
+
+// The policy's call decision governs a gateway's calls: with the example
+// gateway policy, the read-only tenant is listed none of bigtool's tools
+// (none of them reads by name) and refused a call by name, while another
+// tenant calls them, but not with DROP in a query.
+func TestGatewayCallPolicy(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "servers.yaml")
+	writeServers(t, cfg, "servers:\n"+bigtoolServer("db", bigtoolBin(t))+bigtoolServer("other", bigtoolBin(t)))
+	const analyst, ops = "analyst-token-0123456789abcdef0123456789", "ops-token-0123456789abcdef0123456789abc"
+	getenv := func(k string) string {
+		if k == "SPILLWAY_AUTH_TOKENS" {
+			return analyst + "=analyst," + ops + "=ops"
+		}
+		return ""
+	}
+	s := startServerEnv(t, t.TempDir(), getenv, "--config", cfg, "--policy", "../../examples/policies/gateway")
+	connect := func(tok string) *mcp.ClientSession {
+		t.Helper()
+		c := mcp.NewClient(&mcp.Implementation{Name: "policy-test", Version: "1"}, nil)
+		cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: "http://" + s.Addr() + "/mcp",
+			HTTPClient: &http.Client{Transport: bearerTransport(tok)}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cs.Close() })
+		return cs
+	}
+	names := func(cs *mcp.ClientSession) []string {
+		var out []string
+		for tool, err := range cs.Tools(t.Context(), nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, tool.Name)
+		}
+		return out
+	}
+	a, o := connect(analyst), connect(ops)
+	if got := names(a); slices.Contains(got, "db_small") || slices.Contains(got, "other_query") {
+		t.Errorf("the read-only tenant is listed %v", got)
+	}
+	if got := names(o); !slices.Contains(got, "db_small") || !slices.Contains(got, "other_query") {
+		t.Errorf("ops is listed %v", got)
+	}
+	if r, err := a.CallTool(t.Context(), &mcp.CallToolParams{Name: "db_small", Arguments: map[string]any{"echo": "x"}}); err == nil && !r.IsError {
+		t.Errorf("the read-only tenant called db_small: %+v", r)
+	}
+	if r, err := o.CallTool(t.Context(), &mcp.CallToolParams{Name: "db_small", Arguments: map[string]any{"echo": "x"}}); err != nil || r.IsError {
+		t.Errorf("ops db_small: %v %+v", err, r)
+	}
+	_, err := o.CallTool(t.Context(), &mcp.CallToolParams{Name: "db_query", Arguments: map[string]any{"rows": 1, "query": "DROP TABLE users"}})
+	if err == nil || !strings.Contains(err.Error(), "DROP is not allowed") {
+		t.Errorf("ops db_query with DROP: %v", err)
+	}
 }

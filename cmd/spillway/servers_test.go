@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -256,5 +257,36 @@ func TestDesktopServersExample(t *testing.T) {
 		if fs.Lookup(k) == nil {
 			t.Errorf("%s is not a flag", k)
 		}
+	}
+}
+
+// The top-level README's many-servers config parses as it says.
+func TestReadmeServersExample(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, block := range strings.Split(string(b), "```yaml\n")[1:] {
+		block, _, _ = strings.Cut(block, "```")
+		if !strings.Contains(block, "\nservers:") {
+			continue
+		}
+		found++
+		// Parsed and checked; not resolved: its secret files are not on
+		// this machine.
+		cf, err := parseConfig([]byte(block))
+		if err == nil && cf.Servers == nil {
+			err = errors.New("no servers")
+		}
+		if err == nil {
+			err = checkServers(*cf.Servers)
+		}
+		if err != nil {
+			t.Errorf("README's servers example: %v\n%s", err, block)
+		}
+	}
+	if found == 0 {
+		t.Skip("no servers example in README.md")
 	}
 }
