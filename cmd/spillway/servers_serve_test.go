@@ -185,3 +185,17 @@ func TestGatewayCallPolicy(t *testing.T) {
 		t.Errorf("ops db_query with DROP: %v", err)
 	}
 }
+
+// A server run as a command could read Spillway's command line: secret
+// flags are refused there, as with --upstream-cmd.
+func TestGatewayRefusesArgvSecrets(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "servers.yaml")
+	writeServers(t, cfg, "servers:\n"+bigtoolServer("db", "/bin/true"))
+	serveMustRefuse(t, "--auth-tokens is refused on the command line with --upstream-cmd or a server's command",
+		"--config", cfg, "--auth-tokens", "tok-0123456789abcdef0123456789abcdef=team")
+	// A URL server runs nothing: the flag is taken.
+	writeServers(t, cfg, "servers:\n  - name: db\n    url: http://127.0.0.1:1/mcp\n")
+	if configRunsCommands(cfg) {
+		t.Errorf("a URL server counted as a command")
+	}
+}
