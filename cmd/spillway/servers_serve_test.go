@@ -199,3 +199,43 @@ func TestGatewayRefusesArgvSecrets(t *testing.T) {
 		t.Errorf("a URL server counted as a command")
 	}
 }
+
+// A server's offload block applies to its results alone: the same large
+// query result is offloaded from one server and kept inline from the
+// other, whose offload.never names the tool.
+func TestGatewayServerOffload(t *testing.T) {
+	bin := bigtoolBin(t)
+	cfg := filepath.Join(t.TempDir(), "servers.yaml")
+	writeServers(t, cfg, "servers:\n"+bigtoolServer("off", bin)+bigtoolServer("keep", bin)+"    offload: {never: [query]}\n")
+	data := t.TempDir()
+	s := startServer(t, data, "--config", cfg)
+	c := mcp.NewClient(&mcp.Implementation{Name: "offload-test", Version: "1"}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{Endpoint: "http://" + s.Addr() + "/mcp",
+		HTTPClient: &http.Client{Transport: bearerTransport(mcpToken(t, data))}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	links := func(name string) (int, int) {
+		r, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: name, Arguments: map[string]any{"rows": 500, "seed": 1}})
+		if err != nil || r.IsError {
+			t.Fatalf("%s: %v %+v", name, err, r)
+		}
+		n, size := 0, 0
+		for _, c := range r.Content {
+			switch c := c.(type) {
+			case *mcp.ResourceLink:
+				n++
+			case *mcp.TextContent:
+				size += len(c.Text)
+			}
+		}
+		return n, size
+	}
+	if n, _ := links("off_query"); n == 0 {
+		t.Errorf("off_query: no link, the result was not offloaded")
+	}
+	if n, size := links("keep_query"); n != 0 || size < 10000 {
+		t.Errorf("keep_query: %d links, %d bytes of text: want it inline", n, size)
+	}
+}
