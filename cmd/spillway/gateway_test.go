@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -169,50 +171,55 @@ func TestGatewayConfigReload(t *testing.T) {
 		}
 		return names
 	}
-	wantTools := func(step string, have, lack []string) {
-		t.Helper()
-		names := list()
+	shows := func(names, have, lack []string) bool {
 		for _, n := range have {
 			if !slices.Contains(names, n) {
-				t.Errorf("%s: tools/list lacks %s: %v", step, n, names)
+				return false
 			}
 		}
 		for _, n := range lack {
 			if slices.Contains(names, n) {
-				t.Errorf("%s: tools/list still has %s: %v", step, n, names)
+				return false
+			}
+		}
+		return true
+	}
+	// afterChange waits for a list_changed and lists, again at each next
+	// one, until the list shows the change: an added server's tools come
+	// with the list_changed of its connection, which may follow the one
+	// of the update.
+	afterChange := func(step string, have, lack []string) {
+		t.Helper()
+		deadline := time.After(20 * time.Second)
+		var names []string
+		for {
+			select {
+			case <-changed:
+			case <-deadline:
+				t.Fatalf("%s: no list_changed within 20 s after which tools/list shows it; last %v", step, names)
+			}
+			if names = list(); shows(names, have, lack) {
+				return
 			}
 		}
 	}
-	waitChanged := func(step string) {
-		t.Helper()
-		select {
-		case <-changed:
-		case <-time.After(20 * time.Second):
-			t.Fatalf("%s: no notifications/tools/list_changed within 20 s", step)
-		}
-		// The gateway may tell each server's change apart: let them land.
-		time.Sleep(300 * time.Millisecond)
-		for len(changed) > 0 {
-			<-changed
-		}
+	if names := list(); !shows(names, []string{"alpha_small", "beta_small"}, []string{"gamma_small"}) {
+		t.Fatalf("start: tools/list %v", names)
 	}
-	wantTools("start", []string{"alpha_small", "beta_small"}, []string{"gamma_small"})
 	time.Sleep(500 * time.Millisecond)
 	for len(changed) > 0 { // what the start may have said: each wait below wants a fresh one
 		<-changed
 	}
 
 	writeServers(t, cfg, "servers:\n"+bigtoolServer("alpha", bin)+bigtoolServer("beta", bin)+bigtoolServer("gamma", bin))
-	waitChanged("gamma added")
-	wantTools("gamma added", []string{"alpha_small", "beta_small", "gamma_small"}, nil)
+	afterChange("gamma added", []string{"alpha_small", "beta_small", "gamma_small"}, nil)
 	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "gamma_small", Arguments: map[string]any{"echo": "new"}})
 	if text, _ := firstText(r); err != nil || r.IsError || text != "ok new" {
 		t.Errorf("gamma_small: %v %+v", err, r)
 	}
 
 	writeServers(t, cfg, "servers:\n"+bigtoolServer("beta", bin)+bigtoolServer("gamma", bin))
-	waitChanged("alpha removed")
-	wantTools("alpha removed", []string{"beta_small", "gamma_small"}, []string{"alpha_small"})
+	afterChange("alpha removed", []string{"beta_small", "gamma_small"}, []string{"alpha_small"})
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "alpha_small", Arguments: map[string]any{"echo": "gone"}}); err == nil {
 		t.Errorf("alpha_small answered after alpha was removed")
 	}
@@ -228,4 +235,87 @@ func firstText(r *mcp.CallToolResult) (string, bool) {
 		return "", false
 	}
 	return tc.Text, true
+}
+
+// The stdio face, as a desktop agent holds it, follows the config file
+// too: a server added to it while the agent is connected brings a
+// notifications/tools/list_changed on stdout and its tools in the next
+// tools/list.
+func TestGatewayStdioReload(t *testing.T) {
+	bin := bigtoolBin(t)
+	cfg := filepath.Join(t.TempDir(), "servers.yaml")
+	// With one server, names are prefixed only when the file says so.
+	writeServers(t, cfg, "server-prefix: always\nservers:\n"+bigtoolServer("alpha", bin))
+	cmd := exec.Command(spillwayBin(t), "serve", "--stdio", "--config", cfg, "--data", t.TempDir(),
+		"--listen", "127.0.0.1:0", "--log-level", "warn")
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("spillway stderr:\n%s", stderr.String())
+		}
+	}()
+	lines := readLines(stdout)
+	changed := 0 // notifications/tools/list_changed seen and not yet awaited
+	await := func(what string, match func(id, method string) bool) string {
+		t.Helper()
+		if match("", "notifications/tools/list_changed") && changed > 0 {
+			changed--
+			return ""
+		}
+		timeout := time.After(20 * time.Second)
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Fatalf("%s: stdout ended", what)
+				}
+				var m struct {
+					ID     json.RawMessage `json:"id"`
+					Method string          `json:"method"`
+				}
+				json.Unmarshal([]byte(l), &m)
+				if match(string(m.ID), m.Method) {
+					return l
+				}
+				if m.Method == "notifications/tools/list_changed" {
+					changed++
+				}
+			case <-timeout:
+				t.Fatalf("%s: nothing within 20 s", what)
+			}
+		}
+	}
+	answer := func(id string) func(string, string) bool {
+		return func(got, method string) bool { return got == id && method == "" }
+	}
+	io.WriteString(stdin, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`+"\n")
+	await("initialize", answer("1"))
+	io.WriteString(stdin, `{"jsonrpc":"2.0","method":"notifications/initialized"}`+"\n")
+	io.WriteString(stdin, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`+"\n")
+	if l := await("tools/list", answer("2")); !strings.Contains(l, `"alpha_small"`) || strings.Contains(l, `"beta_small"`) {
+		t.Fatalf("tools/list before: %.500s", l)
+	}
+	writeServers(t, cfg, "server-prefix: always\nservers:\n"+bigtoolServer("alpha", bin)+bigtoolServer("beta", bin))
+	// The gateway says list_changed when beta is configured and again
+	// when its connection is up; a list between the two names beta as
+	// missing in its _meta. A client lists again at each.
+	for id := 3; ; id++ {
+		await("list_changed", func(_, method string) bool { return method == "notifications/tools/list_changed" })
+		fmt.Fprintf(stdin, `{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`+"\n", id)
+		l := await("tools/list", answer(fmt.Sprint(id)))
+		if strings.Contains(l, `"beta_small"`) && strings.Contains(l, `"alpha_small"`) {
+			break
+		}
+		if id == 6 {
+			t.Fatalf("tools/list after: %s", l[max(0, len(l)-600):])
+		}
+	}
 }
