@@ -227,17 +227,16 @@ func checkChildEnv(env []string) error {
 	return nil
 }
 
-// hasLiteralHeaders reports whether a server sets a header {value: ...}
-// in the file itself.
-func hasLiteralHeaders(list []serverYAML) bool {
+// headerSources reports whether a server sets a header {value: ...} in
+// the file itself, and whether one reads a header {file: ...}.
+func headerSources(list []serverYAML) (literal, files bool) {
 	for _, s := range list {
 		for _, h := range s.Headers {
-			if h.kind == "value" {
-				return true
-			}
+			literal = literal || h.kind == "value"
+			files = files || h.kind == "file"
 		}
 	}
-	return false
+	return literal, files
 }
 
 // resolveServers turns a checked list into the gateway's servers, reading
@@ -310,6 +309,10 @@ type loadedServers struct {
 	servers []mcpproxy.Server // nil: the file has no servers key
 	flags   map[string]any
 	sum     [sha256.Size]byte // of the file's bytes
+	// list is the servers as the file says them, to read their header
+	// files again; files tells whether any header comes from a file.
+	list  []serverYAML
+	files bool
 }
 
 // loadServers reads the config file at name and its servers, checked
@@ -359,7 +362,8 @@ func serversFromBytes(b []byte, getenv func(string) string) (*parsedServers, err
 	if ps.servers, err = resolveServers(*cf.Servers, getenv); err != nil {
 		return nil, err
 	}
-	ps.literal = hasLiteralHeaders(*cf.Servers)
+	ps.list = *cf.Servers
+	ps.literal, ps.files = headerSources(ps.list)
 	return ps, nil
 }
 

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -238,4 +240,61 @@ func TestGatewayServerOffload(t *testing.T) {
 	if n, size := links("keep_query"); n != 0 || size < 10000 {
 		t.Errorf("keep_query: %d links, %d bytes of text: want it inline", n, size)
 	}
+}
+
+// A header file's new content reaches its server without a restart: the
+// server is reconnected with it, as the log says by name, without either
+// value.
+func TestGatewayHeaderFileRotation(t *testing.T) {
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("Authorization")] = true
+		mu.Unlock()
+		http.Error(w, "no MCP here", http.StatusServiceUnavailable)
+	}))
+	defer up.Close()
+	saw := func(v string) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return seen[v]
+	}
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "token")
+	writeSecret := func(v string) {
+		if err := os.WriteFile(secret+".tmp", []byte(v+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(secret+".tmp", secret); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeSecret(secretValue)
+	cfg := filepath.Join(dir, "servers.yaml")
+	writeServers(t, cfg, "servers:\n"+bigtoolServer("tools", bigtoolBin(t))+
+		"  - name: api\n    url: "+up.URL+"/mcp\n    headers: {Authorization: {file: "+secret+"}}\n")
+	data := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	base, done, log := serveRun(t, ctx, data, "--config", cfg)
+	defer func() {
+		cancel()
+		<-done
+		if strings.Contains(log.String(), secretValue) || strings.Contains(log.String(), "rotated-value") {
+			t.Errorf("the log tells a header value:\n%s", log.String())
+		}
+	}()
+	if exited, code := waitUp(t, base, done); exited {
+		t.Fatalf("serve exited %d:\n%s", code, log.String())
+	}
+	// A session connects to api, with the header, and keeps trying.
+	resp := mcpPost(t, base+"/mcp", mcpToken(t, data), "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	eventually(t, 10*time.Second, "api gets the header", func() bool { return saw(secretValue) })
+	writeSecret("rotated-value")
+	eventually(t, 10*time.Second, "api gets the new header", func() bool { return saw("rotated-value") })
+	eventually(t, 5*time.Second, "the reconnection is logged", func() bool {
+		return strings.Contains(log.String(), `msg="servers reconnected: a header file changed" changed=[api]`)
+	})
 }

@@ -24,8 +24,8 @@ const configPoll = time.Second
 // and clients are told their lists changed). A change to another key is
 // logged as taking effect at the next restart. A file that cannot be
 // read, parsed or applied is logged, once for each error, and the
-// running servers stay. Header values are re-read (files, environment)
-// only when the config file changes.
+// running servers stay. Header files are read every poll too, as the
+// signing keys are: a rotated credential reconnects its server.
 func (s *server) watchConfig(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -60,7 +60,7 @@ func (s *server) reloadConfig(cur *loadedServers) (*loadedServers, error) {
 		return nil, err
 	}
 	if sha256.Sum256(b) == cur.sum {
-		return nil, nil
+		return s.reloadHeaderFiles(cur)
 	}
 	next, err := loadServersFrom(s.cfg.config, b, s.cfg.env())
 	if err != nil {
@@ -80,6 +80,30 @@ func (s *server) reloadConfig(cur *loadedServers) (*loadedServers, error) {
 		s.log.Warn("config file settings changed; they apply at the next restart", "keys", keys)
 	}
 	return next, nil
+}
+
+// reloadHeaderFiles reads cur's header files again and reconnects the
+// servers whose header values changed. It returns cur with the new
+// values, nil when none changed.
+func (s *server) reloadHeaderFiles(cur *loadedServers) (*loadedServers, error) {
+	if !cur.files {
+		return nil, nil
+	}
+	servers, err := resolveServers(cur.list, s.cfg.env())
+	if err != nil {
+		return nil, err
+	}
+	_, _, changed := diffServers(cur.servers, servers)
+	if len(changed) == 0 {
+		return nil, nil
+	}
+	if err := s.proxy.UpdateServers(servers); err != nil {
+		return nil, err
+	}
+	s.log.Info("servers reconnected: a header file changed", "changed", changed)
+	next := *cur
+	next.servers = servers
+	return &next, nil
 }
 
 // diffServers names the servers next adds to cur, removes from it, and
