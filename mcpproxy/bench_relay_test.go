@@ -68,9 +68,19 @@ type rawClient struct {
 	url, session string
 	id           int
 	buf          bytes.Buffer
+	hc           *http.Client // nil: http.DefaultClient
 }
 
 func (c *rawClient) post(b testing.TB, body string) *http.Response {
+	resp, err := c.send(body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return resp
+}
+
+// send posts one message and keeps the session id the server gives.
+func (c *rawClient) send(body string) (*http.Response, error) {
 	req, _ := http.NewRequest(http.MethodPost, c.url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -78,25 +88,44 @@ func (c *rawClient) post(b testing.TB, body string) *http.Response {
 		req.Header.Set("Mcp-Session-Id", c.session)
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	hc := c.hc
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
-		b.Fatal(err)
+		return nil, err
 	}
 	if s := resp.Header.Get("Mcp-Session-Id"); s != "" {
 		c.session = s
 	}
-	return resp
+	return resp, nil
 }
 
 func (c *rawClient) do(b testing.TB, method, params string) {
-	c.id++
-	resp := c.post(b, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, c.id, method, params))
-	c.buf.Reset()
-	_, err := c.buf.ReadFrom(resp.Body)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != http.StatusOK || !bytes.Contains(c.buf.Bytes(), []byte(`"result"`)) {
-		b.Fatalf("%s: %s %v %.300s", method, resp.Status, err, c.buf.Bytes())
+	if err := c.try(method, params); err != nil {
+		b.Fatal(err)
 	}
+}
+
+// try makes one request and reads its whole answer, which must be a
+// result. Unlike do it may run on any goroutine.
+func (c *rawClient) try(method, params string) error {
+	c.id++
+	resp, err := c.send(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, c.id, method, params))
+	if err != nil {
+		return fmt.Errorf("%s: %w", method, err)
+	}
+	c.buf.Reset()
+	_, err = c.buf.ReadFrom(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return fmt.Errorf("%s: %s: %w", method, resp.Status, err)
+	}
+	if resp.StatusCode != http.StatusOK || !bytes.Contains(c.buf.Bytes(), []byte(`"result"`)) {
+		return fmt.Errorf("%s: %s %.300s", method, resp.Status, c.buf.Bytes())
+	}
+	return nil
 }
 
 func (c *rawClient) notify(b testing.TB, method string) {

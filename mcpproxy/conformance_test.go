@@ -37,7 +37,7 @@ func tool(t *testing.T, env, rel string) string {
 	return p
 }
 
-func moduleRoot(t *testing.T) string {
+func moduleRoot(t testing.TB) string {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/sse"
 )
 
-func buildBigtool(t *testing.T) string {
+func buildBigtool(t testing.TB) string {
 	bin := filepath.Join(t.TempDir(), "bigtool")
 	cmd := exec.Command("go", "build", "-o", bin, "./examples/bigtool/cmd/bigtool")
 	cmd.Dir = moduleRoot(t)
