@@ -30,7 +30,14 @@
 //   - the held-open run (hostile.go): hostile images and schemas at once
 //     on one session of Spillway's HTTP and stdio faces and the bare
 //     relay, a ping meanwhile (peak RSS above idle, ping latency, what the
-//     client received). -hostile-only runs just this one.
+//     client received). -hostile-only runs just this one;
+//   - the gateway (gateway.go): small tools/call from -gateway-c sessions
+//     at once through a Spillway in front of -gateway-upstreams bigtools
+//     over stdio (a config file's servers:), spread over their prefixed
+//     tools, vs the same calls through a Spillway in front of one
+//     (--upstream-cmd), interleaved in rounds, -gateway-runs runs (p50,
+//     p99, requests/s, CPU per call of Spillway and of its upstreams, RSS,
+//     the ratios). -gateway-only runs just this one.
 //
 // Every server listens on loopback and is stopped at the end; the run is
 // bounded by its counts. Usage: make build && go run ./cmd/spillway-load
@@ -202,6 +209,8 @@ func onlyRun() func() error {
 		return sseComparisons
 	case *hostileOnly:
 		return hostileRuns
+	case *gatewayOnly:
+		return gatewayComparison
 	}
 	return nil
 }
@@ -229,7 +238,7 @@ func runAll() error {
 			return err
 		}
 	}
-	for _, measure := range []func() error{stdioComparisons, sseComparisons, fetches, hostileRuns} {
+	for _, measure := range []func() error{stdioComparisons, gatewayComparison, sseComparisons, fetches, hostileRuns} {
 		if err := measure(); err != nil {
 			return err
 		}

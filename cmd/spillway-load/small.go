@@ -151,9 +151,13 @@ func smallCalls(upstream, rproxy, spillway string) error {
 
 // smallCall makes the small tools/call of the comparisons on s and
 // returns how long it took.
-func smallCall(s *session) (time.Duration, error) {
+func smallCall(s *session) (time.Duration, error) { return smallCallOf(s, "small") }
+
+// smallCallOf makes bigtool's small call under the name tool (a
+// gateway's prefixed name) on s and returns how long it took.
+func smallCallOf(s *session, tool string) (time.Duration, error) {
 	t0 := time.Now()
-	_, err := s.call("tools/call", `{"name":"small","arguments":{"echo":"x"}}`)
+	_, err := s.call("tools/call", `{"name":`+strconv.Quote(tool)+`,"arguments":{"echo":"x"}}`)
 	return time.Since(t0), err
 }
 

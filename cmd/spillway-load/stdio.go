@@ -210,6 +210,9 @@ type stdioSide struct {
 	lat     []time.Duration
 	elapsed time.Duration
 	cpu     time.Duration // of the proxy process (not its children) over the measured rounds
+	// tool names the tool of session i's n-th call in a round; nil
+	// calls bigtool's "small" by that name.
+	tool func(i, n int) string
 }
 
 // stdioSmall measures a small tools/call through every proxy in front of
@@ -286,10 +289,10 @@ func (sd *stdioSide) round(k int, keep bool) error {
 	var wg sync.WaitGroup
 	cpu0 := cpuTime(sd.pid)
 	t0 := time.Now()
-	for _, s := range sd.ss {
+	for i, s := range sd.ss {
 		wg.Go(func() {
-			for range k {
-				d, err := smallCall(s)
+			for n := range k {
+				d, err := smallCallOf(s, sd.toolOf(i, n))
 				mu.Lock()
 				first = cmpOr(first, err)
 				if keep {
@@ -311,6 +314,14 @@ func (sd *stdioSide) round(k int, keep bool) error {
 		return fmt.Errorf("%s: %w", sd.name, first)
 	}
 	return nil
+}
+
+// toolOf is the tool of session i's n-th call in a round.
+func (sd *stdioSide) toolOf(i, n int) string {
+	if sd.tool == nil {
+		return "small"
+	}
+	return sd.tool(i, n)
 }
 
 // printStdioSmall works out each side's requests per second and
