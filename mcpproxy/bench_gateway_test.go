@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -27,7 +28,8 @@ const gatewayClients = 8
 // over the four servers' prefixed tools: the in-process view of what
 // cmd/spillway-load -gateway-only measures across processes. ns/op is wall
 // time over all sessions' calls (1/throughput); p50-µs and p99-µs are
-// each call's latency. Compare CPU profiles of the sides.
+// each call's latency; cpu-µs/op is this process's CPU time per call (the
+// clients' and the proxy's). Compare CPU profiles of the sides.
 func BenchmarkGatewaySmallCall(b *testing.B) {
 	bt := buildBigtool(b)
 	one := []mcpproxy.Server{{Name: "b1", Upstream: &mcpproxy.CommandUpstream{Command: bt}}}
@@ -49,15 +51,20 @@ func BenchmarkGatewaySmallCall(b *testing.B) {
 	}
 }
 
-// benchProxy is a proxy in front of up with offloading on, as Spillway
-// runs.
+// benchProxy is a proxy in front of up with offloading on and, for a
+// Gateway, the policy engine as its call decision, as spillway serve
+// runs them.
 func benchProxy(b *testing.B, up mcpproxy.Upstream) *mcpproxy.Proxy {
 	svc := newService(b)
 	eng, err := policy.New(context.Background(), policy.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := mcpproxy.New(mcpproxy.Options{Upstream: up, Artifacts: svc, Offloader: mcpproxy.NewOffloader(svc, eng, mcpproxy.OffloadOptions{})})
+	o := mcpproxy.Options{Upstream: up, Artifacts: svc, Offloader: mcpproxy.NewOffloader(svc, eng, mcpproxy.OffloadOptions{})}
+	if _, ok := up.(*mcpproxy.Gateway); ok {
+		o.CallPolicy = eng
+	}
+	p, err := mcpproxy.New(o)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -85,6 +92,7 @@ func smallCallsAtOnce(b *testing.B, url string, tool func(client, n int) string)
 	lat := make([][]time.Duration, len(cs))
 	errs := make([]error, len(cs))
 	var wg sync.WaitGroup
+	cpu0 := processCPU()
 	b.ResetTimer()
 	for i, c := range cs {
 		wg.Go(func() {
@@ -99,6 +107,7 @@ func smallCallsAtOnce(b *testing.B, url string, tool func(client, n int) string)
 	}
 	wg.Wait()
 	b.StopTimer()
+	cpu := processCPU() - cpu0
 	for _, err := range errs {
 		if err != nil {
 			b.Fatal(err)
@@ -108,6 +117,18 @@ func smallCallsAtOnce(b *testing.B, url string, tool func(client, n int) string)
 	slices.Sort(all)
 	b.ReportMetric(float64(all[len(all)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(all[len(all)*99/100].Microseconds()), "p99-µs")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
+}
+
+// processCPU is the CPU time this process (the clients and the proxy, not
+// the upstream children) has used: a figure per call less at the mercy of
+// a shared machine than latency.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // smallParams are the params of bigtool's small call of tool.
