@@ -23,6 +23,8 @@ var (
 	gatewayRunsN     = flag.Int("gateway-runs", 5, "runs of the gateway comparison (ratios per run and their median)")
 	gatewayUpstreams = flag.Int("gateway-upstreams", 4, "bigtool servers behind the gateway")
 	gatewayOne       = flag.Bool("gateway-one", false, "also measure a gateway of one bigtool (its routing without the other upstreams)")
+	gatewaySpread    = flag.Bool("gateway-spread", true, "spread each session's calls over every upstream; false: session i calls upstream i mod -gateway-upstreams only (as many upstreams busy as with one)")
+	gatewayAlso      = flag.String("gateway-also", "", "another spillway binary whose gateway is measured too, in the same rounds (a change's before and after)")
 	gatewayBudget    = flag.Duration("gateway-timeout", 5*time.Minute, "the gateway comparison stops starting rounds after this long and reports the runs it finished")
 )
 
@@ -82,22 +84,26 @@ func gatewayComparison() error {
 func startGatewaySides(bt string) ([]*gatewaySide, error) {
 	k := max(*gatewayUpstreams, 1)
 	type spec struct {
-		name string
-		args []string
-		tool func(i, n int) string
+		name, bin string
+		args      []string
+		tool      func(i, n int) string
 	}
+	name := fmt.Sprintf("gateway of %d", k)
 	specs := []spec{
-		{"single-upstream Spillway (anchor)", []string{"--upstream-cmd", bt}, nil},
-		{fmt.Sprintf("gateway of %d", k), []string{"--config", gatewayConfig(bt, k)}, func(i, n int) string { return "b" + strconv.Itoa((i+n)%k+1) + "_small" }},
+		{"single-upstream Spillway (anchor)", *spillwayBin, []string{"--upstream-cmd", bt}, nil},
+		{name, *spillwayBin, []string{"--config", gatewayConfig(bt, k)}, gatewayTool(k)},
+	}
+	if *gatewayAlso != "" {
+		specs = append(specs, spec{name + " (" + *gatewayAlso + ")", *gatewayAlso, []string{"--config", gatewayConfig(bt, k)}, gatewayTool(k)})
 	}
 	if *gatewayOne {
-		specs = append(specs, spec{"gateway of 1", []string{"--config", gatewayConfig(bt, 1)}, nil})
+		specs = append(specs, spec{"gateway of 1", *spillwayBin, []string{"--config", gatewayConfig(bt, 1)}, nil})
 	}
 	var sides []*gatewaySide
 	for _, sp := range specs {
 		// Its refusals on stderr: a binary without the config's servers:
 		// key says so before launch gives up waiting.
-		cmd := spillwayCommand("error", sp.args...)
+		cmd := spillwayCommandOf(sp.bin, "error", sp.args...)
 		cmd.Stderr = os.Stderr
 		a := launch(cmd)
 		sd := &gatewaySide{stdioSide: &stdioSide{smallResult: smallResult{name: sp.name}, addr: a, pid: pid(a), tool: sp.tool}}
@@ -107,6 +113,18 @@ func startGatewaySides(bt string) ([]*gatewaySide, error) {
 		}
 	}
 	return sides, nil
+}
+
+// gatewayTool names the tool of session i's n-th call through a gateway
+// of k bigtools named b1…bk: the small tool of each in turn, or with
+// -gateway-spread=false of the session's own.
+func gatewayTool(k int) func(i, n int) string {
+	return func(i, n int) string {
+		if !*gatewaySpread {
+			n = 0
+		}
+		return "b" + strconv.Itoa((i+n)%k+1) + "_small"
+	}
 }
 
 // openAndWarm opens the side's sessions (each call bounded to 30 s, so

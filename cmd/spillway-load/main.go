@@ -350,12 +350,17 @@ func startSpillwayEnv(env []string, extra ...string) string {
 // listening on a free loopback address (its last argument, as launch
 // wants).
 func spillwayCommand(logLevel string, extra ...string) *exec.Cmd {
+	return spillwayCommandOf(*spillwayBin, logLevel, extra...)
+}
+
+// spillwayCommandOf is spillwayCommand of the spillway binary bin.
+func spillwayCommandOf(bin, logLevel string, extra ...string) *exec.Cmd {
 	dir := tempDir("spillway-load-")
 	if err := os.WriteFile(filepath.Join(dir, "mcp.token"), []byte(mcpToken+"\n"), 0o600); err != nil {
 		panic(err)
 	}
 	args := append([]string{"serve", "--data", dir, "--log-level", logLevel}, extra...)
-	return exec.Command(*spillwayBin, append(args, "--listen", addr())...)
+	return exec.Command(bin, append(args, "--listen", addr())...)
 }
 
 // selfServer prepares this binary in one of its internal server modes
