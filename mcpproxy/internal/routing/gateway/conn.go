@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
@@ -26,6 +27,9 @@ type Conn struct {
 	// requests wait for it, as a server reads its input in order.
 	ready chan struct{}
 	wg    sync.WaitGroup // the upstreams' goroutines
+	// work hands a request to an idle worker (spawn); idle counts them.
+	work chan func()
+	idle atomic.Int32
 
 	mu      sync.Mutex
 	init    *jsonrpc.Message   // the client's initialize, replayed to each upstream
@@ -66,7 +70,7 @@ func (c *Conn) forgetOldAsksLocked() {
 
 func newConn(r *Registry, tenant string) *Conn {
 	return &Conn{r: r, tenant: tenant, log: r.log, out: make(chan *jsonrpc.Message, 16),
-		done: make(chan struct{}), ready: make(chan struct{}),
+		done: make(chan struct{}), ready: make(chan struct{}), work: make(chan func()),
 		members: map[string]*member{}, calls: map[string]*call{}, asks: map[string]ask{}, names: newNames()}
 }
 
@@ -128,18 +132,54 @@ func (c *Conn) Send(ctx context.Context, m *jsonrpc.Message) error {
 			go c.initialize(ctx, m)
 			return nil
 		}
-		go func() {
+		c.spawn(func() {
 			select {
 			case <-c.ready:
 				c.request(ctx, m)
 			case <-c.done:
 			}
-		}()
+		})
 		return nil
 	case m.IsNotification():
 		return c.notification(ctx, m)
 	default:
 		return c.answer(ctx, m)
+	}
+}
+
+// maxIdleWorkers is how many of a Conn's request goroutines wait for
+// the next request rather than end.
+const maxIdleWorkers = 4
+
+// spawn runs f on a goroutine of its own: a worker of the Conn's that is
+// waiting for one, else a new one. A worker that is done waits for the
+// next request (up to maxIdleWorkers of them, until the Conn closes)
+// rather than end, so that the next request runs on the stack this one
+// grew: on a fresh goroutine's stack a tools/call grows it by copying,
+// several times, which cost about as much as resolving and forwarding it.
+func (c *Conn) spawn(f func()) {
+	select {
+	case c.work <- f:
+	default:
+		go c.worker(f)
+	}
+}
+
+// worker runs f, then each f spawn hands it, until it is one idle worker
+// too many or the Conn closes.
+func (c *Conn) worker(f func()) {
+	for {
+		f()
+		if c.idle.Add(1) > maxIdleWorkers {
+			c.idle.Add(-1)
+			return
+		}
+		select {
+		case f = <-c.work:
+			c.idle.Add(-1)
+		case <-c.done:
+			return
+		}
 	}
 }
 
