@@ -30,7 +30,7 @@ var (
 
 // gatewayRounds is how many rounds a run of the gateway comparison is
 // split into, the sides' order rotating from round to round.
-const gatewayRounds = 10
+const gatewayRounds = 20
 
 // gatewaySide is one Spillway of the gateway comparison: its sessions
 // (the stdio comparison's side) and what was measured of its upstream
