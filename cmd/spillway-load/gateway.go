@@ -18,9 +18,9 @@ import (
 
 var (
 	gatewayOnly      = flag.Bool("gateway-only", false, "run only the gateway comparison: small calls through a Spillway in front of -gateway-upstreams bigtools vs one")
-	gatewayN         = flag.Int("gateway-small", 2000, "small tools/call round trips per side and run, gateway comparison")
+	gatewayN         = flag.Int("gateway-small", 4000, "small tools/call round trips per side and run, gateway comparison")
 	gatewayC         = flag.Int("gateway-c", 8, "concurrent sessions per side, gateway comparison")
-	gatewayRunsN     = flag.Int("gateway-runs", 5, "runs of the gateway comparison (ratios per run and their median)")
+	gatewayRunsN     = flag.Int("gateway-runs", 9, "runs of the gateway comparison (ratios per run and their median)")
 	gatewayUpstreams = flag.Int("gateway-upstreams", 4, "bigtool servers behind the gateway")
 	gatewayOne       = flag.Bool("gateway-one", false, "also measure a gateway of one bigtool (its routing without the other upstreams)")
 	gatewaySpread    = flag.Bool("gateway-spread", true, "spread each session's calls over every upstream; false: session i calls upstream i mod -gateway-upstreams only (as many upstreams busy as with one)")

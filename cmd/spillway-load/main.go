@@ -35,9 +35,9 @@
 //     at once through a Spillway in front of -gateway-upstreams bigtools
 //     over stdio (a config file's servers:), spread over their prefixed
 //     tools, vs the same calls through a Spillway in front of one
-//     (--upstream-cmd), interleaved in rounds, -gateway-runs runs (p50,
-//     p99, requests/s, CPU per call of Spillway and of its upstreams, RSS,
-//     the ratios). -gateway-only runs just this one.
+//     (--upstream-cmd), interleaved in rounds, -gateway-runs runs (nine
+//     by default; p50, p99, requests/s, CPU per call of Spillway and of
+//     its upstreams, RSS, the ratios). -gateway-only runs just this one.
 //
 // Every server listens on loopback and is stopped at the end; the run is
 // bounded by its counts. Usage: make build && go run ./cmd/spillway-load
