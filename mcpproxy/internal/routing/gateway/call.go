@@ -38,13 +38,8 @@ func (s *callSink) Deliver(msg *jsonrpc.Message, _ any) {
 	if !cl.finish() {
 		return
 	}
-	if msg.Error != nil && cl.m.current() == nil && msg.ErrorCode() == jsonrpc.CodeUpstream {
-		// The mux's own answer for a connection that ended: say which.
-		_, _, u := cl.m.live()
-		if u != nil {
-			u.Reason = "it exited while the request was in flight: " + jsonrpc.StringMember(msg.Error, "message")
-			msg = u.response(msg.ID)
-		}
+	if transportFailure(msg) {
+		msg = cl.m.failed(msg.ID, jsonrpc.StringMember(msg.Error, "message"))
 	} else if cl.after != nil && msg.Result != nil {
 		msg = cl.after(msg)
 	}
@@ -118,11 +113,7 @@ func (c *Conn) forward(ctx context.Context, m *member, req *jsonrpc.Message, aft
 	p, err := scope.Call(ctx, req, &callSink{cl}, nil)
 	if err != nil {
 		if cl.finish() {
-			_, _, u := m.live()
-			if u == nil {
-				u = &Unavailable{Upstream: m.spec.Name, Reason: err.Error(), RetryAfter: time.Second}
-			}
-			c.push(u.response(req.ID))
+			c.push(m.failed(req.ID, err.Error()))
 		}
 		return
 	}
@@ -130,6 +121,15 @@ func (c *Conn) forward(ctx context.Context, m *member, req *jsonrpc.Message, aft
 	if t := m.spec.CallTimeout; t > 0 && !cl.over.Load() {
 		cl.timer.Store(time.AfterFunc(t, cl.timedOut))
 	}
+}
+
+// transportFailure reports whether msg is an error response made by the
+// connection to an upstream rather than by the upstream: the mux's answer
+// for a connection that ended, an HTTP client's for a server it could not
+// reach. Those carry code -32000 and no data; the gateway's own carry
+// data.
+func transportFailure(msg *jsonrpc.Message) bool {
+	return msg.Error != nil && msg.ErrorCode() == jsonrpc.CodeUpstream && jsonrpc.RawMember(msg.Error, "data") == nil
 }
 
 // errorWithData builds a JSON-RPC error response whose error has data.

@@ -19,6 +19,10 @@
 // allowed it; its answer comes back with the client's names. A request an
 // upstream that is down or slow cannot answer gets a JSON-RPC error that
 // names the upstream and says when to retry; the other upstreams go on.
+// A connection that still looks alive when a request fails in its
+// transport (an HTTP server that went away is noticed only so) is pinged,
+// and closed when the upstream does not answer, so that it is reconnected
+// and the client hears the tools went and came back.
 //
 // Each upstream's messages reach the client through a queue of its own,
 // so one that floods notifications or is read slowly delays only itself.

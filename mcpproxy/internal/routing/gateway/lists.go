@@ -196,6 +196,9 @@ func (c *Conn) listOne(ctx context.Context, m *member, method, cursor string) pa
 		if r.ErrorCode() == jsonrpc.CodeMethodNotFound {
 			return page{m: m} // it has none of these
 		}
+		if transportFailure(r) {
+			go m.probe()
+		}
 		err = fmt.Errorf("%s", jsonrpc.StringMember(r.Error, "message"))
 	}
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
@@ -31,6 +32,7 @@ type member struct {
 	firstTry   chan struct{} // closed once the first connection attempt is over
 	tried      sync.Once
 	calls      sync.WaitGroup
+	probing    atomic.Bool // a probe runs
 
 	mu       sync.Mutex
 	mx       *mux.Mux   // the live connection, nil while down
@@ -103,7 +105,9 @@ func (m *member) watch() {
 		}
 		m.mu.Lock()
 		m.mx, m.scope = nil, nil
-		m.lastErr = errors.New("it exited")
+		if m.lastErr == nil {
+			m.lastErr = errors.New("its connection ended")
+		}
 		m.mu.Unlock()
 		m.log.Warn("upstream connection ended; restarting it")
 		m.c.listsChanged()
@@ -153,6 +157,54 @@ func (m *member) live() (*mux.Mux, *mux.Scope, *Unavailable) {
 	}
 	retry := min(100*time.Millisecond<<min(m.failures, 9), 30*time.Second)
 	return nil, nil, &Unavailable{Upstream: m.spec.Name, Reason: why, RetryAfter: max(retry, time.Second)}
+}
+
+// failed is the answer to request id that the connection to the upstream
+// could not deliver (why says what failed): an Unavailable that names the
+// upstream. A connection that ended says so; one that still looks alive
+// (an HTTP upstream whose server went away is noticed only by its
+// requests) is probed, and closed when the upstream does not answer, so
+// that the watch reconnects it and the client hears its tools went and
+// came back.
+func (m *member) failed(id []byte, why string) *jsonrpc.Message {
+	_, _, u := m.live()
+	if u != nil {
+		u.Reason = "it exited while the request was in flight: " + why
+	} else {
+		u = &Unavailable{Upstream: m.spec.Name, Reason: why, RetryAfter: time.Second}
+		go m.probe()
+	}
+	return u.response(id)
+}
+
+// probe pings the live connection, at most one ping at a time, and closes
+// it when the upstream cannot answer: a ping that fails in the transport
+// or gets no answer within the connect timeout. Any answer from the
+// upstream, even an error, shows it is there.
+func (m *member) probe() {
+	mx := m.current()
+	if mx == nil || !m.probing.CompareAndSwap(false, true) {
+		return
+	}
+	defer m.probing.Store(false)
+	ctx, cancel := context.WithTimeout(context.Background(), m.spec.connectTimeout())
+	defer cancel()
+	ping := jsonrpc.MustDecode(`{"jsonrpc":"2.0","id":"gw-ping","method":"ping","params":{}}`)
+	r, err := pool.Request(ctx, mx, ping)
+	if err == nil && !transportFailure(r) {
+		return
+	}
+	why := "no answer to a ping"
+	if err == nil {
+		why = jsonrpc.StringMember(r.Error, "message")
+	}
+	m.log.Warn("upstream does not answer; reconnecting", "err", why)
+	m.mu.Lock()
+	if m.mx == mx {
+		m.lastErr = errors.New(why)
+	}
+	m.mu.Unlock()
+	mx.Close()
 }
 
 // initResult returns the upstream's initialize result, nil while down.

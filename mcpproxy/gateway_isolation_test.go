@@ -1,0 +1,253 @@
+package mcpproxy_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/spillway-dev/spillway/mcpproxy"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/upstreams/eratest"
+)
+
+// upstreamError is the data of the gateway's error for a request its
+// upstream could not answer.
+type upstreamError struct {
+	Upstream     string `json:"upstream"`
+	Reason       string `json:"reason"`
+	RetryAfterMs *int64 `json:"retryAfterMs"`
+}
+
+// wantUpstreamError checks that err is the gateway's JSON-RPC error
+// naming upstream (code -32000, data {upstream, reason, retryAfterMs}) and
+// returns its data.
+func wantUpstreamError(t *testing.T, what string, err error, upstream string) upstreamError {
+	t.Helper()
+	var we *jsonrpc.Error
+	if !errors.As(err, &we) {
+		t.Fatalf("%s: want a JSON-RPC error naming %s, got %v", what, upstream, err)
+	}
+	var d upstreamError
+	if we.Code != -32000 || json.Unmarshal(we.Data, &d) != nil || d.Upstream != upstream || d.Reason == "" || d.RetryAfterMs == nil {
+		t.Fatalf("%s: want code -32000 with data {upstream %q, reason, retryAfterMs}, got %d %q %s", what, upstream, we.Code, we.Message, we.Data)
+	}
+	if !strings.Contains(we.Message, strconv.Quote(upstream)) {
+		t.Errorf("%s: the message does not name %s: %q", what, upstream, we.Message)
+	}
+	return d
+}
+
+// unavailable returns the upstreams a tools/list result's _meta names as
+// missing.
+func unavailable(r *mcp.ListToolsResult) []string {
+	var names []string
+	list, _ := r.Meta["io.spillway/unavailable"].([]any)
+	for _, e := range list {
+		if m, ok := e.(map[string]any); ok {
+			if s, _ := m["upstream"].(string); s != "" {
+				names = append(names, s)
+			}
+		}
+	}
+	return names
+}
+
+// listOnce is one tools/list: the names and the upstreams said missing.
+func listOnce(t *testing.T, cs *mcp.ClientSession) (names, missing []string) {
+	t.Helper()
+	r, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range r.Tools {
+		names = append(names, tool.Name)
+	}
+	return names, unavailable(r)
+}
+
+func hasPrefixed(names []string, prefix string) bool {
+	return slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, prefix) })
+}
+
+// eraClient is a Go SDK client of url in the era of version: a session
+// era's revision, or "" for the SDK's newest (the stateless era).
+func eraClient(t *testing.T, url, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "gw-test", Version: "1"}, opts)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url}, &mcp.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// signals counts notifications as they come.
+type signals struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (s *signals) add() { s.mu.Lock(); s.n++; s.mu.Unlock() }
+func (s *signals) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
+}
+
+// everythingAt runs the Go SDK's everything-server on addr (again, when
+// it ran there before); the test's end kills it.
+func everythingAt(t *testing.T, addr string) *exec.Cmd {
+	t.Helper()
+	bin := tool(t, "SPILLWAY_EVERYTHING_SERVER", "bin/everything-server")
+	cmd := exec.Command(bin, "-http="+addr)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitListening(t, addr)
+	return cmd
+}
+
+// childrenOf returns the pids of the running processes whose command
+// line starts with bin (a binary the test built, so no other test runs
+// it).
+func childrenOf(bin string) []int {
+	var found []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, d := range dirs {
+		b, err := os.ReadFile(d)
+		if err != nil || !strings.HasPrefix(string(b), bin+"\x00") {
+			continue
+		}
+		if st, err := os.ReadFile(filepath.Join(filepath.Dir(d), "stat")); err != nil || strings.Contains(string(st), ") Z ") {
+			continue // gone, or a zombie not reaped yet
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(d)))
+		found = append(found, pid)
+	}
+	return found
+}
+
+// Killing one upstream mid-session fails only its calls, with an error
+// that names it; the others answer; a tools/list while it is down lists
+// the others and names it in _meta; once it is back (an HTTP server
+// started again on its port, a stdio child restarted by the gateway) its
+// tools come back with a list_changed the client sees.
+func TestGatewayIsolatesADeadUpstream(t *testing.T) {
+	for _, era := range []struct{ name, version string }{{"session", "2025-11-25"}} {
+		t.Run(era.name, func(t *testing.T) { isolation(t, era.version) })
+	}
+}
+
+func isolation(t *testing.T, version string) {
+	evAddr := freePort(t)
+	ev := everythingAt(t, evAddr)
+	bigBin := buildBigtool(t)
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.Gateway{Servers: []mcpproxy.Server{
+		{Name: "ev", Upstream: &mcpproxy.HTTPUpstream{URL: "http://" + evAddr + "/mcp"}},
+		{Name: "era", Upstream: &mcpproxy.HTTPUpstream{URL: serve(t, eratest.Handler())}},
+		{Name: "big", Upstream: &mcpproxy.CommandUpstream{Command: bigBin}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	var changed signals
+	cs := eraClient(t, serve(t, p), version, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed.add() },
+	})
+	ctx := context.Background()
+	others := func(t *testing.T) {
+		t.Helper()
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "era_echo", Arguments: map[string]any{"text": "still here"}})
+		if err != nil || !strings.Contains(textOf(r), "still here") {
+			t.Fatalf("era_echo while another upstream is down: %v %+v", err, r)
+		}
+	}
+	names, missing := listOnce(t, cs)
+	if !hasPrefixed(names, "ev_") || !hasPrefixed(names, "big_") || !hasPrefixed(names, "era_") || len(missing) > 0 {
+		t.Fatalf("before: tools %v, missing %v", names, missing)
+	}
+
+	top := t
+	t.Run("http", func(t *testing.T) {
+		before := changed.count()
+		ev.Process.Kill()
+		ev.Wait()
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev_test_simple_text"})
+		wantUpstreamError(t, "ev_test_simple_text with its server killed", err, "ev")
+		others(t)
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "big_small", Arguments: map[string]any{"echo": "x"}})
+		if err != nil || r.IsError {
+			t.Fatalf("big_small while ev is down: %v %+v", err, r)
+		}
+		names, missing := listOnce(t, cs)
+		if hasPrefixed(names, "ev_") || !hasPrefixed(names, "era_") || !hasPrefixed(names, "big_") || !slices.Equal(missing, []string{"ev"}) {
+			t.Fatalf("while ev is down: tools %v, missing %v", names, missing)
+		}
+		everythingAt(top, evAddr) // until the test's end
+		waitFor(t, "ev's tools never came back", func() bool {
+			names, missing := listOnce(t, cs)
+			return hasPrefixed(names, "ev_") && len(missing) == 0
+		})
+		waitFor(t, "no tools/list_changed reached the client", func() bool { return changed.count() > before })
+		r, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "ev_test_simple_text"})
+		if err != nil || r.IsError || textOf(r) == "" {
+			t.Fatalf("ev_test_simple_text once ev is back: %v %+v", err, r)
+		}
+	})
+
+	t.Run("stdio", func(t *testing.T) {
+		before := changed.count()
+		pids := childrenOf(bigBin)
+		if len(pids) == 0 {
+			t.Fatal("no bigtool runs")
+		}
+		// A call in flight when the child dies fails, naming it.
+		inflight := make(chan error, 1)
+		go func() {
+			_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "big_slow_report", Arguments: map[string]any{"seconds": 20}})
+			inflight <- err
+		}()
+		time.Sleep(300 * time.Millisecond) // the call reaches the child
+		for _, pid := range pids {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case err := <-inflight:
+			wantUpstreamError(t, "big_slow_report when its child was killed", err, "big")
+		case <-time.After(10 * time.Second):
+			t.Fatal("the call in flight when its child died was never answered")
+		}
+		others(t)
+		waitFor(t, "the gateway never restarted bigtool", func() bool {
+			names, missing := listOnce(t, cs)
+			return hasPrefixed(names, "big_") && len(missing) == 0
+		})
+		if again := childrenOf(bigBin); len(again) == 0 || slices.ContainsFunc(again, func(p int) bool { return slices.Contains(pids, p) }) {
+			t.Fatalf("bigtool ran as %v, then as %v", pids, again)
+		}
+		waitFor(t, "no tools/list_changed reached the client", func() bool { return changed.count() > before })
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "big_small", Arguments: map[string]any{"echo": "back"}})
+		if err != nil || r.IsError || !strings.Contains(textOf(r), "back") {
+			t.Fatalf("big_small once bigtool is back: %v %+v", err, r)
+		}
+	})
+}
