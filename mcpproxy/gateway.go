@@ -108,7 +108,9 @@ func (p *Proxy) gatewayFaces(g *Gateway) (httpFace, stdioFace, error) {
 	}
 	p.gateway = reg
 	p.setServerOffload(g.Servers)
-	eras := era.Fixed(era.Eras{Versions: []string{era.Session}})
+	// The Conns speak the session era; a stateless-era client is bridged,
+	// and its listen streams carry the list changes every Conn declares.
+	eras := era.Fixed(era.Eras{Versions: []string{era.Session}, Initialize: gateway.Initialize()})
 	return terminating.New(p.terminatingOptions(reg.Dial, nil, eras)), supervisedStdio{reg.Dial, p.log}, nil
 }
 

@@ -149,7 +149,7 @@ func childrenOf(bin string) []int {
 // started again on its port, a stdio child restarted by the gateway) its
 // tools come back with a list_changed the client sees.
 func TestGatewayIsolatesADeadUpstream(t *testing.T) {
-	for _, era := range []struct{ name, version string }{{"session", "2025-11-25"}} {
+	for _, era := range []struct{ name, version string }{{"session", "2025-11-25"}, {"stateless", ""}} {
 		t.Run(era.name, func(t *testing.T) { isolation(t, era.version) })
 	}
 }

@@ -58,11 +58,7 @@ func (c *Conn) initializeResult(req *jsonrpc.Message, ms []*member) []byte {
 	if !slices.Contains(sessionVersions, version) {
 		version = sessionVersions[0]
 	}
-	caps := map[string]any{
-		"tools":     map[string]any{"listChanged": true},
-		"prompts":   map[string]any{"listChanged": true},
-		"resources": map[string]any{"listChanged": true, "subscribe": true},
-	}
+	caps := baseCapabilities()
 	var instructions []string
 	for _, m := range ms {
 		res := m.initResult()
@@ -84,6 +80,27 @@ func (c *Conn) initializeResult(req *jsonrpc.Message, ms []*member) []byte {
 		out["instructions"] = strings.Join(instructions, "\n\n")
 	}
 	b, _ := json.Marshal(out)
+	return b
+}
+
+// baseCapabilities are what a Conn offers whatever its upstreams: tools,
+// prompts and resources with list_changed (an upstream may come later,
+// or go and come back) and resource subscriptions.
+func baseCapabilities() map[string]any {
+	return map[string]any{
+		"tools":     map[string]any{"listChanged": true},
+		"prompts":   map[string]any{"listChanged": true},
+		"resources": map[string]any{"listChanged": true, "subscribe": true},
+	}
+}
+
+// Initialize is an initialize result that declares what every Conn
+// offers (baseCapabilities), for a face that must know it before any Conn
+// is made: which change notifications a stateless-era client's
+// subscriptions/listen stream may carry.
+func Initialize() []byte {
+	b, _ := json.Marshal(map[string]any{"protocolVersion": sessionVersions[0], "capabilities": baseCapabilities(),
+		"serverInfo": map[string]any{"name": "spillway-gateway", "version": "1"}})
 	return b
 }
 
