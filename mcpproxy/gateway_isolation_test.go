@@ -251,3 +251,114 @@ func isolation(t *testing.T, version string) {
 		}
 	})
 }
+
+// hostileCmd is the command line of the gateway tests' hostile child in
+// mode (see TestGatewayHostileChild).
+func hostileCmd(mode string) *mcpproxy.CommandUpstream {
+	return &mcpproxy.CommandUpstream{Command: os.Args[0], Args: []string{"-test.run=^TestGatewayHostileChild$", "--", mode}}
+}
+
+// TestGatewayHostileChild is not a test: it is a stdio tool server on the
+// official SDK that the gateway tests start. Its tool "block" never
+// answers (until cancelled), "ok" answers "ok"; in mode "gwhang" it never
+// answers initialize either.
+func TestGatewayHostileChild(t *testing.T) {
+	mode := childMode()
+	if mode != "gwblock" && mode != "gwhang" {
+		t.Skip("the hostile child of the gateway tests")
+	}
+	s := mcp.NewServer(&mcp.Implementation{Name: "hostile", Version: "1"}, nil)
+	mcp.AddTool(s, &mcp.Tool{Name: "block", Description: "never answers"}, func(ctx context.Context, _ *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
+		<-ctx.Done()
+		return nil, nil, ctx.Err()
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "ok", Description: "answers ok"}, func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil, nil
+	})
+	if mode == "gwhang" {
+		s.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+			return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+				if method == "initialize" || method == "server/discover" {
+					<-ctx.Done() // the connection's end
+					return nil, ctx.Err()
+				}
+				return next(ctx, method, req)
+			}
+		})
+	}
+	s.Run(context.Background(), &mcp.StdioTransport{})
+}
+
+// hostileGateway is a proxy in front of the hostile child in mode (as
+// server "slow", with the timeouts given) and eratest's server over HTTP
+// (as "era"), served on loopback.
+func hostileGateway(t *testing.T, mode string, slow mcpproxy.Server) string {
+	t.Helper()
+	slow.Name, slow.Upstream = "slow", hostileCmd(mode)
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.Gateway{Servers: []mcpproxy.Server{
+		slow, {Name: "era", Upstream: &mcpproxy.HTTPUpstream{URL: serve(t, eratest.Handler())}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return serve(t, p)
+}
+
+// A call its upstream never answers fails after the server's CallTimeout,
+// naming it, while another upstream keeps answering; the slow upstream
+// still answers what it can.
+func TestGatewayCallTimeout(t *testing.T) {
+	cs := eraClient(t, hostileGateway(t, "gwblock", mcpproxy.Server{CallTimeout: time.Second}), "2025-11-25", nil)
+	ctx := context.Background()
+	start := time.Now()
+	blocked := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow_block"})
+		blocked <- err
+	}()
+	for i := range 5 {
+		r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "era_echo", Arguments: map[string]any{"text": "meanwhile " + strconv.Itoa(i)}})
+		if err != nil || !strings.Contains(textOf(r), "meanwhile") {
+			t.Fatalf("era_echo while slow_block waits: %v %+v", err, r)
+		}
+	}
+	select {
+	case err := <-blocked:
+		took := time.Since(start)
+		if d := wantUpstreamError(t, "slow_block", err, "slow"); d.Reason != "timeout" {
+			t.Errorf("slow_block: reason %q, want timeout", d.Reason)
+		}
+		if took < time.Second || took > 5*time.Second {
+			t.Errorf("slow_block failed after %s; its CallTimeout is 1s", took)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("slow_block was never answered")
+	}
+	r, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "slow_ok"})
+	if err != nil || textOf(r) != "ok" {
+		t.Fatalf("slow_ok after the timeout: %v %+v", err, r)
+	}
+}
+
+// An upstream whose handshake hangs holds initialize up no longer than
+// its ConnectTimeout: the others are listed, it is named missing, and its
+// calls fail naming it.
+func TestGatewayConnectTimeout(t *testing.T) {
+	url := hostileGateway(t, "gwhang", mcpproxy.Server{ConnectTimeout: time.Second})
+	for _, era := range []struct{ name, version string }{{"session", "2025-11-25"}, {"stateless", ""}} {
+		t.Run(era.name, func(t *testing.T) {
+			start := time.Now()
+			cs := eraClient(t, url, era.version, nil)
+			if took := time.Since(start); took > 4*time.Second {
+				t.Errorf("initialize took %s; the hanging upstream's ConnectTimeout is 1s", took)
+			}
+			names, missing := listOnce(t, cs)
+			if !slices.Contains(names, "era_echo") || hasPrefixed(names, "slow_") || !slices.Equal(missing, []string{"slow"}) {
+				t.Errorf("tools %v, missing %v", names, missing)
+			}
+			_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "slow_ok"})
+			wantUpstreamError(t, "slow_ok", err, "slow")
+		})
+	}
+}

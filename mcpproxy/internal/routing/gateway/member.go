@@ -59,12 +59,13 @@ func (m *member) start() {
 }
 
 // handshake replays the client's initialize to a new connection and keeps
-// the upstream's answer (its capabilities, instructions).
-func (m *member) handshake(_ context.Context, mx *mux.Mux) error {
+// the upstream's answer (its capabilities, instructions); ctx bounds it
+// (the connect timeout).
+func (m *member) handshake(ctx context.Context, mx *mux.Mux) error {
 	m.c.mu.Lock()
 	init := m.c.init
 	m.c.mu.Unlock()
-	res, err := pool.HandshakeResult(mx, init, pool.Initialized)
+	res, err := pool.HandshakeWithin(ctx, mx, init, pool.Initialized)
 	if err != nil {
 		return err
 	}

@@ -153,6 +153,12 @@ func Handshake(m *mux.Mux, init, initialized *jsonrpc.Message) error {
 func HandshakeResult(m *mux.Mux, init, initialized *jsonrpc.Message) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	return HandshakeWithin(ctx, m, init, initialized)
+}
+
+// HandshakeWithin is HandshakeResult bounded by ctx instead of its 10 s: a
+// caller with a connect timeout of its own.
+func HandshakeWithin(ctx context.Context, m *mux.Mux, init, initialized *jsonrpc.Message) ([]byte, error) {
 	r, err := Request(ctx, m, init)
 	if err != nil {
 		return nil, err
