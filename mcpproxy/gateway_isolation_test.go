@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -361,4 +362,39 @@ func TestGatewayConnectTimeout(t *testing.T) {
 			wantUpstreamError(t, "slow_ok", err, "slow")
 		})
 	}
+}
+
+// A client on the stdio face that first probes for the stateless era
+// (the Go SDK's sends server/discover before any initialize) is told the
+// gateway speaks the session era and falls back to initialize, instead of
+// waiting for an answer that never comes.
+func TestGatewayStdioStatelessProbe(t *testing.T) {
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.Gateway{Servers: []mcpproxy.Server{
+		{Name: "era", Upstream: &mcpproxy.HTTPUpstream{URL: serve(t, eratest.Handler())}},
+		{Name: "slow", Upstream: hostileCmd("gwblock")},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a deadlock guard
+	defer cancel()
+	toProxy, fromClient := io.Pipe()
+	toClient, fromProxy := io.Pipe()
+	served := make(chan error, 1)
+	go func() { served <- p.ServeStdio(ctx, toProxy, fromProxy); fromProxy.Close() }()
+	c := mcp.NewClient(&mcp.Implementation{Name: "prober", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: toClient, Writer: fromClient}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
+		t.Errorf("negotiated %q, want the session era's 2025-11-25", v)
+	}
+	if names, missing := listOnce(t, cs); !slices.Contains(names, "era_echo") || !slices.Contains(names, "slow_ok") || len(missing) > 0 {
+		t.Errorf("tools %v, missing %v", names, missing)
+	}
+	cs.Close()
+	fromClient.Close()
+	<-served
 }

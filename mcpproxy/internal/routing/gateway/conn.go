@@ -30,6 +30,9 @@ type Conn struct {
 	// work hands a request to an idle worker (spawn); idle counts them.
 	work chan func()
 	idle atomic.Int32
+	// initSent is set once the client sent initialize: a request before
+	// it would wait for an initialize that may never come.
+	initSent atomic.Bool
 
 	mu      sync.Mutex
 	init    *jsonrpc.Message   // the client's initialize, replayed to each upstream
@@ -129,7 +132,12 @@ func (c *Conn) Send(ctx context.Context, m *jsonrpc.Message) error {
 	case m.IsRequest():
 		ctx = context.WithoutCancel(ctx)
 		if m.Method == "initialize" {
+			c.initSent.Store(true)
 			go c.initialize(ctx, m)
+			return nil
+		}
+		if !c.initSent.Load() {
+			go c.push(beforeInitialize(m))
 			return nil
 		}
 		c.spawn(func() {
@@ -181,6 +189,20 @@ func (c *Conn) worker(f func()) {
 			return
 		}
 	}
+}
+
+// beforeInitialize answers a request the client sent before initialize:
+// ping is answered; server/discover (a stateless-era client's probe) is
+// not a method of the session era the gateway speaks, so such a client
+// falls back to initialize; anything else must come after initialize.
+func beforeInitialize(req *jsonrpc.Message) *jsonrpc.Message {
+	switch req.Method {
+	case "ping":
+		return jsonrpc.Response(req.ID, []byte(`{}`))
+	case "server/discover":
+		return jsonrpc.ErrorResponse(req.ID, jsonrpc.CodeMethodNotFound, "Method not found: the gateway speaks the session era; send initialize")
+	}
+	return jsonrpc.ErrorResponse(req.ID, jsonrpc.CodeInvalidRequest, "Invalid Request: "+req.Method+" before initialize")
 }
 
 // notification takes a client's notification: initialized is the Conn's
