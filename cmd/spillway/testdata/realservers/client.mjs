@@ -1,5 +1,6 @@
 // An MCP client on the TypeScript SDK, v1 (@modelcontextprotocol/sdk) or v2
-// (@modelcontextprotocol/client), as an agent's host runs it: it connects,
+// (@modelcontextprotocol/client; "v2pin" is v2 pinned to the stateless era,
+// 2026-07-28, where v1 and v2 speak 2025-11-25), as an agent's host runs it: it connects,
 // lists the tools (the SDK keeps their outputSchemas and validates each
 // structuredContent against them), calls tools and prints one JSON line per
 // call:
@@ -19,8 +20,8 @@
 // --stdio` it started can still be fetched.
 //
 // Usage:
-//   node client.mjs v1|v2 http URL [TOKEN] CALLS
-//   node client.mjs v1|v2 stdio ARGV_JSON ENV_JSON CALLS
+//   node client.mjs v1|v2|v2pin http URL [TOKEN] CALLS
+//   node client.mjs v1|v2|v2pin stdio ARGV_JSON ENV_JSON CALLS
 // CALLS is a JSON array of {"name": TOOL, "arguments": {...}}.
 import { need } from './npm.mjs';
 
@@ -32,11 +33,11 @@ if (sdk === 'v1') {
   ({ Client } = need('@modelcontextprotocol/sdk/client/index.js'));
   ({ StreamableHTTPClientTransport } = need('@modelcontextprotocol/sdk/client/streamableHttp.js'));
   ({ StdioClientTransport } = need('@modelcontextprotocol/sdk/client/stdio.js'));
-} else if (sdk === 'v2') {
+} else if (sdk === 'v2' || sdk === 'v2pin') {
   ({ Client, StreamableHTTPClientTransport } = need('@modelcontextprotocol/client'));
   ({ StdioClientTransport } = need('@modelcontextprotocol/client/stdio'));
 } else {
-  throw new Error(`sdk ${sdk}: want v1 or v2`);
+  throw new Error(`sdk ${sdk}: want v1, v2 or v2pin`);
 }
 
 // call is the record of the call in flight: the bytes of its response
@@ -134,7 +135,9 @@ function describe(e) {
   return `${e?.message ?? e}${code}`;
 }
 
-const client = new Client({ name: `spillway-realservers-${sdk}`, version: '1.0.0' });
+// v2pin speaks only the stateless era (2026-07-28): no fallback.
+const clientOptions = sdk === 'v2pin' ? { versionNegotiation: { mode: { pin: '2026-07-28' } } } : undefined;
+const client = new Client({ name: `spillway-realservers-${sdk}`, version: '1.0.0' }, clientOptions);
 // Generous: a deadlock guard, not a timing check.
 const opts = { timeout: 600000 };
 try {
