@@ -103,8 +103,13 @@ type Conn struct {
 	o    Options
 	log  *slog.Logger
 	recv chan *jsonrpc.Message
-	done chan struct{}
-	once sync.Once
+	// recvMu guards recvClosed: a push holds it shared, the routing
+	// goroutine exclusively to close recv once the upstream ended, so that
+	// an answer made off that goroutine never lands on a closed recv.
+	recvMu     sync.RWMutex
+	recvClosed bool
+	done       chan struct{}
+	once       sync.Once
 	// mode is bridging, passing or (NewAuto, before the upstream answered
 	// initialize) unknown.
 	mode     atomic.Int32
@@ -204,12 +209,27 @@ func (c *Conn) Close() error {
 	return c.up.Close()
 }
 
-// push hands m to the client, unless the Conn is closed.
+// push hands m to the client, unless the Conn is closed or the upstream
+// ended (Recv is closed then).
 func (c *Conn) push(m *jsonrpc.Message) {
+	c.recvMu.RLock()
+	defer c.recvMu.RUnlock()
+	if c.recvClosed {
+		return
+	}
 	select {
 	case c.recv <- m:
 	case <-c.done:
 	}
+}
+
+// closeRecv closes Recv once no push is under way (a push waits for the
+// client's reader or the Conn's close, either of which comes).
+func (c *Conn) closeRecv() {
+	c.recvMu.Lock()
+	defer c.recvMu.Unlock()
+	c.recvClosed = true
+	close(c.recv)
 }
 
 // Send takes a message from the session's client (see the package doc for
@@ -717,7 +737,7 @@ func (c *Conn) fail(cl *call, msg string) {
 
 // loop routes what the upstream sends until its connection ends.
 func (c *Conn) loop() {
-	defer close(c.recv)
+	defer c.closeRecv()
 	for m := range c.up.Recv() {
 		switch mode := c.mode.Load(); {
 		case mode == passing:

@@ -263,3 +263,24 @@ func TestDiscoverUnanswered(t *testing.T) {
 		t.Fatalf("initialize: %s", r.Raw)
 	}
 }
+
+// An answer the Conn makes off its routing goroutine (here: the
+// initialize a stateless-only upstream refused, whose server/discover
+// went unanswered) may come after the upstream ended and the Conn was
+// closed: it is dropped, not sent on the closed Recv (which panicked).
+func TestPushAfterEnd(t *testing.T) {
+	initReq := `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"cl","version":"1"}}}`
+	for range 20 {
+		u := newUpstream()
+		c := NewAuto(u, Options{DiscoverWait: time.Millisecond})
+		c.Send(context.Background(), jsonrpc.MustDecode(initReq))
+		next(t, u.sent, "initialize")
+		u.recv <- jsonrpc.ErrorResponse([]byte("0"), -32022, "unsupported protocol version")
+		next(t, u.sent, "server/discover")
+		c.Close()
+		close(u.recv)
+		for range c.Recv() {
+		}
+		time.Sleep(5 * time.Millisecond) // the unanswered discover's answer is made
+	}
+}
