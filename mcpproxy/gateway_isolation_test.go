@@ -82,6 +82,10 @@ func hasPrefixed(names []string, prefix string) bool {
 	return slices.ContainsFunc(names, func(n string) bool { return strings.HasPrefix(n, prefix) })
 }
 
+// clientEras are the eras a Go SDK client speaks, by the version it asks
+// for: a session era's revision, or "" for its newest (the stateless era).
+var clientEras = []struct{ name, version string }{{"session", "2025-11-25"}, {"stateless", ""}}
+
 // eraClient is a Go SDK client of url in the era of version: a session
 // era's revision, or "" for the SDK's newest (the stateless era).
 func eraClient(t *testing.T, url, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
@@ -150,7 +154,7 @@ func childrenOf(bin string) []int {
 // started again on its port, a stdio child restarted by the gateway) its
 // tools come back with a list_changed the client sees.
 func TestGatewayIsolatesADeadUpstream(t *testing.T) {
-	for _, era := range []struct{ name, version string }{{"session", "2025-11-25"}, {"stateless", ""}} {
+	for _, era := range clientEras {
 		t.Run(era.name, func(t *testing.T) { isolation(t, era.version) })
 	}
 }
@@ -310,7 +314,13 @@ func hostileGateway(t *testing.T, mode string, slow mcpproxy.Server) string {
 // naming it, while another upstream keeps answering; the slow upstream
 // still answers what it can.
 func TestGatewayCallTimeout(t *testing.T) {
-	cs := eraClient(t, hostileGateway(t, "gwblock", mcpproxy.Server{CallTimeout: time.Second}), "2025-11-25", nil)
+	url := hostileGateway(t, "gwblock", mcpproxy.Server{CallTimeout: time.Second})
+	for _, era := range clientEras {
+		t.Run(era.name, func(t *testing.T) { callTimeout(t, eraClient(t, url, era.version, nil)) })
+	}
+}
+
+func callTimeout(t *testing.T, cs *mcp.ClientSession) {
 	ctx := context.Background()
 	start := time.Now()
 	blocked := make(chan error, 1)
@@ -347,7 +357,7 @@ func TestGatewayCallTimeout(t *testing.T) {
 // calls fail naming it.
 func TestGatewayConnectTimeout(t *testing.T) {
 	url := hostileGateway(t, "gwhang", mcpproxy.Server{ConnectTimeout: time.Second})
-	for _, era := range []struct{ name, version string }{{"session", "2025-11-25"}, {"stateless", ""}} {
+	for _, era := range clientEras {
 		t.Run(era.name, func(t *testing.T) {
 			start := time.Now()
 			cs := eraClient(t, url, era.version, nil)
