@@ -155,11 +155,40 @@ func childrenOf(bin string) []int {
 // tools come back with a list_changed the client sees.
 func TestGatewayIsolatesADeadUpstream(t *testing.T) {
 	for _, era := range clientEras {
-		t.Run(era.name, func(t *testing.T) { isolation(t, era.version) })
+		t.Run(era.name, func(t *testing.T) {
+			isolation(t, func(p *mcpproxy.Proxy, opts *mcp.ClientOptions) *mcp.ClientSession {
+				return eraClient(t, serve(t, p), era.version, opts)
+			})
+		})
+	}
+	t.Run("stdio-face", func(t *testing.T) { isolation(t, stdioSession(t)) })
+}
+
+// stdioSession returns how to connect a Go SDK client to a proxy's stdio
+// face (in the session era, all the face speaks).
+func stdioSession(t *testing.T) func(*mcpproxy.Proxy, *mcp.ClientOptions) *mcp.ClientSession {
+	return func(p *mcpproxy.Proxy, opts *mcp.ClientOptions) *mcp.ClientSession {
+		ctx, cancel := context.WithCancel(context.Background())
+		toProxy, fromClient := io.Pipe()
+		toClient, fromProxy := io.Pipe()
+		served := make(chan error, 1)
+		go func() { served <- p.ServeStdio(ctx, toProxy, fromProxy); fromProxy.Close() }()
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "gw-test", Version: "1"}, opts).Connect(ctx,
+			&mcp.IOTransport{Reader: toClient, Writer: fromClient}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			cs.Close()
+			fromClient.Close()
+			cancel()
+			<-served
+		})
+		return cs
 	}
 }
 
-func isolation(t *testing.T, version string) {
+func isolation(t *testing.T, connect func(*mcpproxy.Proxy, *mcp.ClientOptions) *mcp.ClientSession) {
 	evAddr := freePort(t)
 	ev := everythingAt(t, evAddr)
 	bigBin := buildBigtool(t)
@@ -173,7 +202,7 @@ func isolation(t *testing.T, version string) {
 	}
 	t.Cleanup(func() { p.Close() })
 	var changed signals
-	cs := eraClient(t, serve(t, p), version, &mcp.ClientOptions{
+	cs := connect(p, &mcp.ClientOptions{
 		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed.add() },
 	})
 	ctx := context.Background()
@@ -190,7 +219,7 @@ func isolation(t *testing.T, version string) {
 	}
 
 	top := t
-	t.Run("http", func(t *testing.T) {
+	t.Run("http-server-killed", func(t *testing.T) {
 		before := changed.count()
 		ev.Process.Kill()
 		ev.Wait()
@@ -217,7 +246,7 @@ func isolation(t *testing.T, version string) {
 		}
 	})
 
-	t.Run("stdio", func(t *testing.T) {
+	t.Run("stdio-child-killed", func(t *testing.T) {
 		before := changed.count()
 		pids := childrenOf(bigBin)
 		if len(pids) == 0 {
