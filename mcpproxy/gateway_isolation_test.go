@@ -152,7 +152,8 @@ func childrenOf(bin string) []int {
 // that names it; the others answer; a tools/list while it is down lists
 // the others and names it in _meta; once it is back (an HTTP server
 // started again on its port, a stdio child restarted by the gateway) its
-// tools come back with a list_changed the client sees.
+// tools come back with a list_changed the client sees. Clients of both
+// eras over HTTP, and one on the stdio face.
 func TestGatewayIsolatesADeadUpstream(t *testing.T) {
 	for _, era := range clientEras {
 		t.Run(era.name, func(t *testing.T) {
