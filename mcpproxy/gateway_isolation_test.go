@@ -162,21 +162,24 @@ func TestGatewayIsolatesADeadUpstream(t *testing.T) {
 			})
 		})
 	}
-	t.Run("stdio-face", func(t *testing.T) { isolation(t, stdioSession(t)) })
+	t.Run("stdio-face", func(t *testing.T) { isolation(t, stdioSession(t, "2025-11-25")) })
 }
 
-// stdioSession returns how to connect a Go SDK client to a proxy's stdio
-// face (in the session era, all the face speaks).
-func stdioSession(t *testing.T) func(*mcpproxy.Proxy, *mcp.ClientOptions) *mcp.ClientSession {
+// stdioSession returns how to connect a Go SDK client asking for version
+// (see eraClient) to a proxy's stdio face; the test's end disconnects it.
+func stdioSession(t *testing.T, version string) func(*mcpproxy.Proxy, *mcp.ClientOptions) *mcp.ClientSession {
 	return func(p *mcpproxy.Proxy, opts *mcp.ClientOptions) *mcp.ClientSession {
 		ctx, cancel := context.WithCancel(context.Background())
 		toProxy, fromClient := io.Pipe()
 		toClient, fromProxy := io.Pipe()
 		served := make(chan error, 1)
 		go func() { served <- p.ServeStdio(ctx, toProxy, fromProxy); fromProxy.Close() }()
-		cs, err := mcp.NewClient(&mcp.Implementation{Name: "gw-test", Version: "1"}, opts).Connect(ctx,
-			&mcp.IOTransport{Reader: toClient, Writer: fromClient}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		guard, stop := context.WithTimeout(ctx, 30*time.Second) // a deadlock guard
+		defer stop()
+		cs, err := mcp.NewClient(&mcp.Implementation{Name: "gw-test", Version: "1"}, opts).Connect(guard,
+			&mcp.IOTransport{Reader: toClient, Writer: fromClient}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 		if err != nil {
+			cancel()
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
@@ -416,25 +419,12 @@ func TestGatewayStdioStatelessProbe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a deadlock guard
-	defer cancel()
-	toProxy, fromClient := io.Pipe()
-	toClient, fromProxy := io.Pipe()
-	served := make(chan error, 1)
-	go func() { served <- p.ServeStdio(ctx, toProxy, fromProxy); fromProxy.Close() }()
-	c := mcp.NewClient(&mcp.Implementation{Name: "prober", Version: "1"}, nil)
-	cs, err := c.Connect(ctx, &mcp.IOTransport{Reader: toClient, Writer: fromClient}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	t.Cleanup(func() { p.Close() })
+	cs := stdioSession(t, "")(p, nil) // "": the SDK's newest, which it probes for
 	if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
 		t.Errorf("negotiated %q, want the session era's 2025-11-25", v)
 	}
 	if names, missing := listOnce(t, cs); !slices.Contains(names, "era_echo") || !slices.Contains(names, "slow_ok") || len(missing) > 0 {
 		t.Errorf("tools %v, missing %v", names, missing)
 	}
-	cs.Close()
-	fromClient.Close()
-	<-served
 }
