@@ -126,10 +126,10 @@ func (c *Conn) forward(ctx context.Context, m *member, req *jsonrpc.Message, aft
 // transportFailure reports whether msg is an error response made by the
 // connection to an upstream rather than by the upstream: the mux's answer
 // for a connection that ended, an HTTP client's for a server it could not
-// reach. Those carry code -32000 and no data; the gateway's own carry
-// data.
+// reach (code -32000, made by Spillway: Local). An upstream's own -32000
+// passes as it is.
 func transportFailure(msg *jsonrpc.Message) bool {
-	return msg.Error != nil && msg.ErrorCode() == jsonrpc.CodeUpstream && jsonrpc.RawMember(msg.Error, "data") == nil
+	return msg.Error != nil && msg.Local && msg.ErrorCode() == jsonrpc.CodeUpstream
 }
 
 // errorWithData builds a JSON-RPC error response whose error has data.

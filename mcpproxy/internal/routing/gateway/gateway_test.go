@@ -90,6 +90,10 @@ func (c *fakeConn) answer(m *jsonrpc.Message) {
 		}
 		result = r
 	case "tools/call":
+		if jsonrpc.StringMember(m.Params, "name") == "oops" { // an error of the server's own, as read from a wire
+			c.send(jsonrpc.MustDecode(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"error":{"code":-32000,"message":"the tool's own failure"}}`))
+			return
+		}
 		if c.s.hold != nil {
 			select {
 			case <-c.s.hold:
@@ -516,5 +520,18 @@ func TestTemplatesReadsCompletions(t *testing.T) {
 	}
 	if nf := cl.call("resources/read", `{"uri":"c+file:///x"}`); nf.ErrorCode() != -32002 {
 		t.Errorf("an unknown upstream's URI: %s", nf.Raw)
+	}
+}
+
+// An upstream's own -32000 error passes as it is: only the errors Spillway
+// makes for a connection it lost name the upstream as unavailable.
+func TestUpstreamsOwnErrorPasses(t *testing.T) {
+	a := &fakeServer{tools: []string{"oops"}, pageSize: 10}
+	b := &fakeServer{tools: []string{"y"}, pageSize: 10}
+	r := registry(t, Options{}, map[string]*fakeServer{"a": a, "b": b}, "a", "b")
+	cl := connect(t, r)
+	m := cl.call("tools/call", `{"name":"a_oops"}`)
+	if string(m.Error) != `{"code":-32000,"message":"the tool's own failure"}` {
+		t.Errorf("the upstream's error became %s", m.Error)
 	}
 }

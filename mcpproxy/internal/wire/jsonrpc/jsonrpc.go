@@ -50,6 +50,11 @@ type Message struct {
 	// upstream; nil when the transport does not say (stdio, a GET
 	// stream). A copy made by a With method does not carry it.
 	Related []byte
+	// Local is set on an error response Spillway made itself
+	// (ErrorResponse: an upstream unreachable, a connection that ended),
+	// never on one read from a peer, which may look the same; WithID
+	// keeps it.
+	Local bool
 
 	hasMethod          bool   // a "method" member was present
 	id, params, result [2]int // spans of ID, Params and Result in Raw
@@ -260,6 +265,7 @@ func ErrorResponse(id []byte, code int, msg string) *Message {
 	text, _ := json.Marshal(msg)
 	raw := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%s}}`, id, code, text)
 	m, _ := decodeOne(raw)
+	m.Local = true
 	return m
 }
 
@@ -433,6 +439,7 @@ func (m *Message) WithID(id []byte) *Message {
 	if err != nil {
 		panic("jsonrpc: withID made invalid JSON: " + err.Error())
 	}
+	n.Local = m.Local
 	return n
 }
 
