@@ -33,6 +33,11 @@ type Conn struct {
 	// initSent is set once the client sent initialize: a request before
 	// it would wait for an initialize that may never come.
 	initSent atomic.Bool
+	// stateless is set when the client speaks the stateless era
+	// (stateless.go); discovered is then the merged initialize result.
+	stateless  atomic.Bool
+	discovered []byte
+	methods    sync.Map // a stateless-era request's id key → its method
 
 	mu      sync.Mutex
 	init    *jsonrpc.Message   // the client's initialize, replayed to each upstream
@@ -112,6 +117,9 @@ func (c *Conn) Close() error {
 // client's queue is full, and drops m (releasing its strings) once the
 // Conn is closed.
 func (c *Conn) push(m *jsonrpc.Message) {
+	if m.IsResponse() {
+		m = c.completed(m)
+	}
 	select {
 	case c.out <- m:
 	case <-c.done:
@@ -137,9 +145,16 @@ func (c *Conn) Send(ctx context.Context, m *jsonrpc.Message) error {
 			return nil
 		}
 		if !c.initSent.Load() {
-			go c.push(beforeInitialize(m))
-			return nil
+			if !statelessRequest(m) {
+				go c.push(beforeInitialize(m))
+				return nil
+			}
+			if c.initSent.CompareAndSwap(false, true) {
+				c.stateless.Store(true)
+				go c.startStateless(m)
+			}
 		}
+		c.asked(m)
 		c.spawn(func() {
 			select {
 			case <-c.ready:

@@ -24,6 +24,11 @@
 // and closed when the upstream does not answer, so that it is reconnected
 // and the client hears the tools went and came back.
 //
+// A client of the stateless era (2026-07-28) that reaches a Conn as it is
+// (the stdio face passes its messages unchanged) is served in that era
+// (stateless.go); over HTTP the terminating face bridges such clients to
+// the session era first.
+//
 // Each upstream's messages reach the client through a queue of its own,
 // so one that floods notifications or is read slowly delays only itself.
 //

@@ -535,3 +535,36 @@ func TestUpstreamsOwnErrorPasses(t *testing.T) {
 		t.Errorf("the upstream's error became %s", m.Error)
 	}
 }
+
+// A stateless-era client (the stdio face passes its messages as they are):
+// server/discover connects the upstreams with the capabilities of its
+// _meta and is answered from them; its results are marked complete; the
+// envelope's _meta does not reach the upstreams.
+func TestStatelessClient(t *testing.T) {
+	a := &fakeServer{tools: []string{"x"}, pageSize: 10}
+	b := &fakeServer{tools: []string{"y"}, pageSize: 10}
+	r := registry(t, Options{}, map[string]*fakeServer{"a": a, "b": b}, "a", "b")
+	c, _ := r.Dial(context.Background())
+	defer c.Close()
+	cl := &client{t: t, c: c, got: map[string]*jsonrpc.Message{}, wake: make(chan struct{}, 1)}
+	go func() {
+		for m := range c.Recv() {
+			cl.mu.Lock()
+			cl.got[string(m.ID)] = m
+			cl.mu.Unlock()
+		}
+	}()
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}}`
+	d := cl.call("server/discover", `{`+meta+`}`)
+	if !strings.Contains(string(d.Result), `"supportedVersions":["2026-07-28"]`) || !strings.Contains(string(d.Result), `"resultType":"complete"`) {
+		t.Fatalf("server/discover: %s", d.Raw)
+	}
+	l := cl.call("tools/list", `{`+meta+`}`)
+	if !strings.Contains(string(l.Result), `"a_x"`) || !strings.Contains(string(l.Result), `"resultType":"complete"`) {
+		t.Errorf("tools/list: %s", l.Raw)
+	}
+	call := cl.call("tools/call", `{"name":"b_y",`+meta+`}`)
+	if !strings.Contains(string(call.Result), `called y`) || !strings.Contains(string(call.Result), `"resultType":"complete"`) {
+		t.Errorf("tools/call: %s", call.Raw)
+	}
+}

@@ -22,15 +22,26 @@ var sessionVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-1
 // initialize connects every upstream with the client's handshake, waits
 // for each one's first attempt (bounded by its connect timeout), and
 // answers with the capabilities and instructions of those that are up.
-func (c *Conn) initialize(ctx context.Context, req *jsonrpc.Message) {
+func (c *Conn) initialize(_ context.Context, req *jsonrpc.Message) {
+	ms, ok := c.connectAll(req)
+	if !ok {
+		return
+	}
+	c.push(jsonrpc.Response(req.ID, c.initializeResult(req, ms)))
+	close(c.ready)
+}
+
+// connectAll starts every upstream with the handshake init and waits for
+// each one's first attempt; ok is false when init is not the first (it is
+// answered with an error) or the Conn closed meanwhile.
+func (c *Conn) connectAll(init *jsonrpc.Message) (ms []*member, ok bool) {
 	c.mu.Lock()
 	if c.init != nil {
 		c.mu.Unlock()
-		c.push(jsonrpc.ErrorResponse(req.ID, jsonrpc.CodeInvalidRequest, "initialize was already sent"))
-		return
+		c.push(jsonrpc.ErrorResponse(init.ID, jsonrpc.CodeInvalidRequest, "initialize was already sent"))
+		return nil, false
 	}
-	c.init = req
-	ms := make([]*member, 0, len(c.order))
+	c.init = init
 	for _, name := range c.order {
 		ms = append(ms, c.members[name])
 	}
@@ -42,11 +53,10 @@ func (c *Conn) initialize(ctx context.Context, req *jsonrpc.Message) {
 		select {
 		case <-m.firstTry:
 		case <-c.done:
-			return
+			return nil, false
 		}
 	}
-	c.push(jsonrpc.Response(req.ID, c.initializeResult(req, ms)))
-	close(c.ready)
+	return ms, true
 }
 
 // initializeResult merges the upstreams' initialize results: the Conn
@@ -122,9 +132,14 @@ func (c *Conn) mode() string {
 
 // request serves one client request after initialize.
 func (c *Conn) request(ctx context.Context, req *jsonrpc.Message) {
+	if c.stateless.Load() {
+		req = withoutEnvelope(req)
+	}
 	switch req.Method {
 	case "ping":
 		c.push(jsonrpc.Response(req.ID, []byte(`{}`)))
+	case "server/discover":
+		c.discover(req)
 	case "tools/list", "prompts/list", "resources/list", "resources/templates/list":
 		c.list(ctx, req)
 	case "tools/call":
