@@ -408,9 +408,9 @@ func TestGatewayConnectTimeout(t *testing.T) {
 }
 
 // A client on the stdio face that first probes for the stateless era
-// (the Go SDK's sends server/discover before any initialize) is told the
-// gateway speaks the session era and falls back to initialize, instead of
-// waiting for an answer that never comes.
+// (the Go SDK's sends server/discover before any initialize) is answered
+// in that era: the gateway speaks it on the stdio face (it waited for an
+// answer that never came, before it did).
 func TestGatewayStdioStatelessProbe(t *testing.T) {
 	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.Gateway{Servers: []mcpproxy.Server{
 		{Name: "era", Upstream: &mcpproxy.HTTPUpstream{URL: serve(t, eratest.Handler())}},
@@ -421,8 +421,8 @@ func TestGatewayStdioStatelessProbe(t *testing.T) {
 	}
 	t.Cleanup(func() { p.Close() })
 	cs := stdioSession(t, "")(p, nil) // "": the SDK's newest, which it probes for
-	if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
-		t.Errorf("negotiated %q, want the session era's 2025-11-25", v)
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Errorf("negotiated %q, want 2026-07-28", v)
 	}
 	if names, missing := listOnce(t, cs); !slices.Contains(names, "era_echo") || !slices.Contains(names, "slow_ok") || len(missing) > 0 {
 		t.Errorf("tools %v, missing %v", names, missing)
