@@ -13,7 +13,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"gopkg.in/yaml.v3"
-
 )
 
 // gwServers are four real upstreams of every kind, running, and
@@ -214,4 +213,3 @@ func TestGatewayRealServers(t *testing.T) {
 		})
 	}
 }
-
