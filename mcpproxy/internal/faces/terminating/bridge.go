@@ -60,11 +60,6 @@ const DefaultBridgeWait = time.Minute
 // maxCapsKey bounds the declared capabilities a session is keyed by.
 const maxCapsKey = 4 << 10
 
-// envelopeKeys are the stateless era's per-request _meta members: the
-// bridge's, never the session-era upstream's.
-var envelopeKeys = []string{jsonrpc.MetaProtocolVersion, jsonrpc.MetaClientCapabilities,
-	"io.modelcontextprotocol/clientInfo", "io.modelcontextprotocol/logLevel"}
-
 // bridging reports whether a stateless request must be bridged: the
 // upstream is known to speak the session era only.
 func (f *Face) bridging(ctx context.Context) bool {
@@ -129,27 +124,6 @@ func checkHeaders(_ context.Context, r *http.Request, _ ownmethods.Request, m *j
 		return jsonrpc.ErrorResponse(m.ID, e.Code, e.Message)
 	}
 	return jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeInvalidRequest, err.Error())
-}
-
-// stripEnvelope returns m without the stateless era's _meta members.
-func stripEnvelope(m *jsonrpc.Message) *jsonrpc.Message {
-	meta := jsonrpc.Path(m.Params, "_meta")
-	if meta == nil {
-		return m
-	}
-	var kept map[string]json.RawMessage
-	if json.Unmarshal(meta, &kept) != nil {
-		return m
-	}
-	for _, k := range envelopeKeys {
-		delete(kept, k)
-	}
-	b, _ := json.Marshal(kept)
-	p, ok := jsonrpc.SetPath(m.Params, b, "_meta")
-	if !ok {
-		return m
-	}
-	return m.WithParams(p)
 }
 
 // discoverResult answers server/discover from the upstream's initialize

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/pool"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/mcpheader"
 )
 
 func TestToStateless(t *testing.T) {
@@ -80,7 +81,7 @@ func TestStripEnvelope(t *testing.T) {
 	m := jsonrpc.MustDecode(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x","_meta":{` +
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},` +
 		`"io.modelcontextprotocol/clientInfo":{"name":"c"},"io.modelcontextprotocol/logLevel":"debug","progressToken":"p"}}}`)
-	got := stripEnvelope(m)
+	got := mcpheader.StripEnvelope(m)
 	if meta := string(jsonrpc.Path(got.Params, "_meta")); meta != `{"progressToken":"p"}` {
 		t.Errorf("_meta upstream: %s", meta)
 	}
@@ -150,7 +151,7 @@ func FuzzBridgeCaps(f *testing.F) {
 		if !json.Valid(c) || string(pool.KeyCaps(pool.CapsKey("t", c)+"#0")) != string(c) {
 			t.Fatalf("caps %s: key gives back %s", c, pool.KeyCaps(pool.CapsKey("t", c)))
 		}
-		stripEnvelope(m)
+		mcpheader.StripEnvelope(m)
 	})
 }
 

@@ -321,7 +321,7 @@ func (f *Face) sendStateless(ctx context.Context, sc *statelessCall, p *parked, 
 			}
 			up := m
 			if sc.bridge {
-				up = stripEnvelope(m)
+				up = mcpheader.StripEnvelope(m)
 			}
 			if _, err := p.scope.Call(ctx, up, p.q, c); err != nil {
 				p.q.Deliver(callError(m, err), nil)

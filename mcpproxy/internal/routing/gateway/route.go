@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/mcpheader"
 	"github.com/spillway-dev/spillway/policy/decision"
 )
 
@@ -133,7 +134,7 @@ func (c *Conn) mode() string {
 // request serves one client request after initialize.
 func (c *Conn) request(ctx context.Context, req *jsonrpc.Message) {
 	if c.stateless.Load() {
-		req = withoutEnvelope(req)
+		req = mcpheader.StripEnvelope(req)
 	}
 	switch req.Method {
 	case "ping":

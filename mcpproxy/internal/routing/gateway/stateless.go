@@ -18,10 +18,6 @@ import (
 // session era to the Conn), and every result it gets marked
 // resultType "complete".
 
-// envelopeKeys are the stateless era's per-request _meta members.
-var envelopeKeys = []string{jsonrpc.MetaProtocolVersion, jsonrpc.MetaClientCapabilities,
-	"io.modelcontextprotocol/clientInfo", "io.modelcontextprotocol/logLevel"}
-
 // statelessRequest reports whether req is a stateless-era client's.
 func statelessRequest(req *jsonrpc.Message) bool {
 	return req.Method == "server/discover" || mcpheader.Stateless(jsonrpc.MetaString(req, jsonrpc.MetaProtocolVersion))
@@ -78,28 +74,6 @@ func (c *Conn) discover(req *jsonrpc.Message) {
 	}
 	b, _ := json.Marshal(out)
 	c.push(jsonrpc.Response(req.ID, b))
-}
-
-// withoutEnvelope returns req without the stateless era's per-request
-// _meta members, which are the Conn's, not the upstreams'.
-func withoutEnvelope(req *jsonrpc.Message) *jsonrpc.Message {
-	meta, ok := jsonrpc.Member(req.Params, "_meta")
-	if !ok || jsonrpc.Meta(req, jsonrpc.MetaProtocolVersion) == nil {
-		return req
-	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(req.Params[meta[0]:meta[1]], &m) != nil {
-		return req
-	}
-	for _, k := range envelopeKeys {
-		delete(m, k)
-	}
-	b, _ := json.Marshal(m)
-	p, ok := jsonrpc.SetPath(req.Params, b, "_meta")
-	if !ok {
-		return req
-	}
-	return req.WithParams(p)
 }
 
 // cacheable are the methods whose stateless-era results carry ttlMs and

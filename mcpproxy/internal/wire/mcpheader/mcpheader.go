@@ -12,6 +12,7 @@ package mcpheader
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -217,4 +218,36 @@ func Check(h http.Header, msgs []*jsonrpc.Message) error {
 		}
 	}
 	return nil
+}
+
+// EnvelopeKeys are the stateless era's per-request _meta members: the
+// revision, the client's capabilities and info, its log level. They are
+// the party's that speaks that era, never a session-era upstream's.
+var EnvelopeKeys = []string{jsonrpc.MetaProtocolVersion, jsonrpc.MetaClientCapabilities,
+	"io.modelcontextprotocol/clientInfo", "io.modelcontextprotocol/logLevel"}
+
+// StripEnvelope returns m without the EnvelopeKeys in its params' _meta;
+// m itself when it has none to strip.
+func StripEnvelope(m *jsonrpc.Message) *jsonrpc.Message {
+	meta := jsonrpc.Path(m.Params, "_meta")
+	if meta == nil {
+		return m
+	}
+	var kept map[string]json.RawMessage
+	if json.Unmarshal(meta, &kept) != nil {
+		return m
+	}
+	n := len(kept)
+	for _, k := range EnvelopeKeys {
+		delete(kept, k)
+	}
+	if len(kept) == n {
+		return m
+	}
+	b, _ := json.Marshal(kept)
+	p, ok := jsonrpc.SetPath(m.Params, b, "_meta")
+	if !ok {
+		return m
+	}
+	return m.WithParams(p)
 }
