@@ -30,6 +30,7 @@ type fakeServer struct {
 	// the client first; refused counts the error answers they got.
 	asks    int
 	refused atomic.Int64
+	lists   atomic.Int64 // tools/list requests answered
 }
 
 type fakeConn struct {
@@ -77,6 +78,7 @@ func (c *fakeConn) answer(m *jsonrpc.Message) {
 		result = map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{"tools": map[string]any{}},
 			"serverInfo": map[string]any{"name": "fake", "version": "1"}, "instructions": "fake server"}
 	case "tools/list":
+		c.s.lists.Add(1)
 		start := 0
 		fmt.Sscan(jsonrpc.StringMember(m.Params, "cursor"), &start)
 		end := min(start+c.s.pageSize, len(c.s.tools))
@@ -139,7 +141,7 @@ func (c *fakeConn) send(m *jsonrpc.Message) {
 
 // client drives a Conn as a face's mux would, collecting what it receives.
 type client struct {
-	t    *testing.T
+	t    testing.TB
 	c    mux.Conn
 	mu   sync.Mutex
 	got  map[string]*jsonrpc.Message
@@ -148,7 +150,7 @@ type client struct {
 	wake chan struct{}
 }
 
-func connect(t *testing.T, r *Registry) *client {
+func connect(t testing.TB, r *Registry) *client {
 	t.Helper()
 	c, err := r.Dial(context.Background())
 	if err != nil {
@@ -405,8 +407,7 @@ func FuzzRequest(f *testing.F) {
 	a := &fakeServer{tools: []string{"x"}, pageSize: 1}
 	b := &fakeServer{tools: []string{"y", "z"}, pageSize: 1}
 	r, _ := NewRegistry(Options{}, []Spec{{Name: "a", Dial: a.dial}, {Name: "b", Dial: b.dial}})
-	t := &testing.T{}
-	cl := connect(t, r)
+	cl := connect(f, r)
 	f.Fuzz(func(t *testing.T, method, params string) {
 		if !json.Valid([]byte(params)) || !strings.HasPrefix(strings.TrimSpace(params), "{") {
 			return
@@ -566,5 +567,37 @@ func TestStatelessClient(t *testing.T) {
 	call := cl.call("tools/call", `{"name":"b_y",`+meta+`}`)
 	if !strings.Contains(string(call.Result), `called y`) || !strings.Contains(string(call.Result), `"resultType":"complete"`) {
 		t.Errorf("tools/call: %s", call.Raw)
+	}
+}
+
+// A call to a tool the upstream's lists never named does not list the
+// upstream again at every call: a client cannot turn its calls into
+// whole listings of the upstream.
+func TestLearnToolBounded(t *testing.T) {
+	a := &fakeServer{tools: []string{"x"}, pageSize: 1}
+	b := &fakeServer{tools: []string{"y"}, pageSize: 1}
+	var known sync.Map
+	r, err := NewRegistry(Options{}, []Spec{
+		{Name: "a", Dial: a.dial, Learn: func(res []byte) {
+			var l struct{ Tools []struct{ Name string } }
+			json.Unmarshal(res, &l)
+			for _, tl := range l.Tools {
+				known.Store(tl.Name, true)
+			}
+		}, Knows: func(name string) bool { _, ok := known.Load(name); return ok }},
+		{Name: "b", Dial: b.dial},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := connect(t, r)
+	for range 5 {
+		cl.call("tools/call", `{"name":"a_missing"}`)
+	}
+	if n := a.lists.Load(); n != 1 {
+		t.Errorf("5 calls of an unknown tool listed the upstream %d times, want 1", n)
+	}
+	if r := cl.call("tools/call", `{"name":"a_x"}`); !strings.Contains(string(r.Result), "called x") {
+		t.Errorf("a_x: %s", r.Raw)
 	}
 }

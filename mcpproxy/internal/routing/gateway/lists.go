@@ -210,13 +210,24 @@ func (c *Conn) listOne(ctx context.Context, m *member, method, cursor string) pa
 	return page{m: m, result: r.Result}
 }
 
-// maxLearnPages bounds the pages of tools read to learn one tool.
-const maxLearnPages = 20
+// maxLearnPages bounds the pages of tools read to learn one tool, and
+// learnEvery how often a connection lists an upstream to learn tools it
+// does not know: a tool that stays unknown (the client made its name up)
+// costs one listing per learnEvery, not one per call.
+const (
+	maxLearnPages = 20
+	learnEvery    = 10 * time.Second
+)
 
 // learnTool lists an upstream's tools (every page, up to maxLearnPages)
 // when the tool a call names was not learned yet.
 func (c *Conn) learnTool(ctx context.Context, m *member, name string) {
 	if m.spec.Knows == nil || m.spec.Knows(name) {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := m.learned.Load()
+	if now-last < int64(learnEvery) || !m.learned.CompareAndSwap(last, now) {
 		return
 	}
 	cursor := ""
@@ -375,7 +386,7 @@ func (c *Conn) exposeURI(m *member, uri string) string {
 // resource links and embedded resources it returned become the client's.
 func (c *Conn) afterCall(m *member) func(*jsonrpc.Message) *jsonrpc.Message {
 	return func(r *jsonrpc.Message) *jsonrpc.Message {
-		return c.rewriteItems(m, r, "content", func(item []byte) []byte {
+		return rewriteItems(r, "content", func(item []byte) []byte {
 			switch jsonrpc.StringMember(item, "type") {
 			case "resource_link":
 				if uri := jsonrpc.StringMember(item, "uri"); uri != "" {
@@ -394,7 +405,7 @@ func (c *Conn) afterCall(m *member) func(*jsonrpc.Message) *jsonrpc.Message {
 // afterRead rewrites a resources/read result's contents' URIs.
 func (c *Conn) afterRead(m *member) func(*jsonrpc.Message) *jsonrpc.Message {
 	return func(r *jsonrpc.Message) *jsonrpc.Message {
-		return c.rewriteItems(m, r, "contents", func(item []byte) []byte {
+		return rewriteItems(r, "contents", func(item []byte) []byte {
 			if uri := jsonrpc.StringMember(item, "uri"); uri != "" {
 				return setString(item, c.exposeURI(m, uri), "uri")
 			}
@@ -405,7 +416,7 @@ func (c *Conn) afterRead(m *member) func(*jsonrpc.Message) *jsonrpc.Message {
 
 // rewriteItems returns r with each element of its result's array field
 // passed through f; r itself when nothing changed.
-func (c *Conn) rewriteItems(_ *member, r *jsonrpc.Message, field string, f func([]byte) []byte) *jsonrpc.Message {
+func rewriteItems(r *jsonrpc.Message, field string, f func([]byte) []byte) *jsonrpc.Message {
 	span, ok := jsonrpc.Member(r.Result, field)
 	if !ok || r.Result[span[0]] != '[' {
 		return r

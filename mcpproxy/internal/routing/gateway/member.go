@@ -32,7 +32,8 @@ type member struct {
 	firstTry   chan struct{} // closed once the first connection attempt is over
 	tried      sync.Once
 	calls      sync.WaitGroup
-	probing    atomic.Bool // a probe runs
+	probing    atomic.Bool  // a probe runs
+	learned    atomic.Int64 // when learnTool last listed the upstream (Unix ns)
 
 	mu       sync.Mutex
 	mx       *mux.Mux   // the live connection, nil while down
