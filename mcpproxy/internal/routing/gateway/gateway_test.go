@@ -601,3 +601,18 @@ func TestLearnToolBounded(t *testing.T) {
 		t.Errorf("a_x: %s", r.Raw)
 	}
 }
+
+// Under PrefixCollision a tool another upstream has but this client may
+// not see (its deny list) collides with nothing: the name stays as it is.
+func TestCollisionIgnoresHiddenTools(t *testing.T) {
+	a := &fakeServer{tools: []string{"same"}, pageSize: 10}
+	b := &fakeServer{tools: []string{"same", "other"}, pageSize: 10}
+	r, err := NewRegistry(Options{Prefix: PrefixCollision}, []Spec{
+		{Name: "a", Dial: a.dial}, {Name: "b", Dial: b.dial, Deny: []string{"same"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := connect(t, r).listAll(); !slices.Equal(got, []string{"same", "other"}) {
+		t.Errorf("listed %v, want [same other]", got)
+	}
+}

@@ -279,11 +279,15 @@ func (c *Conn) merge(ctx context.Context, ls listing, pages []page) []byte {
 		}
 		for _, sp := range jsonrpc.Elements(arr, [2]int{0, len(arr)}) {
 			item := arr[sp[0]:sp[1]]
+			name := jsonrpc.StringMember(item, ls.key)
+			if ls.kind == kindTool && name != "" && !c.mayList(ctx, p.m, name) {
+				continue // not this client's: it collides with nothing
+			}
 			all = append(all, listed{p.m, item})
 			if ls.kind != kindResource {
 				// Every upstream's names first: a collision is known
 				// before the first of the two is exposed.
-				c.names.owned(ls.kind, jsonrpc.StringMember(item, ls.key), p.m.spec.Name)
+				c.names.owned(ls.kind, name, p.m.spec.Name)
 			}
 		}
 	}
@@ -322,11 +326,6 @@ func (c *Conn) expose(ctx context.Context, ls listing, m *member, item []byte) [
 		}
 		return setString(item, exposed, ls.key)
 	}
-	if ls.kind == kindTool {
-		if !toolAllowed(m.spec.Allow, m.spec.Deny, name) || c.authorize(ctx, m, kindTool, name, nil, true) != nil {
-			return nil
-		}
-	}
 	owners := c.names.owned(ls.kind, name, m.spec.Name)
 	exposed := name
 	switch c.mode() {
@@ -352,6 +351,12 @@ func (c *Conn) expose(ctx context.Context, ls listing, m *member, item []byte) [
 		return item
 	}
 	return setString(item, exposed, ls.key)
+}
+
+// mayList reports whether this client is shown upstream m's tool name:
+// the upstream's allow and deny lists and the call decision let it.
+func (c *Conn) mayList(ctx context.Context, m *member, name string) bool {
+	return toolAllowed(m.spec.Allow, m.spec.Deny, name) && c.authorize(ctx, m, kindTool, name, nil, true) == nil
 }
 
 // listedBefore reports whether upstream a comes before b in the
