@@ -45,9 +45,11 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/netip"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -96,6 +98,9 @@ type Call struct {
 	// replica, a client's cached list). The face that forwards the call
 	// sets it; nil: such a tool's large structuredContent is not cut.
 	List offload.ListFunc
+	// client is what an initialize or server/discover request declared
+	// of the client's capabilities (Options.Declare).
+	client []byte
 }
 
 // schemaKey returns the key of the learned schemas that a request's
@@ -129,6 +134,14 @@ type Options struct {
 	// LearnTools is called with every tools/list result the upstream
 	// sends (the x-mcp-header bindings of its tools). nil: none.
 	LearnTools func(result []byte)
+	// Declare, when set, returns the capabilities the proxy adds to an
+	// initialize or server/discover result for a client that declared
+	// client (its capabilities object, nil for none): each a member of
+	// the result's capabilities, name to JSON value. The opt-in
+	// extensions (resumable streams, binary transfer) declare themselves
+	// this way, to the clients that declared them alone. A member the
+	// upstream declared itself is left as the upstream said.
+	Declare func(client []byte) map[string][]byte
 	// NoArtifactTools turns off the artifact tools (spillway_artifact_read,
 	// _grep, _jq), which are otherwise listed and answered whenever
 	// Artifacts is set.
@@ -197,8 +210,10 @@ func (o *Methods) Before(ctx context.Context, rq Request, m *jsonrpc.Message) (r
 		rq.Version = jsonrpc.MetaString(m, jsonrpc.MetaProtocolVersion)
 	}
 	switch m.Method {
-	case "initialize", "server/discover":
-		return nil, &Call{Method: m.Method, Request: rq}
+	case "initialize":
+		return nil, &Call{Method: m.Method, Request: rq, client: jsonrpc.RawMember(m.Params, "capabilities")}
+	case "server/discover":
+		return nil, &Call{Method: m.Method, Request: rq, client: jsonrpc.Meta(m, jsonrpc.MetaClientCapabilities)}
 	case "tools/list", "resources/list", "resources/templates/list":
 		return nil, &Call{Method: m.Method, More: jsonrpc.StringMember(m.Params, "cursor") != "", Request: rq}
 	case "tools/call":
@@ -288,6 +303,10 @@ func (o *Methods) afterInitialize(c *Call, resp *jsonrpc.Message) *jsonrpc.Messa
 		return o.unreadable(c, resp, "the result is not an object")
 	}
 	o.upstreamStream.Store(string(jsonrpc.Path(resp.Result, "capabilities", "resources", "stream")) == "true")
+	resp, ok := o.declare(c, resp)
+	if !ok {
+		return o.unreadable(c, resp, "capabilities is not an object")
+	}
 	if o.o.Artifacts == nil {
 		return resp
 	}
@@ -301,6 +320,31 @@ func (o *Methods) afterInitialize(c *Call, resp *jsonrpc.Message) *jsonrpc.Messa
 		}
 	}
 	return resp.WithResult(r)
+}
+
+// declare adds what Options.Declare returns for the client of c to the
+// capabilities of resp's result; false when they are not an object.
+func (o *Methods) declare(c *Call, resp *jsonrpc.Message) (*jsonrpc.Message, bool) {
+	if o.o.Declare == nil {
+		return resp, true
+	}
+	add := o.o.Declare(c.client)
+	if len(add) == 0 {
+		return resp, true
+	}
+	r := resp.Result
+	if caps := jsonrpc.RawMember(r, "capabilities"); caps != nil && !isObject(caps) {
+		return resp, false
+	}
+	for _, name := range slices.Sorted(maps.Keys(add)) {
+		if jsonrpc.Path(r, "capabilities", name) != nil {
+			continue
+		}
+		if withIt, ok := jsonrpc.SetPath(r, add[name], "capabilities", name); ok {
+			r = withIt
+		}
+	}
+	return resp.WithResult(r), true
 }
 
 // afterResourcesList adds to the first page of resources/list the

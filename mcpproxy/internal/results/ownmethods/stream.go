@@ -1,6 +1,7 @@
 package ownmethods
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,7 +39,15 @@ type StreamCaps struct {
 	Client   bool  // the client declared resourceStreaming
 	Max      int64 // its maxStreamSize; 0 = no limit
 	Upstream bool  // the upstream declared resources.stream
+	// Raw is the client's capabilities object as it declared it (nil:
+	// none, or one over maxRawCaps bytes), for the opt-in extensions
+	// (resumable streams, binary transfer) that read their own member.
+	Raw []byte
 }
+
+// maxRawCaps bounds the capabilities a session keeps whole: a client's
+// capabilities are a few hundred bytes; more is not kept.
+const maxRawCaps = 16 << 10
 
 // maxSessions bounds the sessions whose capabilities are remembered; past
 // it an arbitrary one is forgotten (its client is then treated as not
@@ -66,11 +75,21 @@ func clientCaps(caps []byte) StreamCaps {
 	return StreamCaps{Client: true, Max: max(c.Max, 0)}
 }
 
+// withRaw is clientCaps with Raw set (a copy: the message's bytes are
+// not kept alive by a session).
+func withRaw(caps []byte) StreamCaps {
+	c := clientCaps(caps)
+	if isObject(caps) && len(caps) <= maxRawCaps {
+		c.Raw = bytes.Clone(caps)
+	}
+	return c
+}
+
 // Initialized records what a session's initialize request declared; the
 // face calls it once the session exists (for an HTTP upstream, when its
 // response named the session). Safe for concurrent use.
 func (o *Methods) Initialized(session string, initialize *jsonrpc.Message) {
-	c := clientCaps(jsonrpc.RawMember(initialize.Params, "capabilities"))
+	c := withRaw(jsonrpc.RawMember(initialize.Params, "capabilities"))
 	s := &o.caps
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -101,7 +120,7 @@ func (o *Methods) StreamCaps(rq Request, m *jsonrpc.Message) StreamCaps {
 	}
 	var c StreamCaps
 	if rq.stateless() || rq.Session == "" {
-		c = clientCaps(jsonrpc.Meta(m, jsonrpc.MetaClientCapabilities))
+		c = withRaw(jsonrpc.Meta(m, jsonrpc.MetaClientCapabilities))
 	} else {
 		o.caps.mu.Lock()
 		c = o.caps.by[rq.Session]

@@ -147,11 +147,48 @@ func TestStreamCaps(t *testing.T) {
 		jsonrpc.MetaProtocolVersion:    Version20260728,
 		jsonrpc.MetaClientCapabilities: map[string]any{"resourceStreaming": map[string]any{}},
 	}})
-	if c := e.m.StreamCaps(Request{}, meta); !c.Client || c.Max != 0 {
+	if c := e.m.StreamCaps(Request{}, meta); !c.Client || c.Max != 0 || string(c.Raw) != `{"resourceStreaming":{}}` {
 		t.Errorf("stateless: %+v", c)
 	}
+	if c := e.m.StreamCaps(Request{Session: "s2", Version: "2025-11-25"}, m); string(c.Raw) != `{}` {
+		t.Errorf("s2's capabilities: %s", c.Raw)
+	}
 	b, _ := json.Marshal(e.m.StreamCaps(Request{}, m))
-	if string(b) != `{"Client":false,"Max":0,"Upstream":false}` {
+	if string(b) != `{"Client":false,"Max":0,"Upstream":false,"Raw":null}` {
 		t.Errorf("nothing declared: %s", b)
+	}
+}
+
+// Options.Declare: a capability it returns is added to initialize and
+// server/discover results for the client that declared its own, and
+// nothing is added when it returns none (the result's bytes unchanged).
+func TestDeclare(t *testing.T) {
+	e := newEnv(t, nil, Options{Declare: func(client []byte) map[string][]byte {
+		if jsonrpc.RawMember(client, "streams") == nil {
+			return nil
+		}
+		return map[string][]byte{"streams": []byte(`{"resumeInterval":{"min":1,"max":2}}`), "experimental": []byte(`{"x":1}`)}
+	}})
+	declared := map[string]any{"capabilities": map[string]any{"streams": map[string]any{}}}
+	discover := map[string]any{"_meta": map[string]any{
+		jsonrpc.MetaProtocolVersion: Version20260728, jsonrpc.MetaClientCapabilities: map[string]any{"streams": map[string]any{}}}}
+	for _, tc := range []struct {
+		name, method string
+		params       map[string]any
+		want         string // capabilities.streams
+	}{
+		{"initialize, declared", "initialize", declared, `{"resumeInterval":{"min":1,"max":2}}`},
+		{"initialize, not declared", "initialize", map[string]any{"capabilities": map[string]any{}}, ``},
+		{"discover, declared", "server/discover", discover, `{"resumeInterval":{"min":1,"max":2}}`},
+		{"discover, declared in params", "server/discover", declared, ``},
+	} {
+		got := e.roundTrip(t, Request{}, tc.method, tc.params, response(t, `{"capabilities":{"experimental":{"up":true}}}`))
+		if s := jsonrpc.Path(got.Result, "capabilities", "streams"); string(s) != tc.want {
+			t.Errorf("%s: streams %s, want %q", tc.name, s, tc.want)
+		}
+		// What the upstream declared itself stays as it said.
+		if x := jsonrpc.Path(got.Result, "capabilities", "experimental"); string(x) != `{"up":true}` {
+			t.Errorf("%s: experimental %s", tc.name, x)
+		}
 	}
 }
