@@ -334,6 +334,8 @@ type Proxy struct {
 	// upstream: the faces New chose for the upstream's kind.
 	web   httpFace
 	stdio stdioFace
+	// http is web behind the opt-in extensions (extensions.go).
+	http frontHandler
 
 	// gateway is the registry of a Gateway's servers; nil for one upstream.
 	gateway *gateway.Registry
@@ -375,6 +377,7 @@ func New(o Options) (*Proxy, error) {
 		MaxInlineRead: o.MaxInlineRead, StreamMode: o.StreamMode, Fetch: o.Fetch, Logger: o.Logger,
 		NoArtifactTools: o.NoArtifactTools, Spool: spool,
 		LearnTools: func(result []byte) { p.tools.Learn(result) },
+		Declare:    p.declare,
 	}
 	if _, ok := o.Upstream.(*Gateway); ok && o.Offloader != nil {
 		mo.OffloaderFor = p.offloaderFor // each server's own settings
@@ -397,6 +400,7 @@ func New(o Options) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
+	p.http = p.front(p.web)
 	return p, nil
 }
 
@@ -452,7 +456,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpx.WriteError(w, http.StatusUnauthorized, nil, CodeUnauthorized, "Unauthorized: missing or unknown bearer token")
 		return
 	}
-	p.web.ServeHTTP(w, r, ownmethods.Request{Tenant: tenant, Header: r.Header, Source: remoteAddr(r)})
+	p.http.ServeHTTP(w, r, ownmethods.Request{Tenant: tenant, Header: r.Header, Source: remoteAddr(r)})
 }
 
 func remoteAddr(r *http.Request) netip.Addr {
@@ -483,7 +487,7 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 		return errors.New("mcpproxy: closed")
 	}
 	defer p.removeRun(run)
-	return face.Serve(ctx, client, up)
+	return face.Serve(ctx, p.stdioClient(client), up)
 }
 
 // addRun registers a ServeStdio call for Close to end; false once the

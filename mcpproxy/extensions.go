@@ -1,0 +1,45 @@
+package mcpproxy
+
+import (
+	"net/http"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/stdio"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
+)
+
+// The opt-in extensions (resumable streams, binary transfer) sit in front
+// of the face the upstream's kind chose: each wraps what a client's HTTP
+// requests reach and what a stdio client reads and is written, so that
+// they work alike for every upstream, a gateway's included. Each declares
+// its capability to the clients that declared theirs, and to no other:
+// those see the face alone, byte for byte.
+
+// frontHandler serves one authenticated /mcp request: a face, or an
+// extension in front of one.
+type frontHandler interface {
+	ServeHTTP(w http.ResponseWriter, r *http.Request, rq ownmethods.Request)
+}
+
+// declare returns what the extensions add to the capabilities of an
+// initialize or server/discover result for a client that declared client
+// (ownmethods.Options.Declare).
+func (p *Proxy) declare(client []byte) map[string][]byte {
+	var add map[string][]byte
+	for _, d := range []func([]byte) (string, []byte){} {
+		if name, value := d(client); value != nil {
+			if add == nil {
+				add = map[string][]byte{}
+			}
+			add[name] = value
+		}
+	}
+	return add
+}
+
+// front is the chain a request takes to the face: the extensions, the
+// last declared outermost.
+func (p *Proxy) front(face frontHandler) frontHandler { return face }
+
+// stdioClient is a stdio client as the face sees it, through the
+// extensions.
+func (p *Proxy) stdioClient(c stdio.Client) stdio.Client { return c }
