@@ -25,7 +25,7 @@ type frontHandler interface {
 // (ownmethods.Options.Declare).
 func (p *Proxy) declare(client []byte) map[string][]byte {
 	var add map[string][]byte
-	for _, d := range []func([]byte) (string, []byte){} {
+	for _, d := range []func([]byte) (string, []byte){p.streams.Declare} {
 		if name, value := d(client); value != nil {
 			if add == nil {
 				add = map[string][]byte{}
@@ -38,8 +38,15 @@ func (p *Proxy) declare(client []byte) map[string][]byte {
 
 // front is the chain a request takes to the face: the extensions, the
 // last declared outermost.
-func (p *Proxy) front(face frontHandler) frontHandler { return face }
+func (p *Proxy) front(face frontHandler) frontHandler {
+	var h frontHandler = face
+	h = p.streams.HTTP(h)
+	return h
+}
 
 // stdioClient is a stdio client as the face sees it, through the
 // extensions.
-func (p *Proxy) stdioClient(c stdio.Client) stdio.Client { return c }
+func (p *Proxy) stdioClient(c stdio.Client) stdio.Client {
+	c = p.streams.Stdio(c)
+	return c
+}

@@ -124,6 +124,7 @@ import (
 
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/identity"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/resumable"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/stdio"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/gateway"
@@ -293,7 +294,28 @@ type Options struct {
 	// between messages never counts. Default 2 min; negative: never.
 	UpstreamStallTimeout time.Duration
 
+	// Streams configures resumable streams (stream/resume, stream/poll):
+	// offered to the clients that declare capabilities.streams, on both
+	// faces and in both eras. The zero value takes the defaults of
+	// package resumable (resumeInterval 1 s to 5 min; 1 MiB a stream,
+	// 64 MiB all streams, 10,000 streams).
+	Streams StreamOptions
+
 	Logger *slog.Logger
+}
+
+// StreamOptions bound resumable streams; see Options.Streams. A zero
+// field takes its default.
+type StreamOptions struct {
+	// ResumeMin and ResumeMax are the resumeInterval Spillway declares: a
+	// stream that nobody reads, polls or resumes for ResumeMax is
+	// abandoned (its request cancelled upstream, its memory freed).
+	ResumeMin, ResumeMax time.Duration
+	// PerStream bounds what one stream holds in memory, Total what all
+	// hold together (past either the stream ends with an error, its
+	// request cancelled); Max bounds the streams open at once.
+	PerStream, Total int64
+	Max              int
 }
 
 // withDefaults returns o with the defaults New applies itself (the other
@@ -336,6 +358,8 @@ type Proxy struct {
 	stdio stdioFace
 	// http is web behind the opt-in extensions (extensions.go).
 	http frontHandler
+	// streams holds the resumable streams of every face.
+	streams *resumable.Registry
 
 	// gateway is the registry of a Gateway's servers; nil for one upstream.
 	gateway *gateway.Registry
@@ -383,6 +407,9 @@ func New(o Options) (*Proxy, error) {
 		mo.OffloaderFor = p.offloaderFor // each server's own settings
 	}
 	p.methods = ownmethods.New(mo)
+	p.streams = resumable.New(resumable.Options{ResumeMin: o.Streams.ResumeMin, ResumeMax: o.Streams.ResumeMax,
+		StreamMax: o.Streams.PerStream, TotalMax: o.Streams.Total, MaxStreams: o.Streams.Max, Methods: p.methods,
+		MaxBody: o.MaxBody, MaxMessage: o.MaxMessage, Spool: spool, WriteStall: o.WriteStallTimeout, Logger: o.Logger})
 	switch up := o.Upstream.(type) {
 	case *CommandUpstream:
 		p.web, p.stdio, err = p.commandFaces(up)
@@ -437,6 +464,7 @@ func (p *Proxy) Close() error {
 		go func() { defer wg.Done(); run.up.Close() }()
 	}
 	defer wg.Wait()
+	p.streams.Close()
 	p.web.Close()
 	return p.spool.Close()
 }
