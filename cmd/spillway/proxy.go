@@ -61,6 +61,7 @@ type proxyFlags struct {
 	maxInlineRead    int64
 	artifactTools    bool
 	streamWindow     time.Duration
+	streams          mcpproxy.StreamOptions
 	pollAfter        time.Duration
 	writeStall       time.Duration // serve's --write-stall-timeout (negative: never)
 	keepAlive        time.Duration
@@ -105,6 +106,11 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.maxInlineRead, "max-inline-read", 32<<20, "largest artifact resources/read returns (base64 in JSON), in `bytes`")
 	fs.BoolVar(&f.artifactTools, "artifact-tools", true, "list and answer spillway_artifact_read, _grep and _jq, for agents without a sandbox")
 	fs.DurationVar(&f.streamWindow, "stream-window", 2*time.Minute, "how long SSE events stay replayable for a client that reconnects with Last-Event-ID")
+	fs.DurationVar(&f.streams.ResumeMin, "stream-resume-min", time.Second, "resumable streams: the least a client should wait before resuming (resumeInterval.min)")
+	fs.DurationVar(&f.streams.ResumeMax, "stream-resume-max", 5*time.Minute, "resumable streams: a stream nobody reads, polls or resumes this long is abandoned, its request cancelled (resumeInterval.max)")
+	fs.Int64Var(&f.streams.PerStream, "stream-bytes", 1<<20, "resumable streams: `bytes` one stream's waiting messages may hold in memory (past it the stream ends with an error)")
+	fs.Int64Var(&f.streams.Total, "streams-bytes", 64<<20, "resumable streams: `bytes` every stream's waiting messages may hold together")
+	fs.IntVar(&f.streams.Max, "max-streams", 10_000, "resumable streams open at once")
 	fs.DurationVar(&f.keepAlive, "sse-keep-alive", 15*time.Second, "send an SSE comment on an open /mcp stream this often, against idle timeouts (0: never)")
 	fs.DurationVar(&f.pollAfter, "sse-poll-after", 0, "end a long call's SSE stream after this long, for the client to poll the rest (SEP-1699; 0: never)")
 	fs.StringVar(&f.noOffloadTools, "no-offload-tools", "", "tools whose outputs are never offloaded (`list`, comma-separated)")
@@ -227,6 +233,7 @@ func (f *proxyFlags) options(d *deps, log *slog.Logger) mcpproxy.Options {
 		BridgeWait:           cmp.Or(f.bridgeWait, -1), // the flag's 0 is "at once"
 		StrictEras:           f.strictEras,
 		StreamWindow:         f.streamWindow,
+		Streams:              f.streams,
 		StreamPollAfter:      f.pollAfter,
 		StreamKeepAlive:      cmp.Or(f.keepAlive, -1), // the flag's 0 is "never"
 		WriteStallTimeout:    f.writeStall,
