@@ -409,7 +409,7 @@ func New(o Options) (*Proxy, error) {
 	p.methods = ownmethods.New(mo)
 	p.streams = resumable.New(resumable.Options{ResumeMin: o.Streams.ResumeMin, ResumeMax: o.Streams.ResumeMax,
 		StreamMax: o.Streams.PerStream, TotalMax: o.Streams.Total, MaxStreams: o.Streams.Max, Methods: p.methods,
-		MaxBody: o.MaxBody, MaxMessage: o.MaxMessage, Spool: spool, WriteStall: o.WriteStallTimeout, Logger: o.Logger})
+		MaxBody: o.MaxBody, MaxMessage: o.MaxMessage, Spool: spool, KeepAlive: o.StreamKeepAlive, WriteStall: o.WriteStallTimeout, Logger: o.Logger})
 	switch up := o.Upstream.(type) {
 	case *CommandUpstream:
 		p.web, p.stdio, err = p.commandFaces(up)

@@ -79,7 +79,9 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request, rq ownmethods.
 	version := r.Header.Get("Mcp-Protocol-Version")
 	o := owner{tenant: rq.Tenant}
 	if mcpheader.Stateless(version) {
-		if !declares(jsonrpc.Meta(m, jsonrpc.MetaClientCapabilities)) {
+		// A notification need not repeat the capabilities: a
+		// cancellation finds its stream, if any, by its request id.
+		if m.Method != "notifications/cancelled" && !declares(jsonrpc.Meta(m, jsonrpc.MetaClientCapabilities)) {
 			f.next.ServeHTTP(w, r, rq)
 			return
 		}
@@ -113,12 +115,13 @@ func (f *front) stream(w http.ResponseWriter, r *http.Request, rq ownmethods.Req
 		return
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
-	s.cancelCall = cancel
+	var up func()
 	if !mcpheader.Stateless(version) {
 		// A session-era upstream takes a closed connection for a
 		// dropped one, not a cancellation: it must be told.
-		s.cancelUp = func() { f.cancelUpstream(r, rq, m.ID) }
+		up = func() { f.cancelUpstream(r, rq, m.ID) }
 	}
+	s.setCancel(cancel, up)
 	rec := newRecorder()
 	inner := r.Clone(ctx)
 	inner.Body, inner.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
@@ -158,7 +161,7 @@ func (f *front) stream(w http.ResponseWriter, r *http.Request, rq ownmethods.Req
 		s.detach(gen)
 		return
 	}
-	if s.serve(r.Context(), gen, after, out.write) == nil {
+	if s.serve(r.Context(), gen, after, out) == nil {
 		out.clear()
 	}
 }
@@ -235,6 +238,15 @@ func (ew *eventWriter) write(seq uint64, raw []byte) error {
 	return ew.sw.Write(ev)
 }
 
+// ping writes an SSE comment, so that no idle timeout on the way cuts a
+// long, silent request.
+func (ew *eventWriter) ping() error {
+	if ew.stall > 0 {
+		ew.rc.SetWriteDeadline(time.Now().Add(ew.stall))
+	}
+	return ew.sw.Write(sse.Event{Comments: []string{"keep-alive"}})
+}
+
 // clear lifts the deadline once the response is written whole: the
 // connection may serve further requests.
 func (ew *eventWriter) clear() {
@@ -292,7 +304,7 @@ func (f *front) resume(w http.ResponseWriter, r *http.Request, s *Stream, p para
 	w.WriteHeader(http.StatusOK)
 	gen, after := s.attach(p.LastEventID, p.HasLast)
 	out := f.writer(w)
-	err := s.serve(r.Context(), gen, after, out.write)
+	err := s.serve(r.Context(), gen, after, out)
 	result := map[string]any{"streamId": s.id, "status": "completed"}
 	if errors.Is(err, errTakenOver) {
 		result = map[string]any{"streamId": s.id, "status": "live", "takenOver": true}

@@ -73,6 +73,9 @@ type Options struct {
 	// Methods tells which clients declared streams (their session's
 	// initialize). Required for HTTP.
 	Methods *ownmethods.Methods
+	// KeepAlive is how often a connection reading an idle stream gets
+	// an SSE comment. Default 15 s; negative: never.
+	KeepAlive time.Duration
 	// WriteStall cuts a client that stops reading for this long (its
 	// stream is then detached, as by a dropped connection). Default 30 s;
 	// negative: never.
@@ -99,6 +102,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBody <= 0 {
 		o.MaxBody = 4 << 20
+	}
+	if o.KeepAlive == 0 {
+		o.KeepAlive = 15 * time.Second
 	}
 	if o.WriteStall == 0 {
 		o.WriteStall = 30 * time.Second

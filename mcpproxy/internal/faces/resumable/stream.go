@@ -265,11 +265,33 @@ func (s *Stream) free() {
 	s.signalLocked()
 }
 
-// serve writes the stream's entries after after to connection gen with
-// write, in order, as they come, until the end is written (then the
-// stream is freed: all was delivered), ctx ends, a write fails, or a
-// later attach takes the stream (errTakenOver).
-func (s *Stream) serve(ctx context.Context, gen, after uint64, write func(seq uint64, raw []byte) error) error {
+// sink is a connection a stream is written to: write writes one entry
+// (seq 0: without an id), ping keeps an idle connection open.
+type sink interface {
+	write(seq uint64, raw []byte) error
+	ping() error
+}
+
+// setCancel sets how the request's run is cancelled (cancelUp may be
+// nil), before anything can cancel it.
+func (s *Stream) setCancel(cancelCall context.CancelFunc, cancelUp func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cancelCall, s.cancelUp = cancelCall, cancelUp
+}
+
+// serve writes the stream's entries after after to connection gen, in
+// order, as they come, until the end is written (then the stream is
+// freed: all was delivered), ctx ends, a write fails, or a later attach
+// takes the stream (errTakenOver). An idle connection is pinged every
+// KeepAlive.
+func (s *Stream) serve(ctx context.Context, gen, after uint64, out sink) error {
+	var idle <-chan time.Time
+	if ka := s.reg.o.KeepAlive; ka > 0 {
+		t := time.NewTicker(ka)
+		defer t.Stop()
+		idle = t.C
+	}
 	for {
 		s.mu.Lock()
 		if s.gen != gen || s.freed {
@@ -288,13 +310,19 @@ func (s *Stream) serve(ctx context.Context, gen, after uint64, write func(seq ui
 			select {
 			case <-wake:
 				continue
+			case <-idle:
+				if err := out.ping(); err != nil {
+					s.detach(gen)
+					return err
+				}
+				continue
 			case <-ctx.Done():
 				s.detach(gen)
 				return ctx.Err()
 			}
 		}
 		for _, e := range batch {
-			if err := write(e.seq, e.raw); err != nil {
+			if err := out.write(e.seq, e.raw); err != nil {
 				s.detach(gen)
 				return err
 			}
