@@ -17,7 +17,7 @@ type pipe struct {
 }
 
 func (p *pipe) Send(_ context.Context, m *jsonrpc.Message) error { p.sent <- m; return nil }
-func (p *pipe) Recv() <-chan *jsonrpc.Message                   { return p.recv }
+func (p *pipe) Recv() <-chan *jsonrpc.Message                    { return p.recv }
 
 func msg(t *testing.T, v map[string]any) *jsonrpc.Message {
 	t.Helper()
