@@ -335,3 +335,11 @@ func (reg *Registry) spooler(tenant string) sse.Spooler {
 	}
 	return reg.o.Spool.For(tenant)
 }
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request, rq ownmethods.Request)
+
+// ServeHTTP calls h.
+func (h HandlerFunc) ServeHTTP(w http.ResponseWriter, r *http.Request, rq ownmethods.Request) {
+	h(w, r, rq)
+}

@@ -57,9 +57,10 @@ type Options struct {
 	// in whole seconds on the wire: a stream with no connection, poll or
 	// resume for ResumeMax is abandoned.
 	ResumeMin, ResumeMax time.Duration
-	// StreamMax bounds the bytes one stream holds in memory (its
-	// messages, long strings spilled to disk not counted); TotalMax those
-	// of every stream together; MaxStreams the streams open at once.
+	// StreamMax bounds the bytes one stream's waiting messages hold in
+	// memory (long strings spilled to disk not counted); TotalMax those
+	// of every stream together; MaxStreams the streams open at once (a
+	// tenant may hold half of them; with inbound auth off, all).
 	StreamMax, TotalMax int64
 	MaxStreams          int
 	// MaxBody caps a client's POST body as the faces do.
@@ -130,6 +131,7 @@ type Registry struct {
 	mu        sync.Mutex
 	streams   map[string]*Stream     // by id
 	byRequest map[requestKey]*Stream // by owner and request id, for cancellation
+	perTenant map[string]int         // streams open by tenant
 	closed    bool
 }
 
@@ -142,7 +144,7 @@ type requestKey struct {
 // New returns an empty Registry.
 func New(o Options) *Registry {
 	o = o.withDefaults()
-	return &Registry{o: o, log: o.Logger, streams: map[string]*Stream{}, byRequest: map[requestKey]*Stream{}}
+	return &Registry{o: o, log: o.Logger, streams: map[string]*Stream{}, byRequest: map[requestKey]*Stream{}, perTenant: map[string]int{}}
 }
 
 // Declare returns the capability Spillway declares to a client whose
@@ -173,13 +175,24 @@ func newID() string {
 func (reg *Registry) open(o owner, requestID []byte) *Stream {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
-	if reg.closed || len(reg.streams) >= reg.o.MaxStreams {
+	if reg.closed || len(reg.streams) >= reg.o.MaxStreams || reg.perTenant[o.tenant] >= reg.tenantMax(o.tenant) {
 		return nil
 	}
+	reg.perTenant[o.tenant]++
 	s := &Stream{id: newID(), reg: reg, owner: o, requestID: requestID, wake: make(chan struct{}), next: 1}
 	reg.streams[s.id] = s
 	reg.byRequest[requestKey{o, jsonrpc.Key(requestID)}] = s
 	return s
+}
+
+// tenantMax is how many streams one tenant may hold: half of MaxStreams,
+// so that one tenant abandoning streams cannot refuse every other's; all
+// of them for "", the one tenant when inbound auth is off.
+func (reg *Registry) tenantMax(tenant string) int {
+	if tenant == "" {
+		return reg.o.MaxStreams
+	}
+	return max(reg.o.MaxStreams/2, 1)
 }
 
 // get returns o's stream id, or nil: unknown and foreign ids alike.
@@ -220,6 +233,9 @@ func (reg *Registry) remove(s *Stream) bool {
 		return false
 	}
 	delete(reg.streams, s.id)
+	if reg.perTenant[s.owner.tenant]--; reg.perTenant[s.owner.tenant] <= 0 {
+		delete(reg.perTenant, s.owner.tenant)
+	}
 	k := requestKey{s.owner, jsonrpc.Key(s.requestID)}
 	if reg.byRequest[k] == s {
 		delete(reg.byRequest, k)

@@ -318,3 +318,51 @@ func TestNotDeclared(t *testing.T) {
 		t.Fatal("a stream was opened for a client that declared nothing")
 	}
 }
+
+// One tenant cannot hold every stream: with room for two, a tenant gets
+// one, and the other tenant still gets its own.
+func TestTenantShare(t *testing.T) {
+	f := newFace(50, 20*time.Millisecond)
+	e := newEnv(t, f, Options{MaxStreams: 2})
+	first := e.post(t.Context(), "a", "tools/call", 1, map[string]any{"name": "slow"}, true)
+	defer first.Body.Close()
+	if ev, err := readEvent(bufio.NewReader(first.Body)); err != nil || ev.data["method"] != "notifications/stream/create" {
+		t.Fatalf("a's first: %+v %v", ev, err)
+	}
+	second := e.post(t.Context(), "a", "tools/call", 2, map[string]any{"name": "slow"}, true)
+	b, _ := io.ReadAll(second.Body)
+	if !strings.Contains(string(b), "too many open streams") {
+		t.Fatalf("a's second: %s", b)
+	}
+	other := e.post(t.Context(), "b", "tools/call", 3, map[string]any{"name": "slow"}, true)
+	defer other.Body.Close()
+	if ev, err := readEvent(bufio.NewReader(other.Body)); err != nil || ev.data["method"] != "notifications/stream/create" {
+		t.Fatalf("b's: %+v %v", ev, err)
+	}
+}
+
+// A message larger than the stream's bound reaches a client that is
+// reading (it would not wait); the bound is on what waits.
+func TestLargeMessageToReader(t *testing.T) {
+	big := strings.Repeat("x", 8<<10)
+	h := HandlerFunc(func(w http.ResponseWriter, r *http.Request, _ ownmethods.Request) {
+		body, _ := io.ReadAll(r.Body)
+		m, _ := jsonrpc.DecodeMessage(body)
+		sse.SetHeaders(w.Header())
+		sse.NewWriter(w).Write(sse.Event{HasData: true, Data: []byte(`{"jsonrpc":"2.0","id":` + string(m.ID) + `,"result":{"content":[{"type":"text","text":"` + big + `"}]}}`)})
+	})
+	reg := New(Options{StreamMax: 4 << 10, Methods: ownmethods.New(ownmethods.Options{})})
+	t.Cleanup(reg.Close)
+	front := reg.HTTP(h)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { front.ServeHTTP(w, r, ownmethods.Request{}) }))
+	t.Cleanup(srv.Close)
+	e := &env{t: t, reg: reg, url: srv.URL}
+	resp := e.post(t.Context(), "", "tools/call", 1, map[string]any{"name": "big"}, true)
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	readEvent(br) // create
+	ev, err := readEvent(br)
+	if err != nil || ev.data["result"] == nil {
+		t.Fatalf("the large answer: %+v %v", ev, err)
+	}
+}

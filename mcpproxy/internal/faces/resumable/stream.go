@@ -70,7 +70,10 @@ func (s *Stream) push(m *jsonrpc.Message) {
 	for len(s.entries) > 0 && s.entries[0].sent && s.over(size) {
 		s.dropFirst()
 	}
-	if s.over(size) {
+	// The bounds are on what waits: one message larger than they are
+	// passes to a client reading with nothing else pending (it is held
+	// only as long as the face would hold it anyway).
+	if s.over(size) && !(s.attached && len(s.entries) == 0) {
 		spill.Release(m.Raw)
 		s.failLocked(fmt.Sprintf("the stream passed its bound of %d bytes (or all streams theirs of %d): its request was cancelled",
 			s.reg.o.StreamMax, s.reg.o.TotalMax))
