@@ -152,10 +152,10 @@ func (f *front) stream(w http.ResponseWriter, r *http.Request, rq ownmethods.Req
 		rec.stop(errStopped)
 		return
 	}
+	gen, after := s.attach(0, false) // before the first message: this client reads
 	go f.reg.capture(s, rec)
 	sse.SetHeaders(w.Header())
 	w.WriteHeader(http.StatusOK)
-	gen, after := s.attach(0, false)
 	out := f.writer(w)
 	if out.write(0, createNotification(s, f.reg.o, m.ID)) != nil {
 		s.detach(gen)
