@@ -198,7 +198,12 @@ func TestDropPollResume(t *testing.T) {
 		t.Fatalf("poll while running: %v", poll)
 	}
 	<-f.done
-	poll = e.call("stream/poll", 9, map[string]any{"streamId": sid})["result"].(map[string]any)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		// The face's output is read back a moment after it returns.
+		if poll = e.call("stream/poll", 9, map[string]any{"streamId": sid})["result"].(map[string]any); poll["status"] == "completed" {
+			break
+		}
+	}
 	if poll["status"] != "completed" || poll["pendingMessages"] != true {
 		t.Fatalf("poll after the end: %v", poll)
 	}

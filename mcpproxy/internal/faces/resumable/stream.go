@@ -131,17 +131,27 @@ func (s *Stream) failLocked(why string) {
 
 // stopLocked cancels the request's run (telling the upstream) once.
 func (s *Stream) stopLocked() {
+	if stop := s.stopperLocked(); stop != nil {
+		go stop()
+	}
+}
+
+// stopperLocked marks the stream stopped and returns what cancels its
+// run (nil when already stopped or there is none).
+func (s *Stream) stopperLocked() func() {
 	if s.stopped {
-		return
+		return nil
 	}
 	s.stopped = true
-	if cu, cc := s.cancelUp, s.cancelCall; cc != nil {
-		go func() {
-			if cu != nil {
-				cu()
-			}
-			cc()
-		}()
+	cu, cc := s.cancelUp, s.cancelCall
+	if cc == nil {
+		return nil
+	}
+	return func() {
+		if cu != nil {
+			cu()
+		}
+		cc()
 	}
 }
 
@@ -243,11 +253,15 @@ func (s *Stream) abandon() {
 		s.mu.Unlock()
 		return
 	}
+	var stop func()
 	if !s.done {
-		s.stopLocked()
+		stop = s.stopperLocked()
 	}
 	s.mu.Unlock()
-	s.free()
+	s.free() // unknown before its run learns it is cancelled
+	if stop != nil {
+		stop()
+	}
 }
 
 // free forgets the stream and releases what it holds.
