@@ -1,6 +1,7 @@
 package mcpproxy
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/stdio"
@@ -45,8 +46,8 @@ func (p *Proxy) front(face frontHandler) frontHandler {
 }
 
 // stdioClient is a stdio client as the face sees it, through the
-// extensions.
-func (p *Proxy) stdioClient(c stdio.Client) stdio.Client {
-	c = p.streams.Stdio(c)
+// extensions, until ctx ends.
+func (p *Proxy) stdioClient(ctx context.Context, c stdio.Client) stdio.Client {
+	c = p.streams.Stdio(ctx, c)
 	return c
 }

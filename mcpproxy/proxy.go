@@ -515,7 +515,7 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 		return errors.New("mcpproxy: closed")
 	}
 	defer p.removeRun(run)
-	return face.Serve(ctx, p.stdioClient(client), up)
+	return face.Serve(ctx, p.stdioClient(ctx, client), up)
 }
 
 // addRun registers a ServeStdio call for Close to end; false once the

@@ -24,8 +24,10 @@ type Client interface {
 // cannot be told apart by request on a pipe, and go out as they are.
 // stream/poll and stream/resume answer at once (nothing is ever pending);
 // a completed stream is forgotten ResumeMax after its end.
-func (reg *Registry) Stdio(c Client) Client {
-	sc := &stdioClient{reg: reg, inner: c, in: make(chan *jsonrpc.Message),
+//
+// The client's messages are passed on until ctx ends.
+func (reg *Registry) Stdio(ctx context.Context, c Client) Client {
+	sc := &stdioClient{reg: reg, inner: c, in: make(chan *jsonrpc.Message), ctx: ctx,
 		owner: owner{session: "stdio:" + newID()}, byReq: map[string]*Stream{}, byToken: map[string]*Stream{}}
 	go sc.read()
 	return sc
@@ -35,6 +37,7 @@ type stdioClient struct {
 	reg   *Registry
 	inner Client
 	in    chan *jsonrpc.Message
+	ctx   context.Context
 	owner owner
 
 	mu       sync.Mutex
@@ -56,7 +59,9 @@ func (sc *stdioClient) read() {
 	}()
 	for m := range sc.inner.Recv() {
 		if !sc.optedIn(m) {
-			sc.in <- m
+			if !sc.pass(m) {
+				return
+			}
 			continue
 		}
 		switch {
@@ -68,7 +73,19 @@ func (sc *stdioClient) read() {
 		case m.IsNotification() && m.Method == "notifications/cancelled":
 			sc.cancelled(jsonrpc.RawMember(m.Params, "requestId"))
 		}
-		sc.in <- m
+		if !sc.pass(m) {
+			return
+		}
+	}
+}
+
+// pass hands m to the face; false once the face is gone.
+func (sc *stdioClient) pass(m *jsonrpc.Message) bool {
+	select {
+	case sc.in <- m:
+		return true
+	case <-sc.ctx.Done():
+		return false
 	}
 }
 

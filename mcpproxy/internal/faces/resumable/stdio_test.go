@@ -51,7 +51,7 @@ func TestStdio(t *testing.T) {
 	reg := New(Options{})
 	t.Cleanup(reg.Close)
 	p := &pipe{recv: make(chan *jsonrpc.Message, 8), sent: make(chan *jsonrpc.Message, 8)}
-	c := reg.Stdio(p)
+	c := reg.Stdio(t.Context(), p)
 	p.recv <- msg(t, map[string]any{"id": 1, "method": "initialize", "params": map[string]any{"capabilities": map[string]any{"streams": map[string]any{}}}})
 	if m := <-c.Recv(); m.Method != "initialize" {
 		t.Fatalf("first: %s", m.Raw)
@@ -88,7 +88,7 @@ func TestStdio(t *testing.T) {
 	}
 	// The same methods from a client that declared nothing reach the face.
 	q := &pipe{recv: make(chan *jsonrpc.Message, 8), sent: make(chan *jsonrpc.Message, 8)}
-	d := reg.Stdio(q)
+	d := reg.Stdio(t.Context(), q)
 	q.recv <- msg(t, map[string]any{"id": 1, "method": "stream/poll", "params": map[string]any{"streamId": sid}})
 	if m := <-d.Recv(); m.Method != "stream/poll" {
 		t.Fatalf("undeclared: %s", m.Raw)
