@@ -122,18 +122,7 @@ func (f *front) stream(w http.ResponseWriter, r *http.Request, rq ownmethods.Req
 		up = func() { f.cancelUpstream(r, rq, m.ID) }
 	}
 	s.setCancel(cancel, up)
-	rec := newRecorder()
-	inner := r.Clone(ctx)
-	inner.Body, inner.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-	go func() {
-		defer rec.done()
-		defer func() {
-			if p := recover(); p != nil {
-				f.reg.log.Error("serving a streamed request panicked", "panic", p)
-			}
-		}()
-		f.next.ServeHTTP(rec, inner, rq)
-	}()
+	rec := f.run(ctx, r, rq, body)
 	// A face's answer that is not a stream's (an error status) comes at
 	// once; one that is slow to start is announced anyway, so that a
 	// client dropping early can resume (capture turns a late refusal
@@ -164,6 +153,23 @@ func (f *front) stream(w http.ResponseWriter, r *http.Request, rq ownmethods.Req
 	if s.serve(r.Context(), gen, after, out) == nil {
 		out.clear()
 	}
+}
+
+// run has the face serve the request of body under ctx, into a recorder.
+func (f *front) run(ctx context.Context, r *http.Request, rq ownmethods.Request, body []byte) *recorder {
+	rec := newRecorder()
+	inner := r.Clone(ctx)
+	inner.Body, inner.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
+	go func() {
+		defer rec.done()
+		defer func() {
+			if p := recover(); p != nil {
+				f.reg.log.Error("serving a streamed request panicked", "panic", p)
+			}
+		}()
+		f.next.ServeHTTP(rec, inner, rq)
+	}()
+	return rec
 }
 
 // headerWait is how long a stream waits for the face's status before it
@@ -202,15 +208,7 @@ func (f *front) cancelUpstream(r *http.Request, rq ownmethods.Request, id []byte
 		`,"reason":"the stream was abandoned or passed its bound"}}`)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
-	req := r.Clone(ctx)
-	req.Body, req.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
-	req.Header.Del("Last-Event-ID")
-	rec := newRecorder()
-	go func() {
-		io.Copy(io.Discard, rec.pr)
-	}()
-	f.next.ServeHTTP(rec, req, rq)
-	rec.done()
+	io.Copy(io.Discard, f.run(ctx, r, rq, body).pr)
 }
 
 // eventWriter writes a stream's entries as server-sent events, each
