@@ -253,6 +253,12 @@ func (c *Conn) Send(ctx context.Context, m *jsonrpc.Message) error {
 	return c.w.Write(ctx, m.Raw)
 }
 
+// SendThen sends m, then after writes raw bytes right behind its line,
+// no other message between (see Writer.WriteThen).
+func (c *Conn) SendThen(ctx context.Context, m *jsonrpc.Message, after func(w io.Writer) error) error {
+	return c.w.WriteThen(ctx, m.Raw, after)
+}
+
 // Recv yields every message the peer sends, in order. It is closed when
 // the input ends, after which Err says why.
 func (c *Conn) Recv() <-chan *jsonrpc.Message { return c.recv }

@@ -38,6 +38,8 @@ type writeReq struct {
 	line   []byte
 	expand bool       // line holds markers to expand
 	res    chan error // buffered: the writer never waits for a caller gone
+	// after, when set, writes raw bytes right after the line (WriteThen).
+	after func(w io.Writer) error
 }
 
 // NewWriter writes to w. A panic in w.Write is logged with its stack and
@@ -85,6 +87,18 @@ func (wr *Writer) run(w io.Writer, log *slog.Logger) {
 // several writes, a long string streaming from its spill file, but still
 // one line no other can come between.
 func write(w io.Writer, req writeReq) error {
+	err := writeLine(w, req)
+	if err == nil && req.after != nil {
+		if err = req.after(w); errors.Is(err, spill.ErrGone) {
+			// The line is out: not the ErrGone that leaves the Writer going.
+			err = errors.New("wire: writing after a line: " + err.Error())
+		}
+	}
+	return err
+}
+
+// writeLine writes req's line, expanding its markers if it has any.
+func writeLine(w io.Writer, req writeReq) error {
 	if !req.expand {
 		_, err := w.Write(req.line)
 		return err
@@ -112,12 +126,19 @@ func (wr *Writer) fail(err error) {
 // ctx.Err() when ctx ends first (the line may then still be written, whole,
 // later), or ErrClosed after Close, or the error of an earlier write that
 // failed.
-func (wr *Writer) Write(ctx context.Context, raw []byte) error {
+func (wr *Writer) Write(ctx context.Context, raw []byte) error { return wr.WriteThen(ctx, raw, nil) }
+
+// WriteThen is Write, then after is called with the underlying writer
+// while no other line can come between: for bytes that belong to the
+// line (binary transfer's frames). An error of after fails the Writer, as
+// a write error does (the peer can no longer tell where the next line
+// starts). after runs on the writing goroutine, even when ctx ends first.
+func (wr *Writer) WriteThen(ctx context.Context, raw []byte, after func(w io.Writer) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	line := jsonrpc.Line(raw)
-	req := writeReq{line: line, expand: wr.expand && spill.HasMarkers(line), res: make(chan error, 1)}
+	req := writeReq{line: line, expand: wr.expand && spill.HasMarkers(line), res: make(chan error, 1), after: after}
 	select {
 	case wr.reqs <- req:
 	case <-ctx.Done():
