@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/binary"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/stdio"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
 )
@@ -26,7 +27,7 @@ type frontHandler interface {
 // (ownmethods.Options.Declare).
 func (p *Proxy) declare(client []byte) map[string][]byte {
 	var add map[string][]byte
-	for _, d := range []func([]byte) (string, []byte){p.streams.Declare} {
+	for _, d := range []func([]byte) (string, []byte){p.streams.Declare, p.binary.Declare} {
 		if name, value := d(client); value != nil {
 			if add == nil {
 				add = map[string][]byte{}
@@ -38,16 +39,30 @@ func (p *Proxy) declare(client []byte) map[string][]byte {
 }
 
 // front is the chain a request takes to the face: the extensions, the
-// last declared outermost.
+// last declared outermost: binary transfer, then resumable streams, then
+// the face. (A binary client's stream events are read back by the binary
+// extension and written as parts, their event ids kept.)
 func (p *Proxy) front(face frontHandler) frontHandler {
 	var h frontHandler = face
 	h = p.streams.HTTP(h)
+	h = p.binary.Wrap(h)
 	return h
 }
 
 // stdioClient is a stdio client as the face sees it, through the
-// extensions, until ctx ends.
+// extensions, until ctx ends. Binary transfer is innermost there: its
+// frames must follow their line on the client's connection itself.
 func (p *Proxy) stdioClient(ctx context.Context, c stdio.Client) stdio.Client {
+	c = p.binary.Client(ctx, c)
 	c = p.streams.Stdio(ctx, c)
 	return c
+}
+
+// newBinary is the binary transfer extension (package binary): binary
+// items as multipart/mixed parts on HTTP and frames on stdio, for the
+// clients that declared binaryTransfer.
+func (p *Proxy) newBinary() *binary.Extension {
+	o := p.o
+	return binary.New(binary.Options{Methods: p.methods, Spool: p.spool, MaxBody: o.MaxBody, MaxMessage: o.MaxMessage,
+		WriteStall: o.WriteStallTimeout, Logger: o.Logger})
 }

@@ -124,6 +124,7 @@ import (
 
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/identity"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/binary"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/resumable"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/stdio"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
@@ -360,6 +361,8 @@ type Proxy struct {
 	http frontHandler
 	// streams holds the resumable streams of every face.
 	streams *resumable.Registry
+	// binary is the binary transfer extension.
+	binary *binary.Extension
 
 	// gateway is the registry of a Gateway's servers; nil for one upstream.
 	gateway *gateway.Registry
@@ -410,6 +413,7 @@ func New(o Options) (*Proxy, error) {
 	p.streams = resumable.New(resumable.Options{ResumeMin: o.Streams.ResumeMin, ResumeMax: o.Streams.ResumeMax,
 		StreamMax: o.Streams.PerStream, TotalMax: o.Streams.Total, MaxStreams: o.Streams.Max, Methods: p.methods,
 		MaxBody: o.MaxBody, MaxMessage: o.MaxMessage, Spool: spool, KeepAlive: o.StreamKeepAlive, WriteStall: o.WriteStallTimeout, Logger: o.Logger})
+	p.binary = p.newBinary()
 	switch up := o.Upstream.(type) {
 	case *CommandUpstream:
 		p.web, p.stdio, err = p.commandFaces(up)
