@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/examples/bigtool"
 	"github.com/spillway-dev/spillway/mcpproxy"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/binframe"
 	"github.com/spillway-dev/spillway/policy"
@@ -64,11 +65,12 @@ func binaryPost(t *testing.T, url string, id any, method string, params map[stri
 
 // mpart is one part of a multipart answer.
 type mpart struct {
-	json map[string]any // a JSON part
-	id   binframe.StreamID
-	mime string
-	sum  string // a binary part's SHA-256
-	size int64
+	json  map[string]any // a JSON part
+	event string         // its Mcp-Event-Id
+	id    binframe.StreamID
+	mime  string
+	sum   string // a binary part's SHA-256
+	size  int64
 }
 
 // readParts reads a multipart answer, hashing binary parts as they come.
@@ -102,7 +104,7 @@ func readParts(t *testing.T, resp *http.Response) []mpart {
 		if err := json.NewDecoder(p).Decode(&m); err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, mpart{json: m})
+		out = append(out, mpart{json: m, event: p.Header.Get(binframe.HeaderEventID)})
 	}
 }
 
@@ -363,5 +365,55 @@ func TestBinaryStdioFrames(t *testing.T) {
 		inW.Close()
 		<-done
 		cancel()
+	}
+}
+
+// binarySessionPost posts body in session s (none: "") of the 2025-11-25
+// revision, accepting multipart/mixed.
+func binarySessionPost(t *testing.T, url, s, body string) *http.Response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream, multipart/mixed")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if s != "" {
+		req.Header.Set("Mcp-Session-Id", s)
+	}
+	return mustDo(t, req)
+}
+
+// Through the relay (a Streamable HTTP upstream, bigtool), in the session
+// era: a client that declared binaryTransfer in initialize gets the
+// chart's thumbnail and original as binary parts after the message, the
+// original the very PNG bigtool draws; its event stream's id rides on
+// the message part; an embedded resource's blob becomes binary too.
+func TestBinaryRelaySession(t *testing.T) {
+	h, err := bigtool.NewHandler(bigtool.NewServer(nil), bigtool.EraSession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, url := offloadingSpillway(t, serve(t, h))
+	resp := binarySessionPost(t, url, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25",`+
+		`"capabilities":{"binaryTransfer":{"supported":true}},"clientInfo":{"name":"t","version":"1"}}}`)
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	s := resp.Header.Get("Mcp-Session-Id")
+	binarySessionPost(t, url, s, `{"jsonrpc":"2.0","method":"notifications/initialized"}`).Body.Close()
+
+	parts := readParts(t, binarySessionPost(t, url, s, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"chart","arguments":{}}}`))
+	sums := binaryItems(t, parts)
+	var png bytes.Buffer
+	bigtool.Chart(&png, bigtool.ChartOptions{})
+	want := sha256.Sum256(png.Bytes())
+	if len(sums) != 2 || sums[1] != hex.EncodeToString(want[:]) {
+		t.Fatalf("binary items %v, want a thumbnail and %x", sums, want)
+	}
+	if parts[0].json["result"] == nil || parts[0].event == "" {
+		t.Fatalf("first part (event id %q) %v", parts[0].event, parts[0].json)
+	}
+
+	parts = readParts(t, binarySessionPost(t, url, s, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"export_csv","arguments":{"as":"blob","rows":100}}}`))
+	if sums := binaryItems(t, parts); len(sums) != 1 {
+		t.Errorf("export_csv as a blob: %d binary items", len(sums))
 	}
 }
