@@ -41,6 +41,8 @@
 //     Mcp-Param-*).
 //   - era: which protocol eras (session, stateless) an upstream speaks.
 //   - stall: the rule that stops an upstream stalled mid-message.
+//   - binframe: binary transfer's framings, stdio frames and
+//     multipart/mixed bodies.
 //   - httpx: what both HTTP faces do alike (reading a POST, error
 //     statuses) and the one client policy towards HTTP upstreams.
 //
@@ -66,6 +68,8 @@
 //   - terminating: the HTTP face that speaks MCP over HTTP itself, in front
 //     of a stdio child, a legacy server, or an upstream of the other era.
 //   - stdio: the stdio face, in front of any upstream.
+//   - binary: the binary transfer extension in front of both faces, for
+//     the clients that declared it (extensions.go).
 //
 // internal/results: what Spillway does to results.
 //   - ownmethods: the proxy's own methods (its capabilities, its artifact
