@@ -5,16 +5,23 @@ import (
 	"io"
 	"sync"
 
-	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/stdio"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/binframe"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 )
 
+// Conn is a stdio client's side as the stdio face uses it (the methods
+// of stdio.Client; no package imports a face): Recv delivers the client's
+// messages, Send writes one to it.
+type Conn interface {
+	Send(ctx context.Context, m *jsonrpc.Message) error
+	Recv() <-chan *jsonrpc.Message
+}
+
 // FrameConn is a stdio client connection that can write raw bytes right
 // after a line (*ndjson.Conn is one).
 type FrameConn interface {
-	stdio.Client
+	Conn
 	SendThen(ctx context.Context, m *jsonrpc.Message, after func(w io.Writer) error) error
 }
 
@@ -32,7 +39,7 @@ const maxPending = 4096
 // store. c is returned as it is when it cannot write frames. Every other
 // client's messages pass untouched both ways. The wrapper's goroutine
 // ends with c's Recv, or with ctx.
-func (e *Extension) Client(ctx context.Context, c stdio.Client) stdio.Client {
+func (e *Extension) Client(ctx context.Context, c Conn) Conn {
 	fc, ok := c.(FrameConn)
 	if !ok {
 		return c
