@@ -87,10 +87,12 @@ const binaryPeakRSS = 16 << 20
 
 // TestBinaryTransferRSS is issue 41's binary transfer check against the
 // real binary: a session-era client that declared binaryTransfer
-// (multipart) calls a tool returning a 50 MB image. Spillway offloads it,
-// and the client's multipart answer holds the preview and link beside a
-// binary item whose part has the original's SHA-256, no base64 anywhere;
-// Spillway's peak RSS stays within binaryPeakRSS of idle.
+// (multipart) calls a tool returning a 50 MB image. Spillway offloads it
+// (or, with --no-offload-tools, passes it inline: its base64 waits in a
+// spill file), and the client's multipart answer holds a binary item
+// whose part has the original's SHA-256, beside the preview and link
+// when offloaded, no base64 anywhere; Spillway's peak RSS stays within
+// binaryPeakRSS of idle.
 func TestBinaryTransferRSS(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
@@ -99,9 +101,21 @@ func TestBinaryTransferRSS(t *testing.T) {
 	h := sha256.New()
 	binaryImage(h)
 	want := hex.EncodeToString(h.Sum(nil))
+	for _, offload := range []bool{true, false} {
+		t.Run(map[bool]string{true: "offloaded", false: "inline"}[offload], func(t *testing.T) {
+			binaryTransferRSS(t, self, want, offload)
+		})
+	}
+}
+
+func binaryTransferRSS(t *testing.T, self, want string, offload bool) {
 	data, addr := t.TempDir(), rsFreeAddr(t)
-	cmd := startBinary(t, nil, "serve", "--listen", addr, "--data", data, "--log-level", "warn",
-		"--upstream-cmd", self+" -test.run=^TestBinaryImageUpstream$", "--upstream-env", binaryUpstreamEnv+"=1")
+	args := []string{"serve", "--listen", addr, "--data", data, "--log-level", "warn",
+		"--upstream-cmd", self + " -test.run=^TestBinaryImageUpstream$", "--upstream-env", binaryUpstreamEnv + "=1"}
+	if !offload {
+		args = append(args, "--no-offload-tools", "image")
+	}
+	cmd := startBinary(t, nil, args...)
 	base := "http://" + addr
 	rsListen(t, addr)
 	tok := mcpToken(t, data)
@@ -127,7 +141,7 @@ func TestBinaryTransferRSS(t *testing.T) {
 	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 	req.Header.Set("Mcp-Session-Id", session)
 	start := time.Now()
-	resp, err = (&http.Client{Timeout: 2 * time.Minute}).Do(req)
+	resp, err := (&http.Client{Timeout: 2 * time.Minute}).Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +156,7 @@ func TestBinaryTransferRSS(t *testing.T) {
 		t.Fatalf("%d messages, %d binary parts: %s", len(msgs), len(parts), msgs)
 	}
 	m := msgs[0]
-	if strings.Contains(m, `"data":`) || strings.Contains(m, `"blob":`) || !strings.Contains(m, `"resource_link"`) {
+	if strings.Contains(m, `"data":`) || strings.Contains(m, `"blob":`) || strings.Contains(m, `"resource_link"`) != offload {
 		t.Errorf("the message: %.500s", m)
 	}
 	for id, sum := range parts {
