@@ -356,10 +356,36 @@ func TestBinaryStdioFrames(t *testing.T) {
 			if got := hex.EncodeToString(h.Sum(nil)); got != imageSum(n) || got != refs[0]["checksum"] {
 				t.Errorf("frame bytes %s, want %s", got, imageSum(n))
 			}
-			// The next line follows the frame.
-			io.WriteString(inW, `{"jsonrpc":"2.0","id":3,"method":"ping"}`+"\n")
-			if l, _ := out.ReadBytes('\n'); !bytes.Contains(l, []byte(`"id":3`)) {
-				t.Errorf("after the frame: %q", l)
+			// The next line follows the frame: resources/read, binary, of
+			// the artifact the link names gives the same bytes in a frame.
+			var uri string
+			for _, c := range m.Result.Content {
+				if c["type"] == "resource_link" {
+					uri, _ = c["uri"].(string)
+				}
+			}
+			io.WriteString(inW, `{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"`+uri+`","transferMode":"binary"}}`+"\n")
+			l, _ := out.ReadBytes('\n')
+			var rr struct {
+				Result struct {
+					Contents []struct {
+						BinaryRef map[string]any `json:"binaryRef"`
+					} `json:"contents"`
+				} `json:"result"`
+			}
+			json.Unmarshal(l, &rr)
+			if len(rr.Result.Contents) != 1 || rr.Result.Contents[0].BinaryRef["checksum"] != imageSum(n) {
+				t.Fatalf("resources/read binary: %.300s", l)
+			}
+			id, size, err = binframe.ReadFrameHeader(out, 1<<30)
+			h = sha256.New()
+			io.CopyN(h, out, size)
+			if err != nil || id.String() != rr.Result.Contents[0].BinaryRef["streamId"] || hex.EncodeToString(h.Sum(nil)) != imageSum(n) {
+				t.Errorf("resources/read frame %v %d %v", id, size, err)
+			}
+			io.WriteString(inW, `{"jsonrpc":"2.0","id":4,"method":"ping"}`+"\n")
+			if l, _ := out.ReadBytes('\n'); !bytes.Contains(l, []byte(`"id":4`)) {
+				t.Errorf("after the frames: %q", l)
 			}
 		}
 		inW.Close()
