@@ -443,3 +443,31 @@ func TestBinaryRelaySession(t *testing.T) {
 		t.Errorf("export_csv as a blob: %d binary items", len(sums))
 	}
 }
+
+// A client that declared both resumable streams and binary transfer gets
+// its stream as parts: notifications/stream/create, the response with
+// its binaryRef (its event id kept) followed by the bytes, then
+// notifications/stream/end.
+func TestBinaryWithStreams(t *testing.T) {
+	const n = 3 << 20
+	url, _ := binaryProxy(t, n, true)
+	caps := map[string]any{"streams": map[string]any{}, "binaryTransfer": map[string]any{"supported": true}}
+	parts := readParts(t, binaryPost(t, url, 1, "tools/call", map[string]any{"name": "export", "arguments": map[string]any{}}, caps))
+	var kinds []string
+	for _, p := range parts {
+		switch {
+		case p.json == nil:
+			kinds = append(kinds, "bytes")
+		case p.json["method"] != nil:
+			kinds = append(kinds, p.json["method"].(string))
+		default:
+			kinds = append(kinds, "response#"+p.event)
+		}
+	}
+	if got := strings.Join(kinds, " "); got != "notifications/stream/create response#1 bytes notifications/stream/end" {
+		t.Errorf("parts: %s", got)
+	}
+	if sums := binaryItems(t, parts); len(sums) != 1 || sums[0] != imageSum(n) {
+		t.Errorf("binary items %v", sums)
+	}
+}
