@@ -471,3 +471,20 @@ func TestBinaryWithStreams(t *testing.T) {
 		t.Errorf("binary items %v", sums)
 	}
 }
+
+// A binary client's request the face refuses with an error status (a
+// header that contradicts the body: 400) is answered as the face wrote
+// it, not as multipart.
+func TestBinaryErrorStatusPasses(t *testing.T) {
+	url, _ := binaryProxy(t, 3000, false)
+	params := map[string]any{"name": "export", "arguments": map[string]any{}, "_meta": map[string]any{"io.modelcontextprotocol/clientCapabilities": binaryCaps}}
+	req := statelessRequest(context.Background(), url, 1, "tools/call", params)
+	req.Header.Set("Accept", "application/json, text/event-stream, multipart/mixed")
+	req.Header.Set("Mcp-Name", "another")
+	resp := mustDo(t, req)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("Content-Type") != "application/json" || !bytes.Contains(b, []byte(`"error"`)) {
+		t.Errorf("%d %s: %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+}
