@@ -188,8 +188,9 @@ type Options struct {
 	// MaxInlineRead caps resources/read of an artifact; default 32 MiB.
 	MaxInlineRead int64
 
-	// Tenants authenticates callers with bearer tokens; nil or empty means
-	// no inbound auth (the command refuses that off loopback).
+	// Tenants authenticates callers with bearer tokens (static ones, or
+	// OAuth access tokens: see identity.Tenants.WithOAuth); nil or empty
+	// means no inbound auth (the command refuses that off loopback).
 	Tenants *identity.Tenants
 	// Guard checks Host and Origin (DNS-rebinding and cross-site
 	// protection). nil: loopback and IP-literal Hosts, same-origin
@@ -483,16 +484,21 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Forbidden: "+err.Error(), http.StatusForbidden)
 		return
 	}
-	tenant, err := p.o.Tenants.Authenticate(r)
+	who, err := p.o.Tenants.Identify(r)
 	if err != nil {
 		// A JSON-RPC error (id null: no request was read) that an MCP
 		// client can show, beside the challenge that tells it to
-		// authenticate.
-		w.Header().Set("WWW-Authenticate", `Bearer realm="spillway"`)
-		httpx.WriteError(w, http.StatusUnauthorized, nil, CodeUnauthorized, "Unauthorized: missing or unknown bearer token")
+		// authenticate (401) or that its token lacks a scope (403).
+		ref := p.o.Tenants.Refuse(err)
+		w.Header().Set("WWW-Authenticate", ref.Challenge)
+		httpx.WriteError(w, ref.Status, nil, CodeUnauthorized, ref.Message)
 		return
 	}
-	p.http.ServeHTTP(w, r, ownmethods.Request{Tenant: tenant, Header: r.Header, Source: remoteAddr(r)})
+	if who.OAuth {
+		// The access token's claims, for policy input and audit.
+		r = r.WithContext(identity.NewContext(r.Context(), who))
+	}
+	p.http.ServeHTTP(w, r, ownmethods.Request{Tenant: who.Tenant, Header: r.Header, Source: remoteAddr(r)})
 }
 
 func remoteAddr(r *http.Request) netip.Addr {

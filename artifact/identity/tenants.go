@@ -1,12 +1,15 @@
 // Package identity says who is calling Spillway on every surface except the
 // link endpoint (/a/), whose links carry their own authority. It finds the
-// tenant of an inbound bearer token (Tenants), and checks whether a request
-// may come from where it comes from (Guard: Host and Origin checks against
-// DNS rebinding and cross-site requests). The management API and the MCP
-// face both use it; a link token is never an identity here.
+// tenant of an inbound bearer token (Tenants): a static token, or an OAuth
+// 2.1 access token (a JWT its issuer signed, verified as the MCP
+// authorization spec asks of a resource server: OAuth, with RFC 9728
+// protected-resource metadata). It also checks whether a request may come
+// from where it comes from (Guard: Host and Origin checks against DNS
+// rebinding and cross-site requests). The management API and the MCP face
+// both use it; a link token is never an identity here.
 //
-// It imports only the standard library and package token, whose
-// ReadSecretFile is the one rule for files that hold secrets.
+// It imports the standard library, package token, whose ReadSecretFile is
+// the one rule for files that hold secrets, and lestrrat-go/jwx for JOSE.
 package identity
 
 import (
@@ -41,6 +44,7 @@ const (
 // use. Tokens are kept only as SHA-256 sums and never appear in errors.
 type Tenants struct {
 	tokens []entry
+	oauth  *OAuth // access tokens beside the static ones; nil: none
 }
 
 type entry struct {
@@ -154,11 +158,12 @@ func ReadTenantsFile(path string) (*Tenants, error) {
 }
 
 // Required reports whether callers must present a token: false for a nil
-// or empty Tenants.
-func (t *Tenants) Required() bool { return t != nil && len(t.tokens) > 0 }
+// or empty Tenants without OAuth.
+func (t *Tenants) Required() bool { return t != nil && (len(t.tokens) > 0 || t.oauth != nil) }
 
 // Count returns the number of distinct tenants t names: 0 for a nil or
-// empty Tenants, whose callers are all tenant "".
+// empty Tenants, whose callers are all tenant "". With OAuth, whose
+// issuer names any number of tenants, it is at least 2.
 func (t *Tenants) Count() int {
 	if t == nil {
 		return 0
@@ -166,6 +171,9 @@ func (t *Tenants) Count() int {
 	names := map[string]bool{}
 	for _, e := range t.tokens {
 		names[e.tenant] = true
+	}
+	if t.oauth != nil {
+		return max(len(names), 2)
 	}
 	return len(names)
 }
@@ -175,19 +183,37 @@ func (t *Tenants) Count() int {
 // carries no single "Authorization: Bearer" header with a known token.
 // Every configured token is compared in constant time, so the timing says
 // nothing about which tokens exist.
+//
+// With OAuth (see WithOAuth), a token that is no static one is verified
+// as an access token; see Identify for its errors.
 func (t *Tenants) Authenticate(r *http.Request) (string, error) {
-	if !t.Required() {
+	if t != nil && t.oauth != nil {
+		p, err := t.Identify(r)
+		return p.Tenant, err
+	}
+	return t.static(r)
+}
+
+// static is Authenticate with the static tokens only.
+func (t *Tenants) static(r *http.Request) (string, error) {
+	if t == nil || len(t.tokens) == 0 {
 		return "", nil
 	}
-	auth := r.Header.Values("Authorization")
-	if len(auth) != 1 {
+	tok, ok := bearerToken(r.Header.Values("Authorization"))
+	if !ok {
 		return "", ErrUnauthenticated
 	}
-	scheme, tok, ok := strings.Cut(auth[0], " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	tenant, found := t.lookup(tok)
+	if !found {
 		return "", ErrUnauthenticated
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	return tenant, nil
+}
+
+// lookup returns the tenant of a static token. Every configured token is
+// compared in constant time.
+func (t *Tenants) lookup(tok string) (string, bool) {
+	sum := sha256.Sum256([]byte(tok))
 	found := 0
 	tenant := ""
 	for _, e := range t.tokens {
@@ -197,10 +223,81 @@ func (t *Tenants) Authenticate(r *http.Request) (string, error) {
 		}
 		found |= eq
 	}
-	if found == 0 {
-		return "", ErrUnauthenticated
+	return tenant, found == 1
+}
+
+// WithOAuth returns a Tenants that admits t's static tokens and, beside
+// them, the access tokens o verifies; t is not changed. A nil o returns t.
+func (t *Tenants) WithOAuth(o *OAuth) *Tenants {
+	if o == nil {
+		return t
 	}
-	return tenant, nil
+	n := &Tenants{oauth: o}
+	if t != nil {
+		n.tokens = t.tokens
+	}
+	return n
+}
+
+// OAuth returns the access-token verifier of t; nil without one.
+func (t *Tenants) OAuth() *OAuth {
+	if t == nil {
+		return nil
+	}
+	return t.oauth
+}
+
+// Identify returns who r's bearer token says the caller is: a zero
+// Principal and no error when no token is required; the static token's
+// tenant; or, with OAuth, the access token's principal (its claims
+// included). Errors: ErrUnauthenticated without a single "Authorization:
+// Bearer" header, or (without OAuth) with an unknown token;
+// ErrInvalidToken (which wraps ErrUnauthenticated) for a token OAuth
+// refuses; ErrInsufficientScope for one that lacks a required scope. No
+// error quotes the token. Refuse turns them into the answer.
+func (t *Tenants) Identify(r *http.Request) (Principal, error) {
+	if !t.Required() {
+		return Principal{}, nil
+	}
+	tok, ok := bearerToken(r.Header.Values("Authorization"))
+	if !ok {
+		return Principal{}, ErrUnauthenticated
+	}
+	if tenant, found := t.lookup(tok); found {
+		return Principal{Tenant: tenant}, nil
+	}
+	if t.oauth == nil {
+		return Principal{}, ErrUnauthenticated
+	}
+	return t.oauth.Verify(r.Context(), tok)
+}
+
+// Refusal is how a face answers an error of Identify.
+type Refusal struct {
+	// Status is 401, or 403 for ErrInsufficientScope.
+	Status int
+	// Challenge is the WWW-Authenticate value: with OAuth, it names the
+	// protected-resource metadata and, for a token refused, the RFC 6750
+	// error code.
+	Challenge string
+	// Message is safe to show the client.
+	Message string
+}
+
+// Refuse returns the answer to err, an error of Identify or Authenticate.
+func (t *Tenants) Refuse(err error) Refusal {
+	if t == nil || t.oauth == nil {
+		return Refusal{http.StatusUnauthorized, `Bearer realm="spillway"`, "Unauthorized: missing or unknown bearer token"}
+	}
+	status, challenge := t.oauth.challenge(err)
+	msg := "Unauthorized: a bearer access token is required"
+	switch {
+	case errors.Is(err, ErrInsufficientScope):
+		msg = "Forbidden: the access token lacks a required scope"
+	case errors.Is(err, ErrInvalidToken):
+		msg = "Unauthorized: invalid or expired access token"
+	}
+	return Refusal{status, challenge, msg}
 }
 
 // validToken reports whether s is an RFC 6750 b64token of MinTokenLen to

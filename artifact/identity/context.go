@@ -1,0 +1,18 @@
+package identity
+
+import "context"
+
+type principalKey struct{}
+
+// NewContext returns ctx carrying p, the caller's principal, for what
+// serves the request later (policy input, audit) to read with FromContext.
+func NewContext(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// FromContext returns the principal NewContext put in ctx; ok is false
+// when there is none.
+func FromContext(ctx context.Context) (p Principal, ok bool) {
+	p, ok = ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
