@@ -69,8 +69,8 @@ type OAuthConfig struct {
 	// default 30s. KeysMaxAge is how long fetched keys are used before
 	// they are fetched again; default 1h.
 	RefetchGap, KeysMaxAge time.Duration
-	// Logger receives JWKS fetch failures (never a token); default
-	// slog.Default().
+	// Logger receives JWKS fetch failures and, at debug level, why a
+	// token was refused (never a token); default slog.Default().
 	Logger *slog.Logger
 }
 
@@ -215,7 +215,17 @@ type Principal struct {
 // (wrapped, with a reason that never quotes the token) when it is not
 // acceptable, or ErrInsufficientScope when it is but lacks a required
 // scope.
+//
+// A refusal is logged at debug level with its reason (never the token).
 func (o *OAuth) Verify(ctx context.Context, tok string) (Principal, error) {
+	p, err := o.verify(ctx, tok)
+	if err != nil {
+		o.cfg.Logger.Debug("access token refused", "reason", strings.TrimPrefix(err.Error(), ErrInvalidToken.Error()+": "))
+	}
+	return p, err
+}
+
+func (o *OAuth) verify(ctx context.Context, tok string) (Principal, error) {
 	h, err := parseCompactJWS(tok)
 	if err != nil {
 		return Principal{}, fmt.Errorf("%w: %w", ErrInvalidToken, err)
@@ -338,17 +348,27 @@ func (o *OAuth) Metadata() ProtectedResourceMetadata {
 // MetadataURL returns where o's metadata is served (see MetadataURL).
 func (o *OAuth) MetadataURL() string { return o.metaURL }
 
-// MetadataHandler serves o's protected-resource metadata to GET and HEAD.
+// MetadataHandler serves o's protected-resource metadata to GET and HEAD,
+// and answers a CORS preflight (OPTIONS).
 // The document is public and the same for every caller, so any origin
 // may read it (browser-based MCP clients fetch it cross-origin).
 func (o *OAuth) MetadataHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
+		h := w.Header()
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+		case http.MethodOptions:
+			// A browser's preflight: MCP clients send MCP-Protocol-Version.
+			h.Set("Access-Control-Allow-Origin", "*")
+			h.Set("Access-Control-Allow-Methods", "GET, HEAD")
+			h.Set("Access-Control-Allow-Headers", "*")
+			w.WriteHeader(http.StatusNoContent)
+			return
+		default:
+			h.Set("Allow", "GET, HEAD, OPTIONS")
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
-		h := w.Header()
 		h.Set("Content-Type", "application/json")
 		h.Set("Cache-Control", "public, max-age=3600")
 		h.Set("Access-Control-Allow-Origin", "*")

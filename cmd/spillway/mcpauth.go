@@ -16,14 +16,15 @@ import (
 )
 
 // mcpTenants returns who may use /mcp over HTTP. With inbound tokens, their
-// tenants. Without, /mcp shares its listener with /a/, which sandboxes
+// tenants (OAuth access tokens are added to them later, when the public
+// URL, the default resource, is known). Without, /mcp shares its listener with /a/, which sandboxes
 // holding one link reach: an open /mcp would let them list and read every
 // artifact and call every tool. So a local token guards it, read from
 // --mcp-token-file or created there (mode 0600) on first start, like
 // Jupyter's: the agent's config carries it, a link holder does not. Under
 // --stdio there is no HTTP /mcp, and nothing to guard.
 func (c *serveConfig) mcpTenants(configured *identity.Tenants, stderr io.Writer) (*identity.Tenants, string, error) {
-	if configured.Required() || c.stdio || (c.upstreamURL == "" && c.upstreamCmd == "" && c.servers == nil) {
+	if configured.Required() || c.oauth.on() || c.stdio || (c.upstreamURL == "" && c.upstreamCmd == "" && c.servers == nil) {
 		return configured, "", nil
 	}
 	path := c.mcpTokenFile

@@ -43,6 +43,7 @@ type serveConfig struct {
 	maxUpload      int64
 	limits         artifact.Limits
 	writeStall     time.Duration
+	oauth          oauthFlags
 	proxyFlags
 	// getenv reads Spillway's environment, for headers {env: NAME}; nil
 	// is os.Getenv.
@@ -64,6 +65,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.Int64Var(&c.limits.MinUploadRate, "min-upload-rate", 1024, "slowest upload accepted, in `bytes` per second over --upload-window (0: none)")
 	fs.DurationVar(&c.limits.UploadWindow, "upload-window", 20*time.Second, "window over which --min-upload-rate is measured")
 	fs.DurationVar(&c.writeStall, "write-stall-timeout", 30*time.Second, "cut a fetch or /mcp stream whose client reads nothing for this long (0: never)")
+	c.oauth.register(fs)
 	c.proxyFlags.register(fs)
 }
 
@@ -188,6 +190,9 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout, st
 	if err != nil {
 		return nil, err
 	}
+	if err := c.oauth.check(); err != nil {
+		return nil, err
+	}
 	mcpTenants, mcpTokenFile, err := c.mcpTenants(tenants, stderr)
 	if err != nil {
 		return nil, err
@@ -212,6 +217,16 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout, st
 	// this server's name.
 	guard := &identity.Guard{Hosts: append(splitList(c.allowedHosts), s.deps.svc.PublicURL.Host), Origins: splitList(c.allowedOrigins)}
 	r := newRouter()
+	oauth, err := c.oauth.build(s.deps.svc.PublicURL, log)
+	if err != nil {
+		return nil, err
+	}
+	if oauth != nil && !c.stdio {
+		mountOAuthMetadata(r, oauth)
+	}
+	// Access tokens open /mcp only: the management routes keep their
+	// rule, the static tokens.
+	mcpTenants = mcpTenants.WithOAuth(oauth)
 	fetch, lim, apiOpts := s.mountArtifacts(r, guard)
 	if s.proxy, err = s.newProxy(mcpTenants, guard, fetch); err != nil {
 		return nil, err
@@ -228,9 +243,12 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout, st
 
 // checkExposures refuses a non-loopback --listen or --api-listen without
 // inbound auth, unless --insecure-no-auth.
+//
+// OAuth protects /mcp on --listen (the management API is off there without
+// static tokens), but not --api-listen, whose API it does not open.
 func (c *serveConfig) checkExposures(tenants *identity.Tenants) error {
 	allowed := c.insecureNoAuth || tenants.Required()
-	if err := checkExposure("--listen", c.listen, allowed); err != nil {
+	if err := checkExposure("--listen", c.listen, allowed || c.oauth.on()); err != nil {
 		return err
 	}
 	if c.apiListen != "" {

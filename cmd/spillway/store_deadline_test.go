@@ -110,12 +110,20 @@ func TestServeHungStore(t *testing.T) {
 // loopback port until t ends, and returns its base URL once it answers.
 func runServe(t *testing.T, args ...string) string {
 	t.Helper()
+	base, _ := runServeLog(t, args...)
+	return base
+}
+
+// runServeLog is runServe that also returns what serve wrote to stderr
+// (its log); a later --log-level in args overrides warn.
+func runServeLog(t *testing.T, args ...string) (string, *policytest.Buffer) {
+	t.Helper()
 	addr := rsFreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr policytest.Buffer
+	stderr := new(policytest.Buffer)
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, append([]string{"serve", "--listen", addr, "--log-level", "warn"}, args...), nil, io.Discard, &stderr, func(string) string { return "" })
+		done <- run(ctx, append([]string{"serve", "--listen", addr, "--log-level", "warn"}, args...), nil, io.Discard, stderr, func(string) string { return "" })
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -127,7 +135,7 @@ func runServe(t *testing.T, args ...string) string {
 	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
 		if resp, err := http.Get(base + "/healthz"); err == nil {
 			resp.Body.Close()
-			return base
+			return base, stderr
 		}
 		select {
 		case code := <-done:
