@@ -141,16 +141,21 @@ func (k *keySource) fetch(ctx context.Context) (jwk.Set, error) {
 }
 
 // pick returns the key of set that h's token is verified with: the one
-// with h's kid, or without a kid the only one that fits h's alg. The key
-// must fit the alg (see fits).
+// with h's kid; else (a token without kid, or a set of keys without kids,
+// as PEM keys are) the only key without a kid, or for a token without kid
+// the only key, that fits h's alg. The key must fit the alg (see fits).
 func pick(set jwk.Set, h joseHeader) (jwk.Key, bool) {
 	if h.kid != "" {
-		key, ok := set.LookupKeyID(h.kid)
-		return key, ok && fits(key, h.alg)
+		if key, ok := set.LookupKeyID(h.kid); ok {
+			return key, fits(key, h.alg)
+		}
 	}
 	var found jwk.Key
 	for i := range set.Len() {
 		key, _ := set.Key(i)
+		if kid, _ := key.KeyID(); h.kid != "" && kid != "" {
+			continue
+		}
 		if fits(key, h.alg) {
 			if found != nil {
 				return nil, false // ambiguous: the token must name its key

@@ -3,19 +3,27 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/lestrrat-go/jwx/v3/jwk"
 
 	"github.com/spillway-dev/spillway/artifact/identity/oauthtest"
 	"github.com/spillway-dev/spillway/policy/policytest"
@@ -250,3 +258,41 @@ func checkServedMetadata(t *testing.T, u, resource, issuer string) {
 }
 
 func b64JSON(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+
+// TestOAuthJWKSFile: --oauth-jwks-file takes a JWKS or PEM public keys,
+// and the resource defaults to the public URL's /mcp.
+func TestOAuthJWKSFile(t *testing.T) {
+	k := oauthtest.NewKey(t, "file-key")
+	pub, err := k.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw ecdsa.PublicKey
+	if err := jwk.Export(pub, &raw); err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(&raw)
+	set := jwk.NewSet()
+	set.AddKey(pub)
+	setJSON, _ := json.Marshal(set)
+	dir := t.TempDir()
+	files := map[string][]byte{"keys.jwks": setJSON, "keys.pem": pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})}
+	public, _ := url.Parse("https://spill.example.com/base")
+	for name, b := range files {
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, b, 0o644)
+		f := oauthFlags{issuer: "https://as.example.com", jwksFile: path, tenantClaim: "sub", clockSkew: time.Second}
+		v, err := f.build(public, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := v.Metadata().Resource; got != "https://spill.example.com/base/mcp" {
+			t.Errorf("resource %q", got)
+		}
+		tok := oauthtest.MintWith(t, k, map[string]any{"iss": "https://as.example.com", "sub": "alice",
+			"aud": "https://spill.example.com/base/mcp", "exp": time.Now().Add(time.Minute).Unix()})
+		if p, err := v.Verify(context.Background(), tok); err != nil || p.Tenant != "alice" {
+			t.Errorf("%s: %+v, %v", name, p, err)
+		}
+	}
+}
