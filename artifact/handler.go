@@ -98,8 +98,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		writeError(cw, err)
 	}
-	h.svc.Metrics.fetched(cw.status, cw.n)
-	h.logRequest(r, id, claims.ID, cw, time.Since(start), err)
+	took := time.Since(start)
+	h.svc.Metrics.fetched(cw.status, cw.n, took)
+	h.logRequest(r, id, claims.ID, cw, took, err)
 }
 
 func (h *Handler) serve(w *countingWriter, r *http.Request, id string) (token.Claims, error) {
@@ -241,7 +242,7 @@ func (h *Handler) sendBody(w http.ResponseWriter, r *http.Request, a Artifact, o
 		body.done()
 		return
 	}
-	rc, err := h.svc.Store.Open(ctx, a.ID, off, n)
+	rc, err := h.svc.open(ctx, a.ID, off, n)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -300,7 +301,7 @@ func (h *Handler) bodyWriter(w http.ResponseWriter) *stallWriter {
 }
 
 func (h *Handler) readSmall(ctx context.Context, a Artifact) ([]byte, error) {
-	rc, err := h.svc.Store.Open(ctx, a.ID, 0, a.Size)
+	rc, err := h.svc.open(ctx, a.ID, 0, a.Size)
 	if err != nil {
 		return nil, err
 	}

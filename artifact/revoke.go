@@ -218,7 +218,10 @@ func (s *Service) Revoke(ctx context.Context, tenant, id, tokenID string) error 
 		return nil
 	}
 	rev := Revocation{Tenant: a.Tenant, Artifact: a.ID, TokenID: tokenID, Expires: expires}
-	if err := s.Store.Revoke(ctx, rev); err != nil {
+	start := time.Now()
+	err = s.Store.Revoke(ctx, rev)
+	s.Metrics.storeOp("revoke", start, err)
+	if err != nil {
 		return fmt.Errorf("revoke: %w", err)
 	}
 	r.hold(s.Metrics, a.ID, tokenID, expires)
@@ -269,6 +272,8 @@ func (s *Service) revocationRoom(ctx context.Context, a Artifact, tokenID string
 // the latest expiry of its records.
 func (s *Service) countRevocations(ctx context.Context, a Artifact, artifactID, tokenID string, now time.Time, limit int) (n int, again bool, recorded time.Time, err error) {
 	seen := map[string]bool{}
+	start := time.Now()
+	defer func() { s.Metrics.storeOp("revocations", start, err) }()
 	err = s.Store.Revocations(ctx, a.Tenant, artifactID, now, func(r Revocation) error {
 		if r.Artifact == a.ID && r.TokenID == tokenID {
 			again = true
@@ -375,6 +380,7 @@ func (s *Service) readRevocations(a Artifact, l *revokedList) {
 		return nil
 	})
 	s.Metrics.revocationRead(time.Since(start), err)
+	s.Metrics.storeOp("revocations", start, err)
 	r := &s.revoked
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -108,12 +108,14 @@ func (s *Service) Put(ctx context.Context, meta Artifact, ttl time.Duration, r i
 	// expiry is rounded to the second, never outlives the artifact.
 	meta.Expires = now.Add(s.ttl(ttl) + time.Second)
 	src := &source{r: r}
+	start := time.Now()
 	a, err := s.Store.Put(ctx, meta, src)
 	if err != nil && src.err != nil {
 		// The store failed because its input did: say so, whatever the
 		// store wrapped the reader's error in.
 		err = fmt.Errorf("put %s: %w: %w", meta.ID, ErrIncomplete, src.err)
 	}
+	s.Metrics.storeOp("put", start, err)
 	s.Metrics.put(a.Size, err)
 	if err != nil {
 		return Artifact{}, err
@@ -151,7 +153,10 @@ func (s *Service) Stat(ctx context.Context, id string) (Artifact, error) {
 	a, ok := s.Cache.meta(id)
 	if !ok {
 		var err error
-		if a, err = s.Store.Stat(ctx, id); err != nil {
+		start := time.Now()
+		a, err = s.Store.Stat(ctx, id)
+		s.Metrics.storeOp("stat", start, err)
+		if err != nil {
 			if errors.Is(err, ErrNotFound) {
 				s.Cache.remove(id) // a blob may outlive its metadata here
 			}
@@ -189,7 +194,9 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 // concurrent fetch cache it again while it was still in the store.
 func (s *Service) delete(ctx context.Context, id string) error {
 	s.Cache.bury(id)
+	start := time.Now()
 	err := s.Store.Delete(ctx, id)
+	s.Metrics.storeOp("delete", start, err)
 	s.Cache.remove(id)
 	return err
 }
@@ -198,7 +205,9 @@ func (s *Service) delete(ctx context.Context, id string) error {
 // they stop counting against its tenant's bound. Best effort: the sweeper
 // removes them at the artifact's expiry anyway.
 func (s *Service) dropRevocations(ctx context.Context, a Artifact) {
-	_ = s.Store.DeleteRevocations(ctx, a.Tenant, a.ID)
+	start := time.Now()
+	err := s.Store.DeleteRevocations(ctx, a.Tenant, a.ID)
+	s.Metrics.storeOp("delete_revocations", start, err)
 }
 
 // Link mints an httpUrl for a, after the mint decision allows it. The link
@@ -352,4 +361,22 @@ func Info(a Artifact) decision.ArtifactInfo {
 		i.Expires = a.Expires.Unix()
 	}
 	return i
+}
+
+// open opens length bytes of id from offset in the store (Store.Open),
+// measured.
+func (s *Service) open(ctx context.Context, id string, offset, length int64) (io.ReadCloser, error) {
+	start := time.Now()
+	rc, err := s.Store.Open(ctx, id, offset, length)
+	s.Metrics.storeOp("open", start, err)
+	return rc, err
+}
+
+// Ping reports whether the store is reachable and writable (Store.Ping),
+// measured.
+func (s *Service) Ping(ctx context.Context) error {
+	start := time.Now()
+	err := s.Store.Ping(ctx)
+	s.Metrics.storeOp("ping", start, err)
+	return err
 }

@@ -24,6 +24,7 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 	}
 	before := s.now().Add(-leeway)
 	n := 0
+	start := time.Now()
 	err := s.Store.ListExpired(ctx, before, func(id string) error {
 		if err := s.delete(ctx, id); err != nil {
 			return err
@@ -31,10 +32,13 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 		n++
 		return nil
 	})
+	s.Metrics.storeOp("list_expired", start, err) // the deletes it drove included
 	if err != nil {
 		return n, err // the store is likely down: the next sweep does the rest
 	}
+	start = time.Now()
 	_, err = s.Store.SweepRevocations(ctx, before)
+	s.Metrics.storeOp("sweep_revocations", start, err)
 	return n, err
 }
 

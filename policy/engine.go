@@ -19,6 +19,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // ErrEval is wrapped by every evaluation failure; the decision returned with
@@ -97,6 +98,8 @@ type Engine struct {
 
 	evalCancelled atomic.Int64
 	evalTimeouts  atomic.Int64
+
+	decisionSeconds *prometheus.HistogramVec // see metrics.go
 }
 
 // compiled is one policy ready to evaluate: its prepared queries and
@@ -126,7 +129,8 @@ func New(ctx context.Context, o Options) (*Engine, error) {
 	if err := checkBundleKey(o); err != nil {
 		return nil, err
 	}
-	e := &Engine{o: o, log: o.Logger, past: map[string]string{}, pastRevs: map[string]bool{}}
+	e := &Engine{o: o, log: o.Logger, past: map[string]string{}, pastRevs: map[string]bool{},
+		decisionSeconds: newDecisionHistogram()}
 	c, fp, err := e.build(ctx, o.Dir, o.Bundle)
 	if err != nil {
 		return nil, err
@@ -251,6 +255,13 @@ func (s *source) compile(ctx context.Context) (*compiled, error) {
 // cached fetch, building the OPA input and evaluating it cost about as much
 // CPU as the rest of the request together.
 func (e *Engine) Fetch(ctx context.Context, in FetchInput) (FetchDecision, error) {
+	start := time.Now()
+	d, err := e.fetch(ctx, in)
+	e.decided("fetch", start, d.Allow, err)
+	return d, err
+}
+
+func (e *Engine) fetch(ctx context.Context, in FetchInput) (FetchDecision, error) {
 	if e.cur.Load().builtin && e.dlog == nil && e.dry.Load() == nil {
 		return builtinFetch(in), nil
 	}
@@ -259,12 +270,18 @@ func (e *Engine) Fetch(ctx context.Context, in FetchInput) (FetchDecision, error
 
 // Offload evaluates data.spillway.offload. An error keeps content inline.
 func (e *Engine) Offload(ctx context.Context, in OffloadInput) (OffloadDecision, error) {
-	return eval[OffloadDecision](ctx, e, "offload", func(c *compiled) rego.PreparedEvalQuery { return c.offload }, offloadInput(in))
+	start := time.Now()
+	d, err := eval[OffloadDecision](ctx, e, "offload", func(c *compiled) rego.PreparedEvalQuery { return c.offload }, offloadInput(in))
+	e.decided("offload", start, d.Offload, err)
+	return d, err
 }
 
 // Mint evaluates data.spillway.mint. An error comes with a denying decision.
 func (e *Engine) Mint(ctx context.Context, in MintInput) (MintDecision, error) {
-	return eval[MintDecision](ctx, e, "mint", func(c *compiled) rego.PreparedEvalQuery { return c.mint }, mintInput(in))
+	start := time.Now()
+	d, err := eval[MintDecision](ctx, e, "mint", func(c *compiled) rego.PreparedEvalQuery { return c.mint }, mintInput(in))
+	e.decided("mint", start, d.Allow, err)
+	return d, err
 }
 
 // Call evaluates data.spillway.call: may in.Tenant's request reach
@@ -284,6 +301,13 @@ func (e *Engine) Mint(ctx context.Context, in MintInput) (MintDecision, error) {
 // matched), the call is refused with an error. The built-in policy allows
 // every call (default call := {"allow": true}).
 func (e *Engine) Call(ctx context.Context, in CallInput) (CallDecision, error) {
+	start := time.Now()
+	d, err := e.call(ctx, in)
+	e.decided("call", start, d.Allow, err)
+	return d, err
+}
+
+func (e *Engine) call(ctx context.Context, in CallInput) (CallDecision, error) {
 	if c := e.cur.Load(); (c.builtin || !c.definesCall) && e.dlog == nil && e.dry.Load() == nil {
 		return builtinCall(in), nil // what the query would say, without building the input
 	}
@@ -616,23 +640,6 @@ func (e *Engine) refuseOlder(cur, c *compiled) error {
 func decimal(rev string) (uint64, bool) {
 	n, err := strconv.ParseUint(rev, 10, 64)
 	return n, err == nil
-}
-
-// WriteMetrics writes the engine's counters in the Prometheus text format.
-func (e *Engine) WriteMetrics(w io.Writer) {
-	s := e.Status()
-	fmt.Fprintf(w, "# HELP spillway_policy_reloads_total Policies swapped in by a reload.\n# TYPE spillway_policy_reloads_total counter\nspillway_policy_reloads_total %d\n", s.Reloads)
-	fmt.Fprintf(w, "# HELP spillway_policy_reload_refusals_total Policies refused on reload (compile error or failing tests).\n# TYPE spillway_policy_reload_refusals_total counter\nspillway_policy_reload_refusals_total %d\n", s.Refusals)
-	fmt.Fprintf(w, "# HELP spillway_policy_eval_errors_total Decisions that failed to evaluate (and denied).\n# TYPE spillway_policy_eval_errors_total counter\nspillway_policy_eval_errors_total %d\n", s.EvalErrors)
-	fmt.Fprintf(w, "# HELP spillway_policy_eval_cancelled_total Decisions cancelled by their caller, e.g. a client that disconnected (and denied).\n# TYPE spillway_policy_eval_cancelled_total counter\nspillway_policy_eval_cancelled_total %d\n", s.EvalCancelled)
-	fmt.Fprintf(w, "# HELP spillway_policy_eval_timeouts_total Decisions that passed their deadline (and denied).\n# TYPE spillway_policy_eval_timeouts_total counter\nspillway_policy_eval_timeouts_total %d\n", s.EvalTimeouts)
-	refused := 0
-	if s.LastError != "" {
-		refused = 1
-	}
-	fmt.Fprintf(w, "# HELP spillway_policy_last_reload_refused 1 when the newest policy on disk was refused.\n# TYPE spillway_policy_last_reload_refused gauge\nspillway_policy_last_reload_refused %d\n", refused)
-	fmt.Fprintf(w, "# HELP spillway_policy_decision_log_dropped_total Decision log lines dropped because the queue was full.\n# TYPE spillway_policy_decision_log_dropped_total counter\nspillway_policy_decision_log_dropped_total %d\n", s.DecisionLogDropped)
-	fmt.Fprintf(w, "# HELP spillway_policy_decision_log_write_errors_total Decision log lines the writer failed to write.\n# TYPE spillway_policy_decision_log_write_errors_total counter\nspillway_policy_decision_log_write_errors_total %d\n", s.DecisionLogWriteErrors)
 }
 
 // Close flushes the decision log (see Options.DecisionLogFlush); the
