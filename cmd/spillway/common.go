@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/fsstore"
 	"github.com/spillway-dev/spillway/artifact/s3store"
@@ -94,6 +96,11 @@ type deps struct {
 	engine  *policy.Engine
 	keyFile string // the signing keys' file, to watch; "" when they came from --signing-keys
 	close   []func() error
+
+	// registry is what /metrics serves: the Go runtime, the process, svc's
+	// Metrics and the engine; other parts register their own collectors
+	// on it before the server starts (see newRegistry).
+	registry *prometheus.Registry
 }
 
 func (d *deps) Close() error {
@@ -145,6 +152,7 @@ func (f *storeFlags) open(ctx context.Context, log *slog.Logger, stdout io.Write
 		DefaultTTL: f.defaultTTL,
 		MaxTTL:     f.maxTTL,
 	}
+	d.registry = newRegistry(d.svc.Metrics, d.engine)
 	ok = true
 	return d, nil
 }

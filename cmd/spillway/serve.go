@@ -409,8 +409,8 @@ func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
 }
 
 // registerProbes mounts /healthz, /readyz and /metrics behind the guard;
-// /readyz tells its details, and /metrics its counters (every tenant's
-// together), only to callers detail admits: a sandbox holding a link
+// /readyz tells its details, and /metrics the registry's series (every
+// tenant's together; see newRegistry), only to callers detail admits: a sandbox holding a link
 // reaches --listen too.
 func (s *server) registerProbes(r *mux.Router, g *identity.Guard, detail func(*http.Request) bool) {
 	r.Handle("/healthz", api.Guarded(g, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -420,12 +420,13 @@ func (s *server) registerProbes(r *mux.Router, g *identity.Guard, detail func(*h
 	r.Handle("/readyz", api.Guarded(g, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.readyz(w, r, detail(r))
 	}))).Methods(http.MethodGet, http.MethodHead)
+	metrics := metricsHandler(s.deps.registry, slog.NewLogLogger(s.log.Handler(), slog.LevelWarn))
 	r.Handle("/metrics", api.Guarded(g, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !detail(r) {
 			s.refuseMetrics(w)
 			return
 		}
-		s.metrics(w, r)
+		metrics.ServeHTTP(w, r)
 	}))).Methods(http.MethodGet)
 }
 
@@ -534,7 +535,7 @@ func (s *server) readyz(w http.ResponseWriter, r *http.Request, detail bool) {
 	defer cancel()
 	checks := map[string]string{"store": "ok", "policy": "ok"}
 	status := http.StatusOK
-	if err := s.deps.svc.Store.Ping(ctx); err != nil {
+	if err := s.deps.svc.Ping(ctx); err != nil {
 		checks["store"], status = err.Error(), http.StatusServiceUnavailable
 	}
 	if err := s.deps.engine.Ready(); err != nil {
@@ -598,12 +599,6 @@ func (s *server) refuseMetrics(w http.ResponseWriter) {
 	}
 	httpsafe.WriteError(w, httpsafe.NewError(http.StatusForbidden, "forbidden",
 		"metrics are served on --api-listen, or here with an inbound token"))
-}
-
-func (s *server) metrics(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	s.deps.svc.Metrics.WritePrometheus(w)
-	s.deps.engine.WriteMetrics(w)
 }
 
 // tenants reads the inbound tokens from --auth-tokens or --auth-tokens-file.
