@@ -19,7 +19,6 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // ErrEval is wrapped by every evaluation failure; the decision returned with
@@ -99,7 +98,7 @@ type Engine struct {
 	evalCancelled atomic.Int64
 	evalTimeouts  atomic.Int64
 
-	decisionSeconds *prometheus.HistogramVec // see metrics.go
+	decisionSeconds *decisionTimer // see metrics.go
 }
 
 // compiled is one policy ready to evaluate: its prepared queries and
@@ -130,7 +129,7 @@ func New(ctx context.Context, o Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{o: o, log: o.Logger, past: map[string]string{}, pastRevs: map[string]bool{},
-		decisionSeconds: newDecisionHistogram()}
+		decisionSeconds: newDecisionTimer()}
 	c, fp, err := e.build(ctx, o.Dir, o.Bundle)
 	if err != nil {
 		return nil, err
@@ -257,7 +256,7 @@ func (s *source) compile(ctx context.Context) (*compiled, error) {
 func (e *Engine) Fetch(ctx context.Context, in FetchInput) (FetchDecision, error) {
 	start := time.Now()
 	d, err := e.fetch(ctx, in)
-	e.decided("fetch", start, d.Allow, err)
+	e.decided(pointFetch, start, d.Allow, err)
 	return d, err
 }
 
@@ -272,7 +271,7 @@ func (e *Engine) fetch(ctx context.Context, in FetchInput) (FetchDecision, error
 func (e *Engine) Offload(ctx context.Context, in OffloadInput) (OffloadDecision, error) {
 	start := time.Now()
 	d, err := eval[OffloadDecision](ctx, e, "offload", func(c *compiled) rego.PreparedEvalQuery { return c.offload }, offloadInput(in))
-	e.decided("offload", start, d.Offload, err)
+	e.decided(pointOffload, start, d.Offload, err)
 	return d, err
 }
 
@@ -280,7 +279,7 @@ func (e *Engine) Offload(ctx context.Context, in OffloadInput) (OffloadDecision,
 func (e *Engine) Mint(ctx context.Context, in MintInput) (MintDecision, error) {
 	start := time.Now()
 	d, err := eval[MintDecision](ctx, e, "mint", func(c *compiled) rego.PreparedEvalQuery { return c.mint }, mintInput(in))
-	e.decided("mint", start, d.Allow, err)
+	e.decided(pointMint, start, d.Allow, err)
 	return d, err
 }
 
@@ -303,7 +302,7 @@ func (e *Engine) Mint(ctx context.Context, in MintInput) (MintDecision, error) {
 func (e *Engine) Call(ctx context.Context, in CallInput) (CallDecision, error) {
 	start := time.Now()
 	d, err := e.call(ctx, in)
-	e.decided("call", start, d.Allow, err)
+	e.decided(pointCall, start, d.Allow, err)
 	return d, err
 }
 
