@@ -324,3 +324,43 @@ func TestStreamAbandoned(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamUndeclared: a client that declares nothing is unaffected.
+// Its initialize offers no streams, and its stream/* requests go to the
+// upstream as before, which answers "method not found", and the client
+// gets the upstream's bytes.
+func TestStreamUndeclared(t *testing.T) {
+	for _, era := range []string{"session", "stateless"} {
+		t.Run(era, func(t *testing.T) {
+			t.Parallel()
+			up, upURL := newHangingUpstream(t)
+			p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: upURL}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Close() })
+			c := &streamCaller{url: serve(t, p), era: era, caps: map[string]any{}}
+			if era == "session" {
+				resp := c.post(t, map[string]any{"id": 1, "method": "initialize", "params": map[string]any{
+					"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}}})
+				c.session = resp.Header.Get("Mcp-Session-Id")
+				if init := messages(t, resp); len(init) != 1 || strings.Contains(init[0], `"streams"`) {
+					t.Errorf("initialize of a client that declared nothing: %v", init)
+				}
+				c.post(t, map[string]any{"method": "notifications/initialized"}).Body.Close()
+			}
+			for i, method := range []string{"stream/poll", "stream/resume", "stream/poll/all"} {
+				id := 10 + i
+				got := c.request(t, id, method, map[string]any{"streamId": strings.Repeat("0", 32)})
+				want := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"error":{"code":-32601,"message":"Method not found"}}`, id)
+				if got != want {
+					t.Errorf("%s: %s, want the upstream's answer %s", method, got, want)
+				}
+				msgs, _ := up.received()
+				if !strings.Contains(strings.Join(msgs, "\n"), `"method":"`+method+`"`) {
+					t.Errorf("%s never reached the upstream", method)
+				}
+			}
+		})
+	}
+}
