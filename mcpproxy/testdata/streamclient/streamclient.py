@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A client of resumable streams written for Spillway's tests from the draft
-(../../../../shared/specs/resumable-streams-draft.md in the workspace) and
-Spillway's wire contract for it (the Streams section of mcpproxy/README.md).
+("Streams", resumable-streams-draft.md among the specs Spillway follows) and
+Spillway's wire contract for it (mcpproxy/internal/faces/resumable/README.md).
 It uses the Python standard library only, speaks MCP itself (Streamable
 HTTP in either era, or newline-delimited JSON-RPC to a child's stdio), parses
 Server-Sent Events itself, runs one scenario and prints a JSON report on
