@@ -130,9 +130,14 @@ func (c *streamCaller) post(t *testing.T, msg map[string]any) *http.Response {
 	}
 	req, _ := http.NewRequest(http.MethodPost, c.url, nil)
 	if c.era == "stateless" {
-		params["_meta"] = map[string]any{"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-			"io.modelcontextprotocol/clientCapabilities": c.caps,
-			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "t", "version": "1"}}
+		meta, _ := params["_meta"].(map[string]any)
+		if meta == nil {
+			meta = map[string]any{}
+		}
+		meta["io.modelcontextprotocol/protocolVersion"] = "2026-07-28"
+		meta["io.modelcontextprotocol/clientCapabilities"] = c.caps
+		meta["io.modelcontextprotocol/clientInfo"] = map[string]any{"name": "t", "version": "1"}
+		params["_meta"] = meta
 		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
 		req.Header.Set("Mcp-Method", msg["method"].(string))
 		if n, ok := params["name"].(string); ok {

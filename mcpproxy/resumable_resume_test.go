@@ -1,0 +1,214 @@
+package mcpproxy_test
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spillway-dev/spillway/mcpproxy"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/sse"
+)
+
+// streamEvent is one event of a stream as a client read it.
+type streamEvent struct {
+	id  string
+	msg map[string]json.RawMessage
+}
+
+// readStreamEvents reads events from r and sends them on out until the
+// response ends; then it closes out.
+func readStreamEvents(r *sse.Reader, out chan<- streamEvent) {
+	defer close(out)
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			return
+		}
+		var m map[string]json.RawMessage
+		if len(ev.Data) > 0 && json.Unmarshal(ev.Data, &m) == nil {
+			out <- streamEvent{ev.ID, m}
+		}
+	}
+}
+
+// TestStreamTakeover: a second stream/resume takes a live stream over.
+// The first resume's response ends with {status: live, takenOver: true};
+// the second, from the last id the client processed, gets every later
+// message in order, then the end and {status: completed}; the client,
+// dropping ids it has seen, processes each of the 17 once.
+func TestStreamTakeover(t *testing.T) {
+	up, _ := recordedBigtool(t)
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: up})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	c := &streamCaller{url: serve(t, p), era: "stateless", caps: map[string]any{"streams": map[string]any{}}}
+
+	resp := c.post(t, map[string]any{"id": 5, "method": "tools/call", "params": map[string]any{"name": "slow_report",
+		"arguments": map[string]any{"seconds": 3, "interval_ms": 200, "size": 1000}, "_meta": map[string]any{"progressToken": "p"}}})
+	call := make(chan streamEvent, 100)
+	go readStreamEvents(sse.NewReader(resp.Body, 0), call)
+	var streamID, last string
+	seen := map[string]int{} // event id → times received
+	for ev := range call {
+		if ev.id != "" {
+			seen[ev.id]++
+			last = ev.id
+		}
+		var m struct {
+			Method string
+			Params struct{ Stream struct{ StreamID string } }
+		}
+		b, _ := json.Marshal(ev.msg)
+		json.Unmarshal(b, &m)
+		if m.Method == "notifications/stream/create" {
+			streamID = m.Params.Stream.StreamID
+		}
+		if m.Method == "notifications/progress" {
+			break
+		}
+	}
+	resp.Body.Close() // the drop
+	if streamID == "" || last == "" {
+		t.Fatalf("no stream/create and progress (stream %q, last id %q)", streamID, last)
+	}
+
+	first := c.post(t, map[string]any{"id": 6, "method": "stream/resume", "params": map[string]any{"streamId": streamID, "lastEventId": last}})
+	defer first.Body.Close()
+	if !strings.HasPrefix(first.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("stream/resume: %s %s: %s", first.Status, first.Header.Get("Content-Type"), messages(t, first))
+	}
+	a := make(chan streamEvent, 100)
+	go readStreamEvents(sse.NewReader(first.Body, 0), a)
+	select { // the first resume carries a message, then it is taken over
+	case ev, ok := <-a:
+		if !ok || ev.id == "" {
+			t.Fatalf("the first resume ended before any message (%s)", jsonText(ev.msg))
+		}
+		seen[ev.id]++
+		last = ev.id
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first resume carried nothing")
+	}
+	// The client takes the stream over from the last id it processed (a
+	// message the first connection gets meanwhile may come again, with its
+	// id: the client drops it).
+	second := c.post(t, map[string]any{"id": 7, "method": "stream/resume", "params": map[string]any{"streamId": streamID, "lastEventId": last}})
+	defer second.Body.Close()
+	b := make(chan streamEvent, 100)
+	go readStreamEvents(sse.NewReader(second.Body, 0), b)
+
+	var firstEnd, secondEnd string
+	for ev := range a {
+		if ev.id == "" {
+			firstEnd = string(ev.msg["result"])
+			continue
+		}
+		seen[ev.id]++
+	}
+	var results, ends int
+	after, _ := strconv.Atoi(last)
+	for ev := range b {
+		if ev.id == "" {
+			secondEnd = string(ev.msg["result"])
+			continue
+		}
+		if n, _ := strconv.Atoi(ev.id); n != after+1 {
+			t.Errorf("the second resume from id %s carried id %s after %d", last, ev.id, after)
+		} else {
+			after = n
+		}
+		if seen[ev.id] > 0 {
+			continue // already processed
+		}
+		seen[ev.id]++
+		if string(ev.msg["id"]) == "5" && ev.msg["result"] != nil {
+			results++
+		}
+		if strings.Contains(string(ev.msg["method"]), "notifications/stream/end") {
+			ends++
+		}
+	}
+	if want := `{"streamId":"` + streamID + `","status":"live","takenOver":true}`; !jsonEqual(firstEnd, want) {
+		t.Errorf("the first resume ended with %s, want %s", firstEnd, want)
+	}
+	if want := `{"streamId":"` + streamID + `","status":"completed"}`; !jsonEqual(secondEnd, want) {
+		t.Errorf("the second resume ended with %s, want %s", secondEnd, want)
+	}
+	if results != 1 || ends != 1 {
+		t.Errorf("the second resume carried %d results and %d ends, want 1 each", results, ends)
+	}
+	for i := 1; i <= len(seen); i++ {
+		if n := seen[strconv.Itoa(i)]; n != 1 {
+			t.Errorf("event id %d processed %d times, want once (ids %v)", i, n, seen)
+		}
+	}
+	if len(seen) != 17 { // 15 progress notifications, the result, the end
+		t.Errorf("%d distinct event ids, want 17: %v", len(seen), seen)
+	}
+}
+
+// jsonEqual reports whether a and b are the same JSON value.
+func jsonEqual(a, b string) bool {
+	var x, y any
+	if json.Unmarshal([]byte(a), &x) != nil || json.Unmarshal([]byte(b), &y) != nil {
+		return false
+	}
+	return jsonText(x) == jsonText(y)
+}
+
+// TestStreamClientCancels: an explicit notifications/cancelled from the
+// client still cancels a streamed request after its connection dropped:
+// the upstream is told, and the stream ends (a resume then delivers its
+// end). Malformed stream params answer -32602.
+func TestStreamClientCancels(t *testing.T) {
+	up, upURL := newHangingUpstream(t)
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: upURL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	c := &streamCaller{url: serve(t, p), era: "session", caps: map[string]any{"streams": map[string]any{}}}
+	c.initialize(t)
+	stream := c.openStream(t, 7)
+	var upID string
+	select {
+	case upID = <-up.calls:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call never reached the upstream")
+	}
+	c.post(t, map[string]any{"method": "notifications/cancelled", "params": map[string]any{"requestId": 7, "reason": "the user stopped it"}}).Body.Close()
+	for deadline := time.Now().Add(10 * time.Second); !up.cancelledFor(upID); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			msgs, _ := up.received()
+			t.Fatalf("the upstream was not told of the cancellation:\n%s", strings.Join(msgs, "\n"))
+		}
+	}
+	var poll string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		poll = c.request(t, 8, "stream/poll", map[string]any{"streamId": stream})
+		if strings.Contains(poll, `"status":"completed"`) || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !strings.Contains(poll, `"status":"completed"`) {
+		t.Fatalf("the cancelled stream never ended: %s", poll)
+	}
+	msgs := messages(t, c.post(t, map[string]any{"id": 9, "method": "stream/resume", "params": map[string]any{"streamId": stream}}))
+	if all := strings.Join(msgs, "\n"); !strings.Contains(all, `"notifications/stream/end"`) || !strings.Contains(msgs[len(msgs)-1], `"status":"completed"`) {
+		t.Errorf("the resume of the cancelled stream: %s", all)
+	}
+
+	for i, params := range []map[string]any{{"streamId": 5}, {}, {"streamId": stream, "lastEventId": "x"}} {
+		method := "stream/poll"
+		if i == 2 {
+			method = "stream/resume"
+		}
+		if got := c.request(t, 20+i, method, params); !strings.Contains(got, `"code":-32602`) {
+			t.Errorf("%s %v: %s, want -32602", method, params, got)
+		}
+	}
+}
