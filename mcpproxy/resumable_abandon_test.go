@@ -27,11 +27,12 @@ type hangingUpstream struct {
 	closed   []string // ids of the tools/call requests whose stream the proxy closed
 	sessions int
 	calls    chan string
+	answers  chan string // responses the client sent to the upstream's requests
 	done     chan struct{}
 }
 
 func newHangingUpstream(t *testing.T) (*hangingUpstream, string) {
-	h := &hangingUpstream{calls: make(chan string, 100), done: make(chan struct{})}
+	h := &hangingUpstream{calls: make(chan string, 100), answers: make(chan string, 1), done: make(chan struct{})}
 	url := serve(t, h)
 	t.Cleanup(func() { close(h.done) })
 	return h, url
@@ -59,7 +60,13 @@ func (h *hangingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,%s}`, m.ID, v)
 	}
 	switch {
-	case m.ID == nil:
+	case m.ID == nil || m.Method == "":
+		if m.Method == "" && m.ID != nil { // a response: to the roots/list of ask
+			select {
+			case h.answers <- string(body):
+			default:
+			}
+		}
 		w.WriteHeader(http.StatusAccepted)
 	case m.Method == "initialize":
 		h.mu.Lock()
@@ -71,6 +78,8 @@ func (h *hangingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		reply(`"result":{"tools":[{"name":"hang","inputSchema":{"type":"object"}}]}`)
 	case m.Method == "ping":
 		reply(`"result":{}`)
+	case m.Method == "tools/call" && bytes.Contains(body, []byte(`"name":"ask"`)):
+		h.ask(w, r, m.ID)
 	case m.Method == "tools/call":
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusOK)
@@ -85,6 +94,24 @@ func (h *hangingUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	default:
 		reply(`"error":{"code":-32601,"message":"Method not found"}`)
+	}
+}
+
+// ask serves the tool "ask": on the call's stream it asks the client
+// roots/list (after 300 ms), waits for the answer, then answers the call.
+func (h *hangingUpstream) ask(w http.ResponseWriter, r *http.Request, id json.RawMessage) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	w.(http.Flusher).Flush()
+	time.Sleep(300 * time.Millisecond) // the client drops before the request
+	fmt.Fprint(w, "data: {\"jsonrpc\":\"2.0\",\"id\":\"q1\",\"method\":\"roots/list\"}\n\n")
+	w.(http.Flusher).Flush()
+	select {
+	case a := <-h.answers:
+		text, _ := json.Marshal("the client answered: " + a)
+		fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":\"text\",\"text\":%s}]}}\n\n", id, text)
+	case <-r.Context().Done():
+	case <-h.done:
 	}
 }
 
@@ -252,7 +279,8 @@ func withoutID(t *testing.T, raw string) string {
 // here) is abandoned: the upstream is told (notifications/cancelled in the
 // session era; its request's connection closed in 2026-07-28), and resume
 // and poll then answer -32011. Another tenant's poll or resume of the
-// stream's id, while it lives, gets exactly the unknown-id answer.
+// stream's id, while it lives, gets exactly the unknown-id answer, as does
+// (session era) a poll from another session of the same tenant.
 func TestStreamAbandoned(t *testing.T) {
 	for _, era := range []string{"session", "stateless"} {
 		t.Run(era, func(t *testing.T) {
@@ -290,6 +318,16 @@ func TestStreamAbandoned(t *testing.T) {
 				got := withoutID(t, b.request(t, 21, method, map[string]any{"streamId": stream}))
 				if got != want || !strings.Contains(want, `"code":-32011`) {
 					t.Errorf("%s of another tenant's stream: %s; of an unknown id: %s (want the same -32011 error)", method, got, want)
+				}
+			}
+			if era == "session" {
+				// The same tenant in another session: the stream is bound to
+				// the session that created it.
+				a2 := &streamCaller{url: url, token: a.token, era: era, caps: caps}
+				a2.initialize(t)
+				want := withoutID(t, a2.request(t, 25, "stream/poll", map[string]any{"streamId": unknown}))
+				if got := withoutID(t, a2.request(t, 26, "stream/poll", map[string]any{"streamId": stream})); got != want {
+					t.Errorf("stream/poll from another session of the same tenant: %s, want the unknown-id answer %s", got, want)
 				}
 			}
 			if len(a.request(t, 22, "stream/poll/all", map[string]any{})) == 0 ||

@@ -212,3 +212,79 @@ func TestStreamClientCancels(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamServerRequest: a server-to-client request waits in a dropped
+// stream like any message: a poll shows it (hasRequest), the resume
+// delivers it with an event id, the client's answer reaches the upstream,
+// and the call's result and the end follow on the same resume.
+func TestStreamServerRequest(t *testing.T) {
+	up, upURL := newHangingUpstream(t)
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: upURL}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	c := &streamCaller{url: serve(t, p), era: "session", caps: map[string]any{"streams": map[string]any{}, "roots": map[string]any{}}}
+	c.initialize(t)
+	resp := c.post(t, map[string]any{"id": 7, "method": "tools/call", "params": map[string]any{"name": "ask", "arguments": map[string]any{}}})
+	call := make(chan streamEvent, 10)
+	go readStreamEvents(sse.NewReader(resp.Body, 0), call)
+	var stream string
+	if ev := <-call; string(ev.msg["method"]) == `"notifications/stream/create"` {
+		var ps struct{ Stream struct{ StreamID string } }
+		json.Unmarshal(ev.msg["params"], &ps)
+		stream = ps.Stream.StreamID
+	}
+	resp.Body.Close() // the drop, before the request is read
+	if stream == "" {
+		t.Fatal("no notifications/stream/create first")
+	}
+	var poll string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		poll = c.request(t, 8, "stream/poll", map[string]any{"streamId": stream})
+		if strings.Contains(poll, `"hasRequest":true`) || time.Now().After(deadline) {
+			break
+		}
+	}
+	var pr pollResult
+	json.Unmarshal(json.RawMessage(resultOf(t, poll)), &pr)
+	if pr != (pollResult{StreamID: stream, Status: "live", PendingMessages: true, HasRequest: true}) {
+		t.Fatalf("poll with the upstream's request pending: %s", poll)
+	}
+
+	resume := c.post(t, map[string]any{"id": 9, "method": "stream/resume", "params": map[string]any{"streamId": stream}})
+	defer resume.Body.Close()
+	evs := make(chan streamEvent, 10)
+	go readStreamEvents(sse.NewReader(resume.Body, 0), evs)
+	var got []string
+	for ev := range evs {
+		got = append(got, ev.id+" "+jsonText(ev.msg))
+		if string(ev.msg["method"]) == `"roots/list"` {
+			if ev.id == "" {
+				t.Error("the upstream's request came without an event id")
+			}
+			c.post(t, map[string]any{"id": json.RawMessage(ev.msg["id"]), "result": map[string]any{"roots": []any{}}}).Body.Close()
+		}
+	}
+	all := strings.Join(got, "\n")
+	if len(got) != 4 || !strings.Contains(got[0], `"roots/list"`) || !strings.Contains(got[1], `the client answered`) ||
+		!strings.Contains(got[2], "notifications/stream/end") || !strings.Contains(got[3], `"status":"completed"`) {
+		t.Errorf("the resume carried:\n%s\nwant the request, the result, the end and the resume's answer", all)
+	}
+	if !strings.Contains(all, `\"roots\":[]`) {
+		t.Errorf("the upstream did not get the client's answer:\n%s", all)
+	}
+	if msgs, _ := up.received(); !strings.Contains(strings.Join(msgs, "\n"), `"id":"q1"`) {
+		t.Errorf("the answer reached the upstream without the id it asked with:\n%s", strings.Join(msgs, "\n"))
+	}
+}
+
+// resultOf is the result of a raw JSON-RPC response.
+func resultOf(t *testing.T, raw string) string {
+	t.Helper()
+	var m struct{ Result json.RawMessage }
+	if json.Unmarshal([]byte(raw), &m) != nil || m.Result == nil {
+		t.Fatalf("not a result: %s", raw)
+	}
+	return string(m.Result)
+}
