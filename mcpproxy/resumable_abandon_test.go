@@ -282,6 +282,7 @@ func withoutID(t *testing.T, raw string) string {
 // stream's id, while it lives, gets exactly the unknown-id answer, as does
 // (session era) a poll from another session of the same tenant.
 func TestStreamAbandoned(t *testing.T) {
+	t.Parallel()
 	for _, era := range []string{"session", "stateless"} {
 		t.Run(era, func(t *testing.T) {
 			t.Parallel()
@@ -373,6 +374,7 @@ func TestStreamAbandoned(t *testing.T) {
 // upstream as before, which answers "method not found", and the client
 // gets the upstream's bytes.
 func TestStreamUndeclared(t *testing.T) {
+	t.Parallel()
 	for _, era := range []string{"session", "stateless"} {
 		t.Run(era, func(t *testing.T) {
 			t.Parallel()

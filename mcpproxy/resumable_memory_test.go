@@ -186,10 +186,15 @@ func TestStreamMemoryBound(t *testing.T) {
 	errs := make(chan error, streams)
 	var wg sync.WaitGroup
 	work := make(chan int)
-	for range 32 {
+	// Progress every 500 ms: the drop after the first is far from the
+	// next message. (Written to a connection the client has closed but
+	// the server has not yet seen close, a stream's end counts as
+	// received and the stream is freed: with 100 ms, a loaded machine
+	// lost a few streams' bound errors that way.)
+	for range 100 {
 		wg.Go(func() {
 			for i := range work {
-				id, ended, failed, err := dropCall(url, token, 100+i, map[string]any{"seconds": 1, "interval_ms": 100, "size": size, "seed": i})
+				id, ended, failed, err := dropCall(url, token, 100+i, map[string]any{"seconds": 1.5, "interval_ms": 500, "size": size, "seed": i})
 				if err != nil {
 					errs <- err
 				}
@@ -250,12 +255,11 @@ func TestStreamMemoryBound(t *testing.T) {
 		t.Errorf("%d of %d streams ended with an error: 60 MB pending passes a bound of 16 MiB, so some but not all should", failed, streams)
 	}
 	// The Go heap may grow to twice what is live before it collects
-	// (GOGC=100); the rest is each stream's bookkeeping and the 1,000
-	// connections' buffers: 25 MiB when the same 1,000 streams hold 100-byte
-	// results. Measured on a 2-core machine: 56 MiB at this bound, 114 MiB
-	// without one (--streams-bytes 1 GiB).
-	if limit := int64(2*bound + 40<<20); grew > limit {
-		t.Errorf("VmRSS grew by %d bytes with %d streams pending, past %d (twice the bound of %d, and 40 MiB)", grew, streams, limit, bound)
+	// (GOGC=100); the rest is each stream's bookkeeping and the buffers of
+	// 100 connections at a time. Measured on a 2-core machine: 56 to 65 MiB
+	// at this bound, 121 MiB without one (--streams-bytes 1 GiB).
+	if limit := int64(2*bound + 48<<20); grew > limit {
+		t.Errorf("VmRSS grew by %d bytes with %d streams pending, past %d (twice the bound of %d, and 48 MiB)", grew, streams, limit, bound)
 	}
 
 	// Left alone past max, every stream is abandoned.

@@ -39,6 +39,7 @@ func readStreamEvents(r *sse.Reader, out chan<- streamEvent) {
 // message in order, then the end and {status: completed}; the client,
 // dropping ids it has seen, processes each of the 17 once.
 func TestStreamTakeover(t *testing.T) {
+	t.Parallel()
 	up, _ := recordedBigtool(t)
 	p, err := mcpproxy.New(mcpproxy.Options{Upstream: up})
 	if err != nil {
@@ -165,6 +166,7 @@ func jsonEqual(a, b string) bool {
 // the upstream is told, and the stream ends (a resume then delivers its
 // end). Malformed stream params answer -32602.
 func TestStreamClientCancels(t *testing.T) {
+	t.Parallel()
 	up, upURL := newHangingUpstream(t)
 	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: upURL}})
 	if err != nil {
@@ -218,6 +220,7 @@ func TestStreamClientCancels(t *testing.T) {
 // delivers it with an event id, the client's answer reaches the upstream,
 // and the call's result and the end follow on the same resume.
 func TestStreamServerRequest(t *testing.T) {
+	t.Parallel()
 	up, upURL := newHangingUpstream(t)
 	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: upURL}})
 	if err != nil {

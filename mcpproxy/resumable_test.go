@@ -103,6 +103,7 @@ func jsonText(v any) string {
 // progress notification it missed and the result exactly once, then
 // notifications/stream/end; the upstream saw no cancellation.
 func TestStreamDropAndResume(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("the tool runs 10 s")
 	}
@@ -266,6 +267,7 @@ func checkPolls(t *testing.T, r map[string]any, streamID string) {
 // serve --stdio`), a client polls and resumes a live stream, and gets the
 // progress and the result once, then notifications/stream/end.
 func TestStreamStdio(t *testing.T) {
+	t.Parallel()
 	bin := buildSpillway(t)
 	r := streamClient(t, "--seconds", "3", "--interval-ms", "500", "--size", "3000", "stdio-live", "--",
 		bin, "serve", "--stdio", "--upstream-cmd", buildBigtool(t), "--listen", "127.0.0.1:0", "--data", t.TempDir())
