@@ -115,6 +115,33 @@ func (h *hangingUpstream) ask(w http.ResponseWriter, r *http.Request, id json.Ra
 	}
 }
 
+// hangingProxy serves a proxy with options o in front of a new
+// hangingUpstream; it returns the upstream and the proxy's /mcp URL.
+func hangingProxy(t *testing.T, o mcpproxy.Options) (*hangingUpstream, string) {
+	t.Helper()
+	up, upURL := newHangingUpstream(t)
+	o.Upstream = &mcpproxy.HTTPUpstream{URL: upURL}
+	p, err := mcpproxy.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return up, serve(t, p)
+}
+
+// nextCall waits for a tools/call to reach the upstream and returns the
+// id the upstream saw.
+func (h *hangingUpstream) nextCall(t *testing.T) string {
+	t.Helper()
+	select {
+	case id := <-h.calls:
+		return id
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call never reached the upstream")
+		return ""
+	}
+}
+
 // received returns every message the upstream received and the ids of
 // the calls whose stream was closed.
 func (h *hangingUpstream) received() (messages, closed []string) {
@@ -150,6 +177,15 @@ type streamCaller struct {
 // post sends one message and returns the response.
 func (c *streamCaller) post(t *testing.T, msg map[string]any) *http.Response {
 	t.Helper()
+	resp, err := http.DefaultClient.Do(c.newRequest(msg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// newRequest is the POST of msg, with the headers and _meta of c's era.
+func (c *streamCaller) newRequest(msg map[string]any) *http.Request {
 	params, _ := msg["params"].(map[string]any)
 	if params == nil {
 		params = map[string]any{}
@@ -183,11 +219,7 @@ func (c *streamCaller) post(t *testing.T, msg map[string]any) *http.Response {
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp
+	return req
 }
 
 // messages reads an answer to its end: its JSON-RPC messages, raw.
@@ -286,30 +318,19 @@ func TestStreamAbandoned(t *testing.T) {
 	for _, era := range []string{"session", "stateless"} {
 		t.Run(era, func(t *testing.T) {
 			t.Parallel()
-			up, upURL := newHangingUpstream(t)
 			tenants, err := identity.NewTenants(map[string]string{"tokena-tokena-tokena": "a", "tokenb-tokenb-tokenb": "b"})
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: upURL}, Tenants: tenants,
+			up, url := hangingProxy(t, mcpproxy.Options{Tenants: tenants,
 				Streams: mcpproxy.StreamOptions{ResumeMin: time.Second, ResumeMax: 2 * time.Second}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { p.Close() })
-			url := serve(t, p)
 			caps := map[string]any{"streams": map[string]any{}}
 			a := &streamCaller{url: url, token: "tokena-tokena-tokena", era: era, caps: caps}
 			b := &streamCaller{url: url, token: "tokenb-tokenb-tokenb", era: era, caps: caps}
 			a.initialize(t)
 			b.initialize(t)
 			stream := a.openStream(t, 7)
-			var upID string
-			select {
-			case upID = <-up.calls:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the call never reached the upstream")
-			}
+			upID := up.nextCall(t)
 
 			// Another tenant's resume and poll of the live stream's id: the
 			// unknown-id answer, identical.
@@ -378,13 +399,8 @@ func TestStreamUndeclared(t *testing.T) {
 	for _, era := range []string{"session", "stateless"} {
 		t.Run(era, func(t *testing.T) {
 			t.Parallel()
-			up, upURL := newHangingUpstream(t)
-			p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: upURL}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { p.Close() })
-			c := &streamCaller{url: serve(t, p), era: era, caps: map[string]any{}}
+			up, url := hangingProxy(t, mcpproxy.Options{})
+			c := &streamCaller{url: url, era: era, caps: map[string]any{}}
 			if era == "session" {
 				resp := c.post(t, map[string]any{"id": 1, "method": "initialize", "params": map[string]any{
 					"protocolVersion": "2025-11-25", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "t", "version": "1"}}})

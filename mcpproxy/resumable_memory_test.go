@@ -2,7 +2,6 @@ package mcpproxy_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -60,38 +59,14 @@ func startSpillway(t *testing.T, extra ...string) (url, token string, proc *os.P
 	return "http://" + addr + "/mcp", token, cmd.Process
 }
 
-// statelessRequestAuth is a 2026-07-28 request of a client that declares
-// streams, with a bearer token.
-func statelessRequestAuth(url, token string, id int, method string, params map[string]any) *http.Request {
-	meta, _ := params["_meta"].(map[string]any)
-	if meta == nil {
-		meta = map[string]any{}
-	}
-	meta["io.modelcontextprotocol/protocolVersion"] = "2026-07-28"
-	meta["io.modelcontextprotocol/clientCapabilities"] = map[string]any{"streams": map[string]any{}}
-	params["_meta"] = meta
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
-	req.Header.Set("Mcp-Method", method)
-	if n, ok := params["name"].(string); ok {
-		req.Header.Set("Mcp-Name", n)
-	}
-	return req
-}
-
 // dropCall starts a stateless slow_report call that declares streams
 // and reads its stream until the first progress notification, then drops
 // the connection; it returns the stream's id. A stream that ends before
 // any progress (one refused at once by a bound) is read to its end:
 // ended is true then, and failed tells whether it ended with an error.
-func dropCall(url, token string, id int, args map[string]any) (streamID string, ended, failed bool, err error) {
-	req := statelessRequestAuth(url, token, id, "tools/call", map[string]any{"name": "slow_report", "arguments": args,
-		"_meta": map[string]any{"progressToken": id}})
-	resp, err := http.DefaultClient.Do(req)
+func dropCall(c *streamCaller, id int, args map[string]any) (streamID string, ended, failed bool, err error) {
+	resp, err := http.DefaultClient.Do(c.newRequest(map[string]any{"id": id, "method": "tools/call",
+		"params": map[string]any{"name": "slow_report", "arguments": args, "_meta": map[string]any{"progressToken": id}}}))
 	if err != nil {
 		return "", false, false, err
 	}
@@ -174,7 +149,7 @@ func TestStreamMemoryBound(t *testing.T) {
 			case <-stopPolling:
 				return
 			case <-time.After(time.Second):
-				if resp, err := http.DefaultClient.Do(statelessRequestAuth(url, token, 2, "stream/poll/all", map[string]any{})); err == nil {
+				if resp, err := http.DefaultClient.Do(c.newRequest(map[string]any{"id": 2, "method": "stream/poll/all"})); err == nil {
 					io.Copy(io.Discard, resp.Body)
 					resp.Body.Close()
 				}
@@ -194,7 +169,7 @@ func TestStreamMemoryBound(t *testing.T) {
 	for range 100 {
 		wg.Go(func() {
 			for i := range work {
-				id, ended, failed, err := dropCall(url, token, 100+i, map[string]any{"seconds": 1.5, "interval_ms": 500, "size": size, "seed": i})
+				id, ended, failed, err := dropCall(c, 100+i, map[string]any{"seconds": 1.5, "interval_ms": 500, "size": size, "seed": i})
 				if err != nil {
 					errs <- err
 				}

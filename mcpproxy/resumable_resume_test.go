@@ -167,21 +167,11 @@ func jsonEqual(a, b string) bool {
 // end). Malformed stream params answer -32602.
 func TestStreamClientCancels(t *testing.T) {
 	t.Parallel()
-	up, upURL := newHangingUpstream(t)
-	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: upURL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	c := &streamCaller{url: serve(t, p), era: "session", caps: map[string]any{"streams": map[string]any{}}}
+	up, url := hangingProxy(t, mcpproxy.Options{})
+	c := &streamCaller{url: url, era: "session", caps: map[string]any{"streams": map[string]any{}}}
 	c.initialize(t)
 	stream := c.openStream(t, 7)
-	var upID string
-	select {
-	case upID = <-up.calls:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the call never reached the upstream")
-	}
+	upID := up.nextCall(t)
 	c.post(t, map[string]any{"method": "notifications/cancelled", "params": map[string]any{"requestId": 7, "reason": "the user stopped it"}}).Body.Close()
 	for deadline := time.Now().Add(10 * time.Second); !up.cancelledFor(upID); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -221,13 +211,8 @@ func TestStreamClientCancels(t *testing.T) {
 // and the call's result and the end follow on the same resume.
 func TestStreamServerRequest(t *testing.T) {
 	t.Parallel()
-	up, upURL := newHangingUpstream(t)
-	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: upURL}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { p.Close() })
-	c := &streamCaller{url: serve(t, p), era: "session", caps: map[string]any{"streams": map[string]any{}, "roots": map[string]any{}}}
+	up, url := hangingProxy(t, mcpproxy.Options{})
+	c := &streamCaller{url: url, era: "session", caps: map[string]any{"streams": map[string]any{}, "roots": map[string]any{}}}
 	c.initialize(t)
 	resp := c.post(t, map[string]any{"id": 7, "method": "tools/call", "params": map[string]any{"name": "ask", "arguments": map[string]any{}}})
 	call := make(chan streamEvent, 10)
