@@ -24,6 +24,7 @@
 package resumable
 
 import (
+	"slices"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
@@ -132,6 +133,9 @@ type Registry struct {
 	streams   map[string]*Stream     // by id
 	byRequest map[requestKey]*Stream // by owner and request id, for cancellation
 	perTenant map[string]int         // streams open by tenant
+	// lingering are delivered streams kept a while (Stream.linger),
+	// oldest first; they count toward no bound but TotalMax.
+	lingering []*Stream
 	closed    bool
 }
 
@@ -175,11 +179,11 @@ func newID() string {
 func (reg *Registry) open(o owner, requestID []byte) *Stream {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
-	if reg.closed || len(reg.streams) >= reg.o.MaxStreams || reg.perTenant[o.tenant] >= reg.tenantMax(o.tenant) {
+	if reg.closed || len(reg.streams)-len(reg.lingering) >= reg.o.MaxStreams || reg.perTenant[o.tenant] >= reg.tenantMax(o.tenant) {
 		return nil
 	}
 	reg.perTenant[o.tenant]++
-	s := &Stream{id: newID(), reg: reg, owner: o, requestID: requestID, wake: make(chan struct{}), next: 1}
+	s := &Stream{id: newID(), reg: reg, owner: o, requestID: requestID, wake: make(chan struct{}), next: 1, counted: true}
 	reg.streams[s.id] = s
 	reg.byRequest[requestKey{o, jsonrpc.Key(requestID)}] = s
 	return s
@@ -233,14 +237,62 @@ func (reg *Registry) remove(s *Stream) bool {
 		return false
 	}
 	delete(reg.streams, s.id)
-	if reg.perTenant[s.owner.tenant]--; reg.perTenant[s.owner.tenant] <= 0 {
-		delete(reg.perTenant, s.owner.tenant)
+	reg.uncount(s)
+	if i := slices.Index(reg.lingering, s); i >= 0 {
+		reg.lingering = slices.Delete(reg.lingering, i, i+1)
 	}
 	k := requestKey{s.owner, jsonrpc.Key(s.requestID)}
 	if reg.byRequest[k] == s {
 		delete(reg.byRequest, k)
 	}
 	return true
+}
+
+// uncount takes s out of its tenant's share (under reg.mu), once.
+func (reg *Registry) uncount(s *Stream) {
+	if !s.counted {
+		return
+	}
+	s.counted = false
+	if reg.perTenant[s.owner.tenant]--; reg.perTenant[s.owner.tenant] <= 0 {
+		delete(reg.perTenant, s.owner.tenant)
+	}
+}
+
+// linger keeps s, delivered, out of the count of open streams; past
+// MaxStreams lingering ones the oldest is freed.
+func (reg *Registry) linger(s *Stream) {
+	reg.mu.Lock()
+	var oldest *Stream
+	if reg.streams[s.id] == s && !slices.Contains(reg.lingering, s) {
+		reg.uncount(s)
+		reg.lingering = append(reg.lingering, s)
+		if len(reg.lingering) > reg.o.MaxStreams {
+			oldest = reg.lingering[0]
+		}
+	}
+	reg.mu.Unlock()
+	if oldest != nil {
+		oldest.free()
+	}
+}
+
+// reclaim frees lingering streams, oldest first, until need more bytes
+// fit TotalMax or none lingers: a delivered stream's copy gives way to
+// messages that wait.
+func (reg *Registry) reclaim(need int64) {
+	for reg.total.Load()+need > reg.o.TotalMax {
+		reg.mu.Lock()
+		var oldest *Stream
+		if len(reg.lingering) > 0 {
+			oldest = reg.lingering[0]
+		}
+		reg.mu.Unlock()
+		if oldest == nil {
+			return
+		}
+		oldest.free()
+	}
 }
 
 // Len returns the number of open streams.

@@ -30,6 +30,10 @@ type Stream struct {
 	cancelCall context.CancelFunc
 	cancelUp   func()
 
+	// counted: the stream counts toward its tenant's share (under
+	// reg.mu); a delivered one lingers uncounted.
+	counted bool
+
 	mu       sync.Mutex
 	entries  []entry
 	next     uint64 // the number of the next entry
@@ -60,6 +64,7 @@ var errTakenOver = errors.New("resumable: the stream was taken over by a later r
 // sent entries make room first; if unsent ones alone pass it, the stream
 // fails.
 func (s *Stream) push(m *jsonrpc.Message) {
+	s.reg.reclaim(int64(len(m.Raw)))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped || s.done {
@@ -321,8 +326,11 @@ func (s *Stream) serve(ctx context.Context, gen, after uint64, out sink) error {
 				batch = append(batch, e)
 			}
 		}
-		wake := s.wake
+		wake, delivered := s.wake, s.done && after >= s.next-1
 		s.mu.Unlock()
+		if delivered { // a resume of a stream whose end this client has
+			return nil
+		}
 		if len(batch) == 0 {
 			select {
 			case <-wake:
@@ -346,27 +354,47 @@ func (s *Stream) serve(ctx context.Context, gen, after uint64, out sink) error {
 		}
 		after = batch[len(batch)-1].seq
 		if s.markSent(gen, after) {
-			s.free()
+			s.linger()
 			return nil
 		}
 	}
 }
 
-// markSent marks the entries up to seq written by connection gen, and
-// reports whether the last was the end.
+// markSent marks the entries up to seq written (by whichever connection:
+// a later resume without an id must not get them again), and reports
+// whether connection gen, still the stream's reader, wrote the end.
 func (s *Stream) markSent(gen, seq uint64) (ended bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.gen != gen {
-		return false
-	}
 	for i := range s.entries {
 		if s.entries[i].seq <= seq {
 			s.entries[i].sent = true
 		}
 	}
-	return s.done && s.next-1 == seq
+	return s.gen == gen && s.done && s.next-1 == seq
 }
+
+// linger keeps a stream whose end was written for a while (the draft's
+// two minutes, within resumeInterval): a write that succeeded may not
+// have reached a client whose connection was closing, and its resume
+// from the last id it processed then gets the rest again. A lingering
+// stream counts toward no bound but TotalMax, and gives way first.
+func (s *Stream) linger() {
+	s.mu.Lock()
+	if s.freed {
+		s.mu.Unlock()
+		return
+	}
+	s.attached = false
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.timer = time.AfterFunc(lingerFor(s.reg.o), s.free)
+	s.mu.Unlock()
+	s.reg.linger(s)
+}
+
+func lingerFor(o Options) time.Duration { return max(o.ResumeMin, min(o.ResumeMax, 2*time.Minute)) }
 
 // PollResult is stream/poll's answer.
 type PollResult struct {
