@@ -24,10 +24,10 @@
 package resumable
 
 import (
-	"slices"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
