@@ -24,10 +24,10 @@
 package resumable
 
 import (
+	"container/list"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,7 +135,7 @@ type Registry struct {
 	perTenant map[string]int         // streams open by tenant
 	// lingering are delivered streams kept a while (Stream.linger),
 	// oldest first; they count toward no bound but TotalMax.
-	lingering []*Stream
+	lingering *list.List // of *Stream
 	closed    bool
 }
 
@@ -148,7 +148,7 @@ type requestKey struct {
 // New returns an empty Registry.
 func New(o Options) *Registry {
 	o = o.withDefaults()
-	return &Registry{o: o, log: o.Logger, streams: map[string]*Stream{}, byRequest: map[requestKey]*Stream{}, perTenant: map[string]int{}}
+	return &Registry{o: o, log: o.Logger, streams: map[string]*Stream{}, byRequest: map[requestKey]*Stream{}, perTenant: map[string]int{}, lingering: list.New()}
 }
 
 // Declare returns the capability Spillway declares to a client whose
@@ -179,7 +179,7 @@ func newID() string {
 func (reg *Registry) open(o owner, requestID []byte) *Stream {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
-	if reg.closed || len(reg.streams)-len(reg.lingering) >= reg.o.MaxStreams || reg.perTenant[o.tenant] >= reg.tenantMax(o.tenant) {
+	if reg.closed || len(reg.streams)-reg.lingering.Len() >= reg.o.MaxStreams || reg.perTenant[o.tenant] >= reg.tenantMax(o.tenant) {
 		return nil
 	}
 	reg.perTenant[o.tenant]++
@@ -238,8 +238,9 @@ func (reg *Registry) remove(s *Stream) bool {
 	}
 	delete(reg.streams, s.id)
 	reg.uncount(s)
-	if i := slices.Index(reg.lingering, s); i >= 0 {
-		reg.lingering = slices.Delete(reg.lingering, i, i+1)
+	if s.lingerAt != nil {
+		reg.lingering.Remove(s.lingerAt)
+		s.lingerAt = nil
 	}
 	k := requestKey{s.owner, jsonrpc.Key(s.requestID)}
 	if reg.byRequest[k] == s {
@@ -264,11 +265,11 @@ func (reg *Registry) uncount(s *Stream) {
 func (reg *Registry) linger(s *Stream) {
 	reg.mu.Lock()
 	var oldest *Stream
-	if reg.streams[s.id] == s && !slices.Contains(reg.lingering, s) {
+	if reg.streams[s.id] == s && s.lingerAt == nil {
 		reg.uncount(s)
-		reg.lingering = append(reg.lingering, s)
-		if len(reg.lingering) > reg.o.MaxStreams {
-			oldest = reg.lingering[0]
+		s.lingerAt = reg.lingering.PushBack(s)
+		if reg.lingering.Len() > reg.o.MaxStreams {
+			oldest = reg.lingering.Front().Value.(*Stream)
 		}
 	}
 	reg.mu.Unlock()
@@ -284,8 +285,8 @@ func (reg *Registry) reclaim(need int64) {
 	for reg.total.Load()+need > reg.o.TotalMax {
 		reg.mu.Lock()
 		var oldest *Stream
-		if len(reg.lingering) > 0 {
-			oldest = reg.lingering[0]
+		if f := reg.lingering.Front(); f != nil {
+			oldest = f.Value.(*Stream)
 		}
 		reg.mu.Unlock()
 		if oldest == nil {

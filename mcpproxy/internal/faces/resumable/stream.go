@@ -1,6 +1,7 @@
 package resumable
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +34,9 @@ type Stream struct {
 	// counted: the stream counts toward its tenant's share (under
 	// reg.mu); a delivered one lingers uncounted.
 	counted bool
+	// lingerAt is the stream's place among the registry's lingering
+	// ones (under reg.mu), nil when it does not linger.
+	lingerAt *list.Element
 
 	mu       sync.Mutex
 	entries  []entry
