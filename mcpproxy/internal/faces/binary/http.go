@@ -9,7 +9,6 @@ import (
 	"mime"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spillway-dev/spillway/artifact/httpsafe"
@@ -304,21 +303,20 @@ func (o *out) end() { o.rc.SetWriteDeadline(time.Time{}) }
 func (h *handler) capture(w http.ResponseWriter, r *http.Request, rq ownmethods.Request, c *converter) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	pr, pw := io.Pipe()
-	cw := &captureWriter{header: http.Header{}, pw: pw, started: make(chan struct{})}
+	cw := httpx.NewRecorder()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		defer func() { cw.begin(http.StatusOK); pw.Close() }()
+		defer cw.Close()
 		h.next.ServeHTTP(cw, r.WithContext(ctx), rq)
 	}()
-	defer func() { cancel(); pr.CloseWithError(errClientGone); <-done }()
-	<-cw.started
-	ct, _, _ := mime.ParseMediaType(cw.sent.Get("Content-Type"))
-	copyHeader(w.Header(), cw.sent)
-	if cw.status != http.StatusOK || (ct != "application/json" && ct != "text/event-stream") {
-		w.WriteHeader(cw.status)
-		io.Copy(w, pr)
+	defer func() { cancel(); cw.Stop(errClientGone); <-done }()
+	<-cw.Started()
+	ct := cw.MediaType()
+	copyHeader(w.Header(), cw.Sent())
+	if cw.Status() != http.StatusOK || (ct != "application/json" && ct != "text/event-stream") {
+		w.WriteHeader(cw.Status())
+		io.Copy(w, cw.Body())
 		return
 	}
 	w.Header().Del("Content-Type")
@@ -326,9 +324,9 @@ func (h *handler) capture(w http.ResponseWriter, r *http.Request, rq ownmethods.
 	defer o.end()
 	var err error
 	if ct == "application/json" {
-		err = h.relayJSON(ctx, o, pr, c, rq.Tenant)
+		err = h.relayJSON(ctx, o, cw.Body(), c, rq.Tenant)
 	} else {
-		err = h.relaySSE(ctx, o, pr, c, rq.Tenant)
+		err = h.relaySSE(ctx, o, cw.Body(), c, rq.Tenant)
 	}
 	if err == nil {
 		o.close()
@@ -397,47 +395,3 @@ func copyHeader(dst, src http.Header) {
 		}
 	}
 }
-
-// captureWriter is the ResponseWriter the face writes a binary client's
-// answer to: its body goes through a pipe to the extension. Flush and the
-// deadlines are no-ops (the extension writes the client itself, under
-// its own stall rule), so the faces' http.ResponseController calls work.
-type captureWriter struct {
-	header  http.Header
-	pw      *io.PipeWriter
-	once    sync.Once
-	status  int
-	sent    http.Header   // header as it was when the status was set
-	started chan struct{} // closed once status and sent are set
-}
-
-var (
-	_ http.ResponseWriter = (*captureWriter)(nil)
-	_ http.Flusher        = (*captureWriter)(nil)
-)
-
-func (c *captureWriter) Header() http.Header { return c.header }
-
-func (c *captureWriter) begin(status int) {
-	c.once.Do(func() {
-		c.status, c.sent = status, c.header.Clone()
-		close(c.started)
-	})
-}
-
-func (c *captureWriter) WriteHeader(status int) {
-	if status >= 200 { // informational responses are not the answer
-		c.begin(status)
-	}
-}
-
-func (c *captureWriter) Write(p []byte) (int, error) {
-	c.begin(http.StatusOK)
-	return c.pw.Write(p)
-}
-
-func (c *captureWriter) Flush()                           {}
-func (c *captureWriter) FlushError() error                { return nil }
-func (c *captureWriter) SetWriteDeadline(time.Time) error { return nil }
-func (c *captureWriter) SetReadDeadline(time.Time) error  { return nil }
-func (c *captureWriter) EnableFullDuplex() error          { return nil }

@@ -128,8 +128,8 @@ func (f *front) stream(w http.ResponseWriter, r *http.Request, rq ownmethods.Req
 	// client dropping early can resume (capture turns a late refusal
 	// into an error response).
 	select {
-	case <-rec.headed:
-		if !rec.streams() {
+	case <-rec.Started():
+		if !streams(rec) {
 			f.reg.remove(s)
 			relay(w, r, rec, cancel)
 			return
@@ -138,7 +138,7 @@ func (f *front) stream(w http.ResponseWriter, r *http.Request, rq ownmethods.Req
 	case <-r.Context().Done():
 		f.reg.remove(s)
 		cancel()
-		rec.stop(errStopped)
+		rec.Stop(errStopped)
 		return
 	}
 	gen, after := s.attach(0, false) // before the first message: this client reads
@@ -156,12 +156,12 @@ func (f *front) stream(w http.ResponseWriter, r *http.Request, rq ownmethods.Req
 }
 
 // run has the face serve the request of body under ctx, into a recorder.
-func (f *front) run(ctx context.Context, r *http.Request, rq ownmethods.Request, body []byte) *recorder {
-	rec := newRecorder()
+func (f *front) run(ctx context.Context, r *http.Request, rq ownmethods.Request, body []byte) *httpx.Recorder {
+	rec := httpx.NewRecorder()
 	inner := r.Clone(ctx)
 	inner.Body, inner.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	go func() {
-		defer rec.done()
+		defer rec.Close()
 		defer func() {
 			if p := recover(); p != nil {
 				f.reg.log.Error("serving a streamed request panicked", "panic", p)
@@ -178,24 +178,24 @@ const headerWait = 500 * time.Millisecond
 
 // relay copies the face's answer to the client as it came; a client that
 // leaves ends the face's run.
-func relay(w http.ResponseWriter, r *http.Request, rec *recorder, cancel context.CancelFunc) {
+func relay(w http.ResponseWriter, r *http.Request, rec *httpx.Recorder, cancel context.CancelFunc) {
 	defer cancel()
-	for k, vs := range rec.header {
+	for k, vs := range rec.Sent() {
 		w.Header()[k] = vs
 	}
-	w.WriteHeader(rec.status)
+	w.WriteHeader(rec.Status())
 	rc := http.NewResponseController(w)
 	buf := make([]byte, 32<<10)
 	for {
-		n, err := rec.pr.Read(buf)
+		n, err := rec.Body().Read(buf)
 		if n > 0 {
 			if _, werr := w.Write(buf[:n]); werr != nil || rc.Flush() != nil {
-				rec.stop(errStopped)
+				rec.Stop(errStopped)
 				return
 			}
 		}
 		if err != nil || r.Context().Err() != nil {
-			rec.stop(errStopped)
+			rec.Stop(errStopped)
 			return
 		}
 	}
@@ -208,7 +208,7 @@ func (f *front) cancelUpstream(r *http.Request, rq ownmethods.Request, id []byte
 		`,"reason":"the stream was abandoned or passed its bound"}}`)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
-	io.Copy(io.Discard, f.run(ctx, r, rq, body).pr)
+	io.Copy(io.Discard, f.run(ctx, r, rq, body).Body())
 }
 
 // eventWriter writes a stream's entries as server-sent events, each

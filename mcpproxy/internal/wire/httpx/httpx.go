@@ -3,7 +3,9 @@
 // under the size cap, the protocol revision a request speaks, and the one
 // mapping of JSON-RPC errors to HTTP statuses; and, for the side that
 // faces the upstream, the one HTTP client policy (UpstreamClient) and the
-// redaction of upstream URLs in logs and errors (RedactURL, RedactError).
+// redaction of upstream URLs in logs and errors (RedactURL, RedactError);
+// and the Recorder the opt-in extensions run a face into to read its
+// answer back.
 // Everything here is safe for concurrent use.
 package httpx
 
