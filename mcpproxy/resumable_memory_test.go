@@ -23,6 +23,9 @@ func procStatusOf(t *testing.T, pid int, key string) int64 {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
+		if os.Getenv("CI") != "" { // the measurement is what this test is for
+			t.Fatalf("no /proc: %v", err)
+		}
 		t.Skipf("no /proc: %v", err)
 	}
 	for _, l := range strings.Split(string(b), "\n") {
