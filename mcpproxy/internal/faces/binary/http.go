@@ -139,13 +139,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request, rq ownmethod
 // next handler; the message is nil when the body is larger, not one
 // message, or unreadable.
 func (h *handler) peek(r *http.Request) (*jsonrpc.Message, bool) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, h.e.o.MaxBody+1))
-	rest := r.Body
-	r.Body = struct {
-		io.Reader
-		io.Closer
-	}{io.MultiReader(bytes.NewReader(body), rest), rest}
-	if err != nil || int64(len(body)) > h.e.o.MaxBody {
+	body, err := httpx.PeekBody(r, h.e.o.MaxBody)
+	if err != nil {
 		return nil, false
 	}
 	m, err := jsonrpc.DecodeMessage(body)

@@ -65,9 +65,8 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request, rq ownmethods.
 		f.next.ServeHTTP(w, r, rq)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, f.reg.o.MaxBody+1))
-	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body)) // the face reads it again, and judges it
-	if err != nil || int64(len(body)) > f.reg.o.MaxBody {
+	body, err := httpx.PeekBody(r, f.reg.o.MaxBody) // the face reads it again, and judges it
+	if err != nil {
 		f.next.ServeHTTP(w, r, rq)
 		return
 	}
