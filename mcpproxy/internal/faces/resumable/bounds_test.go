@@ -19,10 +19,13 @@ import (
 
 // bulkFace answers a tools/call at once with n notifications of size
 // bytes each, then its response: a fast face whose output outruns any
-// client.
-func bulkFace(n, size int) HandlerFunc {
+// client. It sends on done, if not nil, once it wrote its answer.
+func bulkFace(n, size int, done chan<- struct{}) HandlerFunc {
 	pad := strings.Repeat("x", size)
 	return func(w http.ResponseWriter, r *http.Request, _ ownmethods.Request) {
+		if done != nil {
+			defer func() { done <- struct{}{} }()
+		}
 		body, _ := io.ReadAll(r.Body)
 		m, _ := jsonrpc.DecodeMessage(body)
 		sse.SetHeaders(w.Header())
@@ -77,7 +80,8 @@ func readAll(br *bufio.Reader) (ids []string, ended bool) {
 // resume from the last id it read gets the rest exactly once.
 func TestStalledReaderIsCut(t *testing.T) {
 	const n, size = 200, 128 << 10 // 25 MiB: more than the sockets' buffers hold
-	e := newBulkEnv(t, bulkFace(n, size), Options{StreamMax: 64 << 20, TotalMax: 128 << 20,
+	done := make(chan struct{}, 1)
+	e := newBulkEnv(t, bulkFace(n, size, done), Options{StreamMax: 64 << 20, TotalMax: 128 << 20,
 		MaxMessage: 1 << 20, WriteStall: 200 * time.Millisecond})
 	resp := e.post(t.Context(), "a", "tools/call", 1, map[string]any{"name": "bulk"}, true)
 	defer resp.Body.Close()
@@ -86,7 +90,11 @@ func TestStalledReaderIsCut(t *testing.T) {
 	if ev, err := readEvent(br); err != nil || ev.id != "1" {
 		t.Fatalf("first message: %+v %v", ev, err)
 	}
-	time.Sleep(time.Second) // reads nothing for five times WriteStall
+	// Every message waits in the stream once the face is done (its
+	// output is read back as it writes); then this client reads nothing
+	// for five times WriteStall.
+	<-done
+	time.Sleep(time.Second)
 	ids, ended := readAll(br)
 	if ended {
 		t.Fatalf("a client that stopped reading got the whole stream (%d events): it was never cut", len(ids))
@@ -156,7 +164,7 @@ func pollStatus(e *env, tenant, sid string) string {
 // Delivered streams linger uncounted, but no more of them than
 // MaxStreams: past that the oldest is freed.
 func TestLingeringCap(t *testing.T) {
-	e := newBulkEnv(t, bulkFace(3, 10), Options{MaxStreams: 2})
+	e := newBulkEnv(t, bulkFace(3, 10, nil), Options{MaxStreams: 2})
 	var ids []string
 	for i := 1; i <= 3; i++ { // each delivered: none open, so none refused
 		ids = append(ids, deliver(t, e, "a", i))
@@ -174,7 +182,7 @@ func TestLingeringCap(t *testing.T) {
 // detached stream needs the bytes TotalMax has left, the delivered
 // stream is freed, not the waiting one failed.
 func TestReclaimLingering(t *testing.T) {
-	e := newBulkEnv(t, bulkFace(4, 2<<10), Options{StreamMax: 12 << 10, TotalMax: 12 << 10, MaxMessage: 1 << 20})
+	e := newBulkEnv(t, bulkFace(4, 2<<10, nil), Options{StreamMax: 12 << 10, TotalMax: 12 << 10, MaxMessage: 1 << 20})
 	first := deliver(t, e, "a", 1) // lingers with ~6 KiB
 	if h := e.reg.Held(); h < 6<<10 {
 		t.Fatalf("the delivered stream holds %d bytes", h)
