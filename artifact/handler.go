@@ -42,6 +42,13 @@ type HandlerOptions struct {
 	// that much within it.)
 	// [30s; <0: none]
 	WriteStallTimeout time.Duration
+	// Trace, when set, is called as each fetch of artifact id begins: it
+	// returns the request to serve (its context may carry a span, under
+	// which the fetch decision is taken) and a function called once the
+	// fetch is answered, with its status, the body bytes written and the
+	// error it failed with (nil for none). Nil: fetches are not traced.
+	// It must not record r's query or Authorization (the token).
+	Trace func(r *http.Request, id string) (*http.Request, func(status int, bytes int64, err error))
 }
 
 // Handler serves artifact bytes to holders of a valid link: GET and HEAD on
@@ -94,6 +101,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	httpsafe.SetSafetyHeaders(w.Header())
 	cw := &countingWriter{ResponseWriter: w}
+	var traced func(int, int64, error)
+	if h.o.Trace != nil {
+		r, traced = h.o.Trace(r, id)
+	}
 	claims, err := h.serve(cw, r, id)
 	if err != nil {
 		writeError(cw, err)
@@ -101,6 +112,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	took := time.Since(start)
 	h.svc.Metrics.fetched(cw.status, cw.n, took)
 	h.logRequest(r, id, claims.ID, cw, took, err)
+	if traced != nil {
+		traced(cw.status, cw.n, err)
+	}
 }
 
 func (h *Handler) serve(w *countingWriter, r *http.Request, id string) (token.Claims, error) {

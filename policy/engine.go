@@ -257,6 +257,7 @@ func (e *Engine) Fetch(ctx context.Context, in FetchInput) (FetchDecision, error
 	start := time.Now()
 	d, err := e.fetch(ctx, in)
 	e.decided(pointFetch, start, d.Allow, err)
+	traced(ctx, pointFetch, start, d.Allow, err)
 	return d, err
 }
 
@@ -272,6 +273,7 @@ func (e *Engine) Offload(ctx context.Context, in OffloadInput) (OffloadDecision,
 	start := time.Now()
 	d, err := eval[OffloadDecision](ctx, e, "offload", func(c *compiled) rego.PreparedEvalQuery { return c.offload }, offloadInput(in))
 	e.decided(pointOffload, start, d.Offload, err)
+	traced(ctx, pointOffload, start, d.Offload, err)
 	return d, err
 }
 
@@ -280,6 +282,7 @@ func (e *Engine) Mint(ctx context.Context, in MintInput) (MintDecision, error) {
 	start := time.Now()
 	d, err := eval[MintDecision](ctx, e, "mint", func(c *compiled) rego.PreparedEvalQuery { return c.mint }, mintInput(in))
 	e.decided(pointMint, start, d.Allow, err)
+	traced(ctx, pointMint, start, d.Allow, err)
 	return d, err
 }
 
@@ -303,6 +306,7 @@ func (e *Engine) Call(ctx context.Context, in CallInput) (CallDecision, error) {
 	start := time.Now()
 	d, err := e.call(ctx, in)
 	e.decided(pointCall, start, d.Allow, err)
+	traced(ctx, pointCall, start, d.Allow, err)
 	return d, err
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/spillway-dev/spillway/artifact/httpsafe"
 	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/artifact/token"
+	"github.com/spillway-dev/spillway/internal/tracing"
 	"github.com/spillway-dev/spillway/mcpproxy"
 )
 
@@ -74,6 +75,12 @@ func serveMain(ctx context.Context, args []string, stdin io.Reader, stdout, stde
 	if c == nil {
 		return code
 	}
+	stopTracing, err := startTracing(ctx, getenv, log)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return 1
+	}
+	defer stopTracing() // after the servers' shutdown: their last spans go too
 	s, err := newServer(ctx, c, log, stdout, stderr)
 	if err != nil {
 		log.Error("cannot start", "err", err)
@@ -288,11 +295,15 @@ func (s *server) listen() error {
 // --api-listen.
 func (s *server) mountArtifacts(r *mux.Router, guard *identity.Guard) (*artifact.Handler, *artifact.Limiter, api.Options) {
 	c := s.cfg
-	fetch := artifact.NewHandler(s.deps.svc, artifact.HandlerOptions{
+	fo := artifact.HandlerOptions{
 		Logger:            s.log,
 		Redirect:          c.redirect,
 		WriteStallTimeout: cmp.Or(c.writeStall, -1), // the flag's 0 is "never"
-	})
+	}
+	if tracing.On() {
+		fo.Trace = traceFetch
+	}
+	fetch := artifact.NewHandler(s.deps.svc, fo)
 	lim := artifact.NewLimiter(c.limits)
 	limited := r.NewRoute().Subrouter()
 	limited.Use(lim.Middleware)

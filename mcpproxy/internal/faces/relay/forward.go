@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spillway-dev/spillway/internal/tracing"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
@@ -50,7 +51,9 @@ func (rl *Relay) ServeHTTP(w http.ResponseWriter, r *http.Request, rq ownmethods
 	var ex exchange
 	if r.Method == http.MethodPost {
 		var ok bool
-		if ex, rq.Version, ok = rl.readPOST(ctx, w, r, rq, sess, maxBody); !ok {
+		ctx, ex, rq.Version, ok = rl.readPOST(ctx, w, r, rq, sess, maxBody)
+		defer ex.span.End(nil) // nil (not traced) does nothing
+		if !ok {
 			return false
 		}
 	}
@@ -65,6 +68,10 @@ type exchange struct {
 	pending [][]byte         // the POST's requests not yet answered
 	open    map[string]owed  // the same, by jsonrpc.Key
 	owns    bool             // the proxy rewrites the answer to one of them
+	// traced is the POST's one request when it has a server span, span
+	// (tracing.go); nil for none.
+	traced *jsonrpc.Message
+	span   *tracing.Span
 }
 
 // readPOST reads and decodes a client's POST to session sess (nil: none)
@@ -72,24 +79,29 @@ type exchange struct {
 // whose answers they rewrite. It returns the revision the POST speaks.
 // ok is false when it answered the POST itself: a body it refused, a
 // request the proxy answers (outside a batch), a resources/stream it
-// served.
+// served. The context returned carries the POST's server span (see
+// traceRequest), which the caller ends.
 func (rl *Relay) readPOST(ctx context.Context, w http.ResponseWriter, r *http.Request, rq ownmethods.Request,
-	sess *session, maxBody int64) (ex exchange, version string, ok bool) {
+	sess *session, maxBody int64) (_ context.Context, ex exchange, version string, ok bool) {
 	negotiated := ""
 	if sess != nil {
 		negotiated = rl.negotiated(sess)
 	}
 	if ex.body, ok = httpx.ReadBody(w, r, maxBody); !ok {
-		return ex, "", false
+		return ctx, ex, "", false
 	}
 	msgs, batch, ok := httpx.DecodePOST(w, r, ex.body, negotiated)
 	if !ok {
-		return ex, "", false
+		return ctx, ex, "", false
 	}
 	rq.Version = httpx.RequestVersion(r, msgs)
+	ctx = traceRequest(ctx, r, rq, msgs, batch, &ex)
 	if !batch && msgs[0].Method == "resources/stream" {
+		if ex.span != nil {
+			r = r.WithContext(ctx) // the fetch's spans go under the request's
+		}
 		if rl.o.Methods.ServeStream(w, r, rq, msgs[0], rl.o.Methods.StreamCaps(rq, msgs[0])) {
-			return ex, "", false
+			return ctx, ex, "", false
 		}
 	}
 	// Each request's key is made once, here.
@@ -103,7 +115,7 @@ func (rl *Relay) readPOST(ctx context.Context, w http.ResponseWriter, r *http.Re
 		reply, c := rl.o.Methods.Before(ctx, rq, m)
 		if reply != nil && !batch {
 			httpx.WriteReply(w, rq.Version, reply)
-			return ex, "", false
+			return ctx, ex, "", false
 		}
 		if c != nil && m.Method == "tools/call" {
 			c.List = rl.listTools(rq.Session, rq.Version, m)
@@ -121,7 +133,7 @@ func (rl *Relay) readPOST(ctx context.Context, w http.ResponseWriter, r *http.Re
 	if sess != nil && ex.owns {
 		rl.remember(sess, ex.open)
 	}
-	return ex, rq.Version, true
+	return ctx, ex, rq.Version, true
 }
 
 // forward sends the client's request upstream and relays the answer, as
@@ -129,15 +141,19 @@ func (rl *Relay) readPOST(ctx context.Context, w http.ResponseWriter, r *http.Re
 // having written nothing, when the upstream turned out to be legacy-only.
 func (rl *Relay) forward(ctx context.Context, cancel context.CancelFunc, w http.ResponseWriter, r *http.Request,
 	out *stallWriter, rq ownmethods.Request, sess *session, ex *exchange) (legacy bool) {
-	req, err := rl.upstreamRequest(ctx, r, ex.body)
+	uctx, up, body := traceUpstream(ctx, rq, ex)
+	req, err := rl.upstreamRequest(uctx, r, body)
 	if err != nil {
+		up.End(nil)
 		http.Error(w, "bad upstream URL", http.StatusInternalServerError)
 		return false
 	}
+	tracing.Inject(uctx, req.Header)
 	out.arm()
 	early := r.Method == http.MethodPost && rq.Session == "" && ex.init == nil && len(ex.pending) > 0 &&
 		mcpheader.Stateless(rq.Version) && strings.Contains(r.Header.Get("Accept"), "text/event-stream")
 	resp, opened, err := rl.roundTrip(ctx, cancel, w, out, req, early)
+	defer endUpstream(up, resp, err)
 	if opened != nil {
 		defer opened.stop()
 		rw := &rewriter{rl: rl, ctx: ctx, open: ex.open, sess: sess, echo: respellable(ex.pending), spool: rl.spoolFor(rq.Tenant)}

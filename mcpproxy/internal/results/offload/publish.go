@@ -472,7 +472,9 @@ func (w *resultWriter) shrinkFailed(err error) {
 // under ptr (a JSON pointer into the result; "" records nothing). The
 // error is a failed store, wrapping ErrStalled when the stall watch
 // stopped it; a failed decision keeps u inline instead.
-func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*published, error) {
+func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (p *published, err error) {
+	ctx, sp := startOffload(ctx, u)
+	defer func() { endOffload(sp, p, err) }()
 	d, ok := w.decide(ctx, u)
 	if !ok {
 		return nil, nil
@@ -496,7 +498,7 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (*publis
 		}
 		return nil, fmt.Errorf("storing the item failed: %w", err)
 	}
-	p := newPublished(ctx, a, l, meta.MimeType, pb)
+	p = newPublished(ctx, a, l, meta.MimeType, pb)
 	w.stored = append(w.stored, a)
 	if ptr != "" {
 		w.replaced = append(w.replaced, newReplaced(ptr, p))
