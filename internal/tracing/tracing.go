@@ -140,6 +140,20 @@ func Record(ctx context.Context, name string, start time.Time, err error, attrs 
 	(&Span{s}).End(err)
 }
 
+// Recording returns ctx's span when tracing is on and it records (a span
+// begun and not yet ended), else nil: for a step that runs later under
+// another context (a response rewritten on a session's worker) to carry
+// the request's span to, with trace.ContextWithSpan.
+func Recording(ctx context.Context) trace.Span {
+	if tracer.Load() == nil {
+		return nil
+	}
+	if s := trace.SpanFromContext(ctx); s.IsRecording() {
+		return s
+	}
+	return nil
+}
+
 // Set adds attributes to s.
 func (s *Span) Set(attrs ...attribute.KeyValue) {
 	if s != nil {

@@ -69,5 +69,5 @@ func endUpstream(sp *tracing.Span, resp *http.Response, err error) {
 }
 
 func traceInfo(rq ownmethods.Request, h http.Header) mcptrace.Request {
-	return mcptrace.Request{Session: rq.Session, Version: rq.Version, Header: h}
+	return mcptrace.Request{Session: rq.Session, Version: rq.Version, Header: h, Transport: mcptrace.TCP}
 }

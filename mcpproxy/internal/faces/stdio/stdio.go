@@ -99,6 +99,7 @@ type Face struct {
 	// listens are the client's subscriptions/listen by id key: true while
 	// open, false once the face answered it (see listen.go).
 	listens map[string]bool
+	traces  inflight // the spans of requests in flight (tracing.go)
 }
 
 // item is one message on its way to the client, with the Call that
@@ -163,6 +164,7 @@ func (f *Face) Serve(ctx context.Context, client Client, up Upstream) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer up.Close()
+	defer f.traceEnded()
 	go f.write(ctx, cancel, client)
 
 	var sc scoped
@@ -250,6 +252,7 @@ func (f *Face) request(ctx context.Context, m *jsonrpc.Message, up Upstream, sc 
 		return
 	}
 	f.listenOpened(m)
+	ctx = f.traceRequest(ctx, m)
 	rq := ownmethods.Request{Stdio: true, Version: jsonrpc.MetaString(m, jsonrpc.MetaProtocolVersion)}
 	reply, c := f.o.Methods.Before(ctx, rq, m)
 	if reply != nil {
@@ -266,7 +269,8 @@ func (f *Face) request(ctx context.Context, m *jsonrpc.Message, up Upstream, sc 
 	if c != nil && m.Method == "tools/call" {
 		c.List = ownmethods.ListTools(m, true, pool.Sender(mx))
 	}
-	if _, err := scope.Call(ctx, m, f, c); err != nil {
+	cctx, sent := f.traceUpstream(ctx, m)
+	if _, err := scope.Call(cctx, sent, f, c); err != nil {
 		code, msg := jsonrpc.CodeUpstream, "upstream MCP server unavailable"
 		if errors.Is(err, mux.ErrDuplicateID) {
 			code, msg = jsonrpc.CodeInvalidRequest, "a request with this id is already in flight"
@@ -365,6 +369,7 @@ func (f *Face) write(ctx context.Context, cancel context.CancelFunc, client Clie
 			cancel()
 			return
 		}
+		f.traceAnswered(m)
 	}
 }
 

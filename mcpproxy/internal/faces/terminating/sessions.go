@@ -274,7 +274,8 @@ func (f *Face) sendSession(ctx context.Context, rq ownmethods.Request, s *sessio
 			if c != nil && m.Method == "tools/call" {
 				c.List = ownmethods.ListTools(m, false, pool.Sender(l.m)) // on the session's own connection
 			}
-			if _, err := l.scope.Call(ctx, m, sink, c); err != nil {
+			cctx, sent := traceUpstream(ctx, rq, m)
+			if _, err := l.scope.Call(cctx, sent, sink, c); err != nil {
 				st.Append(callError(m, err))
 			}
 		case m.IsNotification():

@@ -323,7 +323,8 @@ func (f *Face) sendStateless(ctx context.Context, sc *statelessCall, p *parked, 
 			if sc.bridge {
 				up = mcpheader.StripEnvelope(m)
 			}
-			if _, err := p.scope.Call(ctx, up, p.q, c); err != nil {
+			cctx, up := traceUpstream(ctx, sc.rq, up)
+			if _, err := p.scope.Call(cctx, up, p.q, c); err != nil {
 				p.q.Deliver(callError(m, err), nil)
 			}
 		case m.IsNotification():

@@ -266,9 +266,13 @@ func (f *Face) post(w http.ResponseWriter, r *http.Request, rq ownmethods.Reques
 		return
 	}
 	rq.Version = httpx.RequestVersion(r, msgs)
+	if s != nil {
+		rq.Session = s.ID
+	}
+	r, traced := traceRequest(r, rq, msgs)
+	defer traced()
 	switch {
 	case s != nil:
-		rq.Session = s.ID
 		f.sessionPOST(w, r, rq, s, msgs)
 	case hasMethod(msgs, "initialize") && !mcpheader.Stateless(rq.Version):
 		f.initialize(w, r, rq, msgs, body)

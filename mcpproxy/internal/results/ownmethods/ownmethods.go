@@ -53,7 +53,10 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/internal/tracing"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/arttools"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/offload"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
@@ -101,6 +104,9 @@ type Call struct {
 	// client is what an initialize or server/discover request declared
 	// of the client's capabilities (Options.Declare).
 	client []byte
+	// span is the request's span when it is traced (nil otherwise): After
+	// runs under it, whatever context the face rewrites the response in.
+	span trace.Span
 }
 
 // schemaKey returns the key of the learned schemas that a request's
@@ -205,6 +211,9 @@ func (o *Methods) Before(ctx context.Context, rq Request, m *jsonrpc.Message) (r
 			o.log.Error("inspecting a request panicked", "method", m.Method, "panic", r, "stack", string(debug.Stack()))
 			reply, c = jsonrpc.ErrorResponse(m.ID, jsonrpc.CodeInternalError, "internal error"), nil
 		}
+		if c != nil {
+			c.span = tracing.Recording(ctx)
+		}
 	}()
 	if rq.Version == "" {
 		rq.Version = jsonrpc.MetaString(m, jsonrpc.MetaProtocolVersion)
@@ -269,6 +278,9 @@ func (o *Methods) After(ctx context.Context, c *Call, resp *jsonrpc.Message) (ou
 			out = jsonrpc.ErrorResponse(resp.ID, jsonrpc.CodeUpstream, errInvalidResult)
 		}
 	}()
+	if c.span != nil {
+		ctx = trace.ContextWithSpan(ctx, c.span)
+	}
 	// The results the proxy reads and extends are read whole (inMemory).
 	switch c.Method {
 	case "initialize", "server/discover":

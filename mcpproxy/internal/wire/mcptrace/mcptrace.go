@@ -41,8 +41,14 @@ const (
 type Request struct {
 	Session string // the session-era session, "" for none
 	Version string // the protocol revision the request speaks
-	Stdio   bool   // the client (server span) or upstream (client span) speaks stdio
-	Header  http.Header
+	// Transport is the network.transport of the peer: TCP (HTTP), Pipe
+	// (stdio), "" when the span cannot tell.
+	Transport string
+	// Meta makes a client span's context go in the request's _meta
+	// whatever the era: for an upstream that may have no HTTP header to
+	// carry it (a stdio child, a gateway's members).
+	Meta   bool
+	Header http.Header
 	// Upstream names the upstream a client span goes to ("" for the only
 	// one).
 	Upstream string
@@ -63,6 +69,12 @@ func FromMeta(m *jsonrpc.Message) trace.SpanContext {
 	}
 	return tracing.Remote(tp, jsonrpc.StringMember(meta, MetaTracestate))
 }
+
+// The values of Request.Transport.
+const (
+	TCP  = "tcp"
+	Pipe = "pipe"
+)
 
 // StartServer starts the server span of request m, a client's, and
 // returns the context carrying it (ctx and nil with tracing off). Its
@@ -88,8 +100,9 @@ func StartServer(ctx context.Context, rq Request, m *jsonrpc.Message) (context.C
 
 // StartClient starts the client span of request m as it goes upstream,
 // under ctx's span, and returns the context carrying it with the message
-// to send: m with the span's context in its _meta when the stateless era
-// or m's own _meta asks for it (see the package doc), else m. With
+// to send: m with the span's context in its _meta when rq.Meta, the
+// stateless era or m's own _meta asks for it (see the package doc), else
+// m. With
 // tracing off it returns ctx, nil and m. The caller sends the returned
 // message, injects the context into the HTTP request's headers
 // (tracing.Inject) if there is one, and ends the span with the answer.
@@ -101,7 +114,7 @@ func StartClient(ctx context.Context, rq Request, m *jsonrpc.Message) (context.C
 	if rq.Upstream != "" {
 		sp.Set(attribute.String(tracing.Upstream, rq.Upstream))
 	}
-	return ctx, sp, WithMeta(ctx, m, mcpheader.Stateless(rq.Version) || rq.Stdio)
+	return ctx, sp, WithMeta(ctx, m, rq.Meta || mcpheader.Stateless(rq.Version))
 }
 
 // WithMeta returns m with ctx's span context in params._meta (traceparent,
@@ -162,13 +175,12 @@ func Name(m *jsonrpc.Message) string {
 
 // attrs are the conventions' attributes of request m.
 func attrs(rq Request, m *jsonrpc.Message) []attribute.KeyValue {
-	transport := "tcp"
-	if rq.Stdio {
-		transport = "pipe"
+	a := make([]attribute.KeyValue, 0, 9)
+	a = append(a, attribute.String(tracing.MCPMethod, m.Method))
+	if rq.Transport != "" {
+		a = append(a, attribute.String(tracing.NetworkTransport, rq.Transport))
 	}
-	a := make([]attribute.KeyValue, 0, 8)
-	a = append(a, attribute.String(tracing.MCPMethod, m.Method), attribute.String(tracing.NetworkTransport, transport))
-	if !rq.Stdio {
+	if rq.Transport == TCP {
 		a = append(a, attribute.String(tracing.NetworkProtocol, "http"))
 	}
 	if id := requestID(m.ID); id != "" {
