@@ -45,6 +45,8 @@
 //     multipart/mixed bodies.
 //   - httpx: what both HTTP faces do alike (reading a POST, error
 //     statuses) and the one client policy towards HTTP upstreams.
+//   - mcptrace: a request's spans (server, and client towards the
+//     upstream) and the trace context its _meta carries.
 //
 // internal/upstreams: Spillway as a client of the tool server.
 //   - child: a stdio server run as a child process, its reach bounded.
