@@ -25,11 +25,7 @@ import (
 // the request's _meta (a pipe has no headers).
 func TestTracesThroughAStdioChild(t *testing.T) {
 	rec := traceInMemory(t)
-	p, err := mcpproxy.New(mcpproxy.Options{StrictEras: true, Upstream: traceEcho})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := traceEchoProxy(t)
 	const client = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{},` + statelessMeta + `}}`
 	resp := post(t, p, body, map[string]string{"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "echo", "Traceparent": client})
@@ -49,11 +45,7 @@ func TestTracesThroughAStdioChild(t *testing.T) {
 // place of the client's.
 func TestTracesThroughTheStdioFace(t *testing.T) {
 	rec := traceInMemory(t)
-	p, err := mcpproxy.New(mcpproxy.Options{StrictEras: true, Upstream: traceEcho})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := traceEchoProxy(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	inR, inW := io.Pipe()
@@ -77,6 +69,16 @@ func traceInMemory(t *testing.T) *tracetest.SpanRecorder {
 	tracing.Enable(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)))
 	t.Cleanup(func() { tracing.Enable(nil) })
 	return rec
+}
+
+// traceEchoProxy is a proxy in front of traceEcho, closed when t ends.
+func traceEchoProxy(t *testing.T) *mcpproxy.Proxy {
+	p, err := mcpproxy.New(mcpproxy.Options{StrictEras: true, Upstream: traceEcho})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
 }
 
 // traceEcho is a stdio child that lists the tool echo and answers its
