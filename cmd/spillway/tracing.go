@@ -99,10 +99,15 @@ func startTracing(ctx context.Context, getenv func(string) string, log *slog.Log
 
 // traceFetch is the fetch endpoint's tracing (artifact.HandlerOptions.Trace):
 // a server span per fetch, child of the fetcher's traceparent if it sent
-// one, with the artifact id, the status and the bytes sent. The span
+// one (or of the MCP request that streams the artifact), with the artifact id, the status and the bytes sent. The span
 // records the path alone: the token (query or Authorization) never.
 func traceFetch(r *http.Request, id string) (*http.Request, func(status int, bytes int64, err error)) {
-	ctx := tracing.Extract(r.Context(), r.Header)
+	ctx := r.Context()
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		// A fetcher's own request; a resources/stream the proxy serves
+		// through this handler is already under its MCP request's span.
+		ctx = tracing.Extract(ctx, r.Header)
+	}
 	ctx, sp := tracing.Start(ctx, r.Method+" /a/{id}", trace.SpanKindServer,
 		attribute.String(tracing.HTTPMethod, r.Method), attribute.String("http.route", "/a/{id}"),
 		attribute.String(tracing.URLPath, "/a/"+id), attribute.String(tracing.ArtifactID, id))
