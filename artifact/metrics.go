@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/spillway-dev/spillway/internal/promtext"
+	"github.com/spillway-dev/spillway/artifact/promtext"
 )
 
 // Metrics measures what the artifact service does: fetches, stores,

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/spillway-dev/spillway/internal/promtext"
+	"github.com/spillway-dev/spillway/artifact/promtext"
 )
 
 // decisionBuckets (seconds) bound a decision's latency: from 10 µs (the

@@ -6,7 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/spillway-dev/spillway/internal/tracing"
+	"github.com/spillway-dev/spillway/artifact/tracing"
 )
 
 // traced records a decision at point (pointOffload…), begun at start, as

@@ -26,7 +26,7 @@ import (
 	"github.com/spillway-dev/spillway/artifact/httpsafe"
 	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/artifact/token"
-	"github.com/spillway-dev/spillway/internal/tracing"
+	"github.com/spillway-dev/spillway/artifact/tracing"
 	"github.com/spillway-dev/spillway/mcpproxy"
 )
 

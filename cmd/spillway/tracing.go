@@ -17,7 +17,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/spillway-dev/spillway/internal/tracing"
+	"github.com/spillway-dev/spillway/artifact/tracing"
 )
 
 // tracingFlush bounds how long exit waits for the last spans to reach the

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spillway-dev/spillway/internal/tracing"
+	"github.com/spillway-dev/spillway/artifact/tracing"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"

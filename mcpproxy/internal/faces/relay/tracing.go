@@ -7,7 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/spillway-dev/spillway/internal/tracing"
+	"github.com/spillway-dev/spillway/artifact/tracing"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/mcptrace"

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/spillway-dev/spillway/internal/tracing"
+	"github.com/spillway-dev/spillway/artifact/tracing"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/mcptrace"
 )

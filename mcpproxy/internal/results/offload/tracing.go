@@ -5,7 +5,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/spillway-dev/spillway/internal/tracing"
+	"github.com/spillway-dev/spillway/artifact/tracing"
 )
 
 // startOffload starts the span of offloading u (its decision, the store

@@ -56,7 +56,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/spillway-dev/spillway/artifact"
-	"github.com/spillway-dev/spillway/internal/tracing"
+	"github.com/spillway-dev/spillway/artifact/tracing"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/arttools"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/offload"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"

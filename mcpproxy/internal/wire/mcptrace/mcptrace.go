@@ -13,7 +13,7 @@
 // whenever the client's request carried one, which it replaces: the
 // upstream's parent is the proxy's span, as with any propagating proxy.
 //
-// With tracing off (internal/tracing) every function returns what it was
+// With tracing off (artifact/tracing) every function returns what it was
 // given: nothing is read or written.
 package mcptrace
 
@@ -26,7 +26,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/spillway-dev/spillway/internal/tracing"
+	"github.com/spillway-dev/spillway/artifact/tracing"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/mcpheader"
 )

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/spillway-dev/spillway/internal/tracing"
+	"github.com/spillway-dev/spillway/artifact/tracing"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 )
 
