@@ -40,10 +40,10 @@ func (p *Proxy) declare(client []byte) map[string][]byte {
 
 // front is the chain a request takes to the face: the extensions, the
 // last declared outermost: binary transfer, then resumable streams, then
-// the face. (A binary client's stream events are read back by the binary
+// the face, measured (metrics.go). (A binary client's stream events are read back by the binary
 // extension and written as parts, their event ids kept.)
 func (p *Proxy) front(face frontHandler) frontHandler {
-	var h frontHandler = face
+	h := p.observe(face)
 	h = p.streams.HTTP(h)
 	h = p.binary.Wrap(h)
 	return h

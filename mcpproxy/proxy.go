@@ -128,11 +128,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/spillway-dev/spillway/artifact"
 	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/binary"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/resumable"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/stdio"
+	"github.com/spillway-dev/spillway/mcpproxy/internal/metrics"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/ownmethods"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/gateway"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/mux"
@@ -309,6 +312,15 @@ type Options struct {
 	// 64 MiB all streams, 10,000 streams).
 	Streams StreamOptions
 
+	// Registerer, when set, gets the proxy's Prometheus series (README.md
+	// lists them): request latency by method, upstream and outcome,
+	// upstream errors, offloads and the bytes they stored and kept out of
+	// agents' contexts. nil: no metrics. Proxies given one registry share
+	// its series (the first registers them, the others count into them);
+	// New fails when the registry holds other collectors under their
+	// names.
+	Registerer prometheus.Registerer
+
 	Logger *slog.Logger
 }
 
@@ -380,6 +392,9 @@ type Proxy struct {
 	// tools/list: what Mcp-Param-* headers mirror.
 	tools mcpheader.Tools
 
+	// metrics are the proxy's series; nil without Options.Registerer.
+	metrics *metrics.Set
+
 	// spool takes upstream messages as they stream in: their long
 	// strings wait on disk, and every writer to a client puts them back.
 	spool *spill.Spooler
@@ -401,11 +416,15 @@ func New(o Options) (*Proxy, error) {
 		return nil, errors.New("mcpproxy: no upstream")
 	}
 	o = o.withDefaults()
+	set, err := newMetrics(&o)
+	if err != nil {
+		return nil, fmt.Errorf("mcpproxy: %w", err)
+	}
 	spool, err := newSpool(o)
 	if err != nil {
 		return nil, fmt.Errorf("mcpproxy: %w", err)
 	}
-	p := &Proxy{o: o, log: o.Logger, spool: spool}
+	p := &Proxy{o: o, log: o.Logger, spool: spool, metrics: set}
 	mo := ownmethods.Options{
 		Artifacts: o.Artifacts, Offloader: o.Offloader, OffloadResources: o.OffloadResources,
 		MaxInlineRead: o.MaxInlineRead, StreamMode: o.StreamMode, Fetch: o.Fetch, Logger: o.Logger,
@@ -531,7 +550,9 @@ func (p *Proxy) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) err
 		return errors.New("mcpproxy: closed")
 	}
 	defer p.removeRun(run)
-	return face.Serve(ctx, p.stdioClient(ctx, client), up)
+	measured, end := p.stdioMeasured(ctx, p.stdioClient(ctx, client))
+	defer end()
+	return face.Serve(ctx, measured, up)
 }
 
 // addRun registers a ServeStdio call for Close to end; false once the

@@ -130,6 +130,9 @@ func (f *proxyFlags) build(d *deps, tenants *identity.Tenants, guard *identity.G
 	}
 	o := f.options(d, log)
 	o.Upstream, o.Tenants, o.Guard, o.Fetch = up, tenants, guard, fetch
+	if d.registry != nil {
+		o.Registerer = d.registry // the proxy's series on /metrics
+	}
 	if _, ok := up.(*mcpproxy.Gateway); ok {
 		o.CallPolicy = d.engine // the call decision: which tenant may call which server's tools
 	}

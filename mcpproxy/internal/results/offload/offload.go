@@ -113,6 +113,8 @@ type Options struct {
 	StageDir string
 	StageMax int64
 	Logger   *slog.Logger
+	// Metrics counts each item stored (metrics.go); nil counts nothing.
+	Metrics Metrics
 }
 
 // Call says what a result answers: the policy sees it, and the stored
@@ -191,6 +193,9 @@ type Overrides struct {
 	TTL                                    time.Duration
 	// Server names the upstream in policy inputs.
 	Server string
+	// Metrics, when set, replaces the Rewriter's (a proxy counts into
+	// the registry it was given).
+	Metrics Metrics
 }
 
 // With returns a Rewriter with o in place of f's options, sharing f's
@@ -211,6 +216,9 @@ func (f *Rewriter) With(o Overrides) *Rewriter {
 	}
 	if o.Server != "" {
 		n.o.Server = o.Server
+	}
+	if o.Metrics != nil {
+		n.o.Metrics = o.Metrics
 	}
 	n.budget = Budget{Result: n.o.Budget, Previews: n.o.PreviewBudget}
 	return &n

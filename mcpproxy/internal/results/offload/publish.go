@@ -499,6 +499,7 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (p *publ
 		return nil, fmt.Errorf("storing the item failed: %w", err)
 	}
 	p = newPublished(ctx, a, l, meta.MimeType, pb)
+	w.f.counted(u, p)
 	w.stored = append(w.stored, a)
 	if ptr != "" {
 		w.replaced = append(w.replaced, newReplaced(ptr, p))
