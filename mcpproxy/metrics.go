@@ -30,6 +30,20 @@ func newMetrics(o *Options) (*metrics.Set, error) {
 	return set, err
 }
 
+// knownUpstreams exports the upstream error series of the upstreams New
+// was given, at zero: each server of a Gateway (one added later appears
+// when it first fails), or the one upstream.
+func (p *Proxy) knownUpstreams() {
+	gw, ok := p.o.Upstream.(*Gateway)
+	if !ok {
+		p.metrics.Known(metrics.Default)
+		return
+	}
+	for _, s := range gw.Servers {
+		p.metrics.Known(s.Name)
+	}
+}
+
 // observed is a face measured: each POST's requests are observed when
 // the face is done with it.
 type observed struct {

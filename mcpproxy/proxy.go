@@ -83,6 +83,9 @@
 //   - arttools: the artifact tools' read, grep and jq.
 //   - schematest: a test helper checking results against the MCP schema.
 //
+// internal/metrics: the proxy's Prometheus series (Options.Registerer),
+// measured around the faces (metrics.go) and counted by the offloader.
+//
 // # Spilled strings: who must do what
 //
 // No upstream message is ever held whole in memory: every upstream
@@ -458,6 +461,7 @@ func New(o Options) (*Proxy, error) {
 		return nil, err
 	}
 	p.http = p.front(p.web)
+	p.knownUpstreams()
 	return p, nil
 }
 

@@ -134,6 +134,23 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 	return c, err
 }
 
+// Known exports the upstream error series of each upstream, at zero for
+// every kind, so that a rate over an upstream that has not failed yet is
+// 0, not absent.
+func (s *Set) Known(upstreams ...string) {
+	if s == nil {
+		return
+	}
+	for _, u := range upstreams {
+		for _, k := range failureKinds {
+			s.upstreamErrors.WithLabelValues(u, k)
+		}
+	}
+}
+
+// failureKinds are the values of the kind label of the upstream errors.
+var failureKinds = []string{KindConnect, KindTimeout, KindStatus, KindProtocol, KindClosed}
+
 // offloadKinds are the kinds of the offload decision (policy.OffloadInput).
 var offloadKinds = []string{"text", "image", "audio", "resource", "structured"}
 
