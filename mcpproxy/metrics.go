@@ -17,7 +17,7 @@ import (
 // are measured at the edges of the faces, so that every face and every
 // kind of upstream is measured alike: an HTTP face's POSTs (observe,
 // innermost in front's chain) and a stdio client's messages
-// (stdioMeasured), each request with the upstream upstreamOf names. The
+// (stdioMeasured), each request with the labels routeOf gives it. The
 // offloader counts what it stores (offload.Options.Metrics).
 
 // newMetrics registers the proxy's series on o.Registerer (nil: none)
@@ -60,7 +60,7 @@ func (p *Proxy) observe(face frontHandler) frontHandler {
 }
 
 func (o observed) ServeHTTP(w http.ResponseWriter, r *http.Request, rq ownmethods.Request) {
-	ex := o.p.metrics.Peek(r, o.p.o.MaxBody, o.p.upstreamOf(rq))
+	ex := o.p.metrics.Peek(r, o.p.o.MaxBody, o.p.routeOf(rq))
 	o.face.ServeHTTP(ex.Writer(w), r, rq)
 	ex.Done(r.Context().Err() != nil)
 }
@@ -68,40 +68,54 @@ func (o observed) ServeHTTP(w http.ResponseWriter, r *http.Request, rq ownmethod
 // stdioMeasured is the stdio client c measured; call end once the face
 // is done with it.
 func (p *Proxy) stdioMeasured(ctx context.Context, c stdio.Client) (_ stdio.Client, end func()) {
-	return p.metrics.Stdio(ctx, c, p.upstreamOf(ownmethods.Request{Stdio: true}))
+	return p.metrics.Stdio(ctx, c, p.routeOf(ownmethods.Request{Stdio: true}))
 }
 
-// upstreamOf returns what names the upstream of a request for rq's
-// caller in the upstream label: metrics.Own for what the proxy answers
-// itself, metrics.Default in front of one server, and through a Gateway
-// the server a named request goes to (metrics.All for the requests every
-// server gets, metrics.None for a name no server has).
-func (p *Proxy) upstreamOf(rq ownmethods.Request) func(*jsonrpc.Message) string {
-	return func(m *jsonrpc.Message) string {
+// routeOf returns what labels a request of rq's caller: its upstream,
+// metrics.Own for what the proxy answers itself, metrics.Default in front
+// of one server, and through a Gateway the server a named request goes to
+// (metrics.All for the requests every server gets, metrics.None for a
+// name no server has); and a tools/call's tool, by the name its client
+// called it when a tools/list result named it (the proxy learns every
+// one, mcpheader.Tools), else "other": a client cannot add series by
+// calling names nobody listed.
+func (p *Proxy) routeOf(rq ownmethods.Request) func(*jsonrpc.Message) metrics.Route {
+	return func(m *jsonrpc.Message) metrics.Route {
 		kind, name := "", ""
 		switch m.Method {
 		case "tools/call":
 			kind, name = "tool", jsonrpc.StringMember(m.Params, "name")
 			if p.methods.OwnsTool(rq, name) {
-				return metrics.Own
+				return metrics.Route{Upstream: metrics.Own, Tool: name}
 			}
+			r := metrics.Route{Upstream: p.upstreamOf(kind, name), Tool: "other"}
+			if _, listed := p.tools.Lookup(name); listed {
+				r.Tool = name
+			}
+			return r
 		case "prompts/get":
 			kind, name = "prompt", jsonrpc.StringMember(m.Params, "name")
 		case "resources/read", "resources/subscribe", "resources/unsubscribe", "resources/stream":
 			kind, name = "resource", jsonrpc.StringMember(m.Params, "uri")
 			if p.o.Artifacts != nil && strings.HasPrefix(name, artifact.URIPrefix) {
-				return metrics.Own
+				return metrics.Route{Upstream: metrics.Own}
 			}
 		}
-		switch {
-		case p.gateway == nil:
-			return metrics.Default
-		case kind == "":
-			return metrics.All
-		}
-		if server, _, ok := p.gateway.ServerOf(kind, name); ok {
-			return server
-		}
-		return metrics.None
+		return metrics.Route{Upstream: p.upstreamOf(kind, name)}
 	}
+}
+
+// upstreamOf is the upstream label of a request for a tool, prompt or
+// resource (kind) named name; kind "" for a request that names none.
+func (p *Proxy) upstreamOf(kind, name string) string {
+	switch {
+	case p.gateway == nil:
+		return metrics.Default
+	case kind == "":
+		return metrics.All
+	}
+	if server, _, ok := p.gateway.ServerOf(kind, name); ok {
+		return server
+	}
+	return metrics.None
 }

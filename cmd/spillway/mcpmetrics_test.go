@@ -16,7 +16,7 @@ import (
 // call the upstream answers with a JSON-RPC error, one the call decision
 // denies, and one the upstream does not answer within its call_timeout
 // (an upstream error of kind timeout). Each moves its own series, under
-// its server's name.
+// its server's name, and the tool calls' series under the tool's name.
 func TestMCPMetricsMoveWithASession(t *testing.T) {
 	data := t.TempDir()
 	cfg := filepath.Join(t.TempDir(), "servers.yaml")
@@ -24,7 +24,7 @@ func TestMCPMetricsMoveWithASession(t *testing.T) {
 	s := startServer(t, data, "--config", cfg, "--policy", denyingCallPolicy(t), "--api-listen", "127.0.0.1:0")
 	metricsURL := "http://" + s.APIAddr() + "/metrics"
 	before := scrape(t, metricsURL)
-	for _, name := range []string{"spillway_offloads_total", "spillway_offload_bytes_stored_total", "spillway_offload_bytes_saved_total"} {
+	for _, name := range []string{"spillway_offloads_total", "spillway_offload_bytes_stored_total", "spillway_offload_bytes_saved_total", "spillway_upstream_errors_total"} {
 		if before[name] == nil {
 			t.Errorf("/metrics lacks %s before any call (its kinds start at 0)", name)
 		}
@@ -69,6 +69,13 @@ func TestMCPMetricsMoveWithASession(t *testing.T) {
 		{"spillway_mcp_request_duration_seconds", req("tools/call", "big", "upstream_error"), histCount, 1, 1},
 		{"spillway_mcp_request_duration_seconds", req("tools/list", "_all", "ok"), histCount, 1, 1},
 		{"spillway_upstream_errors_total", map[string]string{"upstream": "big", "kind": "timeout"}, counterValue, 1, 1},
+		{"spillway_upstream_errors_total", map[string]string{"upstream": "other", "kind": "connect"}, counterValue, 0, 0},
+		// Tools by the name the client was given when listed; a name no
+		// list had counts as other.
+		{"spillway_mcp_tool_calls_total", map[string]string{"upstream": "big", "tool": "big_query", "outcome": "ok"}, counterValue, 1, 1},
+		{"spillway_mcp_tool_calls_total", map[string]string{"upstream": "big", "tool": "big_slow_report", "outcome": "upstream_error"}, counterValue, 1, 1},
+		{"spillway_mcp_tool_calls_total", map[string]string{"upstream": "other", "tool": "other_small", "outcome": "denied"}, counterValue, 1, 1},
+		{"spillway_mcp_tool_calls_total", map[string]string{"upstream": "other", "tool": "other", "outcome": "error"}, counterValue, 1, 1},
 		{"spillway_offloads_total", map[string]string{"kind": "text"}, counterValue, 1, 1},
 		{"spillway_offload_bytes_stored_total", map[string]string{"kind": "text"}, counterValue, 300_000, 1e7},
 		{"spillway_offload_bytes_saved_total", map[string]string{"kind": "text"}, counterValue, 290_000, 1e7},

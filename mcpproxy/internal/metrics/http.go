@@ -23,18 +23,19 @@ type Exchange struct {
 	w     *observedWriter
 }
 
-// pending is one request in flight: its method, upstream label and id
-// (jsonrpc.Key).
+// pending is one request in flight: its method, id (jsonrpc.Key) and
+// route.
 type pending struct {
-	method, upstream, id string
+	method, id string
+	route      Route
 }
 
 // Peek reads the requests of r's body (at most max bytes, the face's own
 // cap; a larger body is left for the face to refuse) and puts the body
-// back for the face to read. upstream names each request's upstream. It
+// back for the face to read. route says where each request goes. It
 // returns nil when s is nil, r is not a POST, or the body holds no
 // request.
-func (s *Set) Peek(r *http.Request, max int64, upstream func(*jsonrpc.Message) string) *Exchange {
+func (s *Set) Peek(r *http.Request, max int64, route func(*jsonrpc.Message) Route) *Exchange {
 	if s == nil || r.Method != http.MethodPost || r.Body == nil {
 		return nil
 	}
@@ -50,7 +51,7 @@ func (s *Set) Peek(r *http.Request, max int64, upstream func(*jsonrpc.Message) s
 	e := &Exchange{s: s, start: time.Now()}
 	for _, m := range msgs {
 		if m.IsRequest() {
-			e.reqs = append(e.reqs, pending{method: m.Method, upstream: upstream(m), id: jsonrpc.Key(m.ID)})
+			e.reqs = append(e.reqs, pending{method: m.Method, route: route(m), id: jsonrpc.Key(m.ID)})
 		}
 	}
 	if len(e.reqs) == 0 {
@@ -118,7 +119,7 @@ func (e *Exchange) Done(gone bool) {
 		default:
 			continue // answered elsewhere
 		}
-		e.s.Request(rq.method, rq.upstream, outcome, kind, d)
+		e.s.Request(rq.method, rq.route, outcome, kind, d)
 	}
 }
 

@@ -14,6 +14,7 @@ package metrics
 import (
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -62,11 +63,19 @@ var durationBuckets = []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10
 // *Set measures nothing. Safe for concurrent use.
 type Set struct {
 	requests       *prometheus.HistogramVec // method, upstream, outcome
+	toolCalls      *prometheus.CounterVec   // upstream, tool, outcome
 	upstreamErrors *prometheus.CounterVec   // upstream, kind
 	offloads       *prometheus.CounterVec   // kind
 	storedBytes    *prometheus.CounterVec   // kind
 	savedBytes     *prometheus.CounterVec   // kind
+
+	mu    sync.Mutex
+	tools map[string]bool // the tool label values in use, at most maxTools
 }
+
+// maxTools bounds the tool label's values: past it a new tool counts as
+// "other" (an upstream may list any number of tools).
+const maxTools = 1000
 
 // New registers the proxy's series on reg and returns them; a nil reg
 // returns a nil *Set (no metrics). When reg already holds them (another
@@ -78,11 +87,16 @@ func New(reg prometheus.Registerer) (*Set, error) {
 		return nil, nil
 	}
 	s := &Set{
+		tools: map[string]bool{},
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "spillway_mcp_request_duration_seconds",
 			Help:    "Time from a client's MCP request to its answer, by method (the MCP methods, else other), upstream and outcome.",
 			Buckets: durationBuckets,
 		}, []string{"method", "upstream", "outcome"}),
+		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "spillway_mcp_tool_calls_total",
+			Help: "Client tools/call requests by upstream, tool (a tool an upstream listed, else other) and outcome.",
+		}, []string{"upstream", "tool", "outcome"}),
 		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "spillway_upstream_errors_total",
 			Help: "Client requests that failed because of their upstream, by upstream and kind (connect, timeout, status, protocol, closed).",
@@ -100,10 +114,7 @@ func New(reg prometheus.Registerer) (*Set, error) {
 	}
 	var err error
 	s.requests, err = register(reg, s.requests)
-	if err == nil {
-		s.upstreamErrors, err = register(reg, s.upstreamErrors)
-	}
-	for _, c := range []**prometheus.CounterVec{&s.offloads, &s.storedBytes, &s.savedBytes} {
+	for _, c := range []**prometheus.CounterVec{&s.toolCalls, &s.upstreamErrors, &s.offloads, &s.storedBytes, &s.savedBytes} {
 		if err == nil {
 			*c, err = register(reg, *c)
 		}
@@ -154,18 +165,43 @@ var failureKinds = []string{KindConnect, KindTimeout, KindStatus, KindProtocol, 
 // offloadKinds are the kinds of the offload decision (policy.OffloadInput).
 var offloadKinds = []string{"text", "image", "audio", "resource", "structured"}
 
+// Route is where a request goes, as the labels say it: its upstream
+// (a configured name, or Default, All, None, Own) and, for a tools/call,
+// its tool: a name an upstream listed (or the proxy's own tool), else
+// "other" ("" for another method).
+type Route struct {
+	Upstream, Tool string
+}
+
 // Request records one client request: its method (any string: folded
-// into the closed set here), its upstream label, its outcome, and how
-// long it took. An upstream_error outcome also counts an upstream error
-// of kind.
-func (s *Set) Request(method, upstream, outcome, kind string, d time.Duration) {
+// into the closed set here), its route, its outcome, and how long it
+// took. An upstream_error outcome also counts an upstream error of kind;
+// a tools/call also counts a tool call.
+func (s *Set) Request(method string, r Route, outcome, kind string, d time.Duration) {
 	if s == nil {
 		return
 	}
-	s.requests.WithLabelValues(Method(method), upstream, outcome).Observe(d.Seconds())
+	s.requests.WithLabelValues(Method(method), r.Upstream, outcome).Observe(d.Seconds())
 	if outcome == UpstreamError {
-		s.upstreamErrors.WithLabelValues(upstream, kind).Inc()
+		s.upstreamErrors.WithLabelValues(r.Upstream, kind).Inc()
 	}
+	if method == "tools/call" && r.Tool != "" {
+		s.toolCalls.WithLabelValues(r.Upstream, s.tool(r.Tool), outcome).Inc()
+	}
+}
+
+// tool returns the tool label of name: name itself while fewer than
+// maxTools are in use, else "other".
+func (s *Set) tool(name string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.tools[name] {
+		if len(s.tools) >= maxTools {
+			return "other"
+		}
+		s.tools[name] = true
+	}
+	return name
 }
 
 // Offloaded records one item the offloader stored: its kind (of the

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -21,8 +22,8 @@ func TestNewSharesARegistry(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a second set on the same registry: %v", err)
 	}
-	a.Request("tools/call", "x", OK, "", time.Millisecond)
-	b.Request("tools/call", "x", OK, "", time.Millisecond)
+	a.Request("tools/call", Route{Upstream: "x", Tool: "t"}, OK, "", time.Millisecond)
+	b.Request("tools/call", Route{Upstream: "x", Tool: "t"}, OK, "", time.Millisecond)
 	if n := len(family(t, reg, "spillway_mcp_request_duration_seconds")); n != 1 {
 		t.Fatalf("series = %d, want 1", n)
 	}
@@ -39,7 +40,7 @@ func TestNewSharesARegistry(t *testing.T) {
 		t.Fatalf("New(nil) = %v, %v; want no metrics", s, err)
 	}
 	var none *Set // measures nothing, and does not panic
-	none.Request("ping", Default, OK, "", 0)
+	none.Request("ping", Route{Upstream: Default}, OK, "", 0)
 	none.Offloaded("text", 1, 1)
 }
 
@@ -84,11 +85,18 @@ func TestLabelsAreBounded(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	s, _ := New(reg)
 	for i := range 100 {
-		s.Request("x/"+strings.Repeat("a", i), Default, OK, "", 0)
+		s.Request("x/"+strings.Repeat("a", i), Route{Upstream: Default}, OK, "", 0)
 	}
-	s.Request("tools/call", Default, OK, "", 0)
+	s.Request("tools/call", Route{Upstream: Default}, OK, "", 0)
 	if n := len(family(t, reg, "spillway_mcp_request_duration_seconds")); n != 2 {
 		t.Fatalf("series = %d, want 2 (other, tools/call)", n)
+	}
+	// An upstream listing more tools than maxTools adds maxTools+1 series.
+	for i := range maxTools + 50 {
+		s.Request("tools/call", Route{Upstream: Default, Tool: fmt.Sprint("t", i)}, OK, "", 0)
+	}
+	if n := len(family(t, reg, "spillway_mcp_tool_calls_total")); n != maxTools+1 {
+		t.Fatalf("tool series = %d, want %d", n, maxTools+1)
 	}
 	s.Offloaded("video", 10, -5)
 	if v := counter(t, reg, "spillway_offload_bytes_saved_total", "other"); v != 0 {

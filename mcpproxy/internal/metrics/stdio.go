@@ -17,14 +17,14 @@ type Client interface {
 
 // Stdio returns c measured: each request it receives is observed when
 // the face sends its response, or as cancelled when the client cancels
-// it or end is called first. upstream names each request's upstream.
+// it or end is called first. route says where each request goes.
 // Call end once the face is done with c. A nil s returns c and an end
 // that does nothing.
-func (s *Set) Stdio(ctx context.Context, c Client, upstream func(*jsonrpc.Message) string) (_ Client, end func()) {
+func (s *Set) Stdio(ctx context.Context, c Client, route func(*jsonrpc.Message) Route) (_ Client, end func()) {
 	if s == nil {
 		return c, func() {}
 	}
-	sc := &stdioClient{Client: c, s: s, upstream: upstream, in: make(chan *jsonrpc.Message), open: map[string]call{}}
+	sc := &stdioClient{Client: c, s: s, route: route, in: make(chan *jsonrpc.Message), open: map[string]call{}}
 	go sc.read(ctx)
 	return sc, sc.end
 }
@@ -32,9 +32,9 @@ func (s *Set) Stdio(ctx context.Context, c Client, upstream func(*jsonrpc.Messag
 // stdioClient is a measured Client.
 type stdioClient struct {
 	Client
-	s        *Set
-	upstream func(*jsonrpc.Message) string
-	in       chan *jsonrpc.Message
+	s     *Set
+	route func(*jsonrpc.Message) Route
+	in    chan *jsonrpc.Message
 
 	mu   sync.Mutex
 	open map[string]call // the requests not answered yet, by id (jsonrpc.Key)
@@ -42,8 +42,9 @@ type stdioClient struct {
 
 // call is one request in flight.
 type call struct {
-	method, upstream string
-	start            time.Time
+	method string
+	route  Route
+	start  time.Time
 }
 
 func (c *stdioClient) Recv() <-chan *jsonrpc.Message { return c.in }
@@ -56,7 +57,7 @@ func (c *stdioClient) read(ctx context.Context) {
 		switch {
 		case m.IsRequest():
 			c.mu.Lock()
-			c.open[jsonrpc.Key(m.ID)] = call{method: m.Method, upstream: c.upstream(m), start: time.Now()}
+			c.open[jsonrpc.Key(m.ID)] = call{method: m.Method, route: c.route(m), start: time.Now()}
 			c.mu.Unlock()
 		case m.Method == jsonrpc.MethodCancelled:
 			c.finish(jsonrpc.Key(jsonrpc.CancelledID(m)), Cancelled, "")
@@ -96,7 +97,7 @@ func (c *stdioClient) finish(id, outcome, kind string) {
 	delete(c.open, id)
 	c.mu.Unlock()
 	if ok {
-		c.s.Request(rq.method, rq.upstream, outcome, kind, time.Since(rq.start))
+		c.s.Request(rq.method, rq.route, outcome, kind, time.Since(rq.start))
 	}
 }
 
@@ -107,6 +108,6 @@ func (c *stdioClient) end() {
 	c.open = map[string]call{}
 	c.mu.Unlock()
 	for _, rq := range open {
-		c.s.Request(rq.method, rq.upstream, Cancelled, "", time.Since(rq.start))
+		c.s.Request(rq.method, rq.route, Cancelled, "", time.Since(rq.start))
 	}
 }
