@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/spillway-dev/spillway/examples/bigtool"
 	"github.com/spillway-dev/spillway/mcpproxy"
+	"github.com/spillway-dev/spillway/policy"
 )
 
 // The stdio face in front of a stdio child, measured: a call answered
@@ -132,4 +135,82 @@ func gathered(t *testing.T, g prometheus.Gatherer, name string) []*dto.Metric {
 		}
 	}
 	return nil
+}
+
+// The HTTP face in front of a Streamable HTTP upstream (the relay, over
+// bigtool): an offloaded call is ok and counts its bytes (stored, and
+// kept out of the context) under its tool's name, a tool bigtool does not
+// have is the upstream's JSON-RPC error (its tool "other"); a proxy whose upstream is down answers
+// upstream_error of kind connect. All under the upstream "default".
+func TestRelayMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h, err := bigtool.NewHandler(bigtool.NewServer(nil), bigtool.EraSession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := newService(t)
+	eng, err := policy.New(context.Background(), policy.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: serve(t, h), Transport: "streamable"}, Artifacts: svc,
+		Offloader: mcpproxy.NewOffloader(svc, eng, mcpproxy.OffloadOptions{}), SpillDir: t.TempDir(), Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	url := serve(t, p)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sid := initSession(t, ctx, url)
+	for _, msg := range []string{`"tools/list"`, `"tools/call","params":{"name":"query","arguments":{"rows":2000}}`,
+		`"tools/call","params":{"name":"no_such_tool","arguments":{}}`} {
+		resp, err := sessionPost(ctx, url, sid, `{"jsonrpc":"2.0","id":5,"method":`+msg+`}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+
+	// A second proxy on the same registry, its upstream a closed port.
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	down := "http://" + ln.Addr().String() + "/mcp"
+	ln.Close()
+	q, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: down, Transport: "streamable"}, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	resp, err := sessionPost(ctx, serve(t, q), "", initBody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+
+	got := requestCounts(t, reg)
+	for k, want := range map[string]uint64{
+		"initialize default ok":             1,
+		"tools/call default ok":             1,
+		"tools/call default error":          1,
+		"tools/list default ok":             1,
+		"initialize default upstream_error": 1,
+	} {
+		if got[k] != want {
+			t.Errorf("%s: %d requests, want %d (all: %v)", k, got[k], want, got)
+		}
+	}
+	if v := counterOf(t, reg, "spillway_upstream_errors_total", "connect default"); v != 1 {
+		t.Errorf("spillway_upstream_errors_total{upstream=default,kind=connect} = %v, want 1", v)
+	}
+	stored, saved := counterOf(t, reg, "spillway_offload_bytes_stored_total", "text"), counterOf(t, reg, "spillway_offload_bytes_saved_total", "text")
+	if n := counterOf(t, reg, "spillway_offloads_total", "text"); n != 1 || stored < 300_000 || saved <= 0 || saved >= stored {
+		t.Errorf("offloads %v, bytes stored %v, saved %v; want 1 text item of ~400 kB, most of it saved", n, stored, saved)
+	}
+	// A tool the list named is counted by its name, another as other.
+	for _, labels := range []string{"ok query default", "error other default"} {
+		if v := counterOf(t, reg, "spillway_mcp_tool_calls_total", labels); v != 1 {
+			t.Errorf("spillway_mcp_tool_calls_total{outcome tool upstream = %s} = %v, want 1", labels, v)
+		}
+	}
 }
