@@ -2,7 +2,6 @@ package main
 
 import (
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -47,22 +46,11 @@ func TestMCPMetricsMoveWithASession(t *testing.T) {
 	}
 	after := scrape(t, metricsURL)
 
-	moved := func(family string, labels map[string]string, read func(*dto.Metric) float64) float64 {
-		t.Helper()
-		if after[family] == nil {
-			t.Fatalf("/metrics lacks %s", family)
-		}
-		return valueOf(after, family, labels, read) - valueOf(before, family, labels, read)
-	}
+	moved := mover(t, before, after)
 	req := func(method, upstream, outcome string) map[string]string {
 		return map[string]string{"method": method, "upstream": upstream, "outcome": outcome}
 	}
-	for _, tt := range []struct {
-		family          string
-		labels          map[string]string
-		read            func(*dto.Metric) float64
-		atLeast, atMost float64
-	}{
+	checkMoves(t, moved, []seriesMove{
 		{"spillway_mcp_request_duration_seconds", req("tools/call", "big", "ok"), histCount, 1, 1},
 		{"spillway_mcp_request_duration_seconds", req("tools/call", "other", "error"), histCount, 1, 1},
 		{"spillway_mcp_request_duration_seconds", req("tools/call", "other", "denied"), histCount, 1, 1},
@@ -80,11 +68,7 @@ func TestMCPMetricsMoveWithASession(t *testing.T) {
 		{"spillway_offload_bytes_stored_total", map[string]string{"kind": "text"}, counterValue, 300_000, 1e7},
 		{"spillway_offload_bytes_saved_total", map[string]string{"kind": "text"}, counterValue, 290_000, 1e7},
 		{"spillway_offloads_total", map[string]string{"kind": "image"}, counterValue, 0, 0},
-	} {
-		if d := moved(tt.family, tt.labels, tt.read); d < tt.atLeast || d > tt.atMost {
-			t.Errorf("%s%v moved by %v, want [%v, %v]", tt.family, tt.labels, d, tt.atLeast, tt.atMost)
-		}
-	}
+	})
 	// Each request is observed once, whatever its outcome: the test's
 	// client closes its initialize POSTs without reading them (ok or
 	// cancelled, as the close and the answer race).
@@ -132,18 +116,6 @@ func sessionOf(t *testing.T, base, tok string) string {
 // "other"'s tool "small" denied (and the tool still listed).
 func denyingCallPolicy(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile("../../policy/default/spillway.rego")
-	if err != nil {
-		t.Fatal(err)
-	}
 	const rule = "default call := {\"allow\": true}\n"
-	if !strings.Contains(string(b), rule) {
-		t.Fatalf("the built-in policy has no %q", rule)
-	}
-	deny := "call := {\"allow\": false, \"reason\": \"test\"} if {\n\tinput.upstream == \"other\"\n\tinput.name == \"small\"\n\tnot input.listing\n}\n"
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "spillway.rego"), []byte(strings.Replace(string(b), rule, rule+deny, 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return dir
+	return builtinPolicyWith(t, rule, rule+"call := {\"allow\": false, \"reason\": \"test\"} if {\n\tinput.upstream == \"other\"\n\tinput.name == \"small\"\n\tnot input.listing\n}\n")
 }

@@ -51,19 +51,8 @@ func TestMetricsMoveWithASession(t *testing.T) {
 	}
 	after := scrape(t, metricsURL)
 
-	moved := func(family string, labels map[string]string, read func(*dto.Metric) float64) float64 {
-		t.Helper()
-		if after[family] == nil {
-			t.Fatalf("/metrics lacks %s", family)
-		}
-		return valueOf(after, family, labels, read) - valueOf(before, family, labels, read)
-	}
-	for _, tt := range []struct {
-		family          string
-		labels          map[string]string
-		read            func(*dto.Metric) float64
-		atLeast, atMost float64
-	}{
+	moved := mover(t, before, after)
+	checkMoves(t, moved, []seriesMove{
 		{"spillway_fetch_duration_seconds", map[string]string{"code": "2xx"}, histCount, 2, 2},
 		{"spillway_fetch_duration_seconds", map[string]string{"code": "4xx"}, histCount, 1, 1},
 		{"spillway_fetch_requests_total", map[string]string{"code": "2xx"}, counterValue, 2, 2},
@@ -77,11 +66,7 @@ func TestMetricsMoveWithASession(t *testing.T) {
 		{"spillway_policy_decision_duration_seconds", map[string]string{"decision": "fetch", "result": "allow"}, histCount, 2, 2},
 		{"spillway_policy_decision_duration_seconds", map[string]string{"decision": "fetch", "result": "deny"}, histCount, 1, 1},
 		{"spillway_policy_decision_duration_seconds", map[string]string{"decision": "fetch", "result": "error"}, histCount, 0, 0},
-	} {
-		if d := moved(tt.family, tt.labels, tt.read); d < tt.atLeast || d > tt.atMost {
-			t.Errorf("%s%v moved by %v, want [%v, %v]", tt.family, tt.labels, d, tt.atLeast, tt.atMost)
-		}
-	}
+	})
 	// A histogram's sum moves with its count: the latencies are measured.
 	if d := moved("spillway_fetch_duration_seconds", map[string]string{"code": "2xx"}, histSum); d <= 0 {
 		t.Errorf("spillway_fetch_duration_seconds_sum{code=2xx} moved by %v", d)
@@ -95,20 +80,56 @@ func TestMetricsMoveWithASession(t *testing.T) {
 // X-Test-Deny header denied: a fetch the policy, not the token, refuses.
 func denyingFetchPolicy(t *testing.T) string {
 	t.Helper()
+	const rule = "fetch := {\"allow\": true, \"redirect\": true} if {\n"
+	return builtinPolicyWith(t, rule, rule+"\tnot input.request.headers[\"x-test-deny\"]\n")
+}
+
+// builtinPolicyWith writes the built-in policy with its text anchor
+// replaced by with into a folder of its own, and returns the folder.
+func builtinPolicyWith(t *testing.T, anchor, with string) string {
+	t.Helper()
 	b, err := os.ReadFile("../../policy/default/spillway.rego")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const rule = "fetch := {\"allow\": true, \"redirect\": true} if {\n"
-	if !strings.Contains(string(b), rule) {
-		t.Fatalf("the built-in policy has no %q", rule)
+	if !strings.Contains(string(b), anchor) {
+		t.Fatalf("the built-in policy has no %q", anchor)
 	}
-	src := strings.Replace(string(b), rule, rule+"\tnot input.request.headers[\"x-test-deny\"]\n", 1)
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "spillway.rego"), []byte(src), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "spillway.rego"), []byte(strings.Replace(string(b), anchor, with, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return dir
+}
+
+// seriesMove is how far one series should move during a session.
+type seriesMove struct {
+	family          string
+	labels          map[string]string
+	read            func(*dto.Metric) float64
+	atLeast, atMost float64
+}
+
+// mover returns how far a series moved from before to after; a family
+// absent after fails the test.
+func mover(t *testing.T, before, after map[string]*dto.MetricFamily) func(family string, labels map[string]string, read func(*dto.Metric) float64) float64 {
+	return func(family string, labels map[string]string, read func(*dto.Metric) float64) float64 {
+		t.Helper()
+		if after[family] == nil {
+			t.Fatalf("/metrics lacks %s", family)
+		}
+		return valueOf(after, family, labels, read) - valueOf(before, family, labels, read)
+	}
+}
+
+// checkMoves checks each series moved within its bounds.
+func checkMoves(t *testing.T, moved func(string, map[string]string, func(*dto.Metric) float64) float64, moves []seriesMove) {
+	t.Helper()
+	for _, tt := range moves {
+		if d := moved(tt.family, tt.labels, tt.read); d < tt.atLeast || d > tt.atMost {
+			t.Errorf("%s%v moved by %v, want [%v, %v]", tt.family, tt.labels, d, tt.atLeast, tt.atMost)
+		}
+	}
 }
 
 var httpURLField = regexp.MustCompile(`"httpUrl":("(?:[^"\\]|\\.)*")`)
