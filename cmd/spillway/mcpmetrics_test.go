@@ -1,10 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"io"
+	"net"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 )
@@ -118,4 +121,60 @@ func denyingCallPolicy(t *testing.T) string {
 	t.Helper()
 	const rule = "default call := {\"allow\": true}\n"
 	return builtinPolicyWith(t, rule, rule+"call := {\"allow\": false, \"reason\": \"test\"} if {\n\tinput.upstream == \"other\"\n\tinput.name == \"small\"\n\tnot input.listing\n}\n")
+}
+
+// `spillway serve --stdio` measures its stdio face too, on the registry
+// --api-listen serves: the handshake and an offloaded call are ok, a call
+// the child refuses is its error, all under the upstream "default", and
+// the offloaded megabyte is counted.
+func TestStdioMCPMetrics(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := ln.Addr().String()
+	ln.Close()
+	in, lines := startStdio(t, nil, "--api-listen", api)
+	exchange := func(line, want string) {
+		t.Helper()
+		fmt.Fprintln(in, line)
+		for {
+			select {
+			case got, ok := <-lines:
+				if !ok {
+					t.Fatal("spillway's stdout ended")
+				}
+				if strings.Contains(got, want) {
+					return
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("no %s after %s", want, line)
+			}
+		}
+	}
+	exchange(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, `"id":1`)
+	fmt.Fprintln(in, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	exchange(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"big","arguments":{}}}`, `"id":2`)
+	exchange(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"nope","arguments":{}}}`, `"id":3`)
+
+	mfs := scrape(t, "http://"+api+"/metrics")
+	req := func(method, outcome string) map[string]string {
+		return map[string]string{"method": method, "upstream": "default", "outcome": outcome}
+	}
+	for _, tt := range []struct {
+		family string
+		labels map[string]string
+		read   func(*dto.Metric) float64
+		want   float64
+	}{
+		{"spillway_mcp_request_duration_seconds", req("initialize", "ok"), histCount, 1},
+		{"spillway_mcp_request_duration_seconds", req("tools/call", "ok"), histCount, 1},
+		{"spillway_mcp_request_duration_seconds", req("tools/call", "error"), histCount, 1},
+		{"spillway_offloads_total", map[string]string{"kind": "text"}, counterValue, 1},
+		{"spillway_offload_bytes_stored_total", map[string]string{"kind": "text"}, counterValue, float64(facesText / 22 * 22)},
+	} {
+		if got := valueOf(mfs, tt.family, tt.labels, tt.read); got != tt.want {
+			t.Errorf("%s%v = %v, want %v", tt.family, tt.labels, got, tt.want)
+		}
+	}
 }
