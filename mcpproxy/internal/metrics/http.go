@@ -1,12 +1,11 @@
 package metrics
 
 import (
-	"bytes"
-	"io"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/httpx"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 )
 
@@ -39,9 +38,8 @@ func (s *Set) Peek(r *http.Request, max int64, route func(*jsonrpc.Message) Rout
 	if s == nil || r.Method != http.MethodPost || r.Body == nil {
 		return nil
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, max+1))
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(b), errReader{err}, r.Body), r.Body}
-	if err != nil || int64(len(b)) > max {
+	b, err := httpx.PeekBody(r, max)
+	if err != nil {
 		return nil
 	}
 	msgs, _, err := jsonrpc.Decode(b)
@@ -58,23 +56,6 @@ func (s *Set) Peek(r *http.Request, max int64, route func(*jsonrpc.Message) Rout
 		return nil
 	}
 	return e
-}
-
-// readCloser is a body read from r and closed by c.
-type readCloser struct {
-	io.Reader
-	io.Closer
-}
-
-// errReader returns err, once what came before it is read: a body whose
-// reading failed fails for the face too. A nil err is an empty reader.
-type errReader struct{ err error }
-
-func (r errReader) Read([]byte) (int, error) {
-	if r.err != nil {
-		return 0, r.err
-	}
-	return 0, io.EOF
 }
 
 // Writer returns w as the face should write to it: what passes is

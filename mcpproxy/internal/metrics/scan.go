@@ -101,19 +101,20 @@ func (s *scanner) scanMessages(b []byte) {
 	}
 	if tok == json.Delim('[') {
 		for dec.More() {
-			if !s.scanObject(dec, nil) {
+			if !s.scanObject(dec, nil, true) {
 				return
 			}
 		}
 		return
 	}
-	s.scanObject(dec, tok)
+	s.scanObject(dec, tok, false)
 }
 
 // scanObject reads one message from dec (its '{' already read when first
 // is set) and keeps it when it is a response. It returns false when the
-// input ended inside it.
-func (s *scanner) scanObject(dec *json.Decoder, first json.Token) bool {
+// input ended inside it. Outside a batch, a result whose id came first is
+// not read at all: nothing after it is needed.
+func (s *scanner) scanObject(dec *json.Decoder, first json.Token, batch bool) bool {
 	if first == nil {
 		var err error
 		if first, err = dec.Token(); err != nil {
@@ -143,6 +144,10 @@ fields:
 			continue
 		case "result":
 			response = true
+			if !batch && a.id != "" {
+				s.answers = append(s.answers, a)
+				return true
+			}
 		case "error":
 			response, a.isErr = true, true
 			if readError(dec, &a) {
