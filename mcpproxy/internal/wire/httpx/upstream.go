@@ -43,6 +43,10 @@ var upstreamTransport = &http.Transport{
 	IdleConnTimeout:     90 * time.Second,
 }
 
+// Transport returns the connection pool every upstream client shares
+// (see UpstreamClient), for a transport that wraps it.
+func Transport() http.RoundTripper { return upstreamTransport }
+
 // UpstreamClient returns the HTTP client the proxy reaches an upstream MCP
 // server with; every upstream client (the relay, the terminating face's and
 // the stdio face's httpclient) uses it, so they apply one policy:
