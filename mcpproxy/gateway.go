@@ -222,6 +222,10 @@ func (p *Proxy) serverDial(spec *gateway.Spec, up Upstream) error {
 		}
 		return nil
 	case *HTTPUpstream:
+		up, err := p.authorized(up)
+		if err != nil {
+			return err
+		}
 		tools := &mcpheader.Tools{}
 		spec.Learn = func(result []byte) { tools.Learn(result) }
 		spec.Knows = func(name string) bool { _, ok := tools.Lookup(name); return ok }
@@ -264,6 +268,9 @@ func serverVersion(s Server) string {
 			hs = append(hs, k, up.Header[k])
 		}
 		v["http"] = []any{up.URL, up.Transport, hs, up.Client != nil && up.Client != http.DefaultClient}
+		if o := up.OAuth; o != nil {
+			v["oauth"] = []any{o.TokenURL, o.ClientID, o.ClientSecret, o.Scopes, o.Resource}
+		}
 	}
 	b, _ := json.Marshal(v)
 	sum := sha256.Sum256(b)

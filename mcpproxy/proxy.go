@@ -449,6 +449,9 @@ func New(o Options) (*Proxy, error) {
 	case *Gateway:
 		p.web, p.stdio, err = p.gatewayFaces(up)
 	case *HTTPUpstream:
+		if up, err = p.authorized(up); err != nil {
+			break
+		}
 		if up.Transport == httpclient.Legacy {
 			p.web, p.stdio = p.legacyFaces(up)
 		} else {

@@ -20,6 +20,12 @@ type HTTPUpstream struct {
 	// Header is added to every upstream request, e.g. the upstream's own
 	// Authorization; the client's Authorization is never forwarded.
 	Header http.Header
+	// OAuth, when set, gets Spillway's own access token from the
+	// upstream's authorization server (client credentials), sent as every
+	// request's Authorization; Header must then hold no Authorization
+	// (New fails). Tokens are kept per upstream until shortly before they
+	// expire; an upstream's 401 drops the token.
+	OAuth *OAuthClient
 	// Transport is "streamable", "sse" (the legacy HTTP+SSE transport of
 	// 2024-11-05) or "" to find out: POST first, and the legacy transport
 	// only when the upstream refuses an initialize POST.

@@ -39,11 +39,16 @@ type AS struct {
 	fetches atomic.Int64
 	// Claims are added to every token the token endpoint grants.
 	claims map[string]any
+	// ttl is the lifetime of the tokens the token endpoint grants;
+	// granted holds each one's expiry.
+	ttl     time.Duration
+	granted map[string]time.Time
 }
 
 // New starts an AS with one ES256 key; it stops when t ends.
 func New(t testing.TB) *AS {
-	a := &AS{ClientID: "test-client", ClientSecret: "test-secret-0123456789", claims: map[string]any{}}
+	a := &AS{ClientID: "test-client", ClientSecret: "test-secret-0123456789", claims: map[string]any{},
+		ttl: time.Hour, granted: map[string]time.Time{}}
 	a.Rotate(t)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/jwks", a.serveJWKS)
@@ -67,6 +72,31 @@ func (a *AS) SetClaim(name string, v any) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.claims[name] = v
+}
+
+// SetTokenTTL sets the lifetime (expires_in, and the exp claim) of the
+// tokens the token endpoint grants from now on; the default is an hour.
+// It is rounded up to whole seconds.
+func (a *AS) SetTokenTTL(d time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.ttl = d
+}
+
+// Grants counts the tokens the token endpoint granted so far.
+func (a *AS) Grants() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.granted)
+}
+
+// Granted reports whether the token endpoint granted tok and it has not
+// expired: what an upstream that trusts this AS checks.
+func (a *AS) Granted(tok string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	exp, ok := a.granted[tok]
+	return ok && time.Now().Before(exp)
 }
 
 // Rotate makes a new signing key (kid "k1", "k2", ...) the one that signs,
@@ -189,12 +219,17 @@ func (a *AS) serveToken(w http.ResponseWriter, r *http.Request) {
 	for k, v := range a.claims {
 		claims[k] = v
 	}
-	k := a.keys[0]
+	k, secs := a.keys[0], int64((a.ttl+time.Second-1)/time.Second)
 	a.mu.Unlock()
+	exp := time.Now().Add(time.Duration(secs) * time.Second)
+	claims["exp"], claims["jti"] = exp.Unix(), fmt.Sprint(time.Now().UnixNano())
 	tok := MintWith(&panicTB{}, k, a.withDefaults(claims))
+	a.mu.Lock()
+	a.granted[tok] = exp
+	a.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	json.NewEncoder(w).Encode(map[string]any{"access_token": tok, "token_type": "Bearer", "expires_in": 3600})
+	json.NewEncoder(w).Encode(map[string]any{"access_token": tok, "token_type": "Bearer", "expires_in": secs})
 }
 
 func tokenError(w http.ResponseWriter, code string) {

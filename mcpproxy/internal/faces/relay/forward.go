@@ -3,6 +3,7 @@ package relay
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/mcpheader"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/sse"
+	"github.com/spillway-dev/spillway/mcpproxy/upstreamauth"
 )
 
 // ServeHTTP relays one request of rq's caller (already authenticated and
@@ -164,7 +166,7 @@ func (rl *Relay) forward(ctx context.Context, cancel context.CancelFunc, w http.
 	if err != nil {
 		if ctx.Err() == nil {
 			rl.logUnreachable(err)
-			httpx.UpstreamDown(w, ex.body)
+			httpx.UpstreamError(w, ex.body, unreachable(err))
 		}
 		return false
 	}
@@ -263,6 +265,21 @@ func (rl *Relay) logRefused(resp *http.Response) {
 func (rl *Relay) logUnreachable(err error) {
 	rl.log.Warn("upstream unreachable", "url", httpx.RedactURL(rl.o.URL), "err", httpx.RedactError(err))
 }
+
+// unreachable is what a client is told when its request could not be
+// sent upstream: the upstream is down, or Spillway has no access token
+// for it (package upstreamauth).
+func unreachable(err error) string {
+	if errors.Is(err, upstreamauth.ErrToken) {
+		return errNoToken
+	}
+	return "upstream MCP server unreachable"
+}
+
+// errNoToken is what a client is told when Spillway could not get its
+// own access token for the upstream from the upstream's authorization
+// server.
+const errNoToken = "Spillway could not get its credentials for the upstream MCP server (its authorization server failed)"
 
 // errRefused is what a client is told when the upstream refuses
 // Spillway's credentials.

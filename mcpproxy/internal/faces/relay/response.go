@@ -49,6 +49,7 @@ func (rl *Relay) relayLate(ctx context.Context, st *stream, resp *http.Response,
 			return
 		}
 		rl.logUnreachable(err)
+		why = unreachable(err)
 	case resp.StatusCode < 300 && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream"):
 		defer resp.Body.Close()
 		rl.relayEvents(ctx, st, resp, rw)
