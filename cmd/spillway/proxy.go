@@ -23,6 +23,7 @@ type proxyFlags struct {
 	upstreamEnv    envList
 	upstreamUser   string
 	upstreamHeader headerList
+	upstreamOAuth  upstreamOAuthFlags
 	upstreamTrans  string
 	strictEras     bool
 	stdio          bool
@@ -73,6 +74,7 @@ func (f *proxyFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.upstreamEnv, "upstream-env", "variables the --upstream-cmd child gets beyond PATH, HOME, USER, LOGNAME, SHELL, LANG, LC_*, TZ, TMPDIR and TERM, as NAME (Spillway's value) or NAME=VALUE (`list`, comma-separated, repeatable)")
 	fs.StringVar(&f.upstreamUser, "upstream-user", "", "run the --upstream-cmd child as this `user`, kept from Spillway's files (name or uid; needs root or CAP_SETUID)")
 	fs.Var(&f.upstreamHeader, "upstream-header", "`header` sent to --upstream-url, as Name: value (repeatable; one per line in the environment or config file)")
+	f.upstreamOAuth.register(fs)
 	fs.StringVar(&f.upstreamTrans, "upstream-transport", "auto", "transport of --upstream-url: streamable, sse (legacy HTTP+SSE) or auto (legacy only if the upstream refuses an initialize POST)")
 	fs.StringVar(&f.serverPrefix, "server-prefix", "", "with servers in the config file: which tool and prompt names get their server's name in front, always, never or collision (default always with two servers or more, never with one)")
 	fs.StringVar(&f.serverSep, "server-separator", "", "with servers in the config file: what joins a server's name and a tool's, one to four of _ and . (default _)")
@@ -180,6 +182,9 @@ func (f *proxyFlags) checkGateway() error {
 	if len(f.upstreamHeader) > 0 {
 		return errors.New("--upstream-header is for --upstream-url: give a server's headers in its headers")
 	}
+	if f.upstreamOAuth.on() {
+		return errors.New("--upstream-oauth-* are for --upstream-url: give a server's in its oauth key")
+	}
 	return nil
 }
 
@@ -199,7 +204,9 @@ func (f *proxyFlags) upstream() (mcpproxy.Upstream, error) {
 		default:
 			return nil, errors.New("--upstream-transport: want streamable, sse or auto")
 		}
-		return hu, nil
+		var err error
+		hu.OAuth, err = f.upstreamOAuth.client(hu.Header)
+		return hu, err
 	case f.upstreamCmd != "":
 		cu, err := mcpproxy.ParseCommand(f.upstreamCmd)
 		if err != nil {

@@ -68,6 +68,7 @@ type serverYAML struct {
 	URL            string                  `yaml:"url"`
 	Transport      string                  `yaml:"transport"`
 	Headers        map[string]headerSource `yaml:"headers"`
+	OAuth          *oauthClientYAML        `yaml:"oauth"`
 	Command        string                  `yaml:"command"`
 	Args           []string                `yaml:"args"`
 	Env            []string                `yaml:"env"`
@@ -181,12 +182,17 @@ func (s *serverYAML) checkHTTP() error {
 			return fmt.Errorf("header %s: its %s is empty", k, h.kind)
 		}
 	}
+	if s.OAuth != nil {
+		if err := s.OAuth.check(s.Headers); err != nil {
+			return err
+		}
+	}
 	return s.checkCommon()
 }
 
 func (s *serverYAML) checkCommand() error {
-	if s.Transport != "" || len(s.Headers) > 0 {
-		return errors.New("transport and headers are for a url, not a command")
+	if s.Transport != "" || len(s.Headers) > 0 || s.OAuth != nil {
+		return errors.New("transport, headers and oauth are for a url, not a command")
 	}
 	if err := checkChildEnv(s.Env); err != nil {
 		return fmt.Errorf("env: %w", err)
@@ -235,6 +241,10 @@ func headerSources(list []serverYAML) (literal, files bool) {
 			literal = literal || h.kind == "value"
 			files = files || h.kind == "file"
 		}
+		if o := s.OAuth; o != nil {
+			literal = literal || o.ClientSecret.kind == "value"
+			files = files || o.ClientSecret.kind == "file"
+		}
 	}
 	return literal, files
 }
@@ -281,6 +291,13 @@ func (s *serverYAML) upstream(getenv func(string) string) (mcpproxy.Upstream, er
 			return nil, fmt.Errorf("header %s: the value from its %s is empty or holds a line break or NUL", k, h.kind)
 		}
 		hu.Header.Set(k, v)
+	}
+	if s.OAuth != nil {
+		c, err := s.OAuth.client(getenv)
+		if err != nil {
+			return nil, err
+		}
+		hu.OAuth = c
 	}
 	return hu, nil
 }
