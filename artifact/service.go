@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/artifact/token"
 	"github.com/spillway-dev/spillway/policy/decision"
 )
@@ -260,6 +261,7 @@ func (s *Service) decideMint(ctx context.Context, a Artifact, o LinkOptions, ttl
 		RequestedTTLSeconds: int64(ttl / time.Second),
 		Audience:            o.Audience,
 		Now:                 now.Unix(),
+		Claims:              identity.ClaimsFrom(ctx), // the caller of an offload, when known
 	}
 	if o.CIDR.IsValid() {
 		in.CIDR = o.CIDR.String()

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/faces/terminating"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/offload"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/routing/gateway"
@@ -283,6 +284,7 @@ func (p *Proxy) authorizeCall(ctx context.Context, in decision.CallInput) decisi
 	if p.o.CallPolicy == nil {
 		return decision.Call{Allow: true}
 	}
+	in.Claims = identity.ClaimsFrom(ctx) // the caller's, when an access token said who
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	d, err := p.o.CallPolicy.Call(ctx, in)

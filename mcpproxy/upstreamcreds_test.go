@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/artifact/identity/oauthtest"
 	"github.com/spillway-dev/spillway/mcpproxy"
+	"github.com/spillway-dev/spillway/policy"
 )
 
 // The client's credentials of the tests below: a static token, and an
@@ -334,5 +337,40 @@ func TestUpstreamTokenEndpointDown(t *testing.T) {
 	}
 	if n := len(h.headers()); n != 0 {
 		t.Errorf("the upstream was asked %d times without a token", n)
+	}
+}
+
+// The caller's access token claims reach the call decision: a policy
+// that allows a tool only to members of the admins group (its groups
+// claim) lets alice call it, refuses bob, and refuses a static token,
+// which has no claims, in both eras.
+func TestClaimsReachCallPolicy(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "main.rego"), []byte(`package spillway
+
+default call := {"allow": false, "reason": "admins only"}
+
+call := {"allow": true} if "admins" in input.claims.groups
+`), 0o600)
+	eng, err := policy.New(context.Background(), policy.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	clientAS := oauthtest.New(t)
+	h := newHostile(t, nil, false)
+	url := credsProxy(t, &mcpproxy.Gateway{Servers: []mcpproxy.Server{{Name: "crm", Upstream: &mcpproxy.HTTPUpstream{URL: h.url}}}},
+		clientAS, mcpproxy.Options{CallPolicy: eng})
+	alice := clientAS.Mint(t, map[string]any{"sub": "alice", "aud": credsResource, "groups": []string{"ops", "admins"}})
+	bob := clientAS.Mint(t, map[string]any{"sub": "bob", "aud": credsResource, "groups": []string{"users"}})
+	for _, era := range credsEras {
+		if res, e := callEcho(t, url, alice, era, "echo").last(); !strings.Contains(res, "echo hi") {
+			t.Errorf("%s: alice, an admin: %s %s", era, res, e)
+		}
+		for name, tok := range map[string]string{"bob": bob, "static": credsStatic} {
+			if res, e := callEcho(t, url, tok, era, "echo").last(); res != "" || !strings.Contains(e, "admins only") {
+				t.Errorf("%s: %s: %s %s", era, name, res, e)
+			}
+		}
 	}
 }

@@ -117,7 +117,7 @@ func (in fetchInput) value() (ast.Value, error) {
 
 // value is the offload decision's input document.
 func (in offloadInput) value() (ast.Value, error) {
-	f := make(fields, 0, 11)
+	f := make(fields, 0, 12)
 	f.str("server", in.Server, true)
 	f.str("tool", in.Tool, true)
 	f.str("method", in.Method, false)
@@ -131,12 +131,15 @@ func (in offloadInput) value() (ast.Value, error) {
 	}
 	f.str("tenant", in.Tenant, true)
 	f.str("client", in.Client, true)
+	if err := f.claims(in.Claims); err != nil {
+		return nil, err
+	}
 	return f.term().Value, nil
 }
 
 // value is the mint decision's input document.
 func (in mintInput) value() (ast.Value, error) {
-	f := make(fields, 0, 7)
+	f := make(fields, 0, 8)
 	f.add("artifact", artifactTerm(in.Artifact))
 	f.str("tenant", in.Tenant, true)
 	f.str("source", in.Source, false)
@@ -144,6 +147,9 @@ func (in mintInput) value() (ast.Value, error) {
 	f.str("cidr", in.CIDR, true)
 	f.str("audience", in.Audience, true)
 	f.num("now", in.Now, false)
+	if err := f.claims(in.Claims); err != nil {
+		return nil, err
+	}
 	return f.term().Value, nil
 }
 
@@ -152,7 +158,7 @@ func (in mintInput) value() (ast.Value, error) {
 // JSON, denies the call); they are absent when empty, as their JSON tag
 // says.
 func (in callInput) value() (ast.Value, error) {
-	f := make(fields, 0, 6)
+	f := make(fields, 0, 7)
 	f.str("tenant", in.Tenant, false)
 	f.str("upstream", in.Upstream, false)
 	f.str("kind", in.Kind, false)
@@ -165,6 +171,9 @@ func (in callInput) value() (ast.Value, error) {
 		f.add("arguments", ast.NewTerm(args))
 	}
 	f.add("listing", ast.BooleanTerm(in.Listing))
+	if err := f.claims(in.Claims); err != nil {
+		return nil, err
+	}
 	return f.term().Value, nil
 }
 

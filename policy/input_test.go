@@ -58,6 +58,8 @@ func filled[T any](t *testing.T) T {
 			f.SetInt(int64(i + 1))
 		case reflect.Bool:
 			f.SetBool(true)
+		case reflect.Map: // the claims
+			f.Set(reflect.ValueOf(map[string]any{"sub": "alice", "groups": []any{"admins", 1.5}, "x": map[string]any{"y": nil, "z": false}}))
 		default:
 			t.Fatalf("filled: field %s of kind %s", rv.Type().Field(i).Name, f.Kind())
 		}

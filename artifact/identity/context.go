@@ -16,3 +16,15 @@ func FromContext(ctx context.Context) (p Principal, ok bool) {
 	p, ok = ctx.Value(principalKey{}).(Principal)
 	return p, ok
 }
+
+// ClaimsFrom returns the access token claims of the principal in ctx,
+// for a decision's input: nil when there is none, or when it
+// authenticated with a static token. The map is the principal's own:
+// read it, never change it.
+func ClaimsFrom(ctx context.Context) map[string]any {
+	p, ok := FromContext(ctx)
+	if !ok || !p.OAuth {
+		return nil
+	}
+	return p.Claims
+}

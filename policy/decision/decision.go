@@ -99,6 +99,9 @@ type OffloadInput struct {
 	OverBudget bool   `json:"over_budget,omitempty"`
 	Tenant     string `json:"tenant,omitempty"`
 	Client     string `json:"client,omitempty"` // clientInfo.name, when known
+	// Claims are the caller's OAuth access token claims (see
+	// CallInput.Claims).
+	Claims map[string]any `json:"claims,omitempty"`
 }
 
 // Offload is the output of the offload decision. The zero value keeps
@@ -120,6 +123,10 @@ type MintInput struct {
 	CIDR                string       `json:"cidr,omitempty"`
 	Audience            string       `json:"audience,omitempty"`
 	Now                 int64        `json:"now"`
+	// Claims are the OAuth access token claims of the caller the link is
+	// minted for, when one is known (an offload of its call; see
+	// CallInput.Claims).
+	Claims map[string]any `json:"claims,omitempty"`
 }
 
 // Mint is the output of the mint decision. The zero value denies.
@@ -150,6 +157,12 @@ type CallInput struct {
 	// Listing is true when the question is whether to list the tool, not
 	// whether to make a given call: a rule about arguments should allow it.
 	Listing bool `json:"listing"`
+	// Claims are every claim of the caller's OAuth access token, as its
+	// JSON payload holds them (numbers as float64): input.claims.groups,
+	// input.claims.sub. Absent for a static token; never the token.
+	// Conversion is bounded (package policy): claims nested or numerous
+	// past its limits fail the decision, which denies.
+	Claims map[string]any `json:"claims,omitempty"`
 }
 
 // Call is the call decision. The zero value denies. A policy that

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/identity"
 	"github.com/spillway-dev/spillway/artifact/preview"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/results/shrink"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
@@ -514,7 +515,7 @@ func (w *resultWriter) decide(ctx context.Context, u unit) (policy.OffloadDecisi
 	d, err := f.dec.Offload(ctx, policy.OffloadInput{
 		Server: f.o.Server, Tool: c.Tool, Method: c.Method, Kind: u.kind,
 		MimeType: u.mime, Size: u.size, Tenant: c.Tenant, Threshold: u.threshold,
-		Budget: f.budget.Result, OverBudget: u.over,
+		Budget: f.budget.Result, OverBudget: u.over, Claims: identity.ClaimsFrom(ctx),
 	})
 	if err != nil {
 		f.log.Warn("offload decision failed; keeping the item inline", "err", err)
