@@ -27,7 +27,8 @@ const credsStatic = "static-client-token-0123456789"
 
 const credsResource = "http://spillway.test/mcp"
 
-// hostile is a real MCP server (the official SDK, both eras) behind a
+// hostile is a real MCP server (the official SDK, both eras; tools echo
+// and big, 44 kB of text) behind a
 // handler that records every header it receives, as an upstream curious
 // about its clients' credentials would. With as set, it refuses (401 and
 // a challenge naming its protected-resource metadata) a request whose
@@ -47,6 +48,11 @@ func newHostile(t *testing.T, as *oauthtest.AS, refuse bool) *hostile {
 		Text string `json:"text"`
 	}) (*mcp.CallToolResult, any, error) {
 		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "echo " + in.Text}}}, nil, nil
+	})
+	mcp.AddTool(s, &mcp.Tool{Name: "big"}, func(context.Context, *mcp.CallToolRequest, struct {
+		Text string `json:"text"`
+	}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("big output ", 4000)}}}, nil, nil
 	})
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil)
 	h := &hostile{as: as, refuse: refuse}
@@ -371,6 +377,50 @@ call := {"allow": true} if "admins" in input.claims.groups
 			if res, e := callEcho(t, url, tok, era, "echo").last(); res != "" || !strings.Contains(e, "admins only") {
 				t.Errorf("%s: %s: %s %s", era, name, res, e)
 			}
+		}
+	}
+}
+
+// The caller's claims reach the offload and mint decisions too: a policy
+// that offloads, and mints a link, only for alice's calls offloads her
+// big result and keeps bob's inline.
+func TestClaimsReachOffloadPolicy(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "main.rego"), []byte(`package spillway
+
+default offload := {"offload": false}
+
+offload := {"offload": true, "ttl_seconds": 600} if {
+	input.size > 16384
+	input.claims.sub == "alice"
+}
+
+default mint := {"allow": false, "reason": "no caller"}
+
+mint := {"allow": true} if input.claims.sub == "alice"
+
+default fetch := {"allow": false}
+`), 0o600)
+	eng, err := policy.New(context.Background(), policy.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	svc := newService(t)
+	svc.Mint = eng
+	clientAS := oauthtest.New(t)
+	h := newHostile(t, nil, false)
+	url := credsProxy(t, &mcpproxy.HTTPUpstream{URL: h.url, Transport: "streamable"}, clientAS,
+		mcpproxy.Options{Artifacts: svc, Offloader: mcpproxy.NewOffloader(svc, eng, mcpproxy.OffloadOptions{})})
+	alice := clientAS.Mint(t, map[string]any{"sub": "alice", "aud": credsResource})
+	bob := clientAS.Mint(t, map[string]any{"sub": "bob", "aud": credsResource})
+	for _, era := range credsEras {
+		res, e := callEcho(t, url, alice, era, "big").last()
+		if len(res) > 16384 || !strings.Contains(res, "/a/") {
+			t.Errorf("%s: alice's big result was not offloaded (%d bytes): %.300s %s", era, len(res), res, e)
+		}
+		if res, e := callEcho(t, url, bob, era, "big").last(); len(res) < 40000 {
+			t.Errorf("%s: bob's big result was not kept inline (%d bytes): %.300s %s", era, len(res), res, e)
 		}
 	}
 }
