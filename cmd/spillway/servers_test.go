@@ -213,6 +213,7 @@ func FuzzServersFromBytes(f *testing.F) {
 	f.Add([]byte("servers:\n  - name: fs\n    command: /bin/true\n    env: [PATH]\n    tools: {allow: ['*']}\n"))
 	f.Add([]byte("servers: [{name: a, command: x, offload: {result_budget: 1, link_ttl: 1m}}]\nlisten: x\n"))
 	f.Add([]byte("servers:\n  - name: db\n    headers: {A: [1]}\n"))
+	f.Add([]byte("servers:\n  - name: db\n    url: http://127.0.0.1:9/mcp\n    oauth: {token_url: http://127.0.0.1:8/t, client_id: a, client_secret: {value: s}, scopes: [x]}\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ps, err := serversFromBytes(b, func(string) string { return "v" })
 		if err != nil {

@@ -146,12 +146,12 @@ func (s *Source) Token(ctx context.Context) (string, error) {
 		return tok, nil
 	}
 	f := s.startLocked(now)
-	var err error
-	if f == nil {
-		err = s.lastErr
-	}
+	err := s.lastErr // the backoff's cause, when f is nil
 	s.mu.Unlock()
 	if f == nil {
+		if err == nil {
+			err = ErrToken
+		}
 		return "", err
 	}
 	select {
