@@ -424,3 +424,20 @@ default fetch := {"allow": false}
 		}
 	}
 }
+
+// An Authorization header beside OAuth is refused, alone and as a
+// gateway's server: which of the two would reach the upstream is not to
+// be guessed.
+func TestUpstreamOAuthWithAuthorizationRefused(t *testing.T) {
+	hu := &mcpproxy.HTTPUpstream{URL: "http://127.0.0.1:1/mcp", Header: http.Header{"Authorization": {"Bearer x"}},
+		OAuth: &mcpproxy.OAuthClient{TokenURL: "http://127.0.0.1:2/token", ClientID: "a", ClientSecret: "b"}}
+	for name, tt := range credsUpstreams(hu) {
+		p, err := mcpproxy.New(mcpproxy.Options{Upstream: tt.up})
+		if err == nil {
+			p.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), "exclude each other") {
+			t.Errorf("%s: err %v", name, err)
+		}
+	}
+}

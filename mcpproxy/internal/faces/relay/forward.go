@@ -258,7 +258,7 @@ func refusesSpillway(resp *http.Response) bool {
 
 // logRefused logs that the upstream refused Spillway's credentials.
 func (rl *Relay) logRefused(resp *http.Response) {
-	rl.log.Warn("the upstream refused Spillway's credentials; check --upstream-header", "status", resp.StatusCode, "url", httpx.RedactURL(rl.o.URL))
+	rl.log.Warn("the upstream refused Spillway's credentials; check its headers or OAuth client settings", "status", resp.StatusCode, "url", httpx.RedactURL(rl.o.URL))
 }
 
 // logUnreachable logs err, from the upstream client, without credentials.
