@@ -334,7 +334,7 @@ func TestUpstreamTokenEndpointDown(t *testing.T) {
 		url := credsProxy(t, tt.up, clientAS, mcpproxy.Options{})
 		for _, era := range credsEras {
 			a := callEcho(t, url, credsStatic, era, tt.tool)
-			why := map[string]string{"relay": "could not get its credentials", "gateway": "no access token for the upstream"}[name]
+			why := map[string]string{"relay": "could not get its credentials", "gateway": "upstreamauth: no credentials for the upstream"}[name]
 			refusedCleanly(t, name+" "+era, a, why)
 			if _, e := a.last(); strings.Contains(e, "upstream-secret") {
 				t.Errorf("the error holds the secret: %s", e)

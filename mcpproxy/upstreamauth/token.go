@@ -2,10 +2,11 @@ package upstreamauth
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/httpx"
 )
 
 // maxTokenResponse bounds the token endpoint's response body: a token
@@ -111,5 +112,5 @@ func errorCode(s string) string {
 // ErrToken is wrapped by every error of a failed token fetch: the token
 // endpoint unreachable, refusing the client, or answering what is not a
 // Bearer access token. Its messages never hold the client secret or a
-// token.
-var ErrToken = errors.New("upstreamauth: no access token for the upstream")
+// token. It wraps httpx.ErrNoCredentials, which the faces recognize.
+var ErrToken = fmt.Errorf("upstreamauth: %w", httpx.ErrNoCredentials)

@@ -16,7 +16,6 @@ import (
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/jsonrpc"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/mcpheader"
 	"github.com/spillway-dev/spillway/mcpproxy/internal/wire/sse"
-	"github.com/spillway-dev/spillway/mcpproxy/upstreamauth"
 )
 
 // ServeHTTP relays one request of rq's caller (already authenticated and
@@ -268,9 +267,9 @@ func (rl *Relay) logUnreachable(err error) {
 
 // unreachable is what a client is told when its request could not be
 // sent upstream: the upstream is down, or Spillway has no access token
-// for it (package upstreamauth).
+// for it (httpx.ErrNoCredentials).
 func unreachable(err error) string {
-	if errors.Is(err, upstreamauth.ErrToken) {
+	if errors.Is(err, httpx.ErrNoCredentials) {
 		return errNoToken
 	}
 	return "upstream MCP server unreachable"

@@ -43,6 +43,11 @@ var upstreamTransport = &http.Transport{
 	IdleConnTimeout:     90 * time.Second,
 }
 
+// ErrNoCredentials is wrapped by the error of an upstream request that
+// never left because Spillway could not get its own credentials for the
+// upstream (package upstreamauth: its authorization server failed).
+var ErrNoCredentials = errors.New("no credentials for the upstream")
+
 // Transport returns the connection pool every upstream client shares
 // (see UpstreamClient), for a transport that wraps it.
 func Transport() http.RoundTripper { return upstreamTransport }
