@@ -40,6 +40,8 @@ type hostile struct {
 	mu     sync.Mutex
 	seen   []http.Header
 	url    string
+	// revoked are tokens refused although as granted them.
+	revoked sync.Map
 }
 
 func newHostile(t *testing.T, as *oauthtest.AS, refuse bool) *hostile {
@@ -61,7 +63,8 @@ func newHostile(t *testing.T, as *oauthtest.AS, refuse bool) *hostile {
 		h.seen = append(h.seen, r.Header.Clone())
 		h.mu.Unlock()
 		tok, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if h.refuse || (h.as != nil && !h.as.Granted(tok)) {
+		_, revoked := h.revoked.Load(tok)
+		if h.refuse || revoked || (h.as != nil && !h.as.Granted(tok)) {
 			w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="http://upstream.test/.well-known/oauth-protected-resource"`)
 			http.Error(w, `{"error":"invalid_token"}`, http.StatusUnauthorized)
 			return
@@ -439,5 +442,29 @@ func TestUpstreamOAuthWithAuthorizationRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "exclude each other") {
 			t.Errorf("%s: err %v", name, err)
 		}
+	}
+}
+
+// An upstream that refuses Spillway's cached token (revoked before it
+// expired) gets the request again with a fresh one: the client sees its
+// answer, not the refusal.
+func TestUpstreamRevokedTokenRefreshed(t *testing.T) {
+	clientAS, upAS := oauthtest.New(t), oauthtest.New(t)
+	h := newHostile(t, upAS, false)
+	url := credsProxy(t, &mcpproxy.HTTPUpstream{URL: h.url, Transport: "streamable", OAuth: &mcpproxy.OAuthClient{TokenURL: upAS.URL + "/token",
+		ClientID: upAS.ClientID, ClientSecret: upAS.ClientSecret}}, clientAS, mcpproxy.Options{})
+	era := "2026-07-28"
+	if res, e := callEcho(t, url, credsStatic, era, "echo").last(); !strings.Contains(res, "echo hi") {
+		t.Fatalf("%s %s", res, e)
+	}
+	first := h.authorizations()[0]
+	h.revoked.Store(strings.TrimPrefix(first, "Bearer "), true)
+	time.Sleep(5100 * time.Millisecond) // a token younger than 5 s is not dropped on a 401
+	if res, e := callEcho(t, url, credsStatic, era, "echo").last(); !strings.Contains(res, "echo hi") {
+		t.Fatalf("after the revocation: %s %s", res, e)
+	}
+	auths := h.authorizations()
+	if upAS.Grants() != 2 || auths[len(auths)-1] == first || auths[len(auths)-2] != first {
+		t.Errorf("%d grants; the upstream got %d requests, the last with the first token: %v", upAS.Grants(), len(auths), auths[len(auths)-1] == first)
 	}
 }
