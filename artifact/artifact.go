@@ -81,6 +81,9 @@ type Artifact struct {
 	Expires  time.Time `json:"expires"`
 	Tenant   string    `json:"tenant,omitempty"` // owner; "" when inbound auth is off
 	Source   string    `json:"source,omitempty"` // what produced it, e.g. "tool:query" or "put"
+	// Call is the request that produced it (provenance, for the audit
+	// trail); zero when none was recorded. See Call.Bounded for its limits.
+	Call Call `json:"call,omitzero"`
 }
 
 // Expired reports whether a is past its expiry at now. A zero Expires never expires.

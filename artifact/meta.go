@@ -58,6 +58,9 @@ func Normalize(meta Artifact) (Artifact, error) {
 			return bad("%s is not UTF-8", f.name)
 		}
 	}
+	if meta.Call != meta.Call.Bounded() {
+		return bad("call provenance outside its bounds (Call.Bounded)")
+	}
 	meta.Created, meta.Expires = meta.Created.UTC(), meta.Expires.UTC()
 	for _, t := range []int{meta.Created.Year(), meta.Expires.Year()} {
 		if t < 1 || t > 9999 {

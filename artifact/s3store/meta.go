@@ -22,6 +22,10 @@ const (
 	keyExpires = "Spillway-Expires"
 	keyTenant  = "Spillway-Tenant"
 	keySource  = "Spillway-Source"
+	// keyCall holds the call that produced the artifact (artifact.Call,
+	// bounded so that it fits beside the rest) as a URL query; absent when
+	// none was recorded.
+	keyCall = "Spillway-Call"
 	// keyPending marks an object whose upload completed but whose metadata
 	// is not final yet (see Put); it is not an artifact.
 	keyPending = "Spillway-Pending"
@@ -40,6 +44,7 @@ func encodeMeta(a artifact.Artifact, pending bool) map[string]string {
 	set(keyName, url.QueryEscape(a.Name))
 	set(keyTenant, url.QueryEscape(a.Tenant))
 	set(keySource, url.QueryEscape(a.Source))
+	set(keyCall, encodeCall(a.Call))
 	if !a.Created.IsZero() {
 		m[keyCreated] = a.Created.UTC().Format(time.RFC3339Nano)
 	}
@@ -102,8 +107,49 @@ func decode(id string, size int64, contentType string, get func(string) string) 
 	}
 	a.Name, a.Tenant, a.Source = unescape(keyName), unescape(keyTenant), unescape(keySource)
 	a.Created, a.Expires = parseTime(keyCreated), parseTime(keyExpires)
+	var err error
+	a.Call, err = decodeCall(get(keyCall))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return artifact.Artifact{}, fmt.Errorf("damaged metadata: %w", err)
 	}
 	return a, nil
+}
+
+// The names of a Call's fields in keyCall's query.
+const (
+	callUpstream = "u"
+	callTool     = "t"
+	callRequest  = "r"
+	callSession  = "s"
+	callTrace    = "tr"
+	callSpan     = "sp"
+)
+
+// encodeCall writes c as a URL query of its non-empty fields; "" for the
+// zero Call. Its fields are bounded and need no escaping but the quotes
+// of a string request id: at most 239 bytes, which the other fields at
+// their limits leave room for under S3's 2 KB (testProvenance).
+func encodeCall(c artifact.Call) string {
+	v := url.Values{}
+	for k, f := range map[string]string{callUpstream: c.Upstream, callTool: c.Tool, callRequest: c.RequestID,
+		callSession: c.Session, callTrace: c.TraceID, callSpan: c.SpanID} {
+		if f != "" {
+			v.Set(k, f)
+		}
+	}
+	return v.Encode()
+}
+
+// decodeCall reads what encodeCall wrote; "" is the zero Call.
+func decodeCall(s string) (artifact.Call, error) {
+	if s == "" {
+		return artifact.Call{}, nil
+	}
+	v, err := url.ParseQuery(s)
+	if err != nil {
+		return artifact.Call{}, fmt.Errorf("call: %w", err)
+	}
+	return artifact.Call{Upstream: v.Get(callUpstream), Tool: v.Get(callTool), RequestID: v.Get(callRequest),
+		Session: v.Get(callSession), TraceID: v.Get(callTrace), SpanID: v.Get(callSpan)}, nil
 }

@@ -67,6 +67,7 @@ func Run(t *testing.T, newStore func(t *testing.T) artifact.Store) {
 		{"InvalidID", testInvalidID},
 		{"InvalidMeta", testInvalidMeta},
 		{"MetaLimits", testMetaLimits},
+		{"Provenance", testProvenance},
 		{"Range", testRange},
 		{"NotFound", testNotFound},
 		{"Delete", testDelete},
