@@ -19,6 +19,8 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/spillway-dev/spillway/policy/decision"
 )
 
 // ErrEval is wrapped by every evaluation failure; the decision returned with
@@ -263,6 +265,7 @@ func (e *Engine) Fetch(ctx context.Context, in FetchInput) (FetchDecision, error
 
 func (e *Engine) fetch(ctx context.Context, in FetchInput) (FetchDecision, error) {
 	if e.cur.Load().builtin && e.dlog == nil && e.dry.Load() == nil {
+		recordID(ctx, "")
 		return builtinFetch(in), nil
 	}
 	return eval[FetchDecision](ctx, e, "fetch", func(c *compiled) rego.PreparedEvalQuery { return c.fetch }, fetchInput(in))
@@ -312,6 +315,7 @@ func (e *Engine) Call(ctx context.Context, in CallInput) (CallDecision, error) {
 
 func (e *Engine) call(ctx context.Context, in CallInput) (CallDecision, error) {
 	if c := e.cur.Load(); (c.builtin || !c.definesCall) && e.dlog == nil && e.dry.Load() == nil {
+		recordID(ctx, "")
 		return builtinCall(in), nil // what the query would say, without building the input
 	}
 	return eval[CallDecision](ctx, e, "call", func(c *compiled) rego.PreparedEvalQuery { return c.call }, callInput(in))
@@ -360,9 +364,12 @@ func eval[T any](ctx context.Context, e *Engine, point string, pq func(*compiled
 			err = fmt.Errorf("decision has the wrong shape: %w", uerr)
 		}
 	}
+	id := ""
 	if e.dlog != nil || e.dry.Load() != nil {
-		e.record(ctx, c, point, pq, in, raw, err, took)
+		id = newID()
+		e.record(ctx, c, id, point, pq, in, raw, err, took)
 	}
+	recordID(ctx, id)
 	if err != nil {
 		// A caller that left (a client disconnected) cancels its decision:
 		// it still denies, but says nothing about the policy, so it is
@@ -386,12 +393,12 @@ func eval[T any](ctx context.Context, e *Engine, point string, pq func(*compiled
 
 // record writes the decision log line and compares with the dry-run
 // candidate.
-func (e *Engine) record(ctx context.Context, c *compiled, point string, pq func(*compiled) rego.PreparedEvalQuery, in input, result json.RawMessage, err error, took time.Duration) {
+func (e *Engine) record(ctx context.Context, c *compiled, id, point string, pq func(*compiled) rego.PreparedEvalQuery, in input, result json.RawMessage, err error, took time.Duration) {
 	inDoc, _ := json.Marshal(in)
 	var input any
 	json.Unmarshal(inDoc, &input)
 	entry := map[string]any{
-		"decision_id": newID(), "time": time.Now().UTC().Format(time.RFC3339Nano), "point": point,
+		"decision_id": id, "time": time.Now().UTC().Format(time.RFC3339Nano), "point": point,
 		"revision": c.revision, "digest": c.digest[:16], "input": input, "eval_ns": took.Nanoseconds(),
 	}
 	if err != nil {
@@ -442,6 +449,21 @@ func jsonEqual(a, b json.RawMessage) bool {
 	xa, _ := json.Marshal(x)
 	ya, _ := json.Marshal(y)
 	return bytes.Equal(xa, ya)
+}
+
+// recordID hands the id of the decision just made to the caller that
+// asked for it (decision.WithRecorder): id, the decision log line's, or a
+// fresh one when the decision was not logged. Without a Recorder in ctx
+// it makes no id.
+func recordID(ctx context.Context, id string) {
+	r := decision.RecorderFrom(ctx)
+	if r == nil {
+		return
+	}
+	if id == "" {
+		id = newID()
+	}
+	r.Set(id)
 }
 
 // newID is a random decision id: 32 hex digits.

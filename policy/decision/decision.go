@@ -1,14 +1,15 @@
 // Package decision holds the input and output documents of Spillway's
 // policy decisions (fetch, offload, mint, call), as plain Go types with the
 // JSON field names Rego policies see, and the pure rules applied to a
-// decision (Mint.Narrow). It imports only the standard library, so a
+// decision (Mint.Narrow), and the Recorder through which a caller learns
+// the id of a decision made for it. It imports only the standard library, so a
 // package that asks for decisions (the artifact service, a store) does
 // not pull in the OPA engine; package policy evaluates them and aliases
 // these types under its older names (policy.FetchDecision is Fetch).
 // TestDeps keeps it a leaf.
 //
-// The types are values without behaviour beyond Narrow: safe to copy and
-// to share between goroutines once built.
+// The decision types are values without behaviour beyond Narrow: safe to
+// copy and to share between goroutines once built.
 package decision
 
 // The input and output documents of the decision points. Field names
