@@ -105,19 +105,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.o.Trace != nil {
 		r, traced = h.o.Trace(r, id)
 	}
-	claims, err := h.serve(cw, r, id)
+		n := h.svc.fetchNote()
+	claims, err := h.serve(cw, r, id, n)
 	if err != nil {
 		writeError(cw, err)
 	}
 	took := time.Since(start)
 	h.svc.Metrics.fetched(cw.status, cw.n, took)
 	h.logRequest(r, id, claims.ID, cw, took, err)
+	h.svc.auditServed(r, id, claims.ID, cw.status, cw.n, n, err)
 	if traced != nil {
 		traced(cw.status, cw.n, err)
 	}
 }
 
-func (h *Handler) serve(w *countingWriter, r *http.Request, id string) (token.Claims, error) {
+// serve answers a fetch of id; n, when auditing, notes the artifact and
+// the fetch decision's id for the audit line.
+func (h *Handler) serve(w *countingWriter, r *http.Request, id string, n *fetchNote) (token.Claims, error) {
 	tok, ok := tokenOf(r)
 	if !ok || !ValidID(id) {
 		return token.Claims{}, fmt.Errorf("no token: %w", ErrLinkRefused)
@@ -125,11 +129,11 @@ func (h *Handler) serve(w *countingWriter, r *http.Request, id string) (token.Cl
 	c, err := h.svc.Signer.Verify(tok, id, h.svc.now())
 	switch {
 	case errors.Is(err, token.ErrExpired):
-		return c, httpsafe.NewError(http.StatusGone, "expired", "this link has expired; ask for a fresh one")
+		return c, fmt.Errorf("%w: %w", httpsafe.NewError(http.StatusGone, "expired", "this link has expired; ask for a fresh one"), err)
 	case err != nil:
 		return c, fmt.Errorf("%w: %w", ErrLinkRefused, err)
 	}
-	a, d, err := h.svc.Authorize(r.Context(), Access{
+	a, d, err := h.svc.Authorize(n.watch(r.Context()), Access{
 		ID: id, Tenant: c.Tenant, Via: ViaLink,
 		Method: r.Method, Path: r.URL.Path, Source: remoteAddr(r), Header: r.Header,
 		Token: &c,
@@ -137,6 +141,7 @@ func (h *Handler) serve(w *countingWriter, r *http.Request, id string) (token.Cl
 	if err != nil {
 		return c, err
 	}
+	n.served(a)
 	hdr := w.Header()
 	for k, v := range d.Headers {
 		if !protectedHeader(k) {

@@ -338,7 +338,7 @@ func (s *Service) checkRevoked(ctx context.Context, a Artifact, tokenID string) 
 			until, ok := l.tokens[tokenID]
 			r.mu.Unlock()
 			if ok && s.now().Before(until) {
-				return fmt.Errorf("token %s: %w", tokenID, ErrLinkRefused)
+				return fmt.Errorf("token %s: %w: %w", tokenID, errRevoked, ErrLinkRefused)
 			}
 			return nil
 		}

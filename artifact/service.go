@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/netip"
 	"net/url"
 	"time"
@@ -51,6 +52,10 @@ type Service struct {
 	Mint      MintAuthorizer // nil allows every mint (tests and tools only)
 	Cache     *Cache         // nil disables caching
 	Metrics   *Metrics       // nil counts nothing
+	// Audit receives the audit trail: one line per offload and per read of
+	// an artifact's bytes, allowed or refused (audit.go). Nil writes none.
+	// Its lines never carry a token.
+	Audit *slog.Logger
 
 	// Fetch decides every read of an artifact's bytes (Authorize). Nil
 	// denies them all: a misconfigured server must not be open.
