@@ -124,6 +124,11 @@ type Call struct {
 	Tool   string // tools/call: the tool's name
 	URI    string // resources/read: the resource read
 	Tenant string // the caller ("" when inbound auth is off)
+	// RequestID is the JSON-RPC request's id as its JSON text, and
+	// Session the MCP session it came on (""; none): with the upstream,
+	// the tool and ctx's span, what each stored artifact records of the
+	// call that produced it (artifact.Call).
+	RequestID, Session string
 	// Schema is the tool's outputSchema as its client was shown it (see
 	// Learned); nil when the tool has none.
 	Schema *shrink.Schema

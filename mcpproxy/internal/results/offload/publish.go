@@ -474,13 +474,15 @@ func (w *resultWriter) shrinkFailed(err error) {
 // error is a failed store, wrapping ErrStalled when the stall watch
 // stopped it; a failed decision keeps u inline instead.
 func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (p *published, err error) {
+	call := w.provenance(ctx) // the request's span, not the offload's below
 	ctx, sp := startOffload(ctx, u)
 	defer func() { endOffload(sp, p, err) }()
-	d, ok := w.decide(ctx, u)
+	d, offloadID, ok := w.decide(ctx, u)
 	if !ok {
 		return nil, nil
 	}
 	meta := w.artifactFor(u)
+	meta.Call = call
 	src := u.open()
 	if c, ok := src.(io.Closer); ok {
 		defer c.Close() // a store that stops early must not leave the source's writer waiting
@@ -488,7 +490,8 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (p *publ
 	src, pb, beside := w.previewBeside(ctx, u, meta, src)
 	defer pb.Close() // an image to thumbnail waits in a file: freed at once if the store fails
 	endStoring := storing(ctx)
-	a, l, err := w.f.svc.Publish(ctx, meta, src, artifact.LinkOptions{TTL: w.ttl(d), Tenant: w.c.Tenant, Audience: d.Audience, Source: "offload"})
+	pctx, mint := w.f.recording(ctx)
+	a, l, err := w.f.svc.Publish(pctx, meta, src, artifact.LinkOptions{TTL: w.ttl(d), Tenant: w.c.Tenant, Audience: d.Audience, Source: "offload"})
 	endStoring()
 	if beside != nil {
 		beside.Close()
@@ -499,6 +502,7 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (p *publ
 		}
 		return nil, fmt.Errorf("storing the item failed: %w", err)
 	}
+	w.f.svc.AuditOffload(ctx, a, l, artifact.OffloadEvent{Kind: u.kind, OffloadDecision: offloadID, MintDecision: mint.ID()})
 	p = newPublished(ctx, a, l, meta.MimeType, pb)
 	w.f.counted(u, p)
 	w.stored = append(w.stored, a)
@@ -509,9 +513,11 @@ func (w *resultWriter) publish(ctx context.Context, u unit, ptr string) (p *publ
 }
 
 // decide asks the policy whether u leaves the result; false keeps it
-// inline, as a failed decision does.
-func (w *resultWriter) decide(ctx context.Context, u unit) (policy.OffloadDecision, bool) {
+// inline, as a failed decision does. id names the decision in the audit
+// trail ("" without one).
+func (w *resultWriter) decide(ctx context.Context, u unit) (d policy.OffloadDecision, id string, ok bool) {
 	f, c := w.f, w.c
+	ctx, rec := f.recording(ctx)
 	d, err := f.dec.Offload(ctx, policy.OffloadInput{
 		Server: f.o.Server, Tool: c.Tool, Method: c.Method, Kind: u.kind,
 		MimeType: u.mime, Size: u.size, Tenant: c.Tenant, Threshold: u.threshold,
@@ -519,9 +525,9 @@ func (w *resultWriter) decide(ctx context.Context, u unit) (policy.OffloadDecisi
 	})
 	if err != nil {
 		f.log.Warn("offload decision failed; keeping the item inline", "err", err)
-		return d, false
+		return d, rec.ID(), false
 	}
-	return d, d.Offload
+	return d, rec.ID(), d.Offload
 }
 
 // ttl is how long the links to what d offloads last: the policy's

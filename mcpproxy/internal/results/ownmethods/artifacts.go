@@ -84,20 +84,22 @@ func (o *Methods) listArtifacts(ctx context.Context, rq Request) [][]byte {
 
 // readArtifact answers resources/read for one of the proxy's artifacts.
 func (o *Methods) readArtifact(ctx context.Context, rq Request, reqID []byte, id string) *jsonrpc.Message {
-	a, _, err := o.authorize(ctx, rq, id, artifact.ViaRead)
+	a, _, ra, err := o.authorizeRead(ctx, rq, id, artifact.ViaRead)
 	if err != nil {
 		return o.accessError(reqID, id, err)
 	}
-	if a.Size > o.o.MaxInlineRead {
+	if a.Size > o.o.MaxInlineRead { // nothing leaves: no audit line
 		return jsonrpc.ErrorResponse(reqID, jsonrpc.CodeInvalidParams, fmt.Sprintf(
 			"artifact is %d bytes, more than resources/read returns inline; use resources/stream or its httpUrl", a.Size))
 	}
 	rc, err := o.o.Artifacts.Store.Open(ctx, id, 0, -1)
 	if err != nil {
+		ra.done(0, "", err)
 		return o.accessError(reqID, id, err)
 	}
 	defer rc.Close()
 	data, err := io.ReadAll(io.LimitReader(rc, o.o.MaxInlineRead+1))
+	ra.done(int64(len(data)), "", err)
 	if err != nil {
 		return o.accessError(reqID, id, err)
 	}

@@ -444,7 +444,8 @@ func (o *Methods) offload(ctx context.Context, c *Call, resp *jsonrpc.Message) *
 	if resp.Result == nil || o.o.Offloader == nil {
 		return resp
 	}
-	call := offload.Call{Method: c.Method, Tool: c.Tool, URI: c.URI, Tenant: c.Request.Tenant}
+	call := offload.Call{Method: c.Method, Tool: c.Tool, URI: c.URI, Tenant: c.Request.Tenant,
+		RequestID: string(resp.ID), Session: c.Request.Session}
 	if c.Method == "tools/call" {
 		if c.List != nil && jsonrpc.RawMember(resp.Result, "structuredContent") != nil {
 			o.EnsureTool(ctx, c.Request, c.Tool, c.List)

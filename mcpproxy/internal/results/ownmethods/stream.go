@@ -200,7 +200,10 @@ func (o *Methods) redirect(s *streamCall) (answered bool) {
 		return false
 	}
 	ctx := s.r.Context()
-	a, _, err := o.authorize(ctx, s.rq, s.id, artifact.ViaRedirect)
+	// A denial is not audited here: the read itself may still be
+	// allowed, streamed directly (and audited) instead.
+	actx, rec := o.recording(ctx)
+	a, _, err := o.authorize(actx, s.rq, s.id, artifact.ViaRedirect)
 	var denied *artifact.DeniedError
 	switch {
 	case errors.As(err, &denied):
@@ -216,6 +219,7 @@ func (o *Methods) redirect(s *streamCall) (answered bool) {
 		o.log.Warn("presigning failed; streaming directly", "err", err)
 		return false
 	}
+	o.auditRedirect(ctx, s, a, rec)
 	s.w.Header().Set("MCP-Resource-Uri", s.uri)
 	// 302, not 307: the client must GET the storage URL, not post its
 	// JSON-RPC request there.
@@ -229,7 +233,7 @@ func (o *Methods) redirect(s *streamCall) (answered bool) {
 // endpoint).
 func (o *Methods) stream(s *streamCall, mode string) {
 	ctx := s.r.Context()
-	a, _, err := o.authorize(ctx, s.rq, s.id, artifact.ViaStream)
+	a, _, ra, err := o.authorizeRead(ctx, s.rq, s.id, artifact.ViaStream)
 	if err != nil {
 		s.answer(o.accessError(s.m.ID, s.id, err))
 		return
@@ -243,10 +247,14 @@ func (o *Methods) stream(s *streamCall, mode string) {
 	}
 	l, err := o.o.Artifacts.Link(ctx, a, artifact.LinkOptions{TTL: ttl, Tenant: s.rq.Tenant, Source: "stream"})
 	if err != nil {
+		ra.done(0, "", err)
 		s.answer(o.accessError(s.m.ID, s.id, err))
 		return
 	}
 	if mode == StreamDownload || o.o.Fetch == nil {
+		// The bytes leave when the client fetches downloadUrl: that fetch
+		// has its own line, joined to this one by the token's id.
+		ra.done(0, l.TokenID, nil)
 		s.answer(jsonrpc.Response(s.m.ID, result(s.rq, false, map[string]any{
 			"uri": s.uri, "mimeType": a.MimeType, "size": a.Size, "downloadUrl": l.URL,
 		})))
@@ -260,7 +268,8 @@ func (o *Methods) stream(s *streamCall, mode string) {
 // the safe headers and the fetch policy. The request it passes on is a
 // GET whose only credential is the link's token.
 func (o *Methods) serveDirect(s *streamCall, link string) {
-	req := s.r.Clone(s.r.Context())
+	// The fetch endpoint writes the read's audit line, naming it a stream.
+	req := s.r.Clone(artifact.AuditAs(s.r.Context(), artifact.ViaStream))
 	req.Method = http.MethodGet
 	req.Body = http.NoBody
 	req.ContentLength = 0

@@ -90,7 +90,7 @@ func (o *Methods) runTool(ctx context.Context, rq Request, name string, args []b
 	if err != nil {
 		return "", nil, err
 	}
-	a, _, err := o.authorize(ctx, rq, c.ID, artifact.ViaRead)
+	a, _, ra, err := o.authorizeRead(ctx, rq, c.ID, artifact.ViaRead)
 	if err != nil {
 		_, msg := o.accessMessage(c.ID, err)
 		return "", nil, errors.New(msg)
@@ -106,6 +106,7 @@ func (o *Methods) runTool(ctx context.Context, rq Request, name string, args []b
 	} else {
 		text, err = o.tools.Run(ctx, c, src)
 	}
+	ra.done(answered(text, long), "", err)
 	switch {
 	case err == nil:
 		return text, long, nil
@@ -215,4 +216,12 @@ func ListTools(m *jsonrpc.Message, envelope bool, send func(context.Context, *js
 		}
 		return resp.Result, nil
 	}
+}
+
+// answered is the size of a tool's answer: what left of the artifact.
+func answered(text string, long *arttools.Long) int64 {
+	if long != nil {
+		return long.Size()
+	}
+	return int64(len(text))
 }

@@ -1,0 +1,133 @@
+package mcpproxy_test
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/spillway-dev/spillway/artifact"
+	"github.com/spillway-dev/spillway/artifact/fsstore"
+	"github.com/spillway-dev/spillway/mcpproxy"
+	"github.com/spillway-dev/spillway/policy"
+	"github.com/spillway-dev/spillway/policy/policytest"
+)
+
+var httpURL = regexp.MustCompile(`"httpUrl":"([^"]+)"`)
+
+// TestAuditJoinsOnTrace: the audit lines of one offloaded tools/call
+// (traced: a span in its request's context), two fetches of its link
+// (whole and a range) and a resources/read of its URI share the
+// artifact id and the call's trace id, and name the call's upstream,
+// tool, request id and session; the offload line names the decision
+// log lines of its offload and mint decisions. No line holds the token.
+func TestAuditJoinsOnTrace(t *testing.T) {
+	store, err := fsstore.New(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc, _ := serviceOn(t, store)
+	var audit, dlog policytest.Buffer
+	svc.Audit = slog.New(slog.NewJSONHandler(&audit, nil))
+	eng, err := policy.New(t.Context(), policy.Options{Logger: slog.New(slog.DiscardHandler), DecisionLog: &dlog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc.Mint, svc.Fetch = eng, eng // every decision in the one decision log
+	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: resumableUpstream(t, nil), Transport: "streamable"},
+		Artifacts: svc, Offloader: mcpproxy.NewOffloader(svc, eng, mcpproxy.OffloadOptions{Server: "big"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{0x4b, 0xf9, 0x2f, 1}, SpanID: trace.SpanID{0xf0, 0x67, 2},
+		TraceFlags: trace.FlagsSampled})
+	traced := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.ServeHTTP(w, r.WithContext(trace.ContextWithSpanContext(r.Context(), sc)))
+	})
+	a := &agent{url: serve(t, traced)}
+	a.call(t, "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "audit", "version": "1"}})
+	a.id = 1 // the upstream answers id 2
+	res := a.call(t, "tools/call", map[string]any{"name": "big"})
+	m := httpURL.FindSubmatch(res)
+	if m == nil {
+		t.Fatalf("no httpUrl in %.300s", res)
+	}
+	link := string(m[1])
+	for _, rng := range []string{"", "bytes=0-99"} {
+		req, _ := http.NewRequest(http.MethodGet, link, nil)
+		if rng != "" {
+			req.Header.Set("Range", rng)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("GET %q: %s", rng, resp.Status)
+		}
+	}
+	u, _ := url.Parse(link)
+	id := strings.TrimPrefix(u.Path, "/a/")
+	a.call(t, "resources/read", map[string]any{"uri": artifact.URI(id)})
+
+	lines := waitAudit(t, &audit, 4)
+	eng.Close()
+	points := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(dlog.String()), "\n") {
+		var d map[string]any
+		json.Unmarshal([]byte(l), &d)
+		points[d["decision_id"].(string)], _ = d["point"].(string)
+	}
+	off := lines[0]
+	if off["msg"] != artifact.AuditOffloadMsg || off["artifact"] != id || off["trace_id"] != sc.TraceID().String() ||
+		off["span_id"] != sc.SpanID().String() || off["upstream"] != "big" || off["tool"] != "big" || off["request_id"] != "2" ||
+		off["session"] != a.session || points[off["offload_decision"].(string)] != "offload" || points[off["mint_decision"].(string)] != "mint" {
+		t.Errorf("offload line %v", off)
+	}
+	for i, via := range []string{artifact.ViaLink, artifact.ViaLink, artifact.ViaRead} {
+		l := lines[1+i]
+		if l["msg"] != artifact.AuditFetchMsg || l["via"] != via || l["artifact"] != id || l["call_trace_id"] != off["trace_id"] ||
+			l["call_request_id"] != "2" || l["call_upstream"] != "big" || l["call_tool"] != "big" || l["status"] == 0.0 ||
+			points[l["decision"].(string)] != "fetch" {
+			t.Errorf("fetch line %d: %v", i, l)
+		}
+	}
+	if lines[3]["trace_id"] != sc.TraceID().String() { // the read's own span
+		t.Errorf("resources/read line has trace id %v", lines[3]["trace_id"])
+	}
+	if tok := u.Query().Get("t"); tok == "" || strings.Contains(audit.String(), tok) {
+		t.Errorf("token %q in the audit trail:\n%s", tok, audit.String())
+	}
+}
+
+// waitAudit waits for n audit lines (a fetch's is written once its
+// response is out) and parses them.
+func waitAudit(t *testing.T, buf *policytest.Buffer, n int) []map[string]any {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); strings.Count(buf.String(), "\n") < n && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	var out []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("audit line %q: %v", l, err)
+		}
+		out = append(out, m)
+	}
+	if len(out) != n {
+		t.Fatalf("%d audit lines, want %d:\n%s", len(out), n, buf.String())
+	}
+	return out
+}
