@@ -45,6 +45,7 @@ type serveConfig struct {
 	limits         artifact.Limits
 	writeStall     time.Duration
 	oauth          oauthFlags
+	auditLog       string // see audit.go
 	proxyFlags
 	// getenv reads Spillway's environment, for headers {env: NAME}; nil
 	// is os.Getenv.
@@ -67,6 +68,7 @@ func (c *serveConfig) register(fs *flag.FlagSet) {
 	fs.DurationVar(&c.limits.UploadWindow, "upload-window", 20*time.Second, "window over which --min-upload-rate is measured")
 	fs.DurationVar(&c.writeStall, "write-stall-timeout", 30*time.Second, "cut a fetch or /mcp stream whose client reads nothing for this long (0: never)")
 	c.oauth.register(fs)
+	c.registerAudit(fs)
 	c.proxyFlags.register(fs)
 }
 
@@ -218,6 +220,9 @@ func newServer(ctx context.Context, c *serveConfig, log *slog.Logger, stdout, st
 		return nil, err
 	}
 	if s.deps, err = c.open(ctx, log, stdout, "http://"+s.ln.Addr().String()); err != nil {
+		return nil, err
+	}
+	if s.deps.svc.Audit, err = c.openAudit(stdout, stderr, s.deps); err != nil {
 		return nil, err
 	}
 	// Every route but /a/ checks Host and Origin; the public URL's host is

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spillway-dev/spillway/artifact"
+)
+
+// auditPost posts one JSON-RPC message to /mcp as tenant tok, with the
+// extra headers hdr, and returns the response body (an SSE stream or a
+// JSON body, read whole) and its session header.
+func auditPost(t *testing.T, base, tok, session, body string, hdr map[string]string) (string, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("POST %.80s: %s %.300s", body, resp.Status, b)
+	}
+	return string(b), resp.Header.Get("Mcp-Session-Id")
+}
+
+// readAuditFile parses the audit trail's JSON lines, waiting until it
+// holds at least n.
+func readAuditFile(t *testing.T, name string, n int) ([]map[string]any, string) {
+	t.Helper()
+	var raw []byte
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		raw, _ = os.ReadFile(name)
+		if strings.Count(string(raw), "\n") >= n || time.Now().After(deadline) {
+			break
+		}
+	}
+	var lines []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(string(raw)))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("audit line %q is not JSON: %v", sc.Text(), err)
+		}
+		lines = append(lines, m)
+	}
+	return lines, string(raw)
+}
+
+var auditLink = regexp.MustCompile(`"httpUrl":"(http[^"]+)"`)
+
+// The done-when of the audit trail, through the real binary in front of
+// examples/bigtool with --audit-log: one offloaded tools/call and two
+// fetches of its link (whole, then a range) write one offload line and
+// two fetch lines that join on the artifact id and on the producing
+// call (upstream, tool, request id; and its trace id once requests are
+// traced: asserted then, and in mcpproxy's TestAuditJoinsOnTrace with a
+// span in context); a fetch of the link once revoked writes a line with
+// the denial. The file is private, and holds neither the link's token
+// nor the caller's bearer token.
+func TestAuditLogJoins(t *testing.T) {
+	data := t.TempDir()
+	const tok, tenant = "audit-test-bearer-9f3c", "acme"
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte(tok+"="+tenant+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	trail := filepath.Join(t.TempDir(), "audit.jsonl")
+	base := rsSpillwayIn(t, data, "--upstream-cmd", bigtoolBin(t), "--auth-tokens-file", tokens, "--audit-log", trail)
+
+	_, session := auditPost(t, base, tok, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"audit","version":"1"}}}`, nil)
+	auditPost(t, base, tok, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	res, _ := auditPost(t, base, tok, session, `{"jsonrpc":"2.0","id":"call-x","method":"tools/call","params":{"name":"query","arguments":{"rows":2000}}}`,
+		map[string]string{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"})
+	m := auditLink.FindStringSubmatch(res)
+	if m == nil {
+		t.Fatalf("no link in the result: %.500s", res)
+	}
+	link, _ := url.Parse(m[1])
+	id := strings.TrimPrefix(link.Path, "/a/")
+	get := func(rng string) int {
+		req, _ := http.NewRequest(http.MethodGet, link.String(), nil)
+		if rng != "" {
+			req.Header.Set("Range", rng)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s1, s2 := get(""), get("bytes=0-99"); s1 != 200 || s2 != 206 {
+		t.Fatalf("fetches: %d, %d", s1, s2)
+	}
+
+	lines, _ := readAuditFile(t, trail, 3)
+	var offloads, fetches []map[string]any
+	for _, l := range lines {
+		switch {
+		case l["msg"] == artifact.AuditOffloadMsg && l["artifact"] == id:
+			offloads = append(offloads, l)
+		case l["msg"] == artifact.AuditFetchMsg && l["artifact"] == id:
+			fetches = append(fetches, l)
+		}
+	}
+	if len(offloads) != 1 || len(fetches) != 2 {
+		t.Fatalf("%d offload and %d fetch lines of %s, want 1 and 2: %v", len(offloads), len(fetches), id, lines)
+	}
+	off := offloads[0]
+	if off["tenant"] != tenant || off["upstream"] != "bigtool" || off["tool"] != "query" || off["request_id"] != `"call-x"` ||
+		off["session"] != session || off["kind"] == "" || off["size"] == 0.0 || off["mint_decision"] == "" ||
+		off["offload_decision"] == "" || off["token_id"] == "" {
+		t.Errorf("offload line %v", off)
+	}
+	for i, f := range fetches {
+		for _, k := range []string{"upstream", "tool", "request_id", "trace_id"} {
+			if f["call_"+k] != off[k] {
+				t.Errorf("fetch %d: call_%s %v, the offload's %s %v", i, k, f["call_"+k], k, off[k])
+			}
+		}
+		if f["tenant"] != tenant || f["via"] != artifact.ViaLink || f["token_id"] != off["token_id"] || f["decision"] == "" ||
+			f["denial"] != "" || f["source"] != "127.0.0.1" {
+			t.Errorf("fetch line %d: %v", i, f)
+		}
+	}
+	if fetches[0]["status"] != 200.0 || fetches[1]["status"] != 206.0 || fetches[1]["range"] != "bytes=0-99" || fetches[1]["bytes"] != 100.0 {
+		t.Errorf("fetch lines: %v", fetches)
+	}
+	// Once requests are traced (the OpenTelemetry work of issue 42), the
+	// traceparent the call came with is the call's trace.
+	if tr := off["trace_id"]; tr != "" && tr != traceID {
+		t.Errorf("the offload's trace id is %v, the call's traceparent had %s", tr, traceID)
+	}
+
+	// A revoked link: its fetch is refused, and audited with the denial.
+	req, _ := http.NewRequest(http.MethodDelete, fmt.Sprintf("%s/v1/artifacts/%s/links/%s", base, id, off["token_id"]), nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("revoke: %v %v", resp, err)
+	}
+	if s := get(""); s != http.StatusForbidden {
+		t.Fatalf("the revoked link answered %d", s)
+	}
+	lines, raw := readAuditFile(t, trail, len(lines)+1)
+	last := lines[len(lines)-1]
+	if last["msg"] != artifact.AuditFetchMsg || last["artifact"] != id || last["status"] != 403.0 || last["denial"] != "link revoked" ||
+		last["call_request_id"] != `"call-x"` || last["bytes"] != 0.0 {
+		t.Errorf("the revoked link's line: %v", last)
+	}
+
+	if strings.Contains(raw, link.Query().Get("t")) || strings.Contains(raw, tok) {
+		t.Errorf("a token is in the audit trail:\n%s", raw)
+	}
+	if fi, err := os.Stat(trail); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("audit trail mode: %v %v", fi.Mode(), err)
+	}
+}
