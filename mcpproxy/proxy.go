@@ -180,7 +180,11 @@ type Options struct {
 	Offloader        *Offloader
 	OffloadResources bool
 	// Artifacts serves the proxy's own spillway:// resources. nil: they
-	// are forwarded like any other URI.
+	// are forwarded like any other URI. Its Audit logger, when set,
+	// receives the audit trail of the proxy's offloads (the Offloader's
+	// Service) and of its reads of artifacts (resources/read,
+	// resources/stream, the artifact tools): one knob for the whole
+	// trail, so there is no Audit option here.
 	Artifacts *artifact.Service
 	// NoArtifactTools turns off the artifact tools (spillway_artifact_read,
 	// _grep, _jq: a window, a search, a jq query of an artifact), which
