@@ -24,16 +24,19 @@ var httpURL = regexp.MustCompile(`"httpUrl":"([^"]+)"`)
 
 // TestAuditJoinsOnTrace: the audit lines of one offloaded tools/call
 // (traced: a span in its request's context), two fetches of its link
-// (whole and a range) and a resources/read of its URI share the
+// (whole and a range), a resources/read and a resources/stream of its
+// URI share the
 // artifact id and the call's trace id, and name the call's upstream,
 // tool, request id and session; the offload line names the decision
-// log lines of its offload and mint decisions. No line holds the token.
+// log lines of its offload and mint decisions. A read of an artifact
+// that does not exist is audited with its denial. No line holds the
+// token.
 func TestAuditJoinsOnTrace(t *testing.T) {
 	store, err := fsstore.New(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, _ := serviceOn(t, store)
+	svc, fetch := serviceOn(t, store)
 	var audit, dlog policytest.Buffer
 	svc.Audit = slog.New(slog.NewJSONHandler(&audit, nil))
 	eng, err := policy.New(t.Context(), policy.Options{Logger: slog.New(slog.DiscardHandler), DecisionLog: &dlog})
@@ -42,7 +45,7 @@ func TestAuditJoinsOnTrace(t *testing.T) {
 	}
 	svc.Mint, svc.Fetch = eng, eng // every decision in the one decision log
 	p, err := mcpproxy.New(mcpproxy.Options{Upstream: &mcpproxy.HTTPUpstream{URL: resumableUpstream(t, nil), Transport: "streamable"},
-		Artifacts: svc, Offloader: mcpproxy.NewOffloader(svc, eng, mcpproxy.OffloadOptions{Server: "big"})})
+		Artifacts: svc, Fetch: fetch, Offloader: mcpproxy.NewOffloader(svc, eng, mcpproxy.OffloadOptions{Server: "big"})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +56,7 @@ func TestAuditJoinsOnTrace(t *testing.T) {
 		p.ServeHTTP(w, r.WithContext(trace.ContextWithSpanContext(r.Context(), sc)))
 	})
 	a := &agent{url: serve(t, traced)}
-	a.call(t, "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{},
+	a.call(t, "initialize", map[string]any{"protocolVersion": "2025-11-25", "capabilities": map[string]any{"resourceStreaming": map[string]any{}},
 		"clientInfo": map[string]any{"name": "audit", "version": "1"}})
 	a.id = 1 // the upstream answers id 2
 	res := a.call(t, "tools/call", map[string]any{"name": "big"})
@@ -80,8 +83,24 @@ func TestAuditJoinsOnTrace(t *testing.T) {
 	u, _ := url.Parse(link)
 	id := strings.TrimPrefix(u.Path, "/a/")
 	a.call(t, "resources/read", map[string]any{"uri": artifact.URI(id)})
+	resp := streamPost(t, a.url, a.session, artifact.URI(id))
+	if b, _ := io.ReadAll(resp.Body); resp.StatusCode != 200 || len(b) != 160_000 {
+		t.Fatalf("resources/stream: %s, %.300s", resp.Status, b)
+	}
+	resp.Body.Close()
+	req, _ := http.NewRequest(http.MethodPost, a.url, strings.NewReader(
+		`{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{"uri":"`+artifact.URI(strings.Repeat("a", 32))+`"}}`)) // no such artifact
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", a.session)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
 
-	lines := waitAudit(t, &audit, 4)
+	lines := waitAudit(t, &audit, 6)
 	eng.Close()
 	points := map[string]string{}
 	for _, l := range strings.Split(strings.TrimSpace(dlog.String()), "\n") {
@@ -95,7 +114,7 @@ func TestAuditJoinsOnTrace(t *testing.T) {
 		off["session"] != a.session || points[off["offload_decision"].(string)] != "offload" || points[off["mint_decision"].(string)] != "mint" {
 		t.Errorf("offload line %v", off)
 	}
-	for i, via := range []string{artifact.ViaLink, artifact.ViaLink, artifact.ViaRead} {
+	for i, via := range []string{artifact.ViaLink, artifact.ViaLink, artifact.ViaRead, artifact.ViaStream} {
 		l := lines[1+i]
 		if l["msg"] != artifact.AuditFetchMsg || l["via"] != via || l["artifact"] != id || l["call_trace_id"] != off["trace_id"] ||
 			l["call_request_id"] != "2" || l["call_upstream"] != "big" || l["call_tool"] != "big" || l["status"] == 0.0 ||
@@ -103,8 +122,13 @@ func TestAuditJoinsOnTrace(t *testing.T) {
 			t.Errorf("fetch line %d: %v", i, l)
 		}
 	}
-	if lines[3]["trace_id"] != sc.TraceID().String() { // the read's own span
-		t.Errorf("resources/read line has trace id %v", lines[3]["trace_id"])
+	for _, l := range lines[3:5] { // the read's and the stream's own span
+		if l["trace_id"] != sc.TraceID().String() || l["bytes"] != 160_000.0 || l["status"] != 200.0 {
+			t.Errorf("%v line: trace id %v, %v bytes, status %v", l["via"], l["trace_id"], l["bytes"], l["status"])
+		}
+	}
+	if l := lines[5]; l["via"] != artifact.ViaRead || l["status"] != 404.0 || l["denial"] != "not_found" || l["artifact"] != strings.Repeat("a", 32) {
+		t.Errorf("refused read line %v", l)
 	}
 	if tok := u.Query().Get("t"); tok == "" || strings.Contains(audit.String(), tok) {
 		t.Errorf("token %q in the audit trail:\n%s", tok, audit.String())
