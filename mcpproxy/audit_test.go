@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -100,7 +99,10 @@ func TestAuditJoinsOnTrace(t *testing.T) {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 
-	lines := waitAudit(t, &audit, 6)
+	lines := audit.Lines(t, 6)
+	if len(lines) != 6 {
+		t.Fatalf("%d audit lines, want 6:\n%s", len(lines), audit.String())
+	}
 	eng.Close()
 	points := map[string]string{}
 	for _, l := range strings.Split(strings.TrimSpace(dlog.String()), "\n") {
@@ -133,25 +135,4 @@ func TestAuditJoinsOnTrace(t *testing.T) {
 	if tok := u.Query().Get("t"); tok == "" || strings.Contains(audit.String(), tok) {
 		t.Errorf("token %q in the audit trail:\n%s", tok, audit.String())
 	}
-}
-
-// waitAudit waits for n audit lines (a fetch's is written once its
-// response is out) and parses them.
-func waitAudit(t *testing.T, buf *policytest.Buffer, n int) []map[string]any {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); strings.Count(buf.String(), "\n") < n && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
-	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("audit line %q: %v", l, err)
-		}
-		out = append(out, m)
-	}
-	if len(out) != n {
-		t.Fatalf("%d audit lines, want %d:\n%s", len(out), n, buf.String())
-	}
-	return out
 }
