@@ -17,26 +17,12 @@ import (
 	"github.com/spillway-dev/spillway/artifact"
 )
 
-// auditPost posts one JSON-RPC message to /mcp as tenant tok, with the
-// extra headers hdr, and returns the response body (an SSE stream or a
-// JSON body, read whole) and its session header.
-func auditPost(t *testing.T, base, tok, session, body string, hdr map[string]string) (string, string) {
+// auditPost posts one JSON-RPC message to /mcp as tok, with the extra
+// headers hdr, and returns the response body (an SSE stream or a JSON
+// body, read whole) and its session header.
+func auditPost(t *testing.T, base, tok, session, body string, hdr ...[2]string) (string, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+tok)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	if session != "" {
-		req.Header.Set("Mcp-Session-Id", session)
-	}
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := mcpPost(t, base+"/mcp", tok, session, body, hdr...)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode/100 != 2 {
@@ -89,11 +75,11 @@ func TestAuditLogJoins(t *testing.T) {
 	trail := filepath.Join(t.TempDir(), "audit.jsonl")
 	base := rsSpillwayIn(t, data, "--upstream-cmd", bigtoolBin(t), "--auth-tokens-file", tokens, "--audit-log", trail)
 
-	_, session := auditPost(t, base, tok, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"audit","version":"1"}}}`, nil)
-	auditPost(t, base, tok, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+	_, session := auditPost(t, base, tok, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"audit","version":"1"}}}`)
+	auditPost(t, base, tok, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
 	res, _ := auditPost(t, base, tok, session, `{"jsonrpc":"2.0","id":"call-x","method":"tools/call","params":{"name":"query","arguments":{"rows":2000}}}`,
-		map[string]string{"traceparent": "00-" + traceID + "-00f067aa0ba902b7-01"})
+		[2]string{"traceparent", "00-" + traceID + "-00f067aa0ba902b7-01"})
 	m := auditLink.FindStringSubmatch(res)
 	if m == nil {
 		t.Fatalf("no link in the result: %.500s", res)

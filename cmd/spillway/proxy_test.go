@@ -25,9 +25,14 @@ func mcpToken(t *testing.T, data string) string {
 	return strings.TrimSpace(string(b))
 }
 
-func mcpPost(t *testing.T, url, tok, session, body string) *http.Response {
+// mcpPost posts body to url as tok (none: "") in session (none: ""),
+// with the extra headers hdr (name, value).
+func mcpPost(t *testing.T, url, tok, session, body string, hdr ...[2]string) *http.Response {
 	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	for _, h := range hdr {
+		req.Header.Set(h[0], h[1])
+	}
 	if tok != "" {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
