@@ -9,7 +9,8 @@ import (
 // audit line: "who fetched the output of call X" is then one query.
 //
 // Every field is bounded and kept to characters that travel unchanged
-// in a URL query, an HTTP header and a JSON string (Bounded), so that
+// in an HTTP header and a JSON string, and need no escaping in a URL
+// query's value (Bounded), so that
 // the metadata of an artifact stays within what every store keeps (S3
 // allows 2 KB of user metadata in all). The zero Call is an artifact of
 // no recorded call: one stored before provenance existed, or uploaded
@@ -40,7 +41,7 @@ const (
 
 // Bounded returns c as stores keep it: Upstream, Tool and Session cut to
 // their bounds (40, 64 and 32 bytes) with every byte outside
-// [A-Za-z0-9._~-] replaced by '_'; RequestID the same within 32 bytes,
+// [A-Za-z0-9._~:/-] replaced by '_'; RequestID the same within 32 bytes,
 // keeping the quotes of a JSON string; TraceID and SpanID emptied unless
 // they are 32 and 16 lower-case hex digits, not all zero. Normalize
 // refuses a Call that Bounded would change.
@@ -63,7 +64,8 @@ func (c Call) Bounded() Call {
 }
 
 // safeField cuts s to max bytes and replaces every byte outside
-// [A-Za-z0-9._~-] (what a URL query carries unescaped) with '_'.
+// [A-Za-z0-9._~:/-] with '_': what names an upstream (a host:port, a
+// program) or a tool, and what a URL query's value holds unescaped.
 func safeField(s string, max int) string {
 	if len(s) > max {
 		s = s[:max]
@@ -83,7 +85,7 @@ func safeField(s string, max int) string {
 
 func safeByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-		c == '.' || c == '_' || c == '~' || c == '-'
+		c == '.' || c == '_' || c == '~' || c == '-' || c == ':' || c == '/'
 }
 
 // lowerHex reports whether s is n lower-case hex digits, not all zero (W3C

@@ -9,7 +9,8 @@ func TestCallBounded(t *testing.T) {
 	for _, tt := range []struct {
 		in, want Call
 	}{
-		{Call{Upstream: "big tool", Tool: "a/b", RequestID: "7", Session: "s-1"}, Call{Upstream: "big_tool", Tool: "a_b", RequestID: "7", Session: "s-1"}},
+		{Call{Upstream: "big tool", Tool: "a\"b", RequestID: "7", Session: "s-1"}, Call{Upstream: "big_tool", Tool: "a_b", RequestID: "7", Session: "s-1"}},
+		{Call{Upstream: "127.0.0.1:8081", Tool: "ns/query"}, Call{Upstream: "127.0.0.1:8081", Tool: "ns/query"}},
 		{Call{RequestID: `"x y"`}, Call{RequestID: `"x_y"`}},
 		{Call{RequestID: `"` + strings.Repeat("r", 40) + `"`}, Call{RequestID: `"` + strings.Repeat("r", 30) + `"`}},
 		{Call{Tool: strings.Repeat("é", 40)}, Call{Tool: strings.Repeat("_", 32)}},

@@ -127,18 +127,23 @@ const (
 )
 
 // encodeCall writes c as a URL query of its non-empty fields; "" for the
-// zero Call. Its fields are bounded and need no escaping but the quotes
-// of a string request id: at most 239 bytes, which the other fields at
-// their limits leave room for under S3's 2 KB (testProvenance).
+// zero Call. Bounded fields hold nothing a query's value must escape but
+// the quotes of a string request id (written %22): at most 239 bytes,
+// which the other fields at their limits leave room for under S3's 2 KB
+// (testProvenance). url.Values.Encode would escape ':' and '/' too.
 func encodeCall(c artifact.Call) string {
-	v := url.Values{}
-	for k, f := range map[string]string{callUpstream: c.Upstream, callTool: c.Tool, callRequest: c.RequestID,
-		callSession: c.Session, callTrace: c.TraceID, callSpan: c.SpanID} {
-		if f != "" {
-			v.Set(k, f)
+	var b strings.Builder
+	for _, f := range [...]struct{ k, v string }{{callUpstream, c.Upstream}, {callTool, c.Tool},
+		{callRequest, c.RequestID}, {callSession, c.Session}, {callTrace, c.TraceID}, {callSpan, c.SpanID}} {
+		if f.v == "" {
+			continue
 		}
+		if b.Len() > 0 {
+			b.WriteByte('&')
+		}
+		b.WriteString(f.k + "=" + strings.ReplaceAll(f.v, `"`, "%22"))
 	}
-	return v.Encode()
+	return b.String()
 }
 
 // decodeCall reads what encodeCall wrote; "" is the zero Call.

@@ -11,7 +11,7 @@ import (
 // string (its quotes are the only bytes a store may need to escape).
 func maxCall() artifact.Call {
 	return artifact.Call{
-		Upstream:  strings.Repeat("u", 40),
+		Upstream:  strings.Repeat("u:", 20),
 		Tool:      strings.Repeat("T", 64),
 		RequestID: `"` + strings.Repeat("r", 30) + `"`,
 		Session:   strings.Repeat("s", 32),
