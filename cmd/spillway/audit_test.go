@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -56,15 +58,39 @@ func readAuditFile(t *testing.T, name string, n int) ([]map[string]any, string) 
 
 var auditLink = regexp.MustCompile(`"httpUrl":"(http[^"]+)"`)
 
+// bigtoolHTTP runs examples/bigtool over Streamable HTTP on loopback
+// until t ends and returns its /mcp URL.
+func bigtoolHTTP(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command(bigtoolBin(t), "-http", "127.0.0.1:0")
+	errp, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(errp).ReadString('\n') // it says where it listens
+	u := regexp.MustCompile(`http://127\.0\.0\.1:[0-9]+/mcp`).FindString(line)
+	if u == "" {
+		t.Fatalf("bigtool -http said %q (%v)", line, err)
+	}
+	go io.Copy(io.Discard, errp)
+	return u
+}
+
 // The done-when of the audit trail, through the real binary in front of
-// examples/bigtool with --audit-log: one offloaded tools/call and two
-// fetches of its link (whole, then a range) write one offload line and
-// two fetch lines that join on the artifact id and on the producing
-// call (upstream, tool, request id; and its trace id once requests are
-// traced: asserted then, and in mcpproxy's TestAuditJoinsOnTrace with a
-// span in context); a fetch of the link once revoked writes a line with
-// the denial. The file is private, and holds neither the link's token
-// nor the caller's bearer token.
+// examples/bigtool (over Streamable HTTP) with --audit-log: one
+// offloaded tools/call and two fetches of its link (whole, then a range)
+// write one offload line and two fetch lines that join on the artifact
+// id and on the producing call: upstream, tool, request id, and trace
+// id. The call's trace id is the traceparent's once the proxy traces
+// requests (OpenTelemetry, with an OTLP endpoint set, as here); until
+// then it is empty in every line, and mcpproxy's TestAuditJoinsOnTrace
+// asserts the join with a span in the call's context. A fetch of the
+// link once revoked writes a line with the denial. The file is private,
+// and holds neither the link's token nor the caller's bearer token.
 func TestAuditLogJoins(t *testing.T) {
 	data := t.TempDir()
 	const tok, tenant = "audit-test-bearer-9f3c", "acme"
@@ -73,7 +99,13 @@ func TestAuditLogJoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	trail := filepath.Join(t.TempDir(), "audit.jsonl")
-	base := rsSpillwayIn(t, data, "--upstream-cmd", bigtoolBin(t), "--auth-tokens-file", tokens, "--audit-log", trail)
+	// Where the proxy traces its requests (OpenTelemetry, on when an
+	// OTLP endpoint is configured), the call's span is the traceparent's.
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) }))
+	t.Cleanup(sink.Close)
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", sink.URL+"/v1/traces")
+	upstream := bigtoolHTTP(t)
+	base := rsSpillwayIn(t, data, "--upstream-url", upstream, "--auth-tokens-file", tokens, "--audit-log", trail)
 
 	_, session := auditPost(t, base, tok, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"audit","version":"1"}}}`)
 	auditPost(t, base, tok, session, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
@@ -117,7 +149,7 @@ func TestAuditLogJoins(t *testing.T) {
 		t.Fatalf("%d offload and %d fetch lines of %s, want 1 and 2: %v", len(offloads), len(fetches), id, lines)
 	}
 	off := offloads[0]
-	if off["tenant"] != tenant || off["upstream"] != "bigtool" || off["tool"] != "query" || off["request_id"] != `"call-x"` ||
+	if off["tenant"] != tenant || off["upstream"] != strings.TrimSuffix(strings.TrimPrefix(upstream, "http://"), "/mcp") || off["tool"] != "query" || off["request_id"] != `"call-x"` ||
 		off["session"] != session || off["kind"] == "" || off["size"] == 0.0 || off["mint_decision"] == "" ||
 		off["offload_decision"] == "" || off["token_id"] == "" {
 		t.Errorf("offload line %v", off)
