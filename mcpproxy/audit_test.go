@@ -23,8 +23,8 @@ var httpURL = regexp.MustCompile(`"httpUrl":"([^"]+)"`)
 
 // TestAuditJoinsOnTrace: the audit lines of one offloaded tools/call
 // (traced: a span in its request's context), two fetches of its link
-// (whole and a range), a resources/read and a resources/stream of its
-// URI share the
+// (whole and a range), a resources/read, a resources/stream and an
+// artifact tool's read of its URI share the
 // artifact id and the call's trace id, and name the call's upstream,
 // tool, request id and session; the offload line names the decision
 // log lines of its offload and mint decisions. A read of an artifact
@@ -87,6 +87,7 @@ func TestAuditJoinsOnTrace(t *testing.T) {
 		t.Fatalf("resources/stream: %s, %.300s", resp.Status, b)
 	}
 	resp.Body.Close()
+	a.call(t, "tools/call", map[string]any{"name": "spillway_artifact_grep", "arguments": map[string]any{"uri": artifact.URI(id), "pattern": "0123", "maxMatches": 1}})
 	req, _ := http.NewRequest(http.MethodPost, a.url, strings.NewReader(
 		`{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{"uri":"`+artifact.URI(strings.Repeat("a", 32))+`"}}`)) // no such artifact
 	req.Header.Set("Content-Type", "application/json")
@@ -99,9 +100,9 @@ func TestAuditJoinsOnTrace(t *testing.T) {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 
-	lines := audit.Lines(t, 6)
-	if len(lines) != 6 {
-		t.Fatalf("%d audit lines, want 6:\n%s", len(lines), audit.String())
+	lines := audit.Lines(t, 7)
+	if len(lines) != 7 {
+		t.Fatalf("%d audit lines, want 7:\n%s", len(lines), audit.String())
 	}
 	eng.Close()
 	points := map[string]string{}
@@ -116,7 +117,7 @@ func TestAuditJoinsOnTrace(t *testing.T) {
 		off["session"] != a.session || points[off["offload_decision"].(string)] != "offload" || points[off["mint_decision"].(string)] != "mint" {
 		t.Errorf("offload line %v", off)
 	}
-	for i, via := range []string{artifact.ViaLink, artifact.ViaLink, artifact.ViaRead, artifact.ViaStream} {
+	for i, via := range []string{artifact.ViaLink, artifact.ViaLink, artifact.ViaRead, artifact.ViaStream, artifact.ViaRead} {
 		l := lines[1+i]
 		if l["msg"] != artifact.AuditFetchMsg || l["via"] != via || l["artifact"] != id || l["call_trace_id"] != off["trace_id"] ||
 			l["call_request_id"] != "2" || l["call_upstream"] != "big" || l["call_tool"] != "big" || l["status"] == 0.0 ||
@@ -129,7 +130,10 @@ func TestAuditJoinsOnTrace(t *testing.T) {
 			t.Errorf("%v line: trace id %v, %v bytes, status %v", l["via"], l["trace_id"], l["bytes"], l["status"])
 		}
 	}
-	if l := lines[5]; l["via"] != artifact.ViaRead || l["status"] != 404.0 || l["denial"] != "not_found" || l["artifact"] != strings.Repeat("a", 32) {
+	if l := lines[5]; l["bytes"] == 0.0 || l["bytes"].(float64) >= 160_000 || l["status"] != 200.0 { // the grep's answer
+		t.Errorf("artifact tool line %v", l)
+	}
+	if l := lines[6]; l["via"] != artifact.ViaRead || l["status"] != 404.0 || l["denial"] != "not_found" || l["artifact"] != strings.Repeat("a", 32) {
 		t.Errorf("refused read line %v", l)
 	}
 	if tok := u.Query().Get("t"); tok == "" || strings.Contains(audit.String(), tok) {

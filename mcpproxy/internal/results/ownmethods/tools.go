@@ -106,7 +106,7 @@ func (o *Methods) runTool(ctx context.Context, rq Request, name string, args []b
 	} else {
 		text, err = o.tools.Run(ctx, c, src)
 	}
-	ra.done(answered(text, long), "", err)
+	ra.done(answered(text, long), "", toolError(err))
 	switch {
 	case err == nil:
 		return text, long, nil
@@ -216,6 +216,15 @@ func ListTools(m *jsonrpc.Message, envelope bool, send func(context.Context, *js
 		}
 		return resp.Result, nil
 	}
+}
+
+// toolError is err as an audit line tells it: a program or arguments the
+// tool refused is the caller's invalid request (400), not the store's.
+func toolError(err error) error {
+	if errors.Is(err, arttools.ErrInvalid) {
+		return fmt.Errorf("%w: %w", artifact.ErrInvalid, err)
+	}
+	return err
 }
 
 // answered is the size of a tool's answer: what left of the artifact.
