@@ -151,6 +151,8 @@ func denial(err error) string {
 		return ""
 	case errors.As(err, &de) && de.Err != nil:
 		return "policy: no decision (evaluation failed)"
+	case errors.As(err, &de) && de.Reason == "":
+		return "policy: denied"
 	case errors.As(err, &de):
 		return "policy: " + de.Reason
 	case errors.Is(err, errRevoked):

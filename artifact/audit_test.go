@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spillway-dev/spillway/artifact/token"
 	"github.com/spillway-dev/spillway/policy"
 	"github.com/spillway-dev/spillway/policy/decision"
 	"github.com/spillway-dev/spillway/policy/policytest"
@@ -143,4 +146,24 @@ type fetchFunc func(ctx context.Context)
 func (f fetchFunc) Fetch(ctx context.Context, _ policy.FetchInput) (policy.FetchDecision, error) {
 	f(ctx)
 	return policy.FetchDecision{Allow: true}, nil
+}
+
+func TestDenial(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{nil, ""},
+		{&DeniedError{Reason: "not on weekends"}, "policy: not on weekends"},
+		{&DeniedError{}, "policy: denied"},
+		{&DeniedError{Err: errors.New("eval failed: secret input")}, "policy: no decision (evaluation failed)"},
+		{fmt.Errorf("token x: %w: %w", errRevoked, ErrLinkRefused), "link revoked"},
+		{fmt.Errorf("%w: %w", ErrLinkRefused, token.ErrInvalid), "link refused (malformed, tampered, retired key or bindings)"},
+		{fmt.Errorf("stat: %w", ErrNotFound), "not_found"},
+		{fmt.Errorf("stat: %w", ErrExpired), "expired"},
+	} {
+		if got := denial(tt.err); got != tt.want {
+			t.Errorf("denial(%v) = %q, want %q", tt.err, got, tt.want)
+		}
+	}
 }
