@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -195,5 +196,44 @@ func TestAuditLogJoins(t *testing.T) {
 	}
 	if fi, err := os.Stat(trail); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("audit trail mode: %v %v", fi.Mode(), err)
+	}
+}
+
+// The audit trail is off unless asked for; the config file's audit-log
+// key asks for it as the flag does (the file created private); stdout is
+// refused with --stdio, whose stdout is the MCP channel; and a trail that
+// cannot be opened stops the server from starting.
+func TestAuditLogConfig(t *testing.T) {
+	if s := startServer(t, t.TempDir()); s.deps.svc.Audit != nil {
+		t.Error("an audit trail without --audit-log")
+	}
+	trail := filepath.Join(t.TempDir(), "trail.jsonl")
+	cfg := filepath.Join(t.TempDir(), "spillway.yaml")
+	if err := os.WriteFile(cfg, []byte("audit-log: "+trail+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if s := startServer(t, t.TempDir(), "--config", cfg); s.deps.svc.Audit == nil {
+		t.Error("audit-log in the config file opened no audit trail")
+	}
+	if fi, err := os.Stat(trail); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the trail file: %v %v", fi, err)
+	}
+	for _, args := range [][]string{
+		{"--stdio", "--upstream-cmd", "cat", "--audit-log", "-"},
+		{"--audit-log", filepath.Join(t.TempDir(), "no", "such", "dir", "trail")},
+	} {
+		fs := newFlagSet("serve")
+		var c serveConfig
+		c.register(fs)
+		if err := parseLayered(fs, append([]string{"--listen", "127.0.0.1:0", "--data", t.TempDir()}, args...), func(string) string { return "" }); err != nil {
+			t.Fatal(err)
+		}
+		s, err := newServer(t.Context(), &c, slog.New(slog.DiscardHandler), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--audit-log") {
+			if s != nil {
+				s.close()
+			}
+			t.Errorf("%v: started (%v), want an --audit-log error", args, err)
+		}
 	}
 }
