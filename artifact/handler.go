@@ -105,7 +105,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.o.Trace != nil {
 		r, traced = h.o.Trace(r, id)
 	}
-		n := h.svc.fetchNote()
+	n := h.svc.fetchNote()
 	claims, err := h.serve(cw, r, id, n)
 	if err != nil {
 		writeError(cw, err)

@@ -82,16 +82,14 @@ func bigtoolHTTP(t *testing.T) string {
 }
 
 // The done-when of the audit trail, through the real binary in front of
-// examples/bigtool (over Streamable HTTP) with --audit-log: one
-// offloaded tools/call and two fetches of its link (whole, then a range)
-// write one offload line and two fetch lines that join on the artifact
-// id and on the producing call: upstream, tool, request id, and trace
-// id. The call's trace id is the traceparent's once the proxy traces
-// requests (OpenTelemetry, with an OTLP endpoint set, as here); until
-// then it is empty in every line, and mcpproxy's TestAuditJoinsOnTrace
-// asserts the join with a span in the call's context. A fetch of the
-// link once revoked writes a line with the denial. The file is private,
-// and holds neither the link's token nor the caller's bearer token.
+// examples/bigtool (over Streamable HTTP) with --audit-log and tracing on
+// (an OTLP endpoint set): one offloaded tools/call, sent with a
+// traceparent, and two fetches of its link (whole, then a range) write
+// one offload line and two fetch lines that join on the artifact id and
+// on the producing call: upstream, tool, request id, and the
+// traceparent's trace id. A fetch of the link once revoked writes a line
+// with the denial. The file is private, and holds neither the link's
+// token nor the caller's bearer token.
 func TestAuditLogJoins(t *testing.T) {
 	data := t.TempDir()
 	const tok, tenant = "audit-test-bearer-9f3c", "acme"
@@ -169,10 +167,10 @@ func TestAuditLogJoins(t *testing.T) {
 	if fetches[0]["status"] != 200.0 || fetches[1]["status"] != 206.0 || fetches[1]["range"] != "bytes=0-99" || fetches[1]["bytes"] != 100.0 {
 		t.Errorf("fetch lines: %v", fetches)
 	}
-	// Once requests are traced (the OpenTelemetry work of issue 42), the
-	// traceparent the call came with is the call's trace.
-	if tr := off["trace_id"]; tr != "" && tr != traceID {
-		t.Errorf("the offload's trace id is %v, the call's traceparent had %s", tr, traceID)
+	// Requests are traced (an OTLP endpoint is set): the traceparent the
+	// call came with is the call's trace, which each fetch line names.
+	if off["trace_id"] != traceID || off["span_id"] == "" {
+		t.Errorf("the offload's trace %v span %v, the call's traceparent had trace %s", off["trace_id"], off["span_id"], traceID)
 	}
 
 	// A revoked link: its fetch is refused, and audited with the denial.
