@@ -1,7 +1,8 @@
 // Package artifact is Spillway's domain: the metadata of a stored artifact,
 // the Store interface its backends implement, the Service that mints
-// self-authenticating links (with the token package's Signer), and the HTTP
-// handler that serves artifact bytes to holders of such links.
+// self-authenticating links (with the token package's Signer), the HTTP
+// handler that serves artifact bytes to holders of such links, and the
+// audit trail of every offload and every read of those bytes (audit.go).
 //
 // The package imports no storage vendor. Backends live in sub-packages
 // (fsstore, s3store) and convert their vendor's errors into the sentinel
