@@ -84,6 +84,7 @@ func TestAuditTrail(t *testing.T) {
 		if resp.StatusCode != st.status || (st.status < 300 && int64(len(got)) != st.bytes) {
 			t.Fatalf("step %d: %s, %d bytes", i, resp.Status, len(got))
 		}
+		audit.Lines(t, 2+i) // written once the response is out: wait, to keep the steps' order
 	}
 
 	lines := audit.Lines(t, 1+len(steps))

@@ -64,7 +64,10 @@ func TestAuditJoinsOnTrace(t *testing.T) {
 		t.Fatalf("no httpUrl in %.300s", res)
 	}
 	link := string(m[1])
-	for _, rng := range []string{"", "bytes=0-99"} {
+	// A fetch's line is written once its response is out, maybe after the
+	// client has it: each step waits for its line, so the lines are in
+	// the order of the steps.
+	for i, rng := range []string{"", "bytes=0-99"} {
 		req, _ := http.NewRequest(http.MethodGet, link, nil)
 		if rng != "" {
 			req.Header.Set("Range", rng)
@@ -78,6 +81,7 @@ func TestAuditJoinsOnTrace(t *testing.T) {
 		if resp.StatusCode/100 != 2 {
 			t.Fatalf("GET %q: %s", rng, resp.Status)
 		}
+		audit.Lines(t, 2+i)
 	}
 	u, _ := url.Parse(link)
 	id := strings.TrimPrefix(u.Path, "/a/")
@@ -87,6 +91,7 @@ func TestAuditJoinsOnTrace(t *testing.T) {
 		t.Fatalf("resources/stream: %s, %.300s", resp.Status, b)
 	}
 	resp.Body.Close()
+	audit.Lines(t, 5)
 	a.call(t, "tools/call", map[string]any{"name": "spillway_artifact_grep", "arguments": map[string]any{"uri": artifact.URI(id), "pattern": "0123", "maxMatches": 1}})
 	req, _ := http.NewRequest(http.MethodPost, a.url, strings.NewReader(
 		`{"jsonrpc":"2.0","id":9,"method":"resources/read","params":{"uri":"`+artifact.URI(strings.Repeat("a", 32))+`"}}`)) // no such artifact

@@ -117,6 +117,7 @@ func TestAuditLogJoins(t *testing.T) {
 	}
 	link, _ := url.Parse(m[1])
 	id := strings.TrimPrefix(link.Path, "/a/")
+	fetched := 0
 	get := func(rng string) int {
 		req, _ := http.NewRequest(http.MethodGet, link.String(), nil)
 		if rng != "" {
@@ -128,6 +129,11 @@ func TestAuditLogJoins(t *testing.T) {
 		}
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
+		// Its line is written once the response is out, maybe after the
+		// client has it: wait for it, so the lines are in the order of
+		// the fetches.
+		fetched++
+		readAuditFile(t, trail, 1+fetched)
 		return resp.StatusCode
 	}
 	if s1, s2 := get(""), get("bytes=0-99"); s1 != 200 || s2 != 206 {
