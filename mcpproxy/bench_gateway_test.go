@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/spillway-dev/spillway/mcpproxy"
 	"github.com/spillway-dev/spillway/policy"
@@ -60,7 +63,11 @@ func benchProxy(b *testing.B, up mcpproxy.Upstream) *mcpproxy.Proxy {
 	if err != nil {
 		b.Fatal(err)
 	}
-	o := mcpproxy.Options{Upstream: up, Artifacts: svc, Offloader: mcpproxy.NewOffloader(svc, eng, mcpproxy.OffloadOptions{})}
+	o := mcpproxy.Options{Upstream: up, Artifacts: svc, Offloader: mcpproxy.NewOffloader(svc, eng, mcpproxy.OffloadOptions{}),
+		Registerer: prometheus.NewRegistry()}
+	if os.Getenv("SPILLWAY_BENCH_NO_METRICS") != "" { // the cost of the proxy's series, beside
+		o.Registerer = nil
+	}
 	if _, ok := up.(*mcpproxy.Gateway); ok {
 		o.CallPolicy = eng
 	}

@@ -142,6 +142,13 @@ func (w *observedWriter) Write(p []byte) (int, error) {
 func (w *observedWriter) Flush() { _ = w.FlushError() }
 
 func (w *observedWriter) FlushError() error {
+	switch f := w.ResponseWriter.(type) {
+	case interface{ FlushError() error }:
+		return f.FlushError()
+	case http.Flusher:
+		f.Flush()
+		return nil
+	}
 	return http.NewResponseController(w.ResponseWriter).Flush()
 }
 
